@@ -1,0 +1,94 @@
+"""Flash attention: softmax(q k^T * scale) v without materializing the score matrix.
+
+Shows the online softmax: for a tile of queries, a running row max `m_i`, a running
+denominator `l_i` and an output accumulator `acc` are carried across the loop over key/value
+tiles, rescaled whenever the max grows. `causal` is a compile-time flag that masks keys after
+the query (`torch.where` on tile indices, no data-dependent branching). The head dimension is
+specialized so the accumulator has a fixed width.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+import tessera
+import tessera.language as hl
+from examples._harness import DOT_TOLERANCES, Example
+
+
+@tessera.kernel
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """Scaled dot-product attention for `q` `[..., m, d]` and `k`, `v` `[..., n, d]`."""
+    m_dim, n_dim = q.size(-2), k.size(-2)
+    head_dim = hl.specialize(q.size(-1))
+    q_view = q.reshape(-1, m_dim, head_dim)
+    k_view = k.reshape(-1, n_dim, head_dim).transpose(1, 2)
+    v_view = v.reshape(-1, n_dim, head_dim)
+    out = torch.empty_like(q_view)
+    # exp2 is the cheaper instruction: fold log2(e) into the softmax scale.
+    qk_scale = 1.4426950408889634 / math.sqrt(head_dim)
+    for tile_b, tile_m in hl.tile([q_view.size(0), m_dim]):
+        m_i = hl.full([tile_b, tile_m], float("-inf"), dtype=torch.float32)
+        l_i = hl.zeros([tile_b, tile_m], dtype=torch.float32)
+        acc = hl.zeros([tile_b, tile_m, head_dim], dtype=torch.float32)
+        q_tile = q_view[tile_b, tile_m, :]
+        for tile_n in hl.tile(n_dim):
+            scores = hl.dot(q_tile, k_view[tile_b, :, tile_n], out_dtype=torch.float32) * qk_scale
+            if causal:
+                visible = tile_m.index[:, None] >= tile_n.index[None, :]
+                scores = torch.where(visible[None, :, :], scores, float("-inf"))
+            m_new = torch.maximum(m_i, torch.amax(scores, dim=-1))
+            p = torch.exp2(scores - m_new[:, :, None])
+            alpha = torch.exp2(m_i - m_new)
+            l_i = l_i * alpha + torch.sum(p, dim=-1)
+            v_tile = v_view[tile_b, tile_n, :]
+            acc = hl.dot(p.to(v_tile.dtype), v_tile, acc=acc * alpha[:, :, None])
+            m_i = m_new
+        out[tile_b, tile_m, :] = (acc / l_i[:, :, None]).to(out.dtype)
+    return out.view(q.size())
+
+
+def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """`torch.nn.functional.scaled_dot_product_attention` in float32 (causal: keys j <= query i)."""
+    out = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    return out.to(q.dtype)
+
+
+def make_inputs(
+    batch: int, heads: int, m: int, n: int, head_dim: int, *, causal: bool = False, dtype: torch.dtype, device: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
+    """`q` `[batch, heads, m, head_dim]`, `k`, `v` `[batch, heads, n, head_dim]`, and the flag."""
+    q, k, v = (torch.randn(batch, heads, length, head_dim, device=device).to(dtype) for length in (m, n, n))
+    return q, k, v, causal
+
+
+EXAMPLE = Example(
+    "attention",
+    run=attention,
+    reference=reference,
+    make_inputs=make_inputs,
+    sizes={
+        "cpu": {"batch": 2, "heads": 4, "m": 256, "n": 256, "head_dim": 64},
+        "cuda": {"batch": 4, "heads": 16, "m": 2048, "n": 2048, "head_dim": 128},
+    },
+    tolerances=DOT_TOLERANCES,
+)
+CAUSAL_EXAMPLE = Example(
+    "attention_causal",
+    run=attention,
+    reference=reference,
+    make_inputs=make_inputs,
+    sizes={
+        "cpu": {"batch": 2, "heads": 4, "m": 256, "n": 256, "head_dim": 64, "causal": True},
+        "cuda": {"batch": 4, "heads": 16, "m": 2048, "n": 2048, "head_dim": 128, "causal": True},
+    },
+    tolerances=DOT_TOLERANCES,
+)
+EXAMPLES = [EXAMPLE, CAUSAL_EXAMPLE]
+
+if __name__ == "__main__":
+    from examples._harness import run_examples
+
+    run_examples(EXAMPLES)

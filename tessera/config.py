@@ -1,0 +1,103 @@
+"""`tessera.Config`: one point in a kernel's tuning space.
+
+>>> Config(block_sizes=[64, 32], num_warps=4)
+Config(block_sizes=[64, 32], num_warps=4)
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from tessera.exc import ConfigError
+
+# key -> (meaning, validator). The backend reads these; the autotuner searches them.
+_KNOWN_KEYS: dict[str, str] = {
+    "block_sizes": "one block size per tunable tile dimension, in the order the kernel meets them",
+    "num_warps": "warps per program (power of two, 1..32)",
+    "num_stages": "software-pipelining stages of device loops (1..8)",
+    "loop_orders": "per top-level N-D tile loop, the order in which its dims map to program ids",
+    "l2_grouping": "group size of program ids along the first dim, for L2 reuse (1 = off)",
+    "indexing": "'pointer' | 'block_ptr' | 'tensor_descriptor', one for all accesses or a list per access",
+    "reduction_loops": "per whole-row reduction: None (one block) or a chunk size (looped reduction)",
+    "pid_type": "'flat' | 'xyz' | 'persistent_blocked' | 'persistent_interleaved'",
+}
+
+
+def _is_power_of_two(value: int) -> bool:
+    return value > 0 and value & (value - 1) == 0
+
+
+class Config(Mapping[str, Any]):
+    """Block sizes and launch settings for one compiled variant.
+
+    Unset keys take the kernel's defaults. Helion's Config keys keep their meaning.
+
+    >>> Config(block_sizes=[128], num_warps=8)["num_warps"]
+    8
+    """
+
+    def __init__(self, block_sizes: list[int] | None = None, num_warps: int | None = None,
+                 num_stages: int | None = None, **kwargs: Any) -> None:
+        values: dict[str, Any] = {}
+        if block_sizes is not None:
+            values["block_sizes"] = [int(b) for b in block_sizes]
+        if num_warps is not None:
+            values["num_warps"] = num_warps
+        if num_stages is not None:
+            values["num_stages"] = num_stages
+        values.update(kwargs)
+        _validate(values)
+        self._values = values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Config) and self._values == other._values
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{key}={value!r}" for key, value in self._values.items())
+        return f"Config({body})"
+
+    def merged(self, **updates: Any) -> Config:
+        """A copy with some keys replaced."""
+        return Config(**{**self._values, **updates})
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+
+def _validate(values: dict[str, Any]) -> None:
+    for key in values:
+        if key not in _KNOWN_KEYS:
+            known = ", ".join(sorted(_KNOWN_KEYS))
+            raise ConfigError(f"unknown Config key {key!r}", hint=f"known keys: {known}")
+    for block in values.get("block_sizes", []):
+        if not _is_power_of_two(block):
+            raise ConfigError(f"block size {block} is not a power of two",
+                              hint="Triton blocks must be powers of two; use e.g. "
+                                   f"{1 << max(block - 1, 0).bit_length()}")
+    warps = values.get("num_warps")
+    if warps is not None and not (isinstance(warps, int) and _is_power_of_two(warps) and warps <= 32):
+        raise ConfigError(f"num_warps={warps!r} must be a power of two between 1 and 32")
+    stages = values.get("num_stages")
+    if stages is not None and not (isinstance(stages, int) and 1 <= stages <= 8):
+        raise ConfigError(f"num_stages={stages!r} must be an int between 1 and 8")
+
+
+DEFAULT_BLOCK_SIZE = 32
+"""Block size of every tunable tile dimension when no Config gives one (eager and compiled)."""
+
+
+def default_block_size(minimum: int = 1) -> int:
+    """The documented default block size, raised to `minimum` (rounded up to a power of two)."""
+    floor = 1 << max(int(minimum) - 1, 0).bit_length()
+    return max(DEFAULT_BLOCK_SIZE, floor)

@@ -1,0 +1,114 @@
+"""Every error Tessera shows to users.
+
+Each class carries a message template that says what is wrong in kernel terms and what to do
+instead; the location (file, line, source excerpt with a caret) is attached when the error is
+raised from user code. Errors pickle, so autotune workers can report them.
+"""
+from __future__ import annotations
+
+from tessera.frontend.location import SourceLocation
+
+
+class TesseraError(Exception):
+    """Base of every user-facing Tessera error.
+
+    >>> raise TesseraError("bad thing", hint="do the good thing")  # doctest: +SKIP
+    """
+
+    template: str = "{detail}"
+
+    def __init__(self, detail: str = "", *, hint: str | None = None,
+                 location: SourceLocation | None = None, **fields: object) -> None:
+        self.detail = detail
+        self.hint = hint
+        self.location = location
+        self.fields = fields
+        super().__init__(detail)
+
+    def __reduce__(self):  # keep the location and hint across pickling
+        return (_rebuild_error, (type(self), self.detail, self.hint, self.location, self.fields))
+
+    @property
+    def message(self) -> str:
+        return self.template.format(detail=self.detail, **self.fields)
+
+    def with_location(self, location: SourceLocation | None) -> TesseraError:
+        if self.location is None and location is not None:
+            self.location = location
+        return self
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        if self.location is not None:
+            parts.append(self.location.render())
+        if self.hint:
+            parts.append(f"hint: {self.hint}")
+        return "\n".join(parts)
+
+
+def _rebuild_error(cls: type, detail: str, hint: str | None, location: SourceLocation | None,
+                   fields: dict) -> TesseraError:
+    return cls(detail, hint=hint, location=location, **fields)
+
+
+class NotInKernelError(TesseraError):
+    """A `tessera.language` function was called outside a `@tessera.kernel` function."""
+    template = "hl.{detail} can only be called inside a @tessera.kernel function"
+
+
+class NotInTileLoopError(TesseraError):
+    """A device-only operation was used on the host part of a kernel."""
+    template = "hl.{detail} is a device operation and must be called inside an hl.tile / hl.grid loop"
+
+
+class KernelArgumentError(TesseraError):
+    """A kernel was called with arguments that do not fit its signature."""
+
+
+class DeviceMismatchError(TesseraError):
+    """Tensors passed to one kernel call live on different devices."""
+
+
+class ConfigError(TesseraError):
+    """A Config does not fit the kernel (wrong key, wrong number of block sizes, bad value)."""
+
+
+class ShapeMismatchError(TesseraError):
+    """Two sizes that must agree do not (broadcasting, indexing, stores)."""
+
+
+class DtypeError(TesseraError):
+    """An operation received a dtype it cannot handle."""
+
+
+class IndexingError(TesseraError):
+    """An index expression that Tessera cannot lower, or that is out of range."""
+
+
+class UnsupportedSyntaxError(TesseraError):
+    """Python syntax that cannot appear inside a tile loop (break, return, ...)."""
+
+
+class UnsupportedOperationError(TesseraError):
+    """An operation that has no lowering in the chosen mode."""
+
+
+class DeviceValueOnHostError(TesseraError):
+    """A value computed inside a tile loop was read by host code after the loop."""
+
+
+class DynamicAllocationError(TesseraError):
+    """A register allocation (hl.zeros/hl.full) sized by a value only known at run time."""
+
+
+class RecompileLimitError(TesseraError):
+    """A kernel compiled more variants than its max_variants setting allows."""
+
+
+class BackendCompileError(TesseraError):
+    """Triton rejected generated code: a Tessera bug, reported with the generated source path."""
+    template = "internal error: Triton failed to compile the generated kernel: {detail}"
+
+
+class AutotuneError(TesseraError):
+    """Every autotuning candidate failed."""

@@ -1,0 +1,1 @@
+"""Source parsing, control-flow rewriting and source locations for errors."""

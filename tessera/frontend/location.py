@@ -1,0 +1,103 @@
+"""Source locations of user code, and the filter that tells user frames from Tessera's own."""
+from __future__ import annotations
+
+import dataclasses
+import linecache
+import os
+import sys
+import types
+
+import tessera
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(tessera.__file__))
+# Frames from these directories are never "the user's line": Tessera itself, the standard
+# library, and torch's Python dispatch layers (a __torch_function__ mode sits between the user
+# and us).
+_INTERNAL_PREFIXES: tuple[str, ...] = (
+    _PACKAGE_DIR + os.sep,
+    os.path.dirname(os.__file__) + os.sep,
+)
+_INTERNAL_MARKERS: tuple[str, ...] = (os.sep + "torch" + os.sep, os.sep + "triton" + os.sep, "<frozen ")
+
+
+def is_internal_file(filename: str) -> bool:
+    """True for files that belong to Tessera, the standard library, torch or triton."""
+    path = os.path.abspath(filename) if not filename.startswith("<") else filename
+    if path.startswith(_INTERNAL_PREFIXES):
+        return True
+    if os.sep + "tessera_generated" + os.sep in path:
+        return False
+    return any(marker in path for marker in _INTERNAL_MARKERS)
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceLocation:
+    """A span of user source: file, 1-based line, 0-based columns, and the function name."""
+
+    filename: str
+    lineno: int
+    col: int = 0
+    end_col: int | None = None
+    function: str = ""
+
+    def source_line(self) -> str:
+        return linecache.getline(self.filename, self.lineno).rstrip("\n")
+
+    def short(self) -> str:
+        return f"{os.path.basename(self.filename)}:{self.lineno}"
+
+    def render(self) -> str:
+        """`at file:line:col in fn`, the source line, and a caret under the span."""
+        where = f"  at {self.filename}:{self.lineno}:{self.col}"
+        if self.function:
+            where += f" in {self.function}"
+        line = self.source_line()
+        if not line:
+            return where
+        stripped = line.lstrip()
+        indent = len(line) - len(stripped)
+        start = max(self.col - indent, 0)
+        end = self.end_col - indent if self.end_col is not None and self.end_col > self.col else start + 1
+        end = min(max(end, start + 1), len(stripped)) if stripped else start + 1
+        caret = " " * start + "^" * max(end - start, 1)
+        return f"{where}\n    {stripped}\n    {caret}"
+
+    @staticmethod
+    def from_frame(frame: types.FrameType) -> SourceLocation:
+        code = frame.f_code
+        col, end_col = 0, None
+        positions = list(code.co_positions())
+        index = frame.f_lasti // 2
+        if 0 <= index < len(positions):
+            _, end_line, start, end = positions[index]
+            if start is not None:
+                col = start
+                end_col = end if end_line == frame.f_lineno else None
+        return SourceLocation(code.co_filename, frame.f_lineno, col, end_col, code.co_name)
+
+
+def user_frame(skip: int = 1) -> types.FrameType | None:
+    """The innermost frame on the stack that is user code (not Tessera, torch or stdlib)."""
+    frame = sys._getframe(skip)
+    while frame is not None and is_internal_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
+def user_location(skip: int = 1) -> SourceLocation | None:
+    """Location of the innermost user frame, or None if the stack holds none."""
+    frame = user_frame(skip + 1)
+    return SourceLocation.from_frame(frame) if frame is not None else None
+
+
+def strip_internal_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """A copy of a traceback without Tessera's (and torch's dispatch) frames."""
+    kept: list[types.TracebackType] = []
+    while tb is not None:
+        if not is_internal_file(tb.tb_frame.f_code.co_filename):
+            kept.append(tb)
+        tb = tb.tb_next
+    result = None
+    for entry in reversed(kept):
+        result = types.TracebackType(result, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return result

@@ -1,0 +1,1 @@
+"""Tile IR: primitives, symbolic shapes, the graph, and passes."""

@@ -1,0 +1,16 @@
+"""What kernels call, as `hl`: the names and meaning of Helion's `helion.language`.
+
+>>> import tessera.language as hl
+"""
+from __future__ import annotations
+
+from tessera.language.constexpr import constexpr, specialize
+from tessera.language.creation import arange, full, zeros
+from tessera.language.math import dot
+from tessera.language.memory import atomic_add, atomic_max, atomic_min, load, store
+from tessera.language.tile import Tile, grid, register_block_size, static_range, tile
+
+__all__ = [
+    "Tile", "arange", "atomic_add", "atomic_max", "atomic_min", "constexpr", "dot", "full", "grid",
+    "load", "register_block_size", "specialize", "static_range", "store", "tile", "zeros",
+]

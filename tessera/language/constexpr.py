@@ -1,0 +1,47 @@
+"""Compile-time values: `hl.specialize`, `hl.constexpr`."""
+from __future__ import annotations
+
+from typing import Any
+
+from tessera.ir.primitive import Primitive
+
+
+class constexpr:  # noqa: N801  (keeps Helion's spelling: hl.constexpr)
+    """Marks a kernel argument as a compile-time constant (annotation or wrapper).
+
+    >>> def kernel(x: torch.Tensor, eps: hl.constexpr): ...     # doctest: +SKIP
+    >>> kernel(x, hl.constexpr(1e-5))                          # doctest: +SKIP
+    """
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"hl.constexpr({self.value!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, constexpr) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(("constexpr", self.value))
+
+
+def specialize(value: Any) -> Any:
+    """Make a host int (a size, a stride, an int argument) a compile-time constant.
+
+    The value flows as a plain int through allocations, reductions, views and loop bounds, and is
+    part of the cache key: a new value compiles a new variant.
+
+    >>> n = hl.specialize(x.size(1))   # doctest: +SKIP
+    """
+    return specialize_p.bind(value)
+
+
+specialize_p = Primitive("specialize", device_only=False)
+
+
+@specialize_p.def_eager
+def _specialize_eager(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return type(value)(int(v) for v in value)
+    return int(value)

@@ -1,0 +1,180 @@
+"""Tile loops: `hl.tile`, `hl.grid`, `hl.register_block_size`, `hl.static_range`.
+
+A top-level `for tile in hl.tile(n)` loop is one kernel launch; a nested one is a loop inside
+the kernel. `hl.tile` only describes the iteration space (a `TileRange`); the active
+interpreter decides what iterating it means (real slices in eager mode, symbols when tracing).
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any, Iterator, Sequence
+
+import torch
+
+from tessera import exc
+from tessera.frontend.location import is_internal_file, user_location
+from tessera.runtime import interpreter
+
+Extent = Any  # an int, a 0-d integer tensor, a runtime scalar, or a symbolic size
+
+
+@dataclasses.dataclass
+class Tile:
+    """One block of a tile loop, as seen in eager mode.
+
+    Indexing a tensor with a tile takes the rows `begin:end`. `index` is the tensor of those
+    indices, `id` the tile's number along its loop and `count` the number of tiles.
+
+    >>> t = Tile(begin=64, end=100, block_size=64, id=1, count=2, device=torch.device("cpu"))
+    >>> t.end - t.begin
+    36
+    """
+
+    begin: int
+    end: int
+    block_size: int
+    id: int
+    count: int
+    device: torch.device
+
+    @property
+    def index(self) -> torch.Tensor:
+        return torch.arange(self.begin, self.end, device=self.device, dtype=torch.int32)
+
+    def as_slice(self) -> slice:
+        return slice(self.begin, self.end)
+
+    def __len__(self) -> int:
+        return self.end - self.begin
+
+    def __repr__(self) -> str:
+        return f"Tile({self.begin}:{self.end}, block_size={self.block_size}, id={self.id})"
+
+
+@dataclasses.dataclass
+class TileRange:
+    """The iteration space of one `hl.tile` / `hl.grid` call."""
+
+    begins: list[Extent]
+    ends: list[Extent]
+    block_sizes: list[Any]          # per dim: an int/symbol, or None until the interpreter assigns one
+    multi_dim: bool                 # yields tuples (list argument) rather than single tiles
+    is_grid: bool
+    site: tuple[str, int, int] | None  # (file, line, col) of the call, keys its block-size slots
+    location: Any = None
+
+    def __iter__(self) -> Iterator[Any]:
+        active = interpreter.current("grid" if self.is_grid else "tile")
+        return active.iterate_grid(self) if self.is_grid else active.iterate_tiles(self)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.ends)
+
+
+def _call_site() -> tuple[str, int, int] | None:
+    """(file, line, col) of the innermost user call, matching the AST node of that call."""
+    frame = sys._getframe(2)
+    while frame is not None and is_internal_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    positions = list(frame.f_code.co_positions())
+    index = frame.f_lasti // 2
+    line, _, col, _ = positions[index] if 0 <= index < len(positions) else (frame.f_lineno, 0, 0, 0)
+    return (frame.f_code.co_filename, line or frame.f_lineno, col or 0)
+
+
+def _as_list(value: Any) -> tuple[list[Any], bool]:
+    if isinstance(value, (list, tuple, torch.Size)):
+        return list(value), True
+    return [value], False
+
+
+def _normalize_range(begin_or_end: Any, end_or_none: Any, what: str) -> tuple[list, list, bool]:
+    if end_or_none is None:
+        ends, multi = _as_list(begin_or_end)
+        return [0] * len(ends), ends, multi
+    begins, multi_b = _as_list(begin_or_end)
+    ends, multi_e = _as_list(end_or_none)
+    if len(begins) != len(ends):
+        raise exc.TesseraError(
+            f"hl.{what} got {len(begins)} begin values and {len(ends)} end values",
+            location=user_location(2), hint="pass one begin and one end per dimension")
+    return begins, ends, multi_b or multi_e
+
+
+def tile(begin_or_end: Any, end_or_none: Any = None, block_size: Any = None) -> TileRange:
+    """Iterate over tiles of one or more dimensions.
+
+    `hl.tile(n)` covers `0..n`, `hl.tile(begin, end)` covers `begin..end`, and a list
+    (`hl.tile([m, n])`, `hl.tile(x.size())`) yields a tuple of tiles, one per dimension. Each
+    dimension without a fixed `block_size=` takes its block size from the Config's
+    `block_sizes`, in the order the kernel's source meets them.
+
+    >>> for tile_m, tile_n in hl.tile([m, n]):    # doctest: +SKIP
+    ...     out[tile_m, tile_n] = x[tile_m, tile_n] + 1
+    """
+    interpreter.current("tile")
+    begins, ends, multi = _normalize_range(begin_or_end, end_or_none, "tile")
+    sizes, multi_b = _as_list(block_size)
+    if block_size is None:
+        sizes = [None] * len(ends)
+    elif len(sizes) != len(ends):
+        raise exc.TesseraError(
+            f"hl.tile got {len(sizes)} block sizes for {len(ends)} dimensions",
+            location=user_location(), hint="pass one block size per dimension, or None to tune it")
+    return TileRange(begins, ends, sizes, multi or multi_b, False, _call_site(), user_location())
+
+
+def grid(begin_or_end: Any, end_or_none: Any = None, step: Any = None) -> TileRange:
+    """Iterate over single indices: one program per index (a tile of block size 1).
+
+    >>> for g in hl.grid(num_groups):             # doctest: +SKIP
+    ...     m = hl.load(sizes, [g])
+    """
+    interpreter.current("grid")
+    begins, ends, multi = _normalize_range(begin_or_end, end_or_none, "grid")
+    steps, _ = _as_list(1 if step is None else step)
+    if len(steps) == 1 and len(ends) > 1:
+        steps = steps * len(ends)
+    return TileRange(begins, ends, steps, multi, True, _call_site(), user_location())
+
+
+def register_block_size(min_or_max: Any, max_or_none: Any = None) -> Any:
+    """Declare a tunable block size shared by every `hl.tile(..., block_size=it)` that uses it.
+
+    `register_block_size(max)` or `register_block_size(min, max)`; returns the block size the
+    current Config assigns (one `block_sizes` entry, counted where this call stands).
+
+    >>> m_block = hl.register_block_size(m)       # doctest: +SKIP
+    >>> for mb in hl.tile(m, block_size=m_block): ...
+    """
+    active = interpreter.current("register_block_size")
+    low, high = (1, min_or_max) if max_or_none is None else (min_or_max, max_or_none)
+    return active.block_sizes(_call_site(), 1, [(_static_int(low) or 1, _static_int(high))])[0]
+
+
+def _static_int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
+def static_range(begin_or_end: int, end: int | None = None, step: int = 1) -> range:
+    """A loop that is unrolled when compiled (its bounds must be Python ints).
+
+    >>> for i in hl.static_range(4): ...         # doctest: +SKIP
+    """
+    return range(begin_or_end) if end is None else range(begin_or_end, end, step)
+
+
+def static_bounds(tile_range: TileRange) -> list[tuple[int, int | None]]:
+    """Per dim (min, max) bounds a block size must fit: at least 1, at most the extent if known."""
+    bounds = []
+    for begin, end in zip(tile_range.begins, tile_range.ends):
+        b, e = _static_int(begin), _static_int(end)
+        bounds.append((1, e - b if b is not None and e is not None else None))
+    return bounds

@@ -1,0 +1,1 @@
+"""Kernel objects, argument binding, caches and the modes (eager / interpret / compiled)."""

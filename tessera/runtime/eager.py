@@ -1,0 +1,149 @@
+"""Eager mode: run the kernel function as Python, tile loops iterating real slices.
+
+Eager is the specification every other mode is tested against. It uses the same block sizes a
+compiled config would, so tail tiles and block-size-dependent results (`tile.id`, per-block
+partial buffers) match compiled runs. Torch ops inside kernels are plain torch ops; products
+are computed in fp32 (as a compiled `tl.dot` accumulates) so CPU fp16/bf16 and mixed-dtype
+products work.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from tessera import exc
+from tessera.config import Config, default_block_size
+from tessera.frontend.block_slots import BlockSlotTable
+from tessera.frontend.location import user_location
+from tessera.ir.primitive import Primitive
+from tessera.language.math import exact_matmul, product_dtype
+from tessera.language.tile import Tile, TileRange
+from tessera.runtime import eager_indexing, eager_state, interpreter
+
+
+class EagerInterpreter:
+    """Runs primitives by their eager rules and iterates tile loops as real tiles."""
+
+    def __init__(self, slots: BlockSlotTable, config: Config, device: torch.device) -> None:
+        self.slots = slots
+        self.config = config
+        self.device = device
+        self.loop_depth = 0
+
+    def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
+        if primitive.device_only and self.loop_depth == 0:
+            raise exc.NotInTileLoopError(
+                primitive.name, location=user_location(),
+                hint="move it into a `for tile in hl.tile(...)` loop, or use the torch "
+                     "equivalent on the host (torch.zeros, tensor indexing, ...)")
+        assert primitive.eager_rule is not None, f"{primitive} has no eager rule"
+        return primitive.eager_rule(*args, **params)
+
+    def block_sizes(self, site: tuple[str, int, int] | None, count: int,
+                    bounds: list[tuple[int, int | None]]) -> list[int]:
+        first = self.slots.first_slot(site, count)
+        configured = self.config.get("block_sizes")
+        if configured is None:
+            return [default_block_size(low) for low, _ in bounds]
+        if first + count > len(configured):
+            raise exc.ConfigError(
+                f"this tile loop uses block_sizes[{first}:{first + count}], but the Config has "
+                f"only {len(configured)} block sizes", location=user_location(),
+                hint=f"give one block size per tunable tile dimension "
+                     f"(this kernel has at least {self.slots.known_count()})")
+        return list(configured[first:first + count])
+
+    def _resolved_blocks(self, tile_range: TileRange) -> list[int]:
+        from tessera.language.tile import static_bounds
+        tunable = [i for i, block in enumerate(tile_range.block_sizes) if block is None]
+        blocks = list(tile_range.block_sizes)
+        if tunable:
+            bounds = static_bounds(tile_range)
+            chosen = self.block_sizes(tile_range.site, len(tunable), [bounds[i] for i in tunable])
+            for i, block in zip(tunable, chosen):
+                blocks[i] = block
+        return [int(block) for block in blocks]
+
+    def iterate_tiles(self, tile_range: TileRange) -> Iterator[Any]:
+        blocks = self._resolved_blocks(tile_range)
+        per_dim = []
+        for begin, end, block in zip(tile_range.begins, tile_range.ends, blocks):
+            begin, end = int(begin), int(end)
+            count = max(-(-(end - begin) // block), 0)
+            per_dim.append([Tile(b, min(b + block, end), block, i, count, self.device)
+                            for i, b in enumerate(range(begin, end, block))])
+        return self._loop(per_dim, tile_range.multi_dim)
+
+    def iterate_grid(self, tile_range: TileRange) -> Iterator[Any]:
+        per_dim = [list(range(int(b), int(e), int(s)))
+                   for b, e, s in zip(tile_range.begins, tile_range.ends, tile_range.block_sizes)]
+        return self._loop(per_dim, tile_range.multi_dim)
+
+    def _loop(self, per_dim: list[list[Any]], multi_dim: bool) -> Iterator[Any]:
+        # Row-major order: the last dimension varies fastest, like nested Python loops.
+        self.loop_depth += 1
+        try:
+            for combo in itertools.product(*per_dim):
+                yield combo if multi_dim else combo[0]
+        finally:
+            self.loop_depth -= 1
+
+
+def _getitem(tensor: torch.Tensor, index: Any) -> torch.Tensor:
+    return eager_indexing.load(tensor, index)
+
+
+def _setitem(tensor: torch.Tensor, index: Any, value: Any) -> None:
+    eager_indexing.store(tensor, index, value)
+
+
+def _mm(a: torch.Tensor, b: torch.Tensor, *, out: Any = None) -> torch.Tensor:
+    return exact_matmul(a, b).to(product_dtype(a, b))
+
+
+def _addmm(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
+           out: Any = None) -> torch.Tensor:
+    product = exact_matmul(a, b)
+    total = product * alpha if alpha != 1 else product
+    if beta != 0:
+        total = total + (acc.to(total.dtype) * beta if beta != 1 else acc.to(total.dtype))
+    return total.to(product_dtype(acc, a, b))
+
+
+# torch callables whose eager-mode meaning Tessera changes, and why: tiles index like slices
+# (with bounds checks), and products accumulate in fp32 with PyTorch's dtype promotion.
+_OVERRIDES: dict[Callable[..., Any], Callable[..., Any]] = {
+    torch.Tensor.__getitem__: _getitem,
+    torch.Tensor.__setitem__: _setitem,
+    torch.mm: _mm, torch.Tensor.mm: _mm,
+    torch.bmm: _mm, torch.Tensor.bmm: _mm,
+    torch.matmul: _mm, torch.Tensor.matmul: _mm, torch.Tensor.__matmul__: _mm,
+    torch.addmm: _addmm, torch.Tensor.addmm: _addmm,
+    torch.baddbmm: _addmm, torch.Tensor.baddbmm: _addmm,
+}
+
+
+class EagerTorchMode(TorchFunctionMode):
+    """Routes the torch calls listed in `_OVERRIDES` to their eager-mode meaning."""
+
+    def __torch_function__(self, func: Callable[..., Any], types: Any, args: tuple = (),
+                           kwargs: dict | None = None) -> Any:
+        override = _OVERRIDES.get(func)
+        if override is not None:
+            return override(*args, **(kwargs or {}))
+        return func(*args, **(kwargs or {}))
+
+
+def run_eager(fn: Callable[..., Any], args: tuple, kwargs: dict, slots: BlockSlotTable,
+              config: Config, device: torch.device) -> Any:
+    """Call the kernel function in eager mode."""
+    eager = EagerInterpreter(slots, config, device)
+    eager_state.push_device(device)
+    try:
+        with interpreter.activate(eager), EagerTorchMode():
+            return fn(*args, **kwargs)
+    finally:
+        eager_state.pop_device()

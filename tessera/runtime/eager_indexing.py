@@ -1,0 +1,166 @@
+"""Indexing tensors with tiles in eager mode, with bounds checks and masks.
+
+Eager mode is the oracle, so it must never read or write out of bounds silently: a tile that
+runs past a tensor's dimension, or an index tensor with an out-of-range value in an unmasked
+lane, is an error here, exactly the accesses the compiled kernel masks or would corrupt.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from tessera import exc
+from tessera.frontend.location import user_location
+from tessera.language.tile import Tile
+
+Index = tuple[Any, ...]
+
+
+def _as_int(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point():
+        return int(value)
+    return value
+
+
+def normalize_index(tensor: torch.Tensor, index: Any) -> Index:
+    """Tiles become slices (bounds-checked); 0-d int tensors become ints; the result is a tuple."""
+    items = list(index) if isinstance(index, (tuple, list)) else [index]
+    consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
+    if Ellipsis in items:
+        spot = items.index(Ellipsis)
+        items[spot:spot + 1] = [slice(None)] * (tensor.dim() - consumed)
+    result: list[Any] = []
+    dim = 0
+    for item in items:
+        item = _as_int(item)
+        if isinstance(item, slice):
+            item = slice(_as_int(item.start), _as_int(item.stop), _as_int(item.step))
+        if isinstance(item, Tile):
+            if dim >= tensor.dim():
+                raise exc.IndexingError(
+                    f"too many indices for a tensor of rank {tensor.dim()}", location=user_location())
+            if item.end > tensor.size(dim):
+                raise exc.IndexingError(
+                    f"tile {item.begin}:{item.end} is out of bounds for dimension {dim} of size "
+                    f"{tensor.size(dim)} (tensor shape {list(tensor.shape)})",
+                    location=user_location(),
+                    hint="tile each dimension by the size of the tensor it indexes")
+            item = item.as_slice()
+        result.append(item)
+        if item is not None:
+            dim += 1
+    return tuple(result)
+
+
+def _tensor_dims(tensor: torch.Tensor, index: Index) -> list[tuple[int, int]]:
+    """(position in index, tensor dim) of every index that is a tensor."""
+    found, dim = [], 0
+    for position, item in enumerate(index):
+        if item is None:
+            continue
+        if isinstance(item, torch.Tensor):
+            found.append((position, dim))
+        dim += 1
+    return found
+
+
+def _in_bounds(tensor: torch.Tensor, index: Index, tensor_dims: list[tuple[int, int]]) -> torch.Tensor:
+    """Bool tensor, broadcastable to `tensor[index]`, True where every index tensor is in range."""
+    shape = [1] * tensor.dim()
+    for _, dim in tensor_dims:
+        shape[dim] = 2
+    helper = torch.ones(shape, dtype=torch.bool, device=tensor.device)
+    for _, dim in tensor_dims:
+        helper.narrow(dim, 1, 1).fill_(False)
+    probe: list[Any] = []
+    positions = {position: dim for position, dim in tensor_dims}
+    for position, item in enumerate(index):
+        if position in positions:
+            size = tensor.size(positions[position])
+            probe.append(((item < 0) | (item >= size)).long())
+        elif item is None or isinstance(item, slice):
+            probe.append(None if item is None else slice(None))
+        else:
+            probe.append(0)
+    return helper[tuple(probe)]
+
+
+def _clamped(tensor: torch.Tensor, index: Index, tensor_dims: list[tuple[int, int]]) -> Index:
+    items = list(index)
+    for position, dim in tensor_dims:
+        size = tensor.size(dim)
+        items[position] = items[position].long().clamp(0, max(size - 1, 0))
+    return tuple(items)
+
+
+def _check_unmasked(in_bounds: torch.Tensor, mask: Any) -> None:
+    bad = ~in_bounds if mask is None else (~in_bounds & torch.as_tensor(mask, device=in_bounds.device))
+    if bool(bad.any()):
+        raise exc.IndexingError(
+            "an index tensor holds values outside the tensor's dimension in lanes that are not masked",
+            location=user_location(),
+            hint="mask those lanes with extra_mask=..., or clamp the indices")
+
+
+def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
+    """`tensor[index]` with masked lanes reading 0 and out-of-range lanes rejected."""
+    index = normalize_index(tensor, index)
+    tensor_dims = _tensor_dims(tensor, index)
+    if tensor_dims:
+        _check_unmasked(_in_bounds(tensor, index, tensor_dims), mask)
+        value = tensor[_clamped(tensor, index, tensor_dims)]
+    else:
+        value = tensor[index]
+    if mask is not None:
+        value = torch.where(torch.as_tensor(mask, device=value.device), value, torch.zeros((), dtype=value.dtype,
+                                                                                              device=value.device))
+    return value
+
+
+def _coordinates(tensor: torch.Tensor, index: Index) -> tuple[torch.Tensor, ...]:
+    """Per tensor dim, the coordinate of every element of `tensor[index]` (clamped indices)."""
+    coords = []
+    for dim in range(tensor.dim()):
+        shape = [1] * tensor.dim()
+        shape[dim] = -1
+        ruler = torch.arange(tensor.size(dim), device=tensor.device).view(shape).expand(tensor.shape)
+        coords.append(ruler[index])
+    return tuple(coords)
+
+
+def store(tensor: torch.Tensor, index: Any, value: Any, mask: Any = None, accumulate: bool = False,
+          reduce: str | None = None) -> None:
+    """`tensor[index] = value` writing only unmasked lanes; `accumulate` adds (atomic_add)."""
+    index = normalize_index(tensor, index)
+    tensor_dims = _tensor_dims(tensor, index)
+    if tensor_dims:
+        _check_unmasked(_in_bounds(tensor, index, tensor_dims), mask)
+        index = _clamped(tensor, index, tensor_dims)
+    if not tensor_dims and mask is None and not accumulate and reduce is None:
+        tensor[index] = value
+        return
+    target_shape = tensor[index].shape
+    value = torch.as_tensor(value, device=tensor.device).to(tensor.dtype).expand(target_shape)
+    coords = [c.expand(target_shape) for c in _coordinates(tensor, index)]
+    if mask is not None:
+        keep = torch.as_tensor(mask, device=tensor.device).expand(target_shape)
+        coords = [c[keep] for c in coords]
+        value = value[keep]
+    if reduce is not None:
+        _scatter_reduce(tensor, coords, value, reduce)
+    else:
+        tensor.index_put_(tuple(coords), value, accumulate=accumulate)
+
+
+def _scatter_reduce(tensor: torch.Tensor, coords: list[torch.Tensor], value: torch.Tensor, reduce: str) -> None:
+    """Atomic max/min: duplicates among the lanes combine, as on the GPU."""
+    flat = tensor.contiguous().view(-1)
+    linear = torch.zeros_like(coords[0]) if coords else torch.zeros((), dtype=torch.long)
+    stride = 1
+    for dim in reversed(range(tensor.dim())):
+        linear = linear + coords[dim] * stride
+        stride *= tensor.size(dim)
+    flat.scatter_reduce_(0, linear.reshape(-1), value.reshape(-1), "amax" if reduce == "max" else "amin")
+    if flat.data_ptr() != tensor.data_ptr():
+        tensor.copy_(flat.view(tensor.shape))

@@ -1,0 +1,159 @@
+"""`tessera.kernel`: the decorator, and the Kernel object that dispatches each call to a mode."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from typing import Any, Callable
+
+import torch
+
+from tessera import exc, settings
+from tessera.config import Config
+from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
+from tessera.frontend.location import strip_internal_frames, user_location
+from tessera.frontend.source import KernelSource
+from tessera.runtime.eager import run_eager
+
+MODES = ("eager", "interpret", "compiled")
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelSettings:
+    """Per-kernel settings given to `@tessera.kernel(...)`."""
+
+    config: Config | None = None
+    configs: tuple[Config, ...] = ()
+    mode: str | None = None
+    static_shapes: bool = False
+    autotune_effort: str = "quick"
+    autotune_budget_seconds: float = 30.0
+    dot_precision: str = "tf32"
+    max_variants: int = 64
+
+    def __post_init__(self) -> None:
+        if self.mode is not None and self.mode not in MODES:
+            raise exc.ConfigError(f"unknown mode {self.mode!r}", hint=f"use one of {', '.join(MODES)}")
+        if self.autotune_effort not in ("none", "quick", "full"):
+            raise exc.ConfigError(f"unknown autotune_effort {self.autotune_effort!r}",
+                                  hint="use 'none', 'quick' or 'full'")
+        if self.dot_precision not in ("tf32", "ieee", "tf32x3"):
+            raise exc.ConfigError(f"unknown dot_precision {self.dot_precision!r}",
+                                  hint="use 'tf32', 'tf32x3' or 'ieee'")
+
+
+class Kernel:
+    """A `@tessera.kernel` function. Call it like the function it wraps.
+
+    >>> @tessera.kernel
+    ... def add(x, y):
+    ...     out = torch.empty_like(x)
+    ...     for tile in hl.tile(out.size()):
+    ...         out[tile] = x[tile] + y[tile]
+    ...     return out
+    """
+
+    def __init__(self, fn: Callable[..., Any], kernel_settings: KernelSettings) -> None:
+        self.fn = fn
+        self.settings = kernel_settings
+        self.signature = inspect.signature(fn)
+        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+
+    @functools.cached_property
+    def source(self) -> KernelSource:
+        return KernelSource(self.fn)
+
+    def block_slots(self) -> BlockSlotTable:
+        """A fresh table of which Config.block_sizes entry each tile call uses."""
+        return scan_block_slots(self.source, self.source.resolver())
+
+    def __repr__(self) -> str:
+        return f"<tessera.kernel {self.fn.__qualname__}>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._call(args, kwargs)
+        except exc.TesseraError as error:
+            if settings.get("debug") == "raw":
+                raise
+            raise error.with_traceback(strip_internal_frames(error.__traceback__)) from None
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
+        self._check_arguments(args, kwargs)
+        device = _common_device(self.fn.__name__, args, kwargs)
+        mode = self.mode_for(device)
+        if mode == "eager":
+            return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device)
+        raise exc.UnsupportedOperationError(
+            f"mode {mode!r} is not available yet", location=user_location(),
+            hint="use mode='eager' (or TESSERA_MODE=eager)")
+
+    def default_config(self) -> Config:
+        if self.settings.config is not None:
+            return self.settings.config
+        if self.settings.configs:
+            return self.settings.configs[0]
+        return Config()
+
+    def mode_for(self, device: torch.device) -> str:
+        """The mode of a call: `mode=` on the kernel, else TESSERA_MODE, else by device."""
+        mode = self.settings.mode or settings.get("mode")
+        if mode is None:
+            return "compiled" if device.type == "cuda" else "interpret"
+        if mode not in MODES:
+            raise exc.ConfigError(f"TESSERA_MODE={mode!r} is not a mode", hint=f"use one of {', '.join(MODES)}")
+        return mode
+
+    def _check_arguments(self, args: tuple, kwargs: dict) -> None:
+        try:
+            self.signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise exc.KernelArgumentError(
+                f"{self.fn.__name__}(): {error}", location=user_location(),
+                hint=f"the kernel's signature is {self.fn.__name__}{self.signature}") from None
+
+
+def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    found: list[torch.Tensor] = []
+    for value in list(args) + list(kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(v for v in value if isinstance(v, torch.Tensor))
+    return found
+
+
+def _common_device(name: str, args: tuple, kwargs: dict) -> torch.device:
+    tensors = _tensors(args, kwargs)
+    devices = {t.device for t in tensors}
+    if len(devices) > 1:
+        listing = ", ".join(sorted(str(d) for d in devices))
+        raise exc.DeviceMismatchError(
+            f"{name}() received tensors on different devices ({listing})", location=user_location(),
+            hint="move every tensor argument to one device, e.g. x.to('cuda')")
+    return devices.pop() if devices else torch.device("cpu")
+
+
+def kernel(fn: Callable[..., Any] | None = None, *, config: Config | None = None,
+           configs: list[Config] | None = None, **options: Any) -> Any:
+    """Make a function a Tessera kernel; usable bare or with settings.
+
+    Settings: `config=` / `configs=`, `mode=` ('eager' | 'interpret' | 'compiled'),
+    `static_shapes=`, `autotune_effort=` ('none' | 'quick' | 'full'),
+    `autotune_budget_seconds=`, `dot_precision=` ('tf32' | 'ieee'), `max_variants=`.
+
+    >>> @tessera.kernel(config=tessera.Config(block_sizes=[64]))   # doctest: +SKIP
+    ... def add(x, y): ...
+    """
+    known = {field.name for field in dataclasses.fields(KernelSettings)}
+    unknown = set(options) - known
+    if unknown:
+        raise exc.ConfigError(f"unknown kernel setting(s): {', '.join(sorted(unknown))}",
+                              location=user_location(),
+                              hint=f"known settings: {', '.join(sorted(known))}")
+    kernel_settings = KernelSettings(config=config, configs=tuple(configs or ()), **options)
+
+    def decorate(function: Callable[..., Any]) -> Kernel:
+        return Kernel(function, kernel_settings)
+
+    return decorate(fn) if fn is not None else decorate

@@ -1,0 +1,91 @@
+"""Every TESSERA_* environment variable, declared once with its type, default and meaning.
+
+Nothing else in Tessera reads `os.environ`. Tests override values with `settings.override(...)`.
+
+>>> from tessera import settings
+>>> with settings.override(mode="eager"):
+...     settings.get("mode")
+'eager'
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from typing import Any, Callable, Iterator
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    name: str
+    env: str
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+
+
+def _parse_bool(text: str) -> bool:
+    return text.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _parse_set(text: str) -> frozenset[str]:
+    return frozenset(part.strip() for part in text.split(",") if part.strip())
+
+
+def _parse_optional_str(text: str) -> str | None:
+    return text or None
+
+
+_DECLARED: tuple[Setting, ...] = (
+    Setting("mode", "TESSERA_MODE", _parse_optional_str, None,
+            "Force a mode for every kernel: eager | interpret | compiled. Default: compiled on CUDA "
+            "tensors, interpret on CPU tensors."),
+    Setting("print_code", "TESSERA_PRINT_CODE", _parse_bool, False,
+            "Print the generated Triton source of every new compiled variant."),
+    Setting("log", "TESSERA_LOG", _parse_set, frozenset(),
+            "Comma-separated log topics: recompiles, ir, autotune."),
+    Setting("debug", "TESSERA_DEBUG", _parse_optional_str, None,
+            "'raw' re-raises internal exceptions untouched, with Tessera's frames kept."),
+    Setting("cache_dir", "TESSERA_CACHE_DIR", str,
+            os.path.join(os.path.expanduser("~"), ".cache", "tessera"),
+            "Where generated sources and autotune results are stored."),
+    Setting("autotune_seed", "TESSERA_AUTOTUNE_SEED", int, 0,
+            "Seed of the autotuner's random choices."),
+    Setting("autotune_effort", "TESSERA_AUTOTUNE_EFFORT", _parse_optional_str, None,
+            "Override every kernel's autotune_effort: none | quick | full."),
+)
+
+_BY_NAME: dict[str, Setting] = {setting.name: setting for setting in _DECLARED}
+_overrides: list[dict[str, Any]] = []
+
+
+def get(name: str) -> Any:
+    """The current value of a setting: innermost override, else the environment, else default."""
+    for layer in reversed(_overrides):
+        if name in layer:
+            return layer[name]
+    setting = _BY_NAME[name]
+    text = os.environ.get(setting.env)
+    return setting.default if text is None else setting.parse(text)
+
+
+def log_enabled(topic: str) -> bool:
+    return topic in get("log")
+
+
+@contextlib.contextmanager
+def override(**values: Any) -> Iterator[None]:
+    """Temporarily set settings by name (not by environment variable)."""
+    unknown = set(values) - set(_BY_NAME)
+    if unknown:
+        raise KeyError(f"unknown Tessera settings: {sorted(unknown)}")
+    _overrides.append(values)
+    try:
+        yield
+    finally:
+        _overrides.remove(values)
+
+
+def describe() -> str:
+    """A table of every environment variable, its default and meaning (used by the README)."""
+    return "\n".join(f"{s.env} (default {s.default!r}): {s.doc}" for s in _DECLARED)

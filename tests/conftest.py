@@ -1,0 +1,25 @@
+"""Test options: `--device cuda` (or TESSERA_TEST_DEVICE=cuda) runs the suite on the GPU."""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--device", default=os.environ.get("TESSERA_TEST_DEVICE", "cpu"),
+                     help="device for kernel tests: cpu (default) or cuda")
+
+
+@pytest.fixture(scope="session")
+def device(request: pytest.FixtureRequest) -> torch.device:
+    name = request.config.getoption("--device")
+    if name == "cuda" and not torch.cuda.is_available():
+        pytest.skip("CUDA requested but not available")
+    return torch.device(name)
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
