@@ -70,24 +70,36 @@ def max_error(actual: Any, expected: Any) -> float:
     return worst
 
 
+class Mismatch(AssertionError):
+    """A kernel's output disagrees with PyTorch; `max_error` is inf for a shape or dtype mismatch."""
+
+    def __init__(self, message: str, max_error: float = float("inf")) -> None:
+        super().__init__(message)
+        self.max_error = max_error
+
+
 def assert_close(actual: Any, expected: Any, tolerance: tuple[float, float], name: str) -> float:
-    """Check `actual` against `expected` elementwise (|a - e| <= atol + rtol * |e|); return max error."""
+    """Check `actual` against `expected` elementwise (|a - e| <= atol + rtol * |e|); return max error.
+
+    Raises `Mismatch` naming the first output that differs in shape, dtype or value.
+    """
     atol, rtol = tolerance
     got_list, want_list = _flatten(actual), _flatten(expected)
     if len(got_list) != len(want_list):
-        raise AssertionError(f"{name}: {len(got_list)} outputs, expected {len(want_list)}")
+        raise Mismatch(f"{name}: {len(got_list)} outputs, expected {len(want_list)}")
     for position, (got, want) in enumerate(zip(got_list, want_list)):
         if got.shape != want.shape:
-            raise AssertionError(
-                f"{name}: output {position} has shape {tuple(got.shape)}, expected {tuple(want.shape)}"
-            )
+            shapes = f"{tuple(got.shape)}, expected {tuple(want.shape)}"
+            raise Mismatch(f"{name}: output {position} has shape {shapes}")
         if got.dtype != want.dtype:
-            raise AssertionError(f"{name}: output {position} has dtype {got.dtype}, expected {want.dtype}")
+            raise Mismatch(f"{name}: output {position} has dtype {got.dtype}, expected {want.dtype}")
         got64, want64 = got.detach().double().cpu(), want.detach().double().cpu()
         if not torch.allclose(got64, want64, atol=atol, rtol=rtol, equal_nan=True):
-            raise AssertionError(
-                f"{name}: output {position} differs from PyTorch by up to {max_error(got, want):.3g} "
-                f"(atol={atol}, rtol={rtol})"
+            error = max_error(got, want)
+            raise Mismatch(
+                f"{name}: output {position} differs from PyTorch by up to {error:.3g} "
+                f"(atol={atol}, rtol={rtol})",
+                error,
             )
     return max_error(actual, expected)
 
@@ -98,8 +110,10 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_ms(run: Callable[..., Any], inputs: Sequence[Any], device: str, repeat: int = 5) -> float:
-    """Median wall time of `run(*inputs)` in milliseconds, after one untimed call."""
+def time_ms(run: Callable[..., Any], inputs: Sequence[Any], device: str, repeat: int | None = None) -> float:
+    """Median wall time of `run(*inputs)` in milliseconds, after one untimed call (which compiles)."""
+    if repeat is None:
+        repeat = 20 if torch.device(device).type == "cuda" else 5
     run(*inputs)
     synchronize(device)
     samples = []
@@ -125,8 +139,8 @@ class Example:
     reference: Callable[..., Any]
     make_inputs: Callable[..., tuple[Any, ...]]
     sizes: dict[str, dict[str, Any]]
-    tolerances: dict[torch.dtype, tuple[float, float]] = field(default_factory=lambda: DEFAULT_TOLERANCES)
-    dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16)
+    tolerances: dict[torch.dtype, tuple[float, float]] = field(default_factory=DEFAULT_TOLERANCES.copy)
+    dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16, torch.float16)
 
     def gallery_sizes(self, device: str) -> dict[str, Any]:
         """The moderate, realistic sizes used by the gallery on this device."""
@@ -140,7 +154,7 @@ class Example:
     def check(self, device: str = "cpu", dtype: torch.dtype = torch.float32, **sizes: Any) -> float:
         """Run the kernel and the reference on the same inputs; return the max abs error.
 
-        Raises AssertionError when they differ by more than this example's tolerance.
+        Raises `Mismatch` (an AssertionError) when they differ by more than this example's tolerance.
         """
         inputs = self.inputs(device, dtype, **sizes)
         expected = self.reference(*inputs)

@@ -43,7 +43,6 @@ EXAMPLE = Example(
     reference=reference,
     make_inputs=make_inputs,
     sizes={"cpu": {"m": 1024, "n": 1000}, "cuda": {"m": 8192, "n": 8192}},
-    dtypes=(torch.float32, torch.bfloat16, torch.float16),
 )
 EXAMPLES = [EXAMPLE]
 

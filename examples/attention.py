@@ -57,7 +57,15 @@ def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
 
 
 def make_inputs(
-    batch: int, heads: int, m: int, n: int, head_dim: int, *, causal: bool = False, dtype: torch.dtype, device: str
+    batch: int,
+    heads: int,
+    m: int,
+    n: int,
+    head_dim: int,
+    *,
+    causal: bool = False,
+    dtype: torch.dtype,
+    device: str,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
     """`q` `[batch, heads, m, head_dim]`, `k`, `v` `[batch, heads, n, head_dim]`, and the flag."""
     q, k, v = (torch.randn(batch, heads, length, head_dim, device=device).to(dtype) for length in (m, n, n))

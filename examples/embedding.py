@@ -48,7 +48,6 @@ EXAMPLE = Example(
         "cpu": {"batch": 8, "seq": 128, "vocab": 8000, "dim": 256},
         "cuda": {"batch": 32, "seq": 1024, "vocab": 32000, "dim": 1024},
     },
-    dtypes=(torch.float32, torch.bfloat16, torch.float16),
 )
 EXAMPLES = [EXAMPLE]
 

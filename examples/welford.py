@@ -43,9 +43,11 @@ def reference(x: torch.Tensor, correction: int = 1) -> tuple[torch.Tensor, torch
     return torch.var_mean(x.float(), dim=1, correction=correction)
 
 
-def make_inputs(m: int, n: int, *, dtype: torch.dtype, device: str) -> tuple[torch.Tensor, int]:
+def make_inputs(
+    m: int, n: int, *, correction: int = 1, dtype: torch.dtype, device: str
+) -> tuple[torch.Tensor, int]:
     """Rows with a large common offset (where the naive formula loses precision), and correction."""
-    return (100 + torch.randn(m, n, device=device)).to(dtype), 1
+    return (100 + torch.randn(m, n, device=device)).to(dtype), correction
 
 
 EXAMPLE = Example(

@@ -30,6 +30,8 @@ class Primitive:
         self.device_only = device_only
         self.eager_rule: Callable[..., Any] | None = None
         self.shape_rule: Callable[..., Any] | None = None
+        # trace_rule(tracer, *args, **params) records IR; absent means "no compiled lowering"
+        self.trace_rule: Callable[..., Any] | None = None
         ALL_PRIMITIVES[name] = self
 
     def __repr__(self) -> str:
@@ -40,6 +42,10 @@ class Primitive:
 
     def def_eager(self, rule: Callable[..., Any]) -> Callable[..., Any]:
         self.eager_rule = rule
+        return rule
+
+    def def_trace(self, rule: Callable[..., Any]) -> Callable[..., Any]:
+        self.trace_rule = rule
         return rule
 
     def def_shape(self, rule: Callable[..., Any]) -> Callable[..., Any]:

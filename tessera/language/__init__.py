@@ -14,3 +14,7 @@ __all__ = [
     "Tile", "arange", "atomic_add", "atomic_max", "atomic_min", "constexpr", "dot", "full", "grid",
     "load", "register_block_size", "specialize", "static_range", "store", "tile", "zeros",
 ]
+
+# Op families that only add tracing rules for torch calls (no new `hl.` names).
+from tessera.language import elementwise as _elementwise  # noqa: E402,F401
+from tessera.language import reduce as _reduce  # noqa: E402,F401

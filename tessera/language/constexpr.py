@@ -37,11 +37,31 @@ def specialize(value: Any) -> Any:
     return specialize_p.bind(value)
 
 
+class SpecializedInt(int):
+    """An int that `hl.specialize` produced: a compiled kernel treats it as a constant."""
+
+
 specialize_p = Primitive("specialize", device_only=False)
 
 
 @specialize_p.def_eager
 def _specialize_eager(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
-        return type(value)(int(v) for v in value)
-    return int(value)
+        return type(value)(SpecializedInt(v) for v in value)
+    return SpecializedInt(value)
+
+
+def _specialize_trace(tracer: Any, value: Any) -> Any:
+    import sympy
+    if isinstance(value, (list, tuple)):
+        return type(value)(_specialize_trace(tracer, v) for v in value)
+    expr = tracer.symbols.canonical(value)
+    actual = tracer.symbols.evaluate(expr)
+    if isinstance(expr, sympy.Basic) and not expr.is_Integer:
+        tracer.symbols.guard(sympy.Eq(expr, actual), f"hl.specialize: {expr} == {actual}")
+        for symbol in expr.free_symbols if isinstance(expr, sympy.Symbol) else ():
+            tracer.symbols.replacements[symbol] = sympy.Integer(actual)
+    return SpecializedInt(actual)
+
+
+specialize_p.def_trace(_specialize_trace)

@@ -56,3 +56,44 @@ arange_p = Primitive("arange")
 @arange_p.def_eager
 def _arange_eager(begin: Any, end: Any, *, step: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.arange(int(begin), int(end), step, dtype=dtype, device=eager_state.device())
+
+
+def _full_trace(tracer: Any, shape: tuple, value: Any, *, dtype: torch.dtype) -> Any:
+    from tessera import exc
+    from tessera.frontend.location import user_location
+    from tessera.ir.graph import UNIT
+    from tessera.trace.proxy import TileProxy, _AxisSize
+    axes = []
+    for dim in shape:
+        if isinstance(dim, TileProxy):
+            axes.append(dim.axis)
+        elif isinstance(dim, _AxisSize):
+            axes.append(dim.axis)
+        elif isinstance(dim, int) and not isinstance(dim, bool):
+            if dim == 1:
+                axes.append(UNIT)
+            else:
+                axes.append(tracer.full_axis(dim))
+        else:
+            raise exc.DynamicAllocationError(
+                f"hl.zeros/hl.full dimension {dim!r} is only known at run time, but registers need a "
+                "compile-time size", location=user_location(),
+                hint="allocate per tile instead (`for t in hl.tile(n): acc = hl.zeros([t, 4])`), or make "
+                     "the size a compile-time constant with hl.specialize(n) on the host")
+    return tracer.emit("full", [tracer.symbols.canonical(value)], tuple(axes), dtype)
+
+
+full_p.def_trace(_full_trace)
+
+
+def _arange_trace(tracer: Any, begin: Any, end: Any, *, step: int, dtype: torch.dtype) -> Any:
+    from tessera import exc
+    from tessera.frontend.location import user_location
+    if not (isinstance(begin, int) and isinstance(end, int)):
+        raise exc.DynamicAllocationError("hl.arange bounds must be compile-time ints", location=user_location(),
+                                         hint="use tile.index for the indices of a tile")
+    axis = tracer.full_axis((end - begin + step - 1) // step)
+    return tracer.emit("arange", [], (axis,), dtype, begin=begin, step=step)
+
+
+arange_p.def_trace(_arange_trace)

@@ -51,3 +51,49 @@ def _dot_eager(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None, *,
     if out_dtype is not None:
         return product.to(out_dtype)
     return product if product.dtype != torch.int64 else product.to(torch.int32)
+
+
+def _dot_trace(tracer: Any, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtype | None) -> Any:
+    from tessera import exc
+    from tessera.frontend.location import user_location
+    if a.dim() != b.dim() or a.dim() not in (2, 3):
+        raise exc.ShapeMismatchError(f"hl.dot needs two 2-D or two 3-D tiles, got ranks {a.dim()} and {b.dim()}",
+                                     location=user_location())
+    k = tracer.unify_axes(a.axes[-1], b.axes[-2], "matrix product inner dimension")
+    batch = tuple(tracer.broadcast([a.axes[:-2], b.axes[:-2]], "batch dims"))
+    shape = batch + (a.axes[-2], b.axes[-1])
+    for axis in (a.axes[-2], k, b.axes[-1]):
+        if axis.block < 16:
+            raise exc.ConfigError(
+                f"matrix products need blocks of at least 16 (dimension {axis.name} has block {axis.block})",
+                location=user_location(), hint="use block sizes >= 16 for the tiles of a matmul")
+    dtype = out_dtype or (acc.dtype if acc is not None else product_dtype(a, b))
+    accumulate = torch.float32 if dtype.is_floating_point else torch.int32
+    inputs = [a.node, b.node, acc.node if acc is not None else None]
+    if acc is not None:
+        tracer.broadcast([acc.axes, shape], "matrix product accumulator")
+    return tracer.emit("dot", inputs, shape, dtype, accumulate=accumulate, k_axis=k,
+                       precision=tracer.dot_precision)
+
+
+dot_p.def_trace(_dot_trace)
+
+
+def _register_torch_products() -> None:
+    from tessera.trace.proxy import register_torch
+
+    def mm(tracer: Any, a: Any, b: Any, *, out: Any = None) -> Any:
+        return _dot_trace(tracer, a, b, None, out_dtype=product_dtype(a, b))
+
+    def addmm(tracer: Any, acc: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1, out: Any = None) -> Any:
+        if beta != 1 or alpha != 1:
+            from tessera import exc
+            raise exc.UnsupportedOperationError("addmm with beta/alpha != 1 inside a compiled kernel")
+        return _dot_trace(tracer, a, b, acc, out_dtype=product_dtype(acc, a, b))
+
+    T = torch.Tensor
+    register_torch(torch.mm, T.mm, torch.bmm, T.bmm, torch.matmul, T.matmul, T.__matmul__)(mm)
+    register_torch(torch.addmm, T.addmm, torch.baddbmm, T.baddbmm)(addmm)
+
+
+_register_torch_products()

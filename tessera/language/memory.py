@@ -74,3 +74,23 @@ def _atomic_eager(tensor: torch.Tensor, index: tuple, value: Any, *, op: str) ->
         eager_indexing.store(tensor, index, value, accumulate=True)
     else:
         eager_indexing.store(tensor, index, value, reduce=op)
+
+
+def _load_trace(tracer: Any, tensor: Any, index: tuple, mask: Any) -> Any:
+    from tessera.trace.indexing import trace_load
+    return trace_load(tracer, tensor, index, mask)
+
+
+def _store_trace(tracer: Any, tensor: Any, index: tuple, value: Any, mask: Any) -> None:
+    from tessera.trace.indexing import trace_store
+    trace_store(tracer, tensor, index, value, mask)
+
+
+def _atomic_trace(tracer: Any, tensor: Any, index: tuple, value: Any, *, op: str) -> None:
+    from tessera.trace.indexing import trace_store
+    trace_store(tracer, tensor, index, value, None, atomic=op)
+
+
+load_p.def_trace(_load_trace)
+store_p.def_trace(_store_trace)
+atomic_p.def_trace(_atomic_trace)

@@ -15,13 +15,14 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tessera import exc
-from tessera.config import Config, default_block_size
+from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.frontend.location import user_location
 from tessera.ir.primitive import Primitive
 from tessera.language.math import exact_matmul, product_dtype
 from tessera.language.tile import Tile, TileRange
 from tessera.runtime import eager_indexing, eager_state, interpreter
+from tessera.runtime.block_sizes import choose_block_sizes
 
 
 class EagerInterpreter:
@@ -44,17 +45,7 @@ class EagerInterpreter:
 
     def block_sizes(self, site: tuple[str, int, int] | None, count: int,
                     bounds: list[tuple[int, int | None]]) -> list[int]:
-        first = self.slots.first_slot(site, count)
-        configured = self.config.get("block_sizes")
-        if configured is None:
-            return [default_block_size(low) for low, _ in bounds]
-        if first + count > len(configured):
-            raise exc.ConfigError(
-                f"this tile loop uses block_sizes[{first}:{first + count}], but the Config has "
-                f"only {len(configured)} block sizes", location=user_location(),
-                hint=f"give one block size per tunable tile dimension "
-                     f"(this kernel has at least {self.slots.known_count()})")
-        return list(configured[first:first + count])
+        return choose_block_sizes(self.slots, self.config, site, count, bounds)
 
     def _resolved_blocks(self, tile_range: TileRange) -> list[int]:
         from tessera.language.tile import static_bounds

@@ -1,0 +1,1 @@
+"""Code generators: tile IR + Config -> device source."""

@@ -1,0 +1,256 @@
+"""Tile IR + Config -> readable Triton source.
+
+Every node becomes one line `v7 = ...` with a `# file:line` comment pointing at the kernel
+source. Axis index vectors and masks are defined once where their axis begins (the kernel top
+for launch and whole-dimension axes, the loop head for loop axes).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import sympy
+import torch
+
+from tessera import exc
+from tessera.backends.triton.printer import print_expr
+from tessera.backends.triton.rules import TRITON_RULES
+from tessera.ir.graph import UNIT, Axis, Block, Node
+
+TRITON_DTYPES = {
+    torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
+    torch.float64: "tl.float64", torch.int32: "tl.int32", torch.int64: "tl.int64", torch.int16: "tl.int16",
+    torch.int8: "tl.int8", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
+}
+
+
+class Emitter:
+    """Writes the body of one Triton kernel."""
+
+    def __init__(self, int64_indexing: bool) -> None:
+        self.lines: list[str] = []
+        self.indent = 1
+        self.int64_indexing = int64_indexing
+        self._axis_names: dict[Axis, str] = {}
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.indent + text)
+
+    # -- names and casts ------------------------------------------------------------------------
+    def name_of(self, node: Node) -> str:
+        return node.name
+
+    def operand(self, value: Any, dtype: torch.dtype | None) -> str:
+        if isinstance(value, Node):
+            return self.cast(value.name, value.dtype, dtype) if dtype is not None else value.name
+        return print_expr(value)
+
+    def cast(self, text: str, source: torch.dtype | None, target: torch.dtype | None) -> str:
+        if target is None or source == target:
+            return text
+        return f"{text}.to({TRITON_DTYPES[target]})"
+
+    # -- axes -----------------------------------------------------------------------------------
+    def define_axis(self, axis: Axis) -> None:
+        name = axis.name
+        self._axis_names[axis] = name
+        self.line(f"idx_{name} = {print_expr(axis.begin)} + tl.arange(0, {axis.block})")
+        if self.int64_indexing:
+            self.line(f"idx_{name} = idx_{name}.to(tl.int64)")
+        if axis.needs_mask:
+            self.line(f"mask_{name} = idx_{name} < {print_expr(axis.end)}")
+
+    @staticmethod
+    def _placed(name: str, position: int, rank: int) -> str:
+        if rank <= 1:
+            return name
+        return f"{name}[{', '.join(':' if i == position else 'None' for i in range(rank))}]"
+
+    def axis_index(self, axis: Axis, shape: tuple[Axis, ...]) -> str:
+        return self._placed(f"idx_{axis.name}", shape.index(axis), len(shape))
+
+    def axis_mask(self, axis: Axis, shape: tuple[Axis, ...]) -> str:
+        return self._placed(f"mask_{axis.name}", shape.index(axis), len(shape))
+
+    def block_shape(self, shape: tuple[Axis, ...]) -> str:
+        return "[" + ", ".join(str(axis.block) for axis in shape) + "]"
+
+    def reshape(self, name: str, source: tuple[Axis, ...], target: tuple[Axis, ...]) -> str:
+        if [a for a in source if a is not UNIT] != [a for a in target if a is not UNIT]:
+            raise exc.TesseraError("internal error: a view changed the order of tile dimensions")
+        if not target:
+            return f"tl.reshape({name}, [])" if source else name
+        return f"tl.reshape({name}, {self.block_shape(target)})"
+
+    def shape_mask(self, shape: tuple[Axis, ...]) -> list[str]:
+        return [self.axis_mask(axis, shape) for axis in shape if axis is not UNIT and axis.needs_mask]
+
+    # -- memory ----------------------------------------------------------------------------------
+    def address(self, node: Node) -> tuple[str, list[str]]:
+        """(pointer expression, mask terms) of a load or store node."""
+        tensor = node.params["tensor"]
+        shape = node.shape
+        rank = len(shape)
+        terms: list[str] = []
+        masks = self.shape_mask(shape)
+        gather_offset = None
+        for dim, access in enumerate(node.params["accesses"]):
+            stride = print_expr(tensor.strides[dim])
+            if access.kind == "axis":
+                index = self.axis_index(access.axis, shape)
+                if access.bound is not None:
+                    masks.append(f"({index} < {print_expr(access.bound)})")
+            elif access.kind == "scalar":
+                index = f"({print_expr(access.scalar)})"
+                if self.int64_indexing:
+                    index = f"tl.full([], {index}, tl.int64)"
+            else:
+                value = access.value
+                if gather_offset is None:
+                    gather_offset = _find_run(shape, value.shape)
+                index = value.name
+                if self.int64_indexing:
+                    index = f"{index}.to(tl.int64)"
+                if len(value.shape) < rank:
+                    pieces = ["None"] * rank
+                    for i in range(len(value.shape)):
+                        pieces[gather_offset + i] = ":"
+                    index = f"{index}[{', '.join(pieces)}]"
+            terms.append(index if stride == "1" else f"{index} * {stride}")
+        offset = " + ".join(terms) if terms else "0"
+        return f"{tensor.name} + ({offset})", masks
+
+
+def _find_run(shape: tuple[Axis, ...], run: tuple[Axis, ...]) -> int:
+    for start in range(len(shape) - len(run) + 1):
+        if all(a is b or b is UNIT for a, b in zip(shape[start:], run)):
+            return start
+    return 0
+
+
+def _join_masks(masks: list[str]) -> str | None:
+    return " & ".join(masks) if masks else None
+
+
+def emit_block(emitter: Emitter, block: Block) -> None:
+    for node in block.nodes:
+        if node.location is not None:
+            emitter.line(f"# {os.path.basename(node.location.filename)}:{node.location.lineno}: "
+                         f"{node.location.source_line().strip()}")
+        special = _STATEMENTS.get(node.op)
+        if special is not None:
+            special(emitter, node)
+            continue
+        rule = TRITON_RULES.get(node.op)
+        if rule is None:
+            raise exc.UnsupportedOperationError(f"no Triton lowering for IR op {node.op!r}", location=node.location)
+        emitter.line(f"{node.name} = {rule(emitter, node)}")
+
+
+def _load(emitter: Emitter, node: Node) -> None:
+    pointer, masks = emitter.address(node)
+    mask_node = node.inputs[0]
+    if mask_node is not None:
+        masks.append(mask_node.name)
+    mask = _join_masks(masks)
+    extra = f", mask={mask}, other=0" if mask else ""
+    emitter.line(f"{node.name} = tl.load({pointer}{extra})")
+
+
+def _store(emitter: Emitter, node: Node) -> None:
+    pointer, masks = emitter.address(node)
+    value, mask_node = node.inputs
+    if mask_node is not None:
+        masks.append(mask_node.name)
+    target = node.params["tensor"].dtype
+    text = emitter.operand(value, target) if isinstance(value, Node) else f"tl.full({emitter.block_shape(node.shape)}, {print_expr(value)}, {TRITON_DTYPES[target]})"
+    if isinstance(value, Node) and value.shape != node.shape:
+        text = f"tl.broadcast_to({text}, {emitter.block_shape(node.shape)})"
+    mask = _join_masks(masks)
+    extra = f", mask={mask}" if mask else ""
+    atomic = node.params.get("atomic")
+    if atomic:
+        emitter.line(f"tl.atomic_{atomic}({pointer}, {text}{extra}, sem='relaxed')")
+    else:
+        emitter.line(f"tl.store({pointer}, {text}{extra})")
+
+
+def _full(emitter: Emitter, node: Node) -> None:
+    emitter.line(f"{node.name} = tl.full({emitter.block_shape(node.shape)}, {print_expr(node.inputs[0])}, "
+                 f"{TRITON_DTYPES[node.dtype]})")
+
+
+def _tile_index(emitter: Emitter, node: Node) -> None:
+    emitter.line(f"{node.name} = idx_{node.params['axis'].name}.to(tl.int32)")
+
+
+def _arange(emitter: Emitter, node: Node) -> None:
+    axis = node.shape[0]
+    emitter.line(f"{node.name} = ({node.params['begin']} + idx_{axis.name} * {node.params['step']})"
+                 f".to({TRITON_DTYPES[node.dtype]})")
+
+
+def _dot(emitter: Emitter, node: Node) -> None:
+    a, b, acc = node.inputs
+    common = torch.promote_types(a.dtype, b.dtype)
+    left, right = emitter.operand(a, common), emitter.operand(b, common)
+    accumulate = node.params["accumulate"]
+    precision = f", input_precision='{node.params['precision']}'" if common == torch.float32 else ""
+    if acc is not None:
+        emitter.line(f"{node.name} = tl.dot({left}, {right}, acc={emitter.operand(acc, accumulate)}{precision}, "
+                     f"out_dtype={TRITON_DTYPES[accumulate]})")
+    else:
+        emitter.line(f"{node.name} = tl.dot({left}, {right}{precision}, out_dtype={TRITON_DTYPES[accumulate]})")
+    if node.dtype != accumulate:
+        emitter.line(f"{node.name} = {node.name}.to({TRITON_DTYPES[node.dtype]})")
+
+
+def _loop(emitter: Emitter, node: Node) -> None:
+    placeholders = node.params["carried"]
+    for placeholder, entry in zip(placeholders, node.inputs):
+        emitter.line(f"{placeholder.name} = {entry.name}")
+    for variable, begin, end, step, _ in node.params["loops"]:
+        emitter.line(f"for {variable} in tl.range({print_expr(begin)}, {print_expr(end)}, {step}):")
+        emitter.indent += 1
+    for *_, axis in node.params["loops"]:
+        if axis is not None:
+            emitter.define_axis(axis)
+    emit_block(emitter, node.blocks[0])
+    for placeholder, output in zip(placeholders, node.params["outputs"]):
+        emitter.line(f"{placeholder.name} = {output.name}")
+    if not placeholders and not node.blocks[0].nodes:
+        emitter.line("pass")
+    emitter.indent -= len(node.params["loops"])
+
+
+_STATEMENTS = {"load": _load, "store": _store, "full": _full, "tile_index": _tile_index, "arange": _arange,
+               "dot": _dot, "loop": _loop}
+
+
+def generate_kernel(name: str, parameters: list[str], tracer: Any, grid_dims: list[tuple[Any, Any, int]],
+                    launch_axes_top: list[Axis]) -> str:
+    """The full source of one Triton kernel (imports included)."""
+    emitter = Emitter(tracer.int64_indexing)
+    emitter.line("pid = tl.program_id(0)")
+    for dim, (begin, end, step) in enumerate(grid_dims):
+        count = f"tl.cdiv({print_expr(end - begin)}, {step})"
+        if dim + 1 < len(grid_dims):
+            emitter.line(f"pid_{dim} = pid % {count}")
+            emitter.line(f"pid = pid // {count}")
+        else:
+            emitter.line(f"pid_{dim} = pid")
+        emitter.line(f"offset_{dim} = {print_expr(begin)} + pid_{dim} * {step}")
+    for axis in launch_axes_top + tracer.full_axes():
+        emitter.define_axis(axis)
+    emit_block(emitter, tracer.root)
+    header = [
+        "# Generated by Tessera. Each `# file:line` comment names the kernel source line below it.",
+        "import triton",
+        "import triton.language as tl",
+        "from triton.language.extra import libdevice",
+        "",
+        "",
+        "@triton.jit",
+        f"def {name}({', '.join(parameters)}):",
+    ]
+    return "\n".join(header + emitter.lines) + "\n"

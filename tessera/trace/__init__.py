@@ -1,0 +1,1 @@
+"""Proxies that build tile IR while a kernel body runs once per specialization."""

@@ -1,0 +1,153 @@
+"""Loads and stores while tracing: what each index item means for a tensor argument.
+
+Per tensor dimension an index item is a tile (its axis), `:` (a whole-dimension axis), a scalar
+(a symbolic int), or a tile value of indices (a gather/scatter). `None` adds a unit dimension.
+The result dims follow PyTorch: basic items in order, index tensors broadcast together.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import sympy
+import torch
+
+from tessera import exc
+from tessera.frontend.location import user_location
+from tessera.ir.graph import UNIT, Axis, Node
+from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
+from tessera.trace.tracer import Tracer
+
+
+@dataclasses.dataclass
+class DimAccess:
+    """How one dimension of a tensor is addressed."""
+
+    kind: str                    # "axis" | "scalar" | "value"
+    axis: Axis | None = None     # for "axis": the axis (its index vector gives the offsets)
+    scalar: Any = None           # for "scalar": a symbolic int
+    value: Node | None = None    # for "value": the index tile value
+    bound: Any = None            # extra `index < bound` mask when the guard could not prove it
+
+
+def _unit_slice(item: Any) -> bool:
+    return isinstance(item, slice) and item == slice(None)
+
+
+def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list[DimAccess], tuple[Axis, ...]]:
+    items = list(index) if isinstance(index, (tuple, list)) else [index]
+    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    if Ellipsis in items:
+        spot = items.index(Ellipsis)
+        items[spot:spot + 1] = [slice(None)] * (tensor.dim() - consumed)
+        consumed = tensor.dim()
+    if consumed != tensor.dim():
+        raise exc.IndexingError(
+            f"{tensor.name} has {tensor.dim()} dimensions but is indexed with {consumed}",
+            location=user_location(), hint="index every dimension (use `:` for a whole one)")
+    accesses: list[DimAccess] = []
+    result: list[Axis] = []
+    gathered: list[tuple[Axis, ...]] = []
+    gather_position: int | None = None
+    dim = 0
+    for item in items:
+        if item is None:
+            result.append(UNIT)
+            continue
+        size = tracer.symbols.canonical(tensor.sizes[dim])
+        if isinstance(item, TileProxy):
+            accesses.append(DimAccess("axis", axis=item.axis, bound=_tile_bound(tracer, item.axis, size, tensor, dim)))
+            result.append(item.axis)
+        elif _unit_slice(item):
+            axis = tracer.full_axis(size)
+            accesses.append(DimAccess("axis", axis=axis))
+            result.append(axis)
+        elif isinstance(item, TileValue):
+            if item.dtype.is_floating_point:
+                raise exc.IndexingError("tensors can only be indexed with integer tile values", location=user_location())
+            accesses.append(DimAccess("value", value=item.node))
+            gathered.append(item.axes)
+            if gather_position is None:
+                gather_position = len(result)
+        elif isinstance(item, (int, sympy.Basic)) and not isinstance(item, bool):
+            accesses.append(DimAccess("scalar", scalar=tracer.symbols.canonical(sympy.sympify(item))))
+        elif isinstance(item, torch.Tensor) and item.dim() == 0:
+            raise exc.IndexingError("a 0-d tensor index inside a tile loop", location=user_location(),
+                                    hint="load it with hl.load(t, [i]) to get a runtime scalar")
+        else:
+            raise exc.IndexingError(f"cannot index {tensor.name} with {item!r} inside a tile loop",
+                                    location=user_location(),
+                                    hint="use tiles, `:`, ints, None, or integer tile values")
+        dim += 1
+    if gathered:
+        shape = tracer.broadcast(gathered, "index tensors")
+        result[gather_position:gather_position] = list(shape)  # type: ignore[index]
+    return accesses, tuple(result)
+
+
+def _tile_bound(tracer: Tracer, axis: Axis, size: Any, tensor: TensorProxy, dim: int) -> Any:
+    """Prove (by a guard) that the tile stays inside the dimension, or return a mask bound."""
+    end = tracer.symbols.canonical(axis.range_end) if hasattr(axis, "range_end") else axis.end
+    if end == size:
+        return None
+    host_symbols = set(tracer.symbols.values)
+    if isinstance(end, sympy.Basic) and not end.free_symbols <= host_symbols or not isinstance(end, (int, sympy.Basic)):
+        return size  # a device-computed end: mask against the dimension as well
+    if tracer.symbols.evaluate(end) > tracer.symbols.evaluate(size):
+        raise exc.IndexingError(
+            f"tile loop up to {tracer.symbols.evaluate(end)} indexes dimension {dim} of {tensor.name}, "
+            f"which has size {tracer.symbols.evaluate(size)}", location=user_location(),
+            hint="tile each dimension by the size of the tensor it indexes")
+    tracer.symbols.guard(sympy.Le(end, size), f"tile of {tensor.name} dim {dim} stays in bounds")
+    return None
+
+
+def _mask_node(tracer: Tracer, mask: Any) -> Node | None:
+    if mask is None:
+        return None
+    if not isinstance(mask, TileValue):
+        raise exc.IndexingError("extra_mask must be a boolean tile value", location=user_location())
+    return mask.node
+
+
+def trace_load(tracer: Tracer, tensor: Any, index: Any, mask: Any = None) -> Any:
+    if not isinstance(tensor, TensorProxy):
+        raise exc.IndexingError(f"hl.load needs a tensor argument of the kernel, got {type(tensor).__name__}",
+                                location=user_location())
+    accesses, shape = resolve_index(tracer, tensor, index)
+    mask_node = _mask_node(tracer, mask)
+    if mask_node is not None:
+        shape = tracer.broadcast([shape, mask_node.shape], "extra_mask")
+    return tracer.emit("load", [mask_node], shape, tensor.dtype, tensor=tensor, accesses=accesses)
+
+
+def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any = None, atomic: str | None = None) -> None:
+    if not isinstance(tensor, TensorProxy):
+        raise exc.IndexingError(f"cannot store into {type(tensor).__name__} inside a tile loop",
+                                location=user_location(), hint="store into a tensor argument of the kernel")
+    accesses, shape = resolve_index(tracer, tensor, index)
+    if isinstance(value, TileValue):
+        target = tracer.broadcast([shape, value.axes], f"store into {tensor.name}")
+        if len(target) != len(shape) or any(a is not b and b is not UNIT for a, b in zip(target, shape)):
+            raise exc.ShapeMismatchError(
+                f"cannot store a value of shape {list(value.axes)} into {tensor.name}{list(shape)}",
+                location=user_location(), hint="index the destination with the same tiles as the value")
+        value_input: Any = value.node
+    else:
+        value_input = tracer.symbols.canonical(value)
+    mask_node = _mask_node(tracer, mask)
+    tracer.emit("store", [value_input, mask_node], shape, None, tensor=tensor, accesses=accesses, atomic=atomic)
+
+
+def _tensor_getitem(self: TensorProxy, index: Any) -> Any:
+    from tessera.trace.tracer import current_tracer
+    return trace_load(current_tracer(), self, index)
+
+
+def _tensor_setitem(self: TensorProxy, index: Any, value: Any) -> None:
+    from tessera.trace.tracer import current_tracer
+    trace_store(current_tracer(), self, index, value)
+
+
+TensorProxy.__getitem__ = _tensor_getitem  # type: ignore[attr-defined]
+TensorProxy.__setitem__ = _tensor_setitem  # type: ignore[attr-defined]

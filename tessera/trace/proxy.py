@@ -1,0 +1,177 @@
+"""Proxies: what a kernel body sees while it is traced.
+
+`TensorProxy` stands for a tensor argument (indexing it loads, assigning to it stores),
+`TileProxy` for a tile of a loop, `TileValue` for a value computed in registers. Torch calls
+on them reach `__torch_function__`, which looks the callable up in `TORCH_TO_PRIMITIVE`.
+Scalars are sympy expressions over the kernel's symbols.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import sympy
+import torch
+
+from tessera import exc
+from tessera.frontend.location import user_location
+from tessera.ir.graph import Axis, Node, UNIT
+
+if TYPE_CHECKING:
+    from tessera.trace.tracer import Tracer
+
+# torch callable -> handler(tracer, *args, **kwargs); filled by the op modules.
+TORCH_TO_PRIMITIVE: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+
+def register_torch(*functions: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: route these torch callables (and Tensor methods) to the handler."""
+    def decorate(handler: Callable[..., Any]) -> Callable[..., Any]:
+        for function in functions:
+            TORCH_TO_PRIMITIVE[function] = handler
+        return handler
+    return decorate
+
+
+def _dispatch(func: Callable[..., Any], args: tuple, kwargs: dict | None) -> Any:
+    from tessera.trace.tracer import current_tracer
+    handler = TORCH_TO_PRIMITIVE.get(func)
+    if handler is None:
+        name = getattr(func, "__qualname__", getattr(func, "__name__", repr(func)))
+        raise exc.UnsupportedOperationError(
+            f"torch operation {name} is not supported inside a compiled tile loop",
+            location=user_location(),
+            hint="use a supported op (see README 'Language'), or run this kernel with mode='eager'")
+    return handler(current_tracer(), *args, **(kwargs or {}))
+
+
+class _TorchLike:
+    """Shared `__torch_function__`: every proxy dispatches through the same table."""
+
+    @classmethod
+    def __torch_function__(cls, func: Callable[..., Any], types: Any, args: tuple = (),
+                           kwargs: dict | None = None) -> Any:
+        return _dispatch(func, args, kwargs)
+
+
+class TileValue(_TorchLike):
+    """A value in registers: an IR node with a shape of axes and a dtype."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    @property
+    def dtype(self) -> torch.dtype:
+        assert self.node.dtype is not None
+        return self.node.dtype
+
+    @property
+    def axes(self) -> tuple[Axis, ...]:
+        return self.node.shape
+
+    @property
+    def shape(self) -> tuple[Any, ...]:
+        return tuple(1 if axis is UNIT else _AxisSize(axis) for axis in self.axes)
+
+    def size(self, dim: int | None = None) -> Any:
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        return len(self.axes)
+
+    ndim = property(dim)
+
+    def __repr__(self) -> str:
+        return f"TileValue({self.node.name}: {self.dtype}, {list(self.axes)})"
+
+    def __bool__(self) -> bool:
+        raise exc.UnsupportedSyntaxError(
+            "a device value cannot decide Python control flow (if/while/and/or) inside a tile loop",
+            location=user_location(),
+            hint="compute both branches and select with torch.where(condition, a, b)")
+
+    def __iter__(self) -> Any:
+        raise exc.UnsupportedSyntaxError("iterating over a tile value is not supported",
+                                         location=user_location(), hint="index it with a tile or use hl.static_range")
+
+    def __len__(self) -> int:
+        raise exc.UnsupportedSyntaxError("len() of a tile value is not a compile-time int",
+                                         location=user_location(), hint="use .size(dim)")
+
+    def __index__(self) -> int:
+        raise exc.IndexingError("a tile value cannot be used as a Python int", location=user_location(),
+                                hint="index tensors with it directly (x[idx]) or use hl.load")
+
+
+class _AxisSize:
+    """`value.size(d)` of a tiled dimension: usable as a size in hl.zeros and views."""
+
+    def __init__(self, axis: Axis) -> None:
+        self.axis = axis
+
+    def __repr__(self) -> str:
+        return f"size({self.axis.name})"
+
+
+class TileProxy(_TorchLike):
+    """A tile of a loop while tracing: indexes tensors along its axis."""
+
+    def __init__(self, axis: Axis, tile_id: sympy.Expr, count: sympy.Expr) -> None:
+        self.axis = axis
+        self.id = tile_id
+        self.count = count
+
+    @property
+    def begin(self) -> sympy.Expr:
+        return self.axis.begin
+
+    @property
+    def end(self) -> sympy.Expr:
+        return sympy.Min(self.axis.begin + self.axis.block, self.axis.end)
+
+    @property
+    def block_size(self) -> int:
+        return self.axis.block
+
+    @property
+    def index(self) -> TileValue:
+        from tessera.trace.tracer import current_tracer
+        return current_tracer().tile_index(self.axis)
+
+    def __repr__(self) -> str:
+        return f"TileProxy({self.axis.name})"
+
+
+class TensorProxy(_TorchLike):
+    """A tensor argument of the kernel: pointer, dtype, and symbolic sizes and strides."""
+
+    def __init__(self, name: str, dtype: torch.dtype, sizes: list[Any], strides: list[Any],
+                 device: torch.device) -> None:
+        self.name = name
+        self.dtype = dtype
+        self.sizes = sizes
+        self.strides = strides
+        self.device = device
+
+    @property
+    def shape(self) -> tuple[Any, ...]:
+        return tuple(self.sizes)
+
+    def size(self, dim: int | None = None) -> Any:
+        return tuple(self.sizes) if dim is None else self.sizes[dim]
+
+    def stride(self, dim: int | None = None) -> Any:
+        return tuple(self.strides) if dim is None else self.strides[dim]
+
+    def dim(self) -> int:
+        return len(self.sizes)
+
+    ndim = property(dim)
+
+    def numel(self) -> Any:
+        total: Any = sympy.Integer(1)
+        for size in self.sizes:
+            total = total * size
+        return total
+
+    def __repr__(self) -> str:
+        return f"TensorProxy({self.name}: {self.dtype}, {self.sizes})"

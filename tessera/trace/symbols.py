@@ -1,0 +1,65 @@
+"""Symbols of a traced kernel: the runtime scalars it takes and the guards it relies on."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import sympy
+import torch
+
+
+@dataclasses.dataclass
+class SymbolTable:
+    """Named symbols with their dtype and, while tracing, the value of the call being traced."""
+
+    dtypes: dict[sympy.Symbol, torch.dtype] = dataclasses.field(default_factory=dict)
+    values: dict[sympy.Symbol, Any] = dataclasses.field(default_factory=dict)
+    # equalities the trace relied on: symbol -> the expression it was unified with
+    replacements: dict[sympy.Symbol, sympy.Expr] = dataclasses.field(default_factory=dict)
+    guards: list[tuple[sympy.Basic, str]] = dataclasses.field(default_factory=list)
+
+    def new(self, name: str, dtype: torch.dtype, value: Any) -> sympy.Symbol:
+        symbol = sympy.Symbol(name, integer=not dtype.is_floating_point)
+        self.dtypes[symbol] = dtype
+        self.values[symbol] = value
+        return symbol
+
+    def canonical(self, expr: Any) -> Any:
+        if isinstance(expr, sympy.Basic) and self.replacements:
+            return expr.xreplace(self.replacements)
+        return expr
+
+    def evaluate(self, expr: Any) -> Any:
+        """The value of an expression for the call being traced."""
+        if not isinstance(expr, sympy.Basic):
+            return expr
+        value = expr.xreplace(self.values)
+        return int(value) if value.is_Integer else (bool(value) if value in (sympy.true, sympy.false) else float(value))
+
+    def guard(self, condition: sympy.Basic, reason: str) -> None:
+        """Record a fact this trace assumes; it is checked before the variant is reused."""
+        if condition is sympy.true or condition is True:
+            return
+        self.guards.append((condition, reason))
+
+    def guard_equal(self, a: sympy.Expr, b: sympy.Expr, reason: str) -> None:
+        """Make two symbolic sizes one: record the guard and substitute from now on."""
+        a, b = self.canonical(a), self.canonical(b)
+        if a == b:
+            return
+        self.guard(sympy.Eq(a, b), reason)
+        if isinstance(b, sympy.Symbol) and b in self.dtypes:
+            self.replacements[b] = a
+        elif isinstance(a, sympy.Symbol) and a in self.dtypes:
+            self.replacements[a] = b
+
+    def guard_checker(self, order: list[sympy.Symbol]) -> Callable[..., bool]:
+        """A plain Python function of the symbol values that is True when every guard holds."""
+        if not self.guards:
+            return _always_true
+        conditions = sympy.And(*(condition for condition, _ in self.guards))
+        return sympy.lambdify(order, conditions, modules="math")
+
+
+def _always_true(*_: Any) -> bool:
+    return True

@@ -1,0 +1,250 @@
+"""The tracer: runs a kernel body once on proxies and records tile IR.
+
+It is the active interpreter while a body runs, so `hl.` primitives reach `process`, and the
+rewritten loops reach `launch_body` / `device_loop`. Every equality or bound the trace relies
+on goes through the symbol table as a guard.
+"""
+from __future__ import annotations
+
+import types
+from typing import Any, Callable, Iterator
+
+import sympy
+import torch
+
+from tessera import exc
+from tessera.config import Config
+from tessera.frontend.block_slots import BlockSlotTable
+from tessera.frontend.location import user_location
+from tessera.ir.graph import UNIT, Axis, Block, Node
+from tessera.ir.primitive import Primitive
+from tessera.language.tile import TileRange, static_bounds
+from tessera.runtime.block_sizes import choose_block_sizes
+from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
+from tessera.trace.symbols import SymbolTable
+
+_current: list[Tracer] = []
+
+
+def current_tracer() -> Tracer:
+    if not _current:
+        raise exc.TesseraError("internal error: no kernel is being traced")
+    return _current[-1]
+
+
+def is_constant(value: Any) -> bool:
+    return isinstance(value, (bool, int, float, sympy.Basic))
+
+
+def next_power_of_two(value: int) -> int:
+    return 1 if value <= 1 else 1 << (int(value) - 1).bit_length()
+
+
+class Tracer:
+    """Records the body of one top-level tile loop as a `Block` of IR nodes."""
+
+    def __init__(self, symbols: SymbolTable, slots: BlockSlotTable, config: Config) -> None:
+        self.symbols = symbols
+        self.slots = slots
+        self.config = config
+        self.root = Block()
+        self._blocks: list[Block] = [self.root]
+        self._names = 0
+        self.launch_axes: list[Axis] = []
+        self.grid_dims: list[tuple[sympy.Expr, sympy.Expr, int]] = []  # (begin, end, block) per program dim
+        self._full_axes: dict[Any, Axis] = {}
+        self._axis_alias: dict[Axis, Axis] = {}
+        self.loop_depth = 1
+        self.dot_precision = "ieee"
+        self.int64_indexing = False
+
+    # -- interpreter protocol -------------------------------------------------------------
+    def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
+        rule = primitive.trace_rule
+        if rule is None:
+            raise exc.UnsupportedOperationError(f"hl.{primitive.name} has no compiled lowering yet",
+                                                location=user_location(), hint="run this kernel with mode='eager'")
+        return rule(self, *args, **params)
+
+    def iterate_tiles(self, tile_range: TileRange) -> Iterator[Any]:
+        raise exc.UnsupportedSyntaxError(
+            "this hl.tile loop was not recognized by Tessera's rewrite", location=user_location(),
+            hint="write tile loops as `for ... in hl.tile(...)` directly in the kernel function")
+
+    iterate_grid = iterate_tiles
+
+    def block_sizes(self, site: Any, count: int, bounds: list[tuple[int, int | None]]) -> list[int]:
+        return choose_block_sizes(self.slots, self.config, site, count, bounds)
+
+    # -- building nodes ----------------------------------------------------------------------
+    def emit(self, op: str, inputs: list[Any], shape: tuple[Axis, ...], dtype: torch.dtype | None,
+             **params: Any) -> TileValue:
+        node = Node(op, inputs, tuple(self.canonical_axis(a) for a in shape), dtype, params, user_location(),
+                    name=f"v{self._names}")
+        self._names += 1
+        self._blocks[-1].nodes.append(node)
+        return TileValue(node)
+
+    def canonical_axis(self, axis: Axis) -> Axis:
+        while axis in self._axis_alias:
+            axis = self._axis_alias[axis]
+        return axis
+
+    def tile_index(self, axis: Axis) -> TileValue:
+        return self.emit("tile_index", [], (axis,), torch.int32, axis=axis)
+
+    def full_axes(self) -> list[Axis]:
+        return [axis for axis in self._full_axes.values() if axis not in self._axis_alias]
+
+    def full_axis(self, extent: Any) -> Axis:
+        """The axis of a whole dimension read with `:` (block: the next power of two)."""
+        extent = self.symbols.canonical(extent)
+        if extent in self._full_axes:
+            return self._full_axes[extent]
+        actual = self.symbols.evaluate(extent)
+        block = next_power_of_two(actual)
+        if isinstance(extent, sympy.Basic) and not extent.is_Integer:
+            # the block is baked into the code: reuse this variant only for extents in its bucket
+            self.symbols.guard(sympy.And(extent <= block, extent > block // 2) if block > 1 else sympy.Le(extent, 1),
+                               f"whole dimension of size {extent} fits block {block}")
+        axis = Axis(f"r{len(self._full_axes)}", sympy.Integer(0), extent, block,
+                    needs_mask=not (sympy.Integer(block) == extent))
+        self._full_axes[extent] = axis
+        return axis
+
+    def unify_axes(self, a: Axis, b: Axis, what: str) -> Axis:
+        """Broadcast two dims: the same axis, or a unit axis, or two whole dims of equal size."""
+        a, b = self.canonical_axis(a), self.canonical_axis(b)
+        if a is b or b is UNIT:
+            return a
+        if a is UNIT:
+            return b
+        full = set(self._full_axes.values())
+        if a in full and b in full and self.symbols.evaluate(a.end) == self.symbols.evaluate(b.end):
+            self.symbols.guard_equal(a.end, b.end, f"{what}: sizes {a.end} and {b.end} are equal")
+            self._axis_alias[b] = a
+            return a
+        raise exc.ShapeMismatchError(
+            f"{what}: dimension {a.name} (size {a.end}) does not match dimension {b.name} (size {b.end})",
+            location=user_location(),
+            hint="operands must have the same tiles in the same positions, or size 1 to broadcast")
+
+    def broadcast(self, shapes: list[tuple[Axis, ...]], what: str) -> tuple[Axis, ...]:
+        rank = max((len(s) for s in shapes), default=0)
+        result: list[Axis] = []
+        for position in range(rank):
+            axis = UNIT
+            for shape in shapes:
+                offset = position - (rank - len(shape))
+                if offset >= 0:
+                    axis = self.unify_axes(axis, shape[offset], what)
+            result.append(axis)
+        return tuple(result)
+
+    # -- loops -----------------------------------------------------------------------------------
+    def _range_axes(self, tile_range: TileRange, loop_var: Callable[[int], sympy.Expr]) -> list[TileProxy]:
+        tunable = [i for i, block in enumerate(tile_range.block_sizes) if block is None]
+        blocks = list(tile_range.block_sizes)
+        if tunable:
+            bounds = static_bounds(tile_range)
+            for i, block in zip(tunable, self.block_sizes(tile_range.site, len(tunable), [bounds[i] for i in tunable])):
+                blocks[i] = block
+        proxies = []
+        for dim, (begin, end, block) in enumerate(zip(tile_range.begins, tile_range.ends, blocks)):
+            begin, end = self.symbols.canonical(_symbolic(begin)), self.symbols.canonical(_symbolic(end))
+            block = int(self.symbols.evaluate(block))
+            if block & (block - 1):
+                raise exc.ConfigError(f"block size {block} is not a power of two", location=user_location())
+            extent = end - begin
+            exact = isinstance(extent, (int, sympy.Integer)) and int(extent) % block == 0
+            offset = loop_var(dim)
+            axis = Axis(f"t{len(self.launch_axes)}", offset, end, block, needs_mask=not exact)
+            axis.range_begin, axis.range_end = begin, end  # type: ignore[attr-defined]
+            self.launch_axes.append(axis)
+            tile_id = sympy.floor((offset - begin) / block) if offset != begin else sympy.Integer(0)
+            proxies.append(TileProxy(axis, tile_id, sympy.ceiling(extent / block)))
+        return proxies
+
+    def trace_launch(self, tile_range: TileRange, body: Callable[..., Any], cells: list[Any]) -> None:
+        """Trace a top-level loop body; program ids map to its dims, first dim fastest."""
+        if tile_range.is_grid:
+            targets: list[Any] = []
+            for dim, (begin, end, step) in enumerate(zip(tile_range.begins, tile_range.ends, tile_range.block_sizes)):
+                pid = sympy.Symbol(f"pid_{dim}", integer=True)
+                begin_s, end_s = _symbolic(begin), _symbolic(end)
+                self.grid_dims.append((begin_s, end_s, int(step)))
+                targets.append(begin_s + pid * int(step))
+        else:
+            proxies = self._range_axes(tile_range, lambda d: sympy.Symbol(f"offset_{d}", integer=True))
+            for dim, proxy in enumerate(proxies):
+                self.grid_dims.append((proxy.axis.range_begin, proxy.axis.range_end, proxy.axis.block))  # type: ignore[attr-defined]
+            targets = proxies
+        target = tuple(targets) if tile_range.multi_dim else targets[0]
+        function = types.FunctionType(body.__code__, body.__globals__, body.__name__, body.__defaults__,
+                                      tuple(types.CellType(value) for value in cells))
+        _current.append(self)
+        try:
+            function(target)
+        finally:
+            _current.pop()
+
+    def device_loop(self, tile_range: TileRange, body: Callable[..., Any], carried: tuple) -> tuple:
+        """Trace an inner loop: carried values enter as loop variables and leave as results."""
+        for value in carried:
+            if not isinstance(value, TileValue) and not is_constant(value):
+                raise exc.UnsupportedOperationError(
+                    f"a loop-carried value of type {type(value).__name__} is not supported",
+                    location=user_location(), hint="carry tile values (hl.zeros/hl.full) or numbers")
+        loop_index = self._names
+        if tile_range.is_grid:
+            variables = [sympy.Symbol(f"g{loop_index}_{d}", integer=True) for d in range(tile_range.ndim)]
+            targets: list[Any] = list(variables)
+            loops = [(var, _symbolic(b), _symbolic(e), int(s), None) for var, b, e, s
+                     in zip(variables, tile_range.begins, tile_range.ends, tile_range.block_sizes)]
+        else:
+            variables = [sympy.Symbol(f"k{loop_index}_{d}", integer=True) for d in range(tile_range.ndim)]
+            proxies = self._range_axes(tile_range, lambda d: variables[d])
+            targets = list(proxies)
+            loops = [(var, p.axis.range_begin, p.axis.range_end, p.axis.block, p.axis)  # type: ignore[attr-defined]
+                     for var, p in zip(variables, proxies)]
+        entry = [self._as_carried(value) for value in carried]
+        placeholders = [self.emit("carried", [value], value.axes, value.dtype) for value in entry]
+        loop_node = self.emit("loop", list(entry), (), None, loops=loops, carried=[p.node for p in placeholders])
+        body_block = Block()
+        loop_node.node.blocks.append(body_block)
+        # placeholders belong to the loop, not the enclosing block
+        self._blocks[-1].nodes.remove(loop_node.node)
+        for placeholder in placeholders:
+            self._blocks[-1].nodes.remove(placeholder.node)
+        self._blocks[-1].nodes.append(loop_node.node)
+        self._blocks.append(body_block)
+        try:
+            results = body(tuple(targets) if tile_range.multi_dim else targets[0], *placeholders)
+        finally:
+            self._blocks.pop()
+        outputs = []
+        for placeholder, result in zip(placeholders, results):
+            result = self._as_carried(result, like=placeholder)
+            if result.axes != placeholder.axes:
+                raise exc.ShapeMismatchError(
+                    f"a loop-carried value changes shape in the loop: {list(placeholder.axes)} -> {list(result.axes)}",
+                    location=user_location(), hint="keep carried values the same shape in every iteration")
+            outputs.append(result.node)
+        loop_node.node.params["outputs"] = outputs
+        return tuple(TileValue(p.node) for p in placeholders)
+
+    def _as_carried(self, value: Any, like: TileValue | None = None) -> TileValue:
+        if isinstance(value, TileValue):
+            if like is not None and value.dtype != like.dtype:
+                return self.emit("cast", [value.node], value.axes, like.dtype)
+            return value
+        dtype = like.dtype if like is not None else (torch.float32 if isinstance(value, float) else torch.int32)
+        return self.emit("full", [value], like.axes if like is not None else (), dtype)
+
+
+def _symbolic(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        raise exc.UnsupportedOperationError(
+            "a loop bound computed from tensor data is not supported yet", location=user_location(),
+            hint="pass the bound as a host int")
+    return sympy.sympify(value) if not isinstance(value, sympy.Basic) else value
