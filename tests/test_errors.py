@@ -329,10 +329,14 @@ def test_device_mismatch_error_says_to_move_the_tensors_to_one_device():
     assert "one device" in error.hint
 
 
-def test_device_mismatch_counts_keyword_arguments_and_tensors_in_lists():
+def test_device_mismatch_counts_keyword_arguments():
     meta, cpu = torch.zeros(2, device="meta"), torch.zeros(2)
     with pytest.raises(exc.DeviceMismatchError):
         _common_device("add", (), {"x": meta, "y": cpu})
+
+
+def test_device_mismatch_counts_tensors_inside_list_arguments():
+    meta, cpu = torch.zeros(2, device="meta"), torch.zeros(2)
     with pytest.raises(exc.DeviceMismatchError):
         _common_device("add", (cpu, [cpu, meta]), {})
 

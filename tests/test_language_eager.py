@@ -99,9 +99,10 @@ def test_tile_index_is_int32_on_the_kernel_device(device):
         for tile in hl.tile(x.size(0)):
             seen.append(tile.index)
 
-    record_index(torch.zeros(40, device=device))
+    x = torch.zeros(40, device=device)
+    record_index(x)
     assert [index.dtype for index in seen] == [torch.int32, torch.int32]
-    assert all(index.device == device for index in seen)
+    assert all(index.device == x.device for index in seen)
     assert seen[-1].tolist() == list(range(32, 40))
 
 
@@ -662,8 +663,9 @@ def test_allocations_live_on_the_kernel_device(device):
             devices.append(hl.zeros([tile]).device)
             devices.append(hl.arange(4).device)
 
-    record(torch.zeros(4, device=device))
-    assert devices == [device, device]
+    x = torch.zeros(4, device=device)
+    record(x)
+    assert devices == [x.device, x.device]
 
 
 def test_arange_is_int32_by_default(device):

@@ -73,7 +73,12 @@ class SourceLocation:
             if start is not None:
                 col = start
                 end_col = end if end_line == frame.f_lineno else None
-        return SourceLocation(code.co_filename, frame.f_lineno, col, end_col, code.co_name)
+        function = code.co_name
+        outer = frame
+        while function.startswith("_tessera_") and outer.f_back is not None:
+            outer = outer.f_back  # a rewritten loop body: name the kernel that holds it
+            function = outer.f_code.co_name
+        return SourceLocation(code.co_filename, frame.f_lineno, col, end_col, function)
 
 
 def user_frame(skip: int = 1) -> types.FrameType | None:

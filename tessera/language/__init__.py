@@ -18,3 +18,4 @@ __all__ = [
 # Op families that only add tracing rules for torch calls (no new `hl.` names).
 from tessera.language import elementwise as _elementwise  # noqa: E402,F401
 from tessera.language import reduce as _reduce  # noqa: E402,F401
+from tessera.trace import indexing as _indexing  # noqa: E402,F401

@@ -73,7 +73,7 @@ def _dot_trace(tracer: Any, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtype 
     if acc is not None:
         tracer.broadcast([acc.axes, shape], "matrix product accumulator")
     return tracer.emit("dot", inputs, shape, dtype, accumulate=accumulate, k_axis=k,
-                       precision=tracer.dot_precision)
+                       precision=tracer.dot_precision, interpret=tracer.interpret)
 
 
 dot_p.def_trace(_dot_trace)

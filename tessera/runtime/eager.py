@@ -83,11 +83,21 @@ class EagerInterpreter:
             self.loop_depth -= 1
 
 
+def _has_bool_index(index: Any) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in items)
+
+
 def _getitem(tensor: torch.Tensor, index: Any) -> torch.Tensor:
+    if _has_bool_index(index):  # boolean selection is plain PyTorch (no tiles, no bounds to check)
+        return torch.Tensor.__getitem__(tensor, index)
     return eager_indexing.load(tensor, index)
 
 
 def _setitem(tensor: torch.Tensor, index: Any, value: Any) -> None:
+    if _has_bool_index(index):
+        torch.Tensor.__setitem__(tensor, index, value)
+        return
     eager_indexing.store(tensor, index, value)
 
 

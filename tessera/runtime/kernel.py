@@ -1,10 +1,11 @@
 """`tessera.kernel`: the decorator, and the Kernel object that dispatches each call to a mode."""
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import inspect
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 
@@ -12,10 +13,18 @@ from tessera import exc, settings
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
 from tessera.frontend.location import strip_internal_frames, user_location
+from tessera.frontend.rewrite import DEVICE_LOOP, LAUNCH, RewrittenKernel, rewrite_kernel
 from tessera.frontend.source import KernelSource
+from tessera.language.tile import grid, tile
 from tessera.runtime.eager import run_eager
 
 MODES = ("eager", "interpret", "compiled")
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    variants: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +67,10 @@ class Kernel:
         self.settings = kernel_settings
         self.signature = inspect.signature(fn)
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+        self._rewritten: RewrittenKernel | None = None
+        self.variants: dict[tuple, list[Any]] = {}
+        self.hits = 0
+        self.misses = 0
 
     @functools.cached_property
     def source(self) -> KernelSource:
@@ -84,9 +97,27 @@ class Kernel:
         mode = self.mode_for(device)
         if mode == "eager":
             return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device)
-        raise exc.UnsupportedOperationError(
-            f"mode {mode!r} is not available yet", location=user_location(),
-            hint="use mode='eager' (or TESSERA_MODE=eager)")
+        from tessera.runtime.compiled import run_compiled
+        return run_compiled(self, mode, args, kwargs, self.default_config(), device)
+
+    def rewritten(self) -> RewrittenKernel:
+        """The kernel function with tile loops rewritten into launches (built once)."""
+        if self._rewritten is None:
+            from tessera.runtime.compiled import device_loop_helper, launch_helper
+            resolve = self.source.resolver()
+            self._rewritten = rewrite_kernel(
+                self.source, lambda node: isinstance(node, ast.Call) and resolve(node.func) in (tile, grid),
+                {LAUNCH: launch_helper, DEVICE_LOOP: device_loop_helper})
+        return self._rewritten
+
+    def cache_info(self) -> CacheInfo:
+        """Hits, misses and compiled variants held, over every launch of this kernel."""
+        return CacheInfo(self.hits, self.misses, sum(len(v) for v in self.variants.values()))
+
+    def reset(self) -> None:
+        """Forget every compiled variant (and the counts)."""
+        self.variants.clear()
+        self.hits = self.misses = 0
 
     def default_config(self) -> Config:
         if self.settings.config is not None:

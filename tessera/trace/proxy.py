@@ -83,6 +83,17 @@ class TileValue(_TorchLike):
     def __repr__(self) -> str:
         return f"TileValue({self.node.name}: {self.dtype}, {list(self.axes)})"
 
+    def __getattr__(self, name: str) -> Any:
+        # Tensor methods (`v.sum(1)`, `v.to(dtype)`, `v.exp()`) route through the same table
+        # as the torch functions.
+        method = getattr(torch.Tensor, name, None)
+        if method is None or method not in TORCH_TO_PRIMITIVE:
+            raise AttributeError(f"tile values have no method {name!r} in compiled kernels")
+
+        def bound(*args: Any, **kwargs: Any) -> Any:
+            return _dispatch(method, (self, *args), kwargs)
+        return bound
+
     def __bool__(self) -> bool:
         raise exc.UnsupportedSyntaxError(
             "a device value cannot decide Python control flow (if/while/and/or) inside a tile loop",

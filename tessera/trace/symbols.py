@@ -33,7 +33,7 @@ class SymbolTable:
         """The value of an expression for the call being traced."""
         if not isinstance(expr, sympy.Basic):
             return expr
-        value = expr.xreplace(self.values)
+        value = sympy.sympify(expr.xreplace(self.values))
         return int(value) if value.is_Integer else (bool(value) if value in (sympy.true, sympy.false) else float(value))
 
     def guard(self, condition: sympy.Basic, reason: str) -> None:

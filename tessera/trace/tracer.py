@@ -56,6 +56,7 @@ class Tracer:
         self._axis_alias: dict[Axis, Axis] = {}
         self.loop_depth = 1
         self.dot_precision = "ieee"
+        self.interpret = False
         self.int64_indexing = False
 
     # -- interpreter protocol -------------------------------------------------------------
@@ -94,7 +95,8 @@ class Tracer:
         return self.emit("tile_index", [], (axis,), torch.int32, axis=axis)
 
     def full_axes(self) -> list[Axis]:
-        return [axis for axis in self._full_axes.values() if axis not in self._axis_alias]
+        # aliased axes too: nodes traced before the unification still name them
+        return list(self._full_axes.values())
 
     def full_axis(self, extent: Any) -> Axis:
         """The axis of a whole dimension read with `:` (block: the next power of two)."""
@@ -182,9 +184,11 @@ class Tracer:
         target = tuple(targets) if tile_range.multi_dim else targets[0]
         function = types.FunctionType(body.__code__, body.__globals__, body.__name__, body.__defaults__,
                                       tuple(types.CellType(value) for value in cells))
+        from tessera.runtime import interpreter
         _current.append(self)
         try:
-            function(target)
+            with interpreter.activate(self):
+                function(target)
         finally:
             _current.pop()
 
@@ -208,8 +212,8 @@ class Tracer:
             loops = [(var, p.axis.range_begin, p.axis.range_end, p.axis.block, p.axis)  # type: ignore[attr-defined]
                      for var, p in zip(variables, proxies)]
         entry = [self._as_carried(value) for value in carried]
-        placeholders = [self.emit("carried", [value], value.axes, value.dtype) for value in entry]
-        loop_node = self.emit("loop", list(entry), (), None, loops=loops, carried=[p.node for p in placeholders])
+        placeholders = [self.emit("carried", [value.node], value.axes, value.dtype) for value in entry]
+        loop_node = self.emit("loop", [e.node for e in entry], (), None, loops=loops, carried=[p.node for p in placeholders])
         body_block = Block()
         loop_node.node.blocks.append(body_block)
         # placeholders belong to the loop, not the enclosing block

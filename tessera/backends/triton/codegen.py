@@ -193,6 +193,8 @@ def _arange(emitter: Emitter, node: Node) -> None:
 def _dot(emitter: Emitter, node: Node) -> None:
     a, b, acc = node.inputs
     common = torch.promote_types(a.dtype, b.dtype)
+    if node.params["interpret"] and common in (torch.float16, torch.bfloat16):
+        common = torch.float32  # triton 3.6's interpreter gets 16-bit tl.dot wrong; fp32 is exact here
     left, right = emitter.operand(a, common), emitter.operand(b, common)
     accumulate = node.params["accumulate"]
     precision = f", input_precision='{node.params['precision']}'" if common == torch.float32 else ""

@@ -1,0 +1,327 @@
+"""Compiled and interpreted modes: each top-level tile loop becomes a cached Triton kernel.
+
+At a launch the captured host values are turned into a key (dtypes, ranks, unit strides,
+int64 need, constants); the variants under that key are tried in order and the first whose
+guards hold runs. A miss traces the loop body, generates Triton source, writes it to a file
+under the cache directory and imports it (Triton reads kernel source from files).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.util
+import math
+import os
+import sys
+from typing import Any, Callable
+
+import sympy
+import torch
+
+from tessera import exc, settings
+from tessera.config import Config
+from tessera.frontend.block_slots import BlockSlotTable
+from tessera.frontend.location import user_location
+from tessera.language.constexpr import SpecializedInt
+from tessera.language.tile import TileRange
+from tessera.runtime.marking import static_dims
+from tessera.trace.proxy import TensorProxy
+from tessera.trace.symbols import SymbolTable
+from tessera.trace.tracer import Tracer
+
+_INT32_LIMIT = 2 ** 31 - 1
+_RESERVED = {"tl", "triton", "libdevice", "pid", "min", "max", "range", "float", "int"}
+
+
+@dataclasses.dataclass
+class Variant:
+    """One compiled kernel: its guard check, argument builder, grid and Triton function."""
+
+    guard: Callable[..., bool]
+    symbols: list[sympy.Symbol]
+    function: Any
+    grid: Callable[..., int]
+    source: str
+    path: str
+    num_warps: int
+    num_stages: int
+    guard_text: list[str]
+
+
+def _needs_int64(tensor: torch.Tensor) -> bool:
+    if tensor.numel() == 0:
+        return False
+    reach = sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride()))
+    return reach > _INT32_LIMIT or tensor.numel() > _INT32_LIMIT
+
+
+def value_key(value: Any, static_shapes: bool) -> Any:
+    """The part of the cache key one captured value contributes (see README, 'Cache key')."""
+    if isinstance(value, torch.Tensor):
+        pinned = tuple(range(value.dim())) if static_shapes else static_dims(value)
+        return ("tensor", value.dtype, value.dim(), tuple(s == 1 for s in value.stride()),
+                _needs_int64(value), tuple((d, value.size(d), value.stride(d)) for d in pinned),
+                value.data_ptr() % 16 == 0)
+    if isinstance(value, SpecializedInt):
+        return ("const", int(value))
+    if isinstance(value, bool) or value is None or isinstance(value, (str, torch.dtype)):
+        return ("const", value)
+    if isinstance(value, int):
+        return ("int", static_shapes and value)
+    if isinstance(value, float):
+        return ("float",)
+    try:
+        hash(value)
+        return ("const", value)
+    except TypeError:
+        return ("object", id(value))
+
+
+class LaunchBinding:
+    """Proxies and symbols for one launch's captured values, and their values for this call."""
+
+    def __init__(self, names: tuple[str, ...], values: list[Any], tile_range: TileRange, static_shapes: bool) -> None:
+        self.symbols = SymbolTable()
+        self.parameters: list[str] = []
+        self.arguments: list[Any] = []   # per parameter, a getter of its value from `values`
+        self.proxies: list[Any] = []
+        self.symbol_order: list[sympy.Symbol] = []
+        for name, value in zip(names, values):
+            self.proxies.append(self._bind(_safe_name(name), value, static_shapes))
+        self.range = self._bind_range(tile_range)
+
+    def _symbol(self, name: str, dtype: torch.dtype, value: Any) -> sympy.Symbol:
+        symbol = self.symbols.new(name, dtype, value)
+        self.symbol_order.append(symbol)
+        self.parameters.append(name)
+        return symbol
+
+    def _bind(self, name: str, value: Any, static_shapes: bool) -> Any:
+        if isinstance(value, torch.Tensor):
+            self.parameters.append(name)
+            pinned = set(range(value.dim())) if static_shapes else set(static_dims(value))
+            sizes: list[Any] = []
+            strides: list[Any] = []
+            for d in range(value.dim()):
+                sizes.append(sympy.Integer(value.size(d)) if d in pinned else self._symbol(f"{name}_size{d}", torch.int64, value.size(d)))
+            for d in range(value.dim()):
+                if d in pinned or value.stride(d) == 1:
+                    strides.append(sympy.Integer(value.stride(d)))
+                else:
+                    strides.append(self._symbol(f"{name}_stride{d}", torch.int64, value.stride(d)))
+            return TensorProxy(name, value.dtype, sizes, strides, value.device)
+        if isinstance(value, SpecializedInt) or (static_shapes and isinstance(value, int) and not isinstance(value, bool)):
+            return int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return self._symbol(name, torch.int64, value)
+        if isinstance(value, float):
+            return self._symbol(name, torch.float32, value)
+        if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+            raise exc.UnsupportedOperationError(
+                f"a list of tensors ({name}) used inside a compiled tile loop", location=user_location(),
+                hint="pass each tensor as its own argument, or run with mode='eager'")
+        return value
+
+    def _bind_range(self, tile_range: TileRange) -> TileRange:
+        def bound(kind: str, dim: int, value: Any) -> Any:
+            if isinstance(value, SpecializedInt) or (isinstance(value, int) and value == 0 and kind == "begin"):
+                return int(value)
+            if isinstance(value, torch.Tensor):
+                value = int(value)
+            return self._symbol(f"{kind}_{dim}", torch.int64, int(value))
+        begins = [bound("begin", d, b) for d, b in enumerate(tile_range.begins)]
+        ends = [bound("end", d, e) for d, e in enumerate(tile_range.ends)]
+        return dataclasses.replace(tile_range, begins=begins, ends=ends)
+
+
+def _safe_name(name: str) -> str:
+    return f"{name}_" if name in _RESERVED or name.startswith(("idx_", "mask_", "offset_", "v")) else name
+
+
+def _argument_values(names: tuple[str, ...], values: list[Any], tile_range: TileRange, static_shapes: bool) -> list[Any]:
+    """Kernel arguments in parameter order, and the symbol values, built without tracing."""
+    result: list[Any] = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            pinned = set(range(value.dim())) if static_shapes else set(static_dims(value))
+            result.append(value)
+            result.extend(value.size(d) for d in range(value.dim()) if d not in pinned)
+            result.extend(value.stride(d) for d in range(value.dim()) if d not in pinned and value.stride(d) != 1)
+        elif isinstance(value, bool) or isinstance(value, SpecializedInt):
+            continue
+        elif isinstance(value, int):
+            if not static_shapes:
+                result.append(value)
+        elif isinstance(value, float):
+            result.append(value)
+    for begin in tile_range.begins:
+        if not (isinstance(begin, SpecializedInt) or (isinstance(begin, int) and begin == 0)):
+            result.append(int(begin))
+    result.extend(int(end) for end in tile_range.ends if not isinstance(end, SpecializedInt))
+    return result
+
+
+def _range_key(tile_range: TileRange) -> tuple:
+    return (tile_range.is_grid, tile_range.multi_dim, tuple(tile_range.block_sizes),
+            tuple(isinstance(b, int) and b == 0 for b in tile_range.begins),
+            tuple(int(e) if isinstance(e, SpecializedInt) else None for e in tile_range.ends),
+            tile_range.site)
+
+
+class CompiledRunner:
+    """Runs the launches of one kernel call in interpret or compiled mode."""
+
+    def __init__(self, kernel: Any, mode: str, config: Config, slots: BlockSlotTable) -> None:
+        self.kernel = kernel
+        self.mode = mode
+        self.config = config
+        self.slots = slots
+
+    def launch(self, tile_range: TileRange, body: Callable[..., Any]) -> None:
+        names = body.__code__.co_freevars
+        values = [cell.cell_contents for cell in (body.__closure__ or ())]
+        static_shapes = self.kernel.settings.static_shapes
+        key = (body.__code__.co_firstlineno, self.mode, repr(self.config), _range_key(tile_range),
+               tuple(value_key(v, static_shapes) for v in values))
+        arguments = _argument_values(names, values, tile_range, static_shapes)
+        variants = self.kernel.variants.setdefault(key, [])
+        for variant in variants:
+            symbol_values = [a for a in arguments if not isinstance(a, torch.Tensor)]
+            if variant.guard(*symbol_values):
+                self.kernel.hits += 1
+                return self._run(variant, arguments, symbol_values)
+        self.kernel.misses += 1
+        variant = self._build(names, values, tile_range, body, static_shapes, len(variants))
+        total = sum(len(v) for v in self.kernel.variants.values())
+        if total >= self.kernel.settings.max_variants:
+            raise exc.RecompileLimitError(
+                f"{self.kernel.fn.__name__} compiled {total} variants, its max_variants limit",
+                location=user_location(),
+                hint="shapes or dtypes change on every call; pass sizes as runtime values (avoid static_shapes "
+                     "/ hl.specialize on changing values) or raise max_variants=")
+        if settings.log_enabled("recompiles"):
+            reason = "first compile" if not variants else "guards failed: " + "; ".join(variants[-1].guard_text)
+            print(f"[tessera] compiling {self.kernel.fn.__name__} variant {total + 1} ({reason})", file=sys.stderr)
+        variants.append(variant)
+        symbol_values = [a for a in arguments if not isinstance(a, torch.Tensor)]
+        self._run(variant, arguments, symbol_values)
+
+    def _run(self, variant: Variant, arguments: list[Any], symbol_values: list[Any]) -> None:
+        programs = variant.grid(*symbol_values)
+        if programs <= 0:
+            return
+        variant.function[(programs,)](*arguments, num_warps=variant.num_warps, num_stages=variant.num_stages)
+
+    def _build(self, names: tuple[str, ...], values: list[Any], tile_range: TileRange, body: Callable[..., Any],
+               static_shapes: bool, index: int) -> Variant:
+        binding = LaunchBinding(names, values, tile_range, static_shapes)
+        tracer = Tracer(binding.symbols, self.slots, self.config)
+        tracer.dot_precision = "ieee" if self.mode == "interpret" else self.kernel.settings.dot_precision
+        tracer.interpret = self.mode == "interpret"
+        tracer.int64_indexing = any(_needs_int64(v) for v in values if isinstance(v, torch.Tensor))
+        tracer.trace_launch(binding.range, body, binding.proxies)
+        from tessera.backends.triton.codegen import generate_kernel
+        name = f"{self.kernel.fn.__name__}_kernel"
+        parameters = binding.parameters + []
+        source = generate_kernel(name, parameters, tracer, tracer.grid_dims,
+                                 [a for a in tracer.launch_axes if str(a.begin).startswith("offset_")])
+        if settings.get("print_code") or settings.log_enabled("ir"):
+            print(source, file=sys.stderr)
+        function, path = load_generated(name, source, self.mode == "interpret")
+        order = binding.symbol_order
+        counts = [sympy.ceiling((end - begin) / step) for begin, end, step in tracer.grid_dims]
+        programs = sympy.Mul(*counts) if counts else sympy.Integer(1)
+        grid = sympy.lambdify(order, sympy.Max(programs, 0), modules="math") if order else (lambda: int(programs))
+        return Variant(
+            guard=binding.symbols.guard_checker(order), symbols=order, function=function,
+            grid=_int_result(grid), source=source, path=path,
+            num_warps=int(self.config.get("num_warps", 4)), num_stages=int(self.config.get("num_stages", 2)),
+            guard_text=[reason for _, reason in binding.symbols.guards])
+
+
+def _int_result(function: Callable[..., Any]) -> Callable[..., int]:
+    def grid(*args: Any) -> int:
+        return int(function(*args))
+    return grid
+
+
+def _ensure_triton(interpret: bool) -> None:
+    """Import Triton in the process's mode: its interpreter is chosen once, at import time.
+
+    Triton's own library (tl.sum, tl.cdiv, ...) is made of @triton.jit functions created when
+    triton is imported, and the interpreter can only call interpreted ones; so a process runs
+    either interpreted kernels (CPU tensors) or compiled ones (CUDA tensors), not both.
+    """
+    if "triton" not in sys.modules:
+        if interpret:
+            os.environ["TRITON_INTERPRET"] = "1"
+        import triton.language  # noqa: F401
+    from triton.runtime.interpreter import InterpretedFunction
+    import triton.language.standard as standard
+    interpreted = isinstance(standard.cdiv, InterpretedFunction)
+    if interpreted != interpret:
+        wanted = "interpret" if interpret else "compiled"
+        raise exc.TesseraError(
+            f"mode {wanted!r} needs Triton imported {'with' if interpret else 'without'} its interpreter, "
+            "but this process imported it the other way",
+            hint="run interpret mode (CPU tensors) and compiled mode (CUDA tensors) in separate processes; "
+                 "set TRITON_INTERPRET=1 before importing triton for interpret mode")
+
+
+def load_generated(name: str, source: str, interpret: bool) -> tuple[Any, str]:
+    """Write generated source to a file and import it (Triton reads sources from files)."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    directory = os.path.join(settings.get("cache_dir"), "tessera_generated")
+    os.makedirs(directory, exist_ok=True)
+    module_name = f"{name}_{digest}_{'interp' if interpret else 'gpu'}"
+    path = os.path.join(directory, f"{module_name}.py")
+    if not os.path.exists(path):
+        temporary = f"{path}.{os.getpid()}.tmp"
+        with open(temporary, "w") as handle:
+            handle.write(source)
+        os.replace(temporary, path)
+    _ensure_triton(interpret)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name), path
+
+
+_runners: list[CompiledRunner] = []
+
+
+def launch_helper(tile_range: Any, body: Callable[..., Any]) -> None:
+    """What a rewritten top-level tile loop calls."""
+    if not isinstance(tile_range, TileRange):
+        raise exc.UnsupportedSyntaxError("a tile loop must iterate hl.tile(...) or hl.grid(...)", location=user_location())
+    _runners[-1].launch(tile_range, body)
+
+
+def device_loop_helper(tile_range: Any, body: Callable[..., Any], carried: tuple) -> tuple:
+    """What a rewritten inner tile loop calls (only ever while tracing)."""
+    from tessera.trace.tracer import current_tracer
+    return current_tracer().device_loop(tile_range, body, carried)
+
+
+def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Config, device: torch.device) -> Any:
+    """Run the kernel's host code; each top-level tile loop launches a cached Triton kernel."""
+    from tessera.runtime import eager_state, interpreter
+    from tessera.runtime.eager import EagerInterpreter
+    if mode == "compiled" and device.type != "cuda":
+        raise exc.TesseraError(f"mode 'compiled' needs CUDA tensors, got tensors on {device}",
+                               location=user_location(), hint="use mode='interpret' for CPU tensors")
+    if mode == "interpret" and device.type != "cpu":
+        raise exc.TesseraError(f"mode 'interpret' runs on CPU tensors, got tensors on {device}",
+                               location=user_location(), hint="use mode='compiled' for CUDA tensors")
+    slots = kernel.block_slots()
+    runner = CompiledRunner(kernel, mode, config, slots)
+    host = EagerInterpreter(slots, config, device)
+    _runners.append(runner)
+    eager_state.push_device(device)
+    try:
+        with interpreter.activate(host):
+            return kernel.rewritten().function(*args, **kwargs)
+    finally:
+        eager_state.pop_device()
+        _runners.pop()
