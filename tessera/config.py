@@ -39,7 +39,11 @@ class Config(Mapping[str, Any]):
                  num_stages: int | None = None, **kwargs: Any) -> None:
         values: dict[str, Any] = {}
         if block_sizes is not None:
-            values["block_sizes"] = [int(b) for b in block_sizes]
+            if not isinstance(block_sizes, (list, tuple)) or not all(
+                    isinstance(b, int) and not isinstance(b, bool) for b in block_sizes):
+                raise ConfigError(f"block_sizes={block_sizes!r} must be a list of ints",
+                                  hint="e.g. Config(block_sizes=[64, 32])")
+            values["block_sizes"] = list(block_sizes)
         if num_warps is not None:
             values["num_warps"] = num_warps
         if num_stages is not None:
@@ -58,7 +62,7 @@ class Config(Mapping[str, Any]):
         return len(self._values)
 
     def __hash__(self) -> int:
-        return hash(repr(self))
+        return hash(repr(sorted(self._values.items())))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Config) and self._values == other._values

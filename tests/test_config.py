@@ -60,8 +60,6 @@ def test_configs_with_the_same_values_are_equal_and_hash_alike():
     assert hash(first) == hash(second)
 
 
-@pytest.mark.xfail(strict=True, reason="Config.__hash__ hashes repr(), which follows keyword order "
-                                        "for extra keys, so equal Configs can hash differently")
 def test_equal_configs_hash_alike_whatever_the_keyword_order():
     first = Config(l2_grouping=4, pid_type="flat")
     second = Config(pid_type="flat", l2_grouping=4)
@@ -136,20 +134,16 @@ def test_block_size_that_is_not_positive_raises_config_error(block):
         Config(block_sizes=[block])
 
 
-@pytest.mark.xfail(strict=True, reason="Config(block_sizes=64) fails with a raw TypeError "
-                                        "('int' object is not iterable)")
 def test_block_sizes_given_as_a_bare_int_raise_config_error():
     with pytest.raises(exc.ConfigError):
         Config(block_sizes=64)
 
 
-@pytest.mark.xfail(strict=True, reason="a non-numeric block size fails with a raw ValueError from int()")
 def test_block_size_that_is_not_a_number_raises_config_error():
     with pytest.raises(exc.ConfigError):
         Config(block_sizes=["sixteen"])
 
 
-@pytest.mark.xfail(strict=True, reason="int() truncates 16.5 to 16 silently")
 def test_fractional_block_size_raises_config_error():
     with pytest.raises(exc.ConfigError):
         Config(block_sizes=[16.5])

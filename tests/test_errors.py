@@ -192,8 +192,7 @@ def test_not_in_tile_loop_error_says_to_move_the_call_into_a_tile_loop():
 
 
 @pytest.mark.parametrize("name, kernel", [
-    pytest.param("zeros", zeros_on_the_host, marks=pytest.mark.xfail(
-        strict=True, reason="hl.zeros binds full_p, so the error names hl.full")),
+    ("zeros", zeros_on_the_host),
     ("full", full_on_the_host),
     ("arange", arange_on_the_host),
     ("load", load_on_the_host),

@@ -427,9 +427,6 @@ def test_load_with_extra_mask_reads_zero_in_masked_lanes(device):
     assert torch.equal(load_first(x, 5), expected)
 
 
-@pytest.mark.xfail(strict=True, reason="eager hl.store with extra_mask indexes with the bool mask "
-                                        "under the eager torch-function mode, which treats it as an "
-                                        "integer index tensor, so the wrong lanes are written")
 def test_store_with_extra_mask_does_not_write_masked_lanes(device):
     @eager_kernel(tessera.Config(block_sizes=[4]))
     def store_odd(x: torch.Tensor) -> torch.Tensor:

@@ -37,7 +37,7 @@ class EagerInterpreter:
     def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
         if primitive.device_only and self.loop_depth == 0:
             raise exc.NotInTileLoopError(
-                primitive.name, location=user_location(),
+                interpreter.public_name(primitive.name), location=user_location(),
                 hint="move it into a `for tile in hl.tile(...)` loop, or use the torch "
                      "equivalent on the host (torch.zeros, tensor indexing, ...)")
         assert primitive.eager_rule is not None, f"{primitive} has no eager rule"

@@ -35,13 +35,13 @@ def current(what: str) -> Interpreter:
     """The active interpreter, or a located error naming `what` if no kernel is running."""
     if not _stack:
         raise exc.NotInKernelError(
-            _public_name(what), location=user_location(),
+            public_name(what), location=user_location(),
             hint="decorate the function that contains this call with @tessera.kernel; "
                  "on the host use the torch equivalent (e.g. torch.zeros for hl.zeros)")
     return _stack[-1]
 
 
-def _public_name(fallback: str) -> str:
+def public_name(fallback: str) -> str:
     """Name of the `hl.` function the user called (the outermost Tessera frame under the user)."""
     frame = sys._getframe(2)
     name = fallback
