@@ -1,7 +1,7 @@
 """Plumbing shared by the examples: pick a device, compare with PyTorch, time a call.
 
-Every example module builds one or more `Example` records; `python -m examples.<name>` runs
-them with `Example.main`, and `python -m examples.gallery` runs them all.
+Every example module builds one or more `Example` records in `EXAMPLES`; `python -m
+examples.<name>` runs them with `run_examples`, and `python -m examples.gallery` runs them all.
 
     >>> EXAMPLE = Example("add", run=add, reference=reference, make_inputs=make_inputs,
     ...                   sizes={"cpu": {"m": 256, "n": 512}, "cuda": {"m": 4096, "n": 4096}})
@@ -110,12 +110,19 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_ms(run: Callable[..., Any], inputs: Sequence[Any], device: str, repeat: int | None = None) -> float:
+def time_ms(
+    run: Callable[..., Any],
+    inputs: Sequence[Any],
+    device: str,
+    repeat: int | None = None,
+    warmup: bool = True,
+) -> float:
     """Median wall time of `run(*inputs)` in milliseconds, after one untimed call (which compiles)."""
     if repeat is None:
-        repeat = 20 if torch.device(device).type == "cuda" else 5
-    run(*inputs)
-    synchronize(device)
+        repeat = 20 if torch.device(device).type == "cuda" else 3
+    if warmup:
+        run(*inputs)
+        synchronize(device)
     samples = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -161,13 +168,10 @@ class Example:
         actual = self.run(*inputs)
         return assert_close(actual, expected, self.tolerances[dtype], self.name)
 
-    def main(self, argv: Sequence[str] | None = None) -> None:
-        """Command line of `python -m examples.<name>`: check at the gallery sizes, print the error."""
-        run_examples([self], argv)
-
 
 def run_examples(examples: Sequence[Example], argv: Sequence[str] | None = None) -> None:
-    """Check each example on the chosen device and dtype and print one line per example."""
+    """Command line of `python -m examples.<name>`: check each example at the gallery sizes on the
+    chosen device and dtype, and print one line per example (raises `Mismatch` if one is wrong)."""
     parser = argparse.ArgumentParser(description="Check Tessera examples against PyTorch.")
     parser.add_argument("--device", default=best_device(), help="cpu or cuda (default: best available)")
     parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES_BY_NAME))
@@ -175,6 +179,6 @@ def run_examples(examples: Sequence[Example], argv: Sequence[str] | None = None)
     dtype = DTYPES_BY_NAME[args.dtype]
     for example in examples:
         error = example.check(args.device, dtype)
-        ms = time_ms(example.run, example.inputs(args.device, dtype), args.device)
+        ms = time_ms(example.run, example.inputs(args.device, dtype), args.device, warmup=False)
         sizes = ", ".join(f"{key}={value}" for key, value in example.gallery_sizes(args.device).items())
         print(f"{example.name}: ok on {args.device} {args.dtype} ({sizes}); max err {error:.3g}, {ms:.2f} ms")

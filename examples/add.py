@@ -10,7 +10,7 @@ import torch
 
 import tessera
 import tessera.language as hl
-from examples._harness import Example
+from examples._harness import Example, run_examples
 
 
 @tessera.kernel
@@ -42,9 +42,9 @@ EXAMPLE = Example(
     run=add,
     reference=reference,
     make_inputs=make_inputs,
-    sizes={"cpu": {"m": 1024, "n": 1000}, "cuda": {"m": 8192, "n": 8192}},
+    sizes={"cpu": {"m": 512, "n": 500}, "cuda": {"m": 8192, "n": 8192}},
 )
 EXAMPLES = [EXAMPLE]
 
 if __name__ == "__main__":
-    EXAMPLE.main()
+    run_examples(EXAMPLES)

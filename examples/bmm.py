@@ -1,7 +1,8 @@
 """Batched matrix multiply: a 3-D tile loop over (batch, m, n) with a K loop inside.
 
-Shows `hl.tile([b, m, n])` yielding three tiles and `torch.baddbmm` accumulating
-low-precision tiles into a float32 accumulator.
+Shows `hl.tile([b, m, n], block_size=[1, None, None])` yielding three tiles, the batch one
+fixed at one matrix per program (the m and n block sizes stay tunable), and `torch.baddbmm`
+accumulating low-precision tiles into a float32 accumulator.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import torch
 
 import tessera
 import tessera.language as hl
-from examples._harness import DOT_TOLERANCES, Example
+from examples._harness import DOT_TOLERANCES, Example, run_examples
 
 
 @tessera.kernel
@@ -20,7 +21,7 @@ def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     batch2, k2, n = b.size()
     assert (batch, k) == (batch2, k2), f"size mismatch: a is {list(a.shape)}, b is {list(b.shape)}"
     out = torch.empty([batch, m, n], dtype=torch.promote_types(a.dtype, b.dtype), device=a.device)
-    for tile_b, tile_m, tile_n in hl.tile([batch, m, n]):
+    for tile_b, tile_m, tile_n in hl.tile([batch, m, n], block_size=[1, None, None]):
         acc = hl.zeros([tile_b, tile_m, tile_n], dtype=torch.float32)
         for tile_k in hl.tile(k):
             acc = torch.baddbmm(acc, a[tile_b, tile_m, tile_k], b[tile_b, tile_k, tile_n])
@@ -48,7 +49,7 @@ EXAMPLE = Example(
     reference=reference,
     make_inputs=make_inputs,
     sizes={
-        "cpu": {"batch": 8, "m": 128, "k": 256, "n": 192},
+        "cpu": {"batch": 4, "m": 128, "k": 128, "n": 96},
         "cuda": {"batch": 32, "m": 1024, "k": 1024, "n": 1024},
     },
     tolerances=DOT_TOLERANCES,
@@ -56,4 +57,4 @@ EXAMPLE = Example(
 EXAMPLES = [EXAMPLE]
 
 if __name__ == "__main__":
-    EXAMPLE.main()
+    run_examples(EXAMPLES)

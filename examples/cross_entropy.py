@@ -10,7 +10,7 @@ import torch
 
 import tessera
 import tessera.language as hl
-from examples._harness import Example
+from examples._harness import Example, run_examples
 
 
 @tessera.kernel
@@ -55,4 +55,4 @@ EXAMPLE = Example(
 EXAMPLES = [EXAMPLE]
 
 if __name__ == "__main__":
-    EXAMPLE.main()
+    run_examples(EXAMPLES)

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from examples._harness import Example
 
 MODES = ("eager", "interpret", "compiled")
+# Timed calls per mode: Triton's CPU interpreter takes seconds per call at gallery sizes.
+REPEATS = {"eager": 3, "interpret": 1, "compiled": 20}
 # Spelled out here, not imported from the examples, so that nothing imports Tessera before
 # TESSERA_MODE is set.
 DTYPES_BY_NAME = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -70,7 +72,8 @@ def _run_example(example: Example, mode: str, device: str, dtype: torch.dtype, v
     sizes = example.sizes["cpu"] if mode == "eager" else example.gallery_sizes(device)
     try:
         error = example.check(device, dtype, **sizes)
-        ms = time_ms(example.run, example.inputs(device, dtype, **sizes), device)
+        # check() has already compiled the kernel and run it once: no warm-up call needed.
+        ms = time_ms(example.run, example.inputs(device, dtype, **sizes), device, REPEATS[mode], warmup=False)
     except Mismatch as failure:
         if verbose:
             print(failure, file=sys.stderr)

@@ -13,7 +13,7 @@ import torch
 
 import tessera
 import tessera.language as hl
-from examples._harness import DOT_TOLERANCES, Example
+from examples._harness import DOT_TOLERANCES, Example, run_examples
 
 VALUES_PER_GROUP = 6  # m, n, k, a_offset, b_offset, c_offset
 
@@ -104,4 +104,4 @@ EXAMPLE = Example(
 EXAMPLES = [EXAMPLE]
 
 if __name__ == "__main__":
-    EXAMPLE.main()
+    run_examples(EXAMPLES)

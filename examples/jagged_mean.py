@@ -11,7 +11,7 @@ import torch
 
 import tessera
 import tessera.language as hl
-from examples._harness import Example
+from examples._harness import Example, run_examples
 
 
 @tessera.kernel
@@ -67,4 +67,4 @@ EXAMPLE = Example(
 EXAMPLES = [EXAMPLE]
 
 if __name__ == "__main__":
-    EXAMPLE.main()
+    run_examples(EXAMPLES)

@@ -14,7 +14,7 @@ import torch
 
 import tessera
 import tessera.language as hl
-from examples._harness import Example
+from examples._harness import Example, run_examples
 
 EPS = 1e-5
 
@@ -142,6 +142,4 @@ BWD_EXAMPLE = Example(
 EXAMPLES = [FWD_EXAMPLE, BWD_EXAMPLE]
 
 if __name__ == "__main__":
-    from examples._harness import run_examples
-
     run_examples(EXAMPLES)

@@ -14,7 +14,7 @@ import torch
 
 import tessera
 import tessera.language as hl
-from examples._harness import DOT_TOLERANCES, Example
+from examples._harness import DOT_TOLERANCES, Example, run_examples
 
 
 def identity(value: torch.Tensor) -> torch.Tensor:
@@ -74,7 +74,7 @@ EXAMPLE = Example(
     run=matmul,
     reference=reference,
     make_inputs=make_inputs,
-    sizes={"cpu": {"m": 256, "k": 512, "n": 384}, "cuda": {"m": 4096, "k": 4096, "n": 4096}},
+    sizes={"cpu": {"m": 128, "k": 256, "n": 192}, "cuda": {"m": 4096, "k": 4096, "n": 4096}},
     tolerances=DOT_TOLERANCES,
 )
 EPILOGUE_EXAMPLE = Example(
@@ -83,7 +83,7 @@ EPILOGUE_EXAMPLE = Example(
     reference=reference,
     make_inputs=make_inputs,
     sizes={
-        "cpu": {"m": 256, "k": 512, "n": 384, "epilogue": True},
+        "cpu": {"m": 128, "k": 256, "n": 192, "epilogue": True},
         "cuda": {"m": 4096, "k": 4096, "n": 4096, "epilogue": True},
     },
     tolerances=DOT_TOLERANCES,
@@ -91,6 +91,4 @@ EPILOGUE_EXAMPLE = Example(
 EXAMPLES = [EXAMPLE, EPILOGUE_EXAMPLE]
 
 if __name__ == "__main__":
-    from examples._harness import run_examples
-
     run_examples(EXAMPLES)

@@ -11,7 +11,7 @@ import torch
 
 import tessera
 import tessera.language as hl
-from examples._harness import Example
+from examples._harness import Example, run_examples
 
 
 @tessera.kernel
@@ -74,6 +74,4 @@ TWO_PASS_EXAMPLE = Example(
 EXAMPLES = [EXAMPLE, TWO_PASS_EXAMPLE]
 
 if __name__ == "__main__":
-    from examples._harness import run_examples
-
     run_examples(EXAMPLES)

@@ -123,12 +123,12 @@ _CONFIGS: list[tuple[str, str, str, list[int], dict[str, Any]]] = [
     ("jagged_mean", "jagged_mean", "jagged_mean", [16, 4], {"num_rows": 13, "max_length": 9, "features": 37}),
     ("matmul", "matmul", "matmul", [16, 8, 4], {"m": 37, "k": 13, "n": 20}),
     ("matmul_bias_gelu", "matmul", "matmul", [1, 64, 8], {"m": 7, "k": 37, "n": 13, "epilogue": True}),
-    ("bmm", "bmm", "bmm", [1, 8, 16, 4], {"batch": 3, "m": 13, "k": 7, "n": 37}),
+    ("bmm", "bmm", "bmm", [8, 16, 4], {"batch": 3, "m": 13, "k": 7, "n": 37}),
     ("grouped_gemm", "grouped_gemm", "grouped_gemm_impl", [8, 16, 4],
      {"shapes": ((7, 13, 37), (1, 5, 3), (33, 40, 17))}),
-    ("attention", "attention", "attention", [1, 16, 8],
+    ("attention", "attention", "attention", [16, 8],
      {"batch": 1, "heads": 2, "m": 37, "n": 13, "head_dim": 16}),
-    ("attention_causal", "attention", "attention", [2, 8, 16],
+    ("attention_causal", "attention", "attention", [8, 16],
      {"batch": 1, "heads": 3, "m": 37, "n": 37, "head_dim": 16, "causal": True}),
 ]
 
