@@ -43,7 +43,8 @@ class Emitter:
     def operand(self, value: Any, dtype: torch.dtype | None) -> str:
         if isinstance(value, Node):
             return self.cast(value.name, value.dtype, dtype) if dtype is not None else value.name
-        return print_expr(value)
+        # parenthesized: templates like "({0} / {1})" must not re-associate `a - b`
+        return f"({print_expr(value)})"
 
     def cast(self, text: str, source: torch.dtype | None, target: torch.dtype | None) -> str:
         if target is None or source == target:

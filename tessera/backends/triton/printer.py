@@ -10,19 +10,18 @@ from sympy.printing.str import StrPrinter
 class TritonExprPrinter(StrPrinter):
     """Prints Min/Max as tl.minimum/tl.maximum and integer floor/ceil divisions as // and cdiv."""
 
-    def _print_Min(self, expr: sympy.Min) -> str:
+    def _fold(self, function: str, expr: sympy.Basic) -> str:
         args = [self._print(a) for a in expr.args]
         text = args[0]
         for arg in args[1:]:
-            text = f"tl.minimum({text}, {arg})"
+            text = f"{function}({text}, {arg})"
         return text
 
+    def _print_Min(self, expr: sympy.Min) -> str:
+        return self._fold("tl.minimum", expr)
+
     def _print_Max(self, expr: sympy.Max) -> str:
-        args = [self._print(a) for a in expr.args]
-        text = args[0]
-        for arg in args[1:]:
-            text = f"tl.maximum({text}, {arg})"
-        return text
+        return self._fold("tl.maximum", expr)
 
     def _print_floor(self, expr: Any) -> str:
         numerator, denominator = sympy.fraction(sympy.together(expr.args[0]))
