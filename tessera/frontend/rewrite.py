@@ -28,6 +28,7 @@ from tessera.frontend.source import KernelSource
 
 LAUNCH = "_tessera_launch"
 DEVICE_LOOP = "_tessera_device_loop"
+DEVICE_IF = "_tessera_if"  # (condition, then_fn, else_fn, values) -> values
 
 
 @dataclasses.dataclass

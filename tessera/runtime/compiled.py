@@ -304,6 +304,17 @@ def device_loop_helper(tile_range: Any, body: Callable[..., Any], carried: tuple
     return current_tracer().device_loop(tile_range, body, carried)
 
 
+def device_if_helper(condition: Any, then_body: Callable[..., tuple], else_body: Callable[..., tuple],
+                     values: tuple) -> tuple:
+    """What a rewritten `if` inside a tile loop calls: a host condition picks a branch in
+    Python; a device (tile) condition becomes a predicated device branch."""
+    from tessera.trace.proxy import TileValue
+    if isinstance(condition, TileValue):
+        from tessera.trace.tracer import current_tracer
+        return current_tracer().device_if(condition, then_body, else_body, values)
+    return then_body(*values) if condition else else_body(*values)
+
+
 def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Config, device: torch.device) -> Any:
     """Run the kernel's host code; each top-level tile loop launches a cached Triton kernel."""
     from tessera.runtime import eager_state, interpreter

@@ -13,7 +13,7 @@ from tessera import exc, settings
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
 from tessera.frontend.location import strip_internal_frames, user_location
-from tessera.frontend.rewrite import DEVICE_LOOP, LAUNCH, RewrittenKernel, rewrite_kernel
+from tessera.frontend.rewrite import DEVICE_IF, DEVICE_LOOP, LAUNCH, RewrittenKernel, rewrite_kernel
 from tessera.frontend.source import KernelSource
 from tessera.language.tile import grid, tile
 from tessera.runtime.eager import run_eager
@@ -103,11 +103,11 @@ class Kernel:
     def rewritten(self) -> RewrittenKernel:
         """The kernel function with tile loops rewritten into launches (built once)."""
         if self._rewritten is None:
-            from tessera.runtime.compiled import device_loop_helper, launch_helper
+            from tessera.runtime.compiled import device_if_helper, device_loop_helper, launch_helper
             resolve = self.source.resolver()
             self._rewritten = rewrite_kernel(
                 self.source, lambda node: isinstance(node, ast.Call) and resolve(node.func) in (tile, grid),
-                {LAUNCH: launch_helper, DEVICE_LOOP: device_loop_helper})
+                {LAUNCH: launch_helper, DEVICE_LOOP: device_loop_helper, DEVICE_IF: device_if_helper})
         return self._rewritten
 
     def cache_info(self) -> CacheInfo:

@@ -237,6 +237,12 @@ class Tracer:
         loop_node.node.params["outputs"] = outputs
         return tuple(TileValue(p.node) for p in placeholders)
 
+    def device_if(self, condition: TileValue, then_body: Callable[..., tuple], else_body: Callable[..., tuple],
+                  values: tuple) -> tuple:
+        """An `if` on a device scalar: both branches traced, stores predicated, values selected."""
+        raise exc.UnsupportedOperationError("`if` on a device value is not supported yet", location=user_location(),
+                                            hint="use torch.where(condition, a, b)")
+
     def _as_carried(self, value: Any, like: TileValue | None = None) -> TileValue:
         if isinstance(value, TileValue):
             if like is not None and value.dtype != like.dtype:

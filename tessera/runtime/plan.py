@@ -1,0 +1,67 @@
+"""What one call of a kernel launches under a given Config, recorded without running it.
+
+`kernel.bind(args)` returns a `BoundKernel`; `bound.plan(config)` runs the kernel's host code
+with a recording runner: every top-level tile loop is traced and compiled to Triton source as
+usual, but instead of launching, a `LaunchRecord` is kept. The autotuner sends plans to worker
+processes, which compile and time them there, so that a crashing candidate never takes the
+user's process down.
+
+Host code that reads results of an earlier launch (`out.item()` between two loops) sees
+unwritten memory while recording; such kernels are tuned as a whole in-process instead.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from tessera.config import Config
+
+
+@dataclasses.dataclass(frozen=True)
+class TunableDim:
+    """One entry of `Config.block_sizes`, with what the trace learned about it.
+
+    `extent` is this call's size of the dimension the block tiles (the largest one seen when a
+    slot tiles several loops); `min_block` is the smallest legal block (16 for a dimension that
+    feeds `tl.dot`); `role` is 'launch' (tiles program ids), 'loop' (an inner device loop) or
+    'reduction' (a reduced dimension).
+    """
+
+    index: int
+    extent: int
+    min_block: int
+    role: str
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchRecord:
+    """One Triton launch: the generated module, its kernel function and the call arguments."""
+
+    source_path: str
+    function_name: str
+    arguments: tuple[Any, ...]  # torch.Tensor | int | float, in the kernel's parameter order
+    grid: tuple[int, ...]
+    num_warps: int
+    num_stages: int
+
+
+@dataclasses.dataclass
+class KernelPlan:
+    """The launches of one kernel call under `config`, and its return value."""
+
+    config: Config
+    launches: list[LaunchRecord]
+    result: Any  # what the kernel returned (tensors written by the launches)
+    tunables: list[TunableDim]
+    reads_results_on_host: bool = False
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Every tensor the launches touch, each once (by identity)."""
+        seen: dict[int, torch.Tensor] = {}
+        for launch in self.launches:
+            for argument in launch.arguments:
+                if isinstance(argument, torch.Tensor):
+                    seen.setdefault(id(argument), argument)
+        return list(seen.values())
