@@ -24,6 +24,7 @@ class KernelSource:
                 f"cannot read the source of kernel {fn.__name__!r}: {error}",
                 hint="define kernels in a .py file (not in a REPL or exec'd string)") from None
         text = "".join(lines)
+        self.text = text
         dedented = textwrap.dedent(text)
         # dedent removed the same margin from every line; columns must get it back
         self.indent = len(lines[0]) - len(dedented.splitlines(keepends=True)[0]) if lines else 0

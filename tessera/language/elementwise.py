@@ -99,15 +99,22 @@ def result_dtype(op: ElementwiseOp, operands: tuple[Any, ...]) -> tuple[torch.dt
     promoted = examples[0].dtype if len(examples) == 1 and isinstance(examples[0], torch.Tensor) else (
         torch.result_type(*examples) if len(examples) == 2 else torch.get_default_dtype())
     if op.kind == "compare":
-        return promoted, torch.bool
+        return _compute_dtype(promoted), torch.bool
     if op.kind == "divide" and not promoted.is_floating_point:
         return torch.float32, torch.float32
     if op.kind == "float":
         if not promoted.is_floating_point:
             return torch.float32, torch.float32
-        compute = torch.float32 if promoted in (torch.float16, torch.bfloat16) else promoted
-        return compute, promoted
+        return _compute_dtype(promoted), promoted
+    if op.kind in ("arith", "divide"):
+        # PyTorch computes 16-bit float ops in fp32 and rounds once per op; so do we (Triton's
+        # interpreter otherwise gets bf16 arithmetic wrong, and the GPU rounds the same either way)
+        return _compute_dtype(promoted), promoted
     return promoted, promoted
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
 def apply_elementwise(tracer: Tracer, name: str, *operands: Any) -> TileValue:

@@ -62,18 +62,17 @@ def _dot_trace(tracer: Any, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtype 
     k = tracer.unify_axes(a.axes[-1], b.axes[-2], "matrix product inner dimension")
     batch = tuple(tracer.broadcast([a.axes[:-2], b.axes[:-2]], "batch dims"))
     shape = batch + (a.axes[-2], b.axes[-1])
-    for axis in (a.axes[-2], k, b.axes[-1]):
-        if axis.block < 16:
-            raise exc.ConfigError(
-                f"matrix products need blocks of at least 16 (dimension {axis.name} has block {axis.block})",
-                location=user_location(), hint="use block sizes >= 16 for the tiles of a matmul")
+    operand_axes = (a.axes[-2], k, b.axes[-1])
+    tracer.dot_axes.update(operand_axes)
+    # tl.dot needs every block >= 16; smaller tiles multiply-and-sum instead (exact, fp32)
+    small = any(axis.block < 16 for axis in operand_axes)
     dtype = out_dtype or (acc.dtype if acc is not None else product_dtype(a, b))
     accumulate = torch.float32 if dtype.is_floating_point else torch.int32
     inputs = [a.node, b.node, acc.node if acc is not None else None]
     if acc is not None:
         tracer.broadcast([acc.axes, shape], "matrix product accumulator")
     return tracer.emit("dot", inputs, shape, dtype, accumulate=accumulate, k_axis=k,
-                       precision=tracer.dot_precision, interpret=tracer.interpret)
+                       precision=tracer.dot_precision, interpret=tracer.interpret, small=small)
 
 
 dot_p.def_trace(_dot_trace)

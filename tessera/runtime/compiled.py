@@ -25,6 +25,7 @@ from tessera.frontend.location import user_location
 from tessera.language.constexpr import SpecializedInt
 from tessera.language.tile import TileRange
 from tessera.runtime.marking import static_dims
+from tessera.runtime.plan import LaunchRecord, TunableDim
 from tessera.trace.proxy import TensorProxy
 from tessera.trace.symbols import SymbolTable
 from tessera.trace.tracer import Tracer
@@ -46,6 +47,7 @@ class Variant:
     num_warps: int
     num_stages: int
     guard_text: list[str]
+    tunables: list[TunableDim] = dataclasses.field(default_factory=list)
 
 
 def _needs_int64(tensor: torch.Tensor) -> bool:
@@ -168,14 +170,33 @@ def _range_key(tile_range: TileRange) -> tuple:
             tile_range.site)
 
 
-class CompiledRunner:
-    """Runs the launches of one kernel call in interpret or compiled mode."""
+@dataclasses.dataclass
+class VariantStore:
+    """Compiled variants by launch key, with hit/miss counts (one per kernel, one per tuning run)."""
 
-    def __init__(self, kernel: Any, mode: str, config: Config, slots: BlockSlotTable) -> None:
+    variants: dict[tuple, list[Variant]] = dataclasses.field(default_factory=dict)
+    hits: int = 0
+    misses: int = 0
+
+    def count(self) -> int:
+        return sum(len(v) for v in self.variants.values())
+
+
+class CompiledRunner:
+    """Runs the launches of one kernel call in interpret or compiled mode.
+
+    With a `recorder` list, launches are recorded as `LaunchRecord`s instead of run (see plan.py).
+    """
+
+    def __init__(self, kernel: Any, mode: str, config: Config, slots: BlockSlotTable,
+                 store: VariantStore | None = None, recorder: list[LaunchRecord] | None = None) -> None:
         self.kernel = kernel
         self.mode = mode
         self.config = config
         self.slots = slots
+        self.store = store if store is not None else kernel.store
+        self.recorder = recorder
+        self.tunables: dict[int, TunableDim] = {}
 
     def launch(self, tile_range: TileRange, body: Callable[..., Any]) -> None:
         names = body.__code__.co_freevars
@@ -184,15 +205,15 @@ class CompiledRunner:
         key = (body.__code__.co_firstlineno, self.mode, repr(self.config), _range_key(tile_range),
                tuple(value_key(v, static_shapes) for v in values))
         arguments = _argument_values(names, values, tile_range, static_shapes)
-        variants = self.kernel.variants.setdefault(key, [])
+        variants = self.store.variants.setdefault(key, [])
         for variant in variants:
             symbol_values = [a for a in arguments if not isinstance(a, torch.Tensor)]
             if variant.guard(*symbol_values):
-                self.kernel.hits += 1
+                self.store.hits += 1
                 return self._run(variant, arguments, symbol_values)
-        self.kernel.misses += 1
+        self.store.misses += 1
         variant = self._build(names, values, tile_range, body, static_shapes, len(variants))
-        total = sum(len(v) for v in self.kernel.variants.values())
+        total = self.store.count()
         if total >= self.kernel.settings.max_variants:
             raise exc.RecompileLimitError(
                 f"{self.kernel.fn.__name__} compiled {total} variants, its max_variants limit",
@@ -207,7 +228,15 @@ class CompiledRunner:
         self._run(variant, arguments, symbol_values)
 
     def _run(self, variant: Variant, arguments: list[Any], symbol_values: list[Any]) -> None:
+        for dim in variant.tunables:
+            known = self.tunables.get(dim.index)
+            if known is None or known.extent < dim.extent:
+                self.tunables[dim.index] = dim
         programs = variant.grid(*symbol_values)
+        if self.recorder is not None:
+            self.recorder.append(LaunchRecord(variant.path, variant.function.__name__, tuple(arguments),
+                                              (max(programs, 0),), variant.num_warps, variant.num_stages))
+            return
         if programs <= 0:
             return
         variant.function[(programs,)](*arguments, num_warps=variant.num_warps, num_stages=variant.num_stages)
@@ -236,7 +265,8 @@ class CompiledRunner:
             guard=binding.symbols.guard_checker(order), symbols=order, function=function,
             grid=_int_result(grid), source=source, path=path,
             num_warps=int(self.config.get("num_warps", 4)), num_stages=int(self.config.get("num_stages", 2)),
-            guard_text=[reason for _, reason in binding.symbols.guards])
+            guard_text=[reason for _, reason in binding.symbols.guards],
+            tunables=tracer.tunable_dims())
 
 
 def _int_result(function: Callable[..., Any]) -> Callable[..., int]:
@@ -315,7 +345,8 @@ def device_if_helper(condition: Any, then_body: Callable[..., tuple], else_body:
     return then_body(*values) if condition else else_body(*values)
 
 
-def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Config, device: torch.device) -> Any:
+def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Config, device: torch.device,
+                 runner: CompiledRunner | None = None) -> Any:
     """Run the kernel's host code; each top-level tile loop launches a cached Triton kernel."""
     from tessera.runtime import eager_state, interpreter
     from tessera.runtime.eager import EagerInterpreter
@@ -325,8 +356,9 @@ def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Conf
     if mode == "interpret" and device.type != "cpu":
         raise exc.TesseraError(f"mode 'interpret' runs on CPU tensors, got tensors on {device}",
                                location=user_location(), hint="use mode='compiled' for CUDA tensors")
-    slots = kernel.block_slots()
-    runner = CompiledRunner(kernel, mode, config, slots)
+    if runner is None:
+        runner = CompiledRunner(kernel, mode, config, kernel.block_slots())
+    slots = runner.slots
     host = EagerInterpreter(slots, config, device)
     _runners.append(runner)
     eager_state.push_device(device)

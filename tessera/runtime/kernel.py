@@ -68,9 +68,8 @@ class Kernel:
         self.signature = inspect.signature(fn)
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
         self._rewritten: RewrittenKernel | None = None
-        self.variants: dict[tuple, list[Any]] = {}
-        self.hits = 0
-        self.misses = 0
+        from tessera.runtime.compiled import VariantStore
+        self.store = VariantStore()
 
     @functools.cached_property
     def source(self) -> KernelSource:
@@ -112,12 +111,27 @@ class Kernel:
 
     def cache_info(self) -> CacheInfo:
         """Hits, misses and compiled variants held, over every launch of this kernel."""
-        return CacheInfo(self.hits, self.misses, sum(len(v) for v in self.variants.values()))
+        return CacheInfo(self.store.hits, self.store.misses, self.store.count())
 
     def reset(self) -> None:
         """Forget every compiled variant (and the counts)."""
-        self.variants.clear()
-        self.hits = self.misses = 0
+        from tessera.runtime.compiled import VariantStore
+        self.store = VariantStore()
+
+    @functools.cached_property
+    def source_hash(self) -> str:
+        """A digest of the kernel's source text (the disk cache of tuned configs is keyed by it)."""
+        import hashlib
+        return hashlib.sha256(self.source.text.encode()).hexdigest()[:20]
+
+    def bind(self, *args: Any, **kwargs: Any) -> "BoundKernel":
+        """The kernel with these arguments: code, launch plans and runs per Config.
+
+        >>> kernel.bind(x, y).to_triton_code(tessera.Config(block_sizes=[64]))  # doctest: +SKIP
+        """
+        from tessera.runtime.bound import BoundKernel
+        self._check_arguments(args, kwargs)
+        return BoundKernel(self, args, kwargs)
 
     def default_config(self) -> Config:
         if self.settings.config is not None:

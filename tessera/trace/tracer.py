@@ -20,6 +20,7 @@ from tessera.ir.graph import UNIT, Axis, Block, Node
 from tessera.ir.primitive import Primitive
 from tessera.language.tile import TileRange, static_bounds
 from tessera.runtime.block_sizes import choose_block_sizes
+from tessera.runtime.plan import TunableDim
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
 from tessera.trace.symbols import SymbolTable
 
@@ -58,6 +59,8 @@ class Tracer:
         self.dot_precision = "ieee"
         self.interpret = False
         self.int64_indexing = False
+        self.dot_axes: set[Axis] = set()
+        self._tunable_axes: list[tuple[int, Axis, str]] = []  # (block_sizes index, axis, role)
 
     # -- interpreter protocol -------------------------------------------------------------
     def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
@@ -144,13 +147,16 @@ class Tracer:
         return tuple(result)
 
     # -- loops -----------------------------------------------------------------------------------
-    def _range_axes(self, tile_range: TileRange, loop_var: Callable[[int], sympy.Expr]) -> list[TileProxy]:
+    def _range_axes(self, tile_range: TileRange, loop_var: Callable[[int], sympy.Expr], role: str) -> list[TileProxy]:
         tunable = [i for i, block in enumerate(tile_range.block_sizes) if block is None]
         blocks = list(tile_range.block_sizes)
+        slot_of: dict[int, int] = {}
         if tunable:
             bounds = static_bounds(tile_range)
             for i, block in zip(tunable, self.block_sizes(tile_range.site, len(tunable), [bounds[i] for i in tunable])):
                 blocks[i] = block
+            first = self.slots.first_slot(tile_range.site, len(tunable))
+            slot_of = {dim: first + j for j, dim in enumerate(tunable)}
         proxies = []
         for dim, (begin, end, block) in enumerate(zip(tile_range.begins, tile_range.ends, blocks)):
             begin, end = self.symbols.canonical(_symbolic(begin)), self.symbols.canonical(_symbolic(end))
@@ -163,9 +169,27 @@ class Tracer:
             axis = Axis(f"t{len(self.launch_axes)}", offset, end, block, needs_mask=not exact)
             axis.range_begin, axis.range_end = begin, end  # type: ignore[attr-defined]
             self.launch_axes.append(axis)
+            if dim in slot_of:
+                self._tunable_axes.append((slot_of[dim], axis, role))
             tile_id = sympy.floor((offset - begin) / block) if offset != begin else sympy.Integer(0)
             proxies.append(TileProxy(axis, tile_id, sympy.ceiling(extent / block)))
         return proxies
+
+    def tunable_dims(self) -> list[TunableDim]:
+        """What this trace learned about each block_sizes entry it used (for the autotuner)."""
+        found: dict[int, TunableDim] = {}
+        for index, axis, role in self._tunable_axes:
+            begin = getattr(axis, "range_begin", 0)
+            extent_expr = sympy.sympify(axis.end - begin).xreplace(self.symbols.values)
+            # bounds that depend on program ids or loop variables: take the first program's value
+            extent_expr = extent_expr.xreplace({s: 0 for s in extent_expr.free_symbols})
+            extent = max(int(extent_expr), 0)
+            minimum = 16 if axis in self.dot_axes else 1
+            known = found.get(index)
+            if known is not None:
+                extent, minimum = max(extent, known.extent), max(minimum, known.min_block)
+            found[index] = TunableDim(index, extent, minimum, role)
+        return [found[i] for i in sorted(found)]
 
     def trace_launch(self, tile_range: TileRange, body: Callable[..., Any], cells: list[Any]) -> None:
         """Trace a top-level loop body; program ids map to its dims, first dim fastest."""
@@ -177,7 +201,7 @@ class Tracer:
                 self.grid_dims.append((begin_s, end_s, int(step)))
                 targets.append(begin_s + pid * int(step))
         else:
-            proxies = self._range_axes(tile_range, lambda d: sympy.Symbol(f"offset_{d}", integer=True))
+            proxies = self._range_axes(tile_range, lambda d: sympy.Symbol(f"offset_{d}", integer=True), "launch")
             for dim, proxy in enumerate(proxies):
                 self.grid_dims.append((proxy.axis.range_begin, proxy.axis.range_end, proxy.axis.block))  # type: ignore[attr-defined]
             targets = proxies
@@ -207,7 +231,7 @@ class Tracer:
                      in zip(variables, tile_range.begins, tile_range.ends, tile_range.block_sizes)]
         else:
             variables = [sympy.Symbol(f"k{loop_index}_{d}", integer=True) for d in range(tile_range.ndim)]
-            proxies = self._range_axes(tile_range, lambda d: variables[d])
+            proxies = self._range_axes(tile_range, lambda d: variables[d], "loop")
             targets = list(proxies)
             loops = [(var, p.axis.range_begin, p.axis.range_end, p.axis.block, p.axis)  # type: ignore[attr-defined]
                      for var, p in zip(variables, proxies)]

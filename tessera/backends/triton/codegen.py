@@ -27,11 +27,14 @@ TRITON_DTYPES = {
 class Emitter:
     """Writes the body of one Triton kernel."""
 
-    def __init__(self, int64_indexing: bool) -> None:
+    def __init__(self, int64_indexing: bool, interpret: bool = False) -> None:
         self.lines: list[str] = []
         self.indent = 1
         self.int64_indexing = int64_indexing
+        self.interpret = interpret
+        self.helpers: set[str] = set()  # names of @triton.jit helpers the body calls
         self._axis_names: dict[Axis, str] = {}
+        self._last_comment: str | None = None
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.indent + text)
@@ -49,6 +52,10 @@ class Emitter:
     def cast(self, text: str, source: torch.dtype | None, target: torch.dtype | None) -> str:
         if target is None or source == target:
             return text
+        if self.interpret and target == torch.bfloat16 and source in (torch.float32, torch.float64):
+            # Triton 3.6's interpreter truncates fp32 -> bf16; PyTorch and the GPU round to nearest even
+            self.helpers.add("round_to_bf16")
+            return f"round_to_bf16({text}.to(tl.float32))"
         return f"{text}.to({TRITON_DTYPES[target]})"
 
     # -- axes -----------------------------------------------------------------------------------
@@ -136,8 +143,11 @@ def _join_masks(masks: list[str]) -> str | None:
 def emit_block(emitter: Emitter, block: Block) -> None:
     for node in block.nodes:
         if node.location is not None:
-            emitter.line(f"# {os.path.basename(node.location.filename)}:{node.location.lineno}: "
-                         f"{node.location.source_line().strip()}")
+            comment = (f"# {os.path.basename(node.location.filename)}:{node.location.lineno}: "
+                       f"{node.location.source_line().strip()}")
+            if comment != emitter._last_comment:  # one comment per run of nodes from one line
+                emitter.line(comment)
+                emitter._last_comment = comment
         special = _STATEMENTS.get(node.op)
         if special is not None:
             special(emitter, node)
@@ -196,8 +206,20 @@ def _dot(emitter: Emitter, node: Node) -> None:
     common = torch.promote_types(a.dtype, b.dtype)
     if node.params["interpret"] and common in (torch.float16, torch.bfloat16):
         common = torch.float32  # triton 3.6's interpreter gets 16-bit tl.dot wrong; fp32 is exact here
-    left, right = emitter.operand(a, common), emitter.operand(b, common)
     accumulate = node.params["accumulate"]
+    if node.params.get("small"):
+        # a block below tl.dot's minimum of 16: broadcast, multiply and sum over k (exact in fp32)
+        rank = len(node.shape)
+        left = emitter.operand(a, accumulate) + "[" + ", ".join([":"] * rank + ["None"]) + "]"
+        right = emitter.operand(b, accumulate) + "[" + ", ".join([":"] * (rank - 2) + ["None", ":", ":"]) + "]"
+        product = f"tl.sum({left} * {right}, axis={rank - 1})"
+        if acc is not None:
+            product = f"{emitter.operand(acc, accumulate)} + {product}"
+        emitter.line(f"{node.name} = {product}")
+        if node.dtype != accumulate:
+            emitter.line(f"{node.name} = {emitter.cast(node.name, accumulate, node.dtype)}")
+        return
+    left, right = emitter.operand(a, common), emitter.operand(b, common)
     precision = f", input_precision='{node.params['precision']}'" if common == torch.float32 else ""
     if acc is not None:
         emitter.line(f"{node.name} = tl.dot({left}, {right}, acc={emitter.operand(acc, accumulate)}{precision}, "
@@ -205,7 +227,7 @@ def _dot(emitter: Emitter, node: Node) -> None:
     else:
         emitter.line(f"{node.name} = tl.dot({left}, {right}{precision}, out_dtype={TRITON_DTYPES[accumulate]})")
     if node.dtype != accumulate:
-        emitter.line(f"{node.name} = {node.name}.to({TRITON_DTYPES[node.dtype]})")
+        emitter.line(f"{node.name} = {emitter.cast(node.name, accumulate, node.dtype)}")
 
 
 def _loop(emitter: Emitter, node: Node) -> None:
@@ -230,10 +252,26 @@ _STATEMENTS = {"load": _load, "store": _store, "full": _full, "tile_index": _til
                "dot": _dot, "loop": _loop}
 
 
+_HELPERS: dict[str, list[str]] = {
+    "round_to_bf16": [
+        "",
+        "@triton.jit",
+        "def round_to_bf16(x):",
+        "    # fp32 -> bf16 rounding to nearest even, by integer arithmetic on the bits",
+        "    bits = x.to(tl.uint32, bitcast=True)",
+        "    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16",
+        "    truncated = bits >> 16",
+        "    kept = tl.where(x != x, truncated | 0x40, rounded)  # NaN stays NaN",
+        "    return kept.to(tl.uint16).to(tl.bfloat16, bitcast=True)",
+        "",
+    ],
+}
+
+
 def generate_kernel(name: str, parameters: list[str], tracer: Any, grid_dims: list[tuple[Any, Any, int]],
                     launch_axes_top: list[Axis]) -> str:
     """The full source of one Triton kernel (imports included)."""
-    emitter = Emitter(tracer.int64_indexing)
+    emitter = Emitter(tracer.int64_indexing, tracer.interpret)
     emitter.line("pid = tl.program_id(0)")
     for dim, (begin, end, step) in enumerate(grid_dims):
         count = f"tl.cdiv({print_expr(end - begin)}, {step})"
@@ -252,6 +290,7 @@ def generate_kernel(name: str, parameters: list[str], tracer: Any, grid_dims: li
         "import triton.language as tl",
         "from triton.language.extra import libdevice",
         "",
+        *[line for helper in sorted(emitter.helpers) for line in _HELPERS[helper]],
         "",
         "@triton.jit",
         f"def {name}({', '.join(parameters)}):",

@@ -1,0 +1,103 @@
+"""`kernel.bind(args)`: one kernel with one set of arguments, seen under any Config.
+
+    >>> bound = add.bind(x, y)                                          # doctest: +SKIP
+    >>> print(bound.to_triton_code(tessera.Config(block_sizes=[128])))  # the generated source
+    >>> plan = bound.plan(config)   # what the call would launch, without launching it
+
+Used by users to read generated code and by the autotuner to compile and time candidates.
+Each bound kernel keeps its own variants, so trying many configs never fills the kernel's cache.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import torch
+
+from tessera.config import Config
+from tessera.runtime.compiled import CompiledRunner, VariantStore, run_compiled, value_key
+from tessera.runtime.eager import run_eager
+from tessera.runtime.plan import KernelPlan, LaunchRecord
+
+
+def _size_bucket(size: int) -> int:
+    """Sizes in one power-of-two bucket share a tuned config."""
+    return 0 if size <= 0 else 1 << (size - 1).bit_length()
+
+
+def _argument_key(value: Any, static_shapes: bool) -> Any:
+    if isinstance(value, torch.Tensor):
+        return (value_key(value, static_shapes), tuple(_size_bucket(s) for s in value.shape))
+    if isinstance(value, (list, tuple)):
+        return tuple(_argument_key(v, static_shapes) for v in value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return ("int", _size_bucket(value))
+    return value_key(value, static_shapes)
+
+
+class BoundKernel:
+    """A kernel together with the arguments of one call."""
+
+    def __init__(self, kernel: Any, args: tuple, kwargs: dict) -> None:
+        from tessera.runtime.kernel import _common_device
+        self.kernel = kernel
+        self.args = args
+        self.kwargs = kwargs
+        self.device = _common_device(kernel.fn.__name__, args, kwargs)
+        mode = kernel.mode_for(self.device)
+        # eager has no generated code; its bound kernel plans and reads code as the device's default
+        self.mode = mode if mode != "eager" else ("compiled" if self.device.type == "cuda" else "interpret")
+        self._store = VariantStore()
+
+    def __repr__(self) -> str:
+        return f"<bound {self.kernel!r} mode={self.mode}>"
+
+    def specialization_key(self) -> str:
+        """What a tuned config is cached under: dtypes, ranks, layouts and size buckets."""
+        static = self.kernel.settings.static_shapes
+        parts = [_argument_key(v, static) for v in self.args] + \
+                [(k, _argument_key(v, static)) for k, v in sorted(self.kwargs.items())]
+        return hashlib.sha256(repr((self.mode, parts)).encode()).hexdigest()[:20]
+
+    def run(self, config: Config | None = None) -> Any:
+        """Call the kernel with `config` (default: the kernel's) in this bound kernel's mode."""
+        return run_compiled(self.kernel, self.mode, self.args, self.kwargs, config or self.kernel.default_config(),
+                            self.device, self._runner(config))
+
+    def plan(self, config: Config | None = None) -> KernelPlan:
+        """Trace and generate code for every launch under `config`, recording instead of launching."""
+        config = config or self.kernel.default_config()
+        records: list[LaunchRecord] = []
+        runner = self._runner(config, records)
+        result = run_compiled(self.kernel, self.mode, self.args, self.kwargs, config, self.device, runner)
+        tunables = [runner.tunables[index] for index in sorted(runner.tunables)]
+        return KernelPlan(config, records, result, tunables)
+
+    def to_triton_code(self, config: Config | None = None) -> str:
+        """The generated Triton source of every launch of this call under `config`."""
+        plan = self.plan(config)
+        parts = []
+        for number, launch in enumerate(plan.launches, 1):
+            with open(launch.source_path) as handle:
+                source = handle.read()
+            if len(plan.launches) > 1:
+                source = f"# ---- launch {number} of {len(plan.launches)} ----\n{source}"
+            parts.append(source)
+        return "\n".join(parts)
+
+    def reference(self) -> Any:
+        """The kernel's result in eager mode, on clones of the arguments (the accuracy reference)."""
+        def clone(value: Any) -> Any:
+            if isinstance(value, torch.Tensor):
+                return value.clone()
+            if isinstance(value, (list, tuple)):
+                return type(value)(clone(v) for v in value)
+            return value
+        args = tuple(clone(a) for a in self.args)
+        kwargs = {k: clone(v) for k, v in self.kwargs.items()}
+        return run_eager(self.kernel.fn, args, kwargs, self.kernel.block_slots(), self.kernel.default_config(),
+                         self.device)
+
+    def _runner(self, config: Config | None, recorder: list[LaunchRecord] | None = None) -> CompiledRunner:
+        return CompiledRunner(self.kernel, self.mode, config or self.kernel.default_config(),
+                              self.kernel.block_slots(), store=self._store, recorder=recorder)
