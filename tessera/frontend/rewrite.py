@@ -29,6 +29,20 @@ from tessera.frontend.source import KernelSource
 LAUNCH = "_tessera_launch"
 DEVICE_LOOP = "_tessera_device_loop"
 DEVICE_IF = "_tessera_if"  # (condition, then_fn, else_fn, values) -> values
+UNDEFINED_NAME = "_tessera_undefined"
+
+
+class _Undefined:
+    """The value of a name an `if` may bind that was not bound before it."""
+
+    def __repr__(self) -> str:
+        return "<undefined>"
+
+    def __reduce__(self) -> str:
+        return "UNDEFINED"
+
+
+UNDEFINED = _Undefined()
 
 
 @dataclasses.dataclass
@@ -59,19 +73,82 @@ def _names_read(nodes: list[ast.AST]) -> set[str]:
     return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
+def _safe_read(name: str) -> ast.expr:
+    """`locals().get(name, UNDEFINED)`: the value of a local that may not be bound yet."""
+    return ast.Call(ast.Attribute(ast.Call(ast.Name("locals", ast.Load()), [], []), "get", ast.Load()),
+                    [ast.Constant(name), ast.Name(UNDEFINED_NAME, ast.Load())], [])
+
+
+def _forget_if_undefined(name: str) -> ast.stmt:
+    """`if name is UNDEFINED: del name`, so a later read fails the way Python's would."""
+    test = ast.Compare(ast.Name(name, ast.Load()), [ast.Is()], [ast.Name(UNDEFINED_NAME, ast.Load())])
+    return ast.If(test, [ast.Delete([ast.Name(name, ast.Del())])], [])
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_NESTED_BLOCKS = ("body", "orelse", "finalbody")
+
+
 class _Rewriter:
     def __init__(self, source: KernelSource, is_tile_call: Callable[[ast.expr], bool]) -> None:
         self.source = source
         self.is_tile_call = is_tile_call
         self.counter = 0
+        self.launch_counter = 0
 
     def _location(self, node: ast.AST) -> SourceLocation:
         return SourceLocation(self.source.filename, node.lineno, node.col_offset,  # type: ignore[attr-defined]
                               getattr(node, "end_col_offset", None), self.source.fn.__name__)
 
-    def _is_tile_loop(self, node: ast.stmt) -> bool:
+    def _is_tile_loop(self, node: ast.AST) -> bool:
         return isinstance(node, (ast.For, ast.AsyncFor)) and self.is_tile_call(node.iter)
 
+    def _next_index(self) -> int:
+        self.counter += 1
+        return self.counter - 1
+
+    def _level_names(self, statements: list[ast.stmt]) -> list[str]:
+        """Names the statements bind in their own scope, in order.
+
+        A device loop's body is a function of its own: what it assigns stays there, except the
+        carried names, which were bound before it. Comprehension variables and the locals of
+        nested functions are not bound either.
+        """
+        found: list[str] = []
+        rewriter = self
+
+        class _Visitor(ast.NodeVisitor):
+            def visit_Name(self, node: ast.Name) -> None:
+                if isinstance(node.ctx, ast.Store) and node.id not in found:
+                    found.append(node.id)
+
+            def _definition(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+                if node.name not in found:
+                    found.append(node.name)
+
+            visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _definition
+
+            def visit_Lambda(self, node: ast.Lambda) -> None:
+                pass
+
+            def _comprehension(self, node: ast.AST) -> None:
+                pass
+
+            visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+            def visit_For(self, node: ast.For) -> None:
+                if not rewriter._is_tile_loop(node):
+                    self.generic_visit(node)
+
+            visit_AsyncFor = visit_For
+
+        for statement in statements:
+            _Visitor().visit(statement)
+        return found
+
+    # -- host code -------------------------------------------------------------------------------
     def host_block(self, body: list[ast.stmt], bound: list[str]) -> list[ast.stmt]:
         """Statements of host code: top-level tile loops become launches."""
         result: list[ast.stmt] = []
@@ -80,7 +157,7 @@ class _Rewriter:
                 self._check_no_device_names_after(statement, body[index + 1:])
                 result.extend(self.launch(statement))  # type: ignore[arg-type]
             else:
-                for field in ("body", "orelse", "finalbody"):
+                for field in _NESTED_BLOCKS:
                     inner = getattr(statement, field, None)
                     if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt) \
                             and not isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
@@ -103,53 +180,86 @@ class _Rewriter:
                              "(out[tile] = value) and read the tensor on the host")
 
     def launch(self, loop: ast.For) -> list[ast.stmt]:
-        name = f"_tessera_body_{self.counter}"
-        self.counter += 1
+        self._check_jumps(loop.body, innermost_is_tile=True)
+        # launch bodies count on their own: n in _tessera_body_<n> is the loop's ordinal, which
+        # the runtime reads to pick Config.loop_orders[n]
+        name = f"_tessera_body_{self.launch_counter}"
+        self.launch_counter += 1
         body = self.device_block(loop.body, _assigned_names([ast.Assign([loop.target], ast.Constant(0))]))
         function = _make_function(name, loop.target, [], body, loop)
         call = ast.Expr(ast.Call(ast.Name(LAUNCH, ast.Load()), [loop.iter, ast.Name(name, ast.Load())], []))
         return [function, ast.copy_location(call, loop)]
 
+    def _check_jumps(self, statements: list[ast.stmt], innermost_is_tile: bool) -> None:
+        """`return` in a tile loop, and `break` / `continue` of a tile loop, cannot be traced:
+        the loop body runs once, as a function. Those of a plain Python loop inside are fine."""
+        for statement in statements:
+            if isinstance(statement, ast.Return):
+                raise exc.UnsupportedSyntaxError(
+                    "`return` inside a tile loop is not supported", location=self._location(statement),
+                    hint="store results into an output tensor and return after the loop")
+            if isinstance(statement, (ast.Break, ast.Continue)) and innermost_is_tile:
+                word = "break" if isinstance(statement, ast.Break) else "continue"
+                raise exc.UnsupportedSyntaxError(
+                    f"`{word}` out of a tile loop is not supported", location=self._location(statement),
+                    hint="mask the remaining work with torch.where or extra_mask (or an `if`) instead")
+            if isinstance(statement, _SCOPES):
+                continue
+            if isinstance(statement, _LOOPS):
+                self._check_jumps(statement.body, self._is_tile_loop(statement))
+                self._check_jumps(statement.orelse, innermost_is_tile)
+                continue
+            for block in self._nested_blocks(statement):
+                self._check_jumps(block, innermost_is_tile)
+
+    @staticmethod
+    def _nested_blocks(statement: ast.stmt) -> list[list[ast.stmt]]:
+        blocks = [getattr(statement, field) for field in _NESTED_BLOCKS if getattr(statement, field, None)]
+        blocks += [handler.body for handler in getattr(statement, "handlers", [])]
+        blocks += [case.body for case in getattr(statement, "cases", [])]
+        return blocks
+
+    # -- device code -----------------------------------------------------------------------------
     def device_block(self, body: list[ast.stmt], bound: list[str]) -> list[ast.stmt]:
-        """Statements inside a tile loop: nested tile loops become device loops."""
+        """Statements inside a tile loop: nested tile loops become device loops, and `if`s
+        become functional branches. `bound` (names bound so far) grows as statements bind names."""
         result: list[ast.stmt] = []
         for statement in body:
-            self._reject_unsupported(statement)
+            names = self._level_names([statement])
             if self._is_tile_loop(statement):
                 result.extend(self.device_loop(statement, bound))  # type: ignore[arg-type]
+            elif isinstance(statement, ast.If) and not self._jumps_out_of(statement):
+                result.extend(self.device_if(statement, bound))
             else:
-                if isinstance(statement, (ast.For, ast.While, ast.If, ast.With)):
-                    statement.body = self.device_block(statement.body, bound)
-                    if getattr(statement, "orelse", None):
-                        statement.orelse = self.device_block(statement.orelse, bound)
+                if not isinstance(statement, _SCOPES):
+                    for field in _NESTED_BLOCKS:
+                        if getattr(statement, field, None):
+                            setattr(statement, field, self.device_block(getattr(statement, field), bound))
+                    for handler in getattr(statement, "handlers", []):
+                        handler.body = self.device_block(handler.body, bound)
                 result.append(statement)
-            bound.extend(n for n in _assigned_names([statement]) if n not in bound)
+            bound.extend(n for n in names if n not in bound)
         return result
 
-    def _reject_unsupported(self, statement: ast.stmt) -> None:
-        for node in ast.walk(statement):
-            if isinstance(node, (ast.FunctionDef, ast.Lambda, ast.ClassDef)):
-                continue
-            if isinstance(node, ast.Return):
-                raise exc.UnsupportedSyntaxError(
-                    "`return` inside a tile loop is not supported", location=self._location(node),
-                    hint="store results into an output tensor and return after the loop")
-            if isinstance(node, ast.Break) and self._inside_tile_loop(statement, node):
-                raise exc.UnsupportedSyntaxError(
-                    "`break` out of a tile loop is not supported", location=self._location(node),
-                    hint="mask the remaining work with torch.where or extra_mask instead")
-
-    def _inside_tile_loop(self, root: ast.stmt, target: ast.AST) -> bool:
-        # A break inside a plain Python `for`/`while` (unrolled at trace time) is fine.
-        for node in ast.walk(root):
-            if isinstance(node, (ast.For, ast.While)) and not self._is_tile_loop(node):
-                if any(inner is target for inner in ast.walk(node)):
-                    return False
-        return True
+    def _jumps_out_of(self, statement: ast.stmt) -> bool:
+        """Whether a `break` / `continue` in the statement leaves it (for an enclosing Python loop)."""
+        def search(statements: list[ast.stmt]) -> bool:
+            for inner in statements:
+                if isinstance(inner, (ast.Break, ast.Continue)):
+                    return True
+                if isinstance(inner, _SCOPES):
+                    continue
+                if isinstance(inner, _LOOPS):
+                    if search(inner.orelse):
+                        return True
+                    continue
+                if any(search(block) for block in self._nested_blocks(inner)):
+                    return True
+            return False
+        return search([statement])
 
     def device_loop(self, loop: ast.For, bound: list[str]) -> list[ast.stmt]:
-        name = f"_tessera_loop_{self.counter}"
-        self.counter += 1
+        name = f"_tessera_loop_{self._next_index()}"
         targets = _assigned_names([ast.Assign([loop.target], ast.Constant(0))])
         assigned = [n for n in _assigned_names(loop.body) if n not in targets]
         carried = [n for n in assigned if n in bound]
@@ -164,6 +274,41 @@ class _Rewriter:
         else:
             statement = ast.Expr(call)
         return [function, ast.copy_location(statement, loop)]
+
+    def device_if(self, statement: ast.If, bound: list[str]) -> list[ast.stmt]:
+        """`if c: A else: B` -> two branch functions of the names either branch binds, and
+        `(names) = _tessera_if(c, then_fn, else_fn, (names))`.
+
+        A name not bound before the `if` enters as UNDEFINED and is deleted again (in the
+        branch, and after the `if` when the taken branch did not bind it), so reading it
+        fails as it would in Python.
+        """
+        index = self._next_index()
+        branches = statement.body + statement.orelse
+        level = self._level_names(branches)
+        # names either branch binds at this level, and names a device loop in a branch carries
+        names = [n for n in _assigned_names(branches) if n in level or n in bound]
+        functions = [self._branch_function(f"_tessera_{kind}_{index}", block, names, bound, statement)
+                     for kind, block in (("then", statement.body), ("else", statement.orelse))]
+        values = ast.Tuple([_safe_read(n) for n in names], ast.Load())
+        call = ast.Call(ast.Name(DEVICE_IF, ast.Load()),
+                        [statement.test] + [ast.Name(f.name, ast.Load()) for f in functions] + [values], [])
+        if names:
+            result: ast.stmt = ast.Assign([ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())], call)
+        else:
+            result = ast.Expr(call)
+        after = [ast.copy_location(_forget_if_undefined(n), statement) for n in names]
+        return functions + [ast.copy_location(result, statement)] + after
+
+    def _branch_function(self, name: str, block: list[ast.stmt], names: list[str], bound: list[str],
+                         where: ast.If) -> ast.FunctionDef:
+        body = [_forget_if_undefined(n) for n in names]
+        body += self.device_block(block, list(bound))
+        body.append(ast.Return(ast.Tuple([_safe_read(n) for n in names], ast.Load())))
+        arguments = ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names],
+                                  kwonlyargs=[], kw_defaults=[], defaults=[])
+        function = ast.FunctionDef(name, arguments, body, [], None)
+        return ast.fix_missing_locations(ast.copy_location(function, block[0] if block else where))
 
 
 def _make_function(name: str, target: ast.expr, extra: list[str], body: list[ast.stmt],
@@ -191,6 +336,7 @@ def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool
     # Closure variables become parameters of an outer factory so the new function sees them.
     # Closure variables and the helpers become parameters of an outer factory, so the new
     # function sees them while reading the user's module globals live (not a copy).
+    helpers = {**helpers, UNDEFINED_NAME: UNDEFINED}
     factory_params = list(freevars) + list(helpers)
     factory = ast.FunctionDef("_tessera_factory",
                               ast.arguments([], [ast.arg(n) for n in factory_params], None, [], [], None, []),

@@ -19,6 +19,7 @@ import sympy
 import torch
 
 from tessera import exc, settings
+from tessera.backends.triton.program_ids import host_grid, mapping_for, program_count_exprs
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.frontend.location import user_location
@@ -111,7 +112,9 @@ class LaunchBinding:
                     strides.append(sympy.Integer(value.stride(d)))
                 else:
                     strides.append(self._symbol(f"{name}_stride{d}", torch.int64, value.stride(d)))
-            return TensorProxy(name, value.dtype, sizes, strides, value.device)
+            proxy = TensorProxy(name, value.dtype, sizes, strides, value.device)
+            proxy.aligned16 = value.data_ptr() % 16 == 0  # type: ignore[attr-defined]  (TMA needs it; in the key)
+            return proxy
         if isinstance(value, SpecializedInt) or (static_shapes and isinstance(value, int) and not isinstance(value, bool)):
             return int(value)
         if isinstance(value, int) and not isinstance(value, bool):
@@ -212,7 +215,7 @@ class CompiledRunner:
                 self.store.hits += 1
                 return self._run(variant, arguments, symbol_values)
         self.store.misses += 1
-        variant = self._build(names, values, tile_range, body, static_shapes, len(variants))
+        variant = self._build(names, values, tile_range, body, static_shapes, _launch_index(body))
         total = self.store.count()
         if total >= self.kernel.settings.max_variants:
             raise exc.RecompileLimitError(
@@ -232,17 +235,17 @@ class CompiledRunner:
             known = self.tunables.get(dim.index)
             if known is None or known.extent < dim.extent:
                 self.tunables[dim.index] = dim
-        programs = variant.grid(*symbol_values)
+        grid = variant.grid(*symbol_values)
         if self.recorder is not None:
             self.recorder.append(LaunchRecord(variant.path, variant.function.__name__, tuple(arguments),
-                                              (max(programs, 0),), variant.num_warps, variant.num_stages))
+                                              grid, variant.num_warps, variant.num_stages))
             return
-        if programs <= 0:
+        if min(grid) <= 0:
             return
-        variant.function[(programs,)](*arguments, num_warps=variant.num_warps, num_stages=variant.num_stages)
+        variant.function[grid](*arguments, num_warps=variant.num_warps, num_stages=variant.num_stages)
 
     def _build(self, names: tuple[str, ...], values: list[Any], tile_range: TileRange, body: Callable[..., Any],
-               static_shapes: bool, index: int) -> Variant:
+               static_shapes: bool, launch_index: int) -> Variant:
         binding = LaunchBinding(names, values, tile_range, static_shapes)
         tracer = Tracer(binding.symbols, self.slots, self.config)
         tracer.dot_precision = "ieee" if self.mode == "interpret" else self.kernel.settings.dot_precision
@@ -252,15 +255,15 @@ class CompiledRunner:
         from tessera.backends.triton.codegen import generate_kernel
         name = f"{self.kernel.fn.__name__}_kernel"
         parameters = binding.parameters + []
+        mapping = mapping_for(self.config, launch_index, len(tracer.grid_dims), user_location())
         source = generate_kernel(name, parameters, tracer, tracer.grid_dims,
-                                 [a for a in tracer.launch_axes if str(a.begin).startswith("offset_")])
+                                 [a for a in tracer.launch_axes if str(a.begin).startswith("offset_")], mapping)
         if settings.get("print_code") or settings.log_enabled("ir"):
             print(source, file=sys.stderr)
         function, path = load_generated(name, source, self.mode == "interpret")
         order = binding.symbol_order
-        counts = [sympy.ceiling((end - begin) / step) for begin, end, step in tracer.grid_dims]
-        programs = sympy.Mul(*counts) if counts else sympy.Integer(1)
-        grid = sympy.lambdify(order, sympy.Max(programs, 0), modules="math") if order else (lambda: int(programs))
+        sizes = host_grid(mapping, program_count_exprs(tracer.grid_dims), _programs_cap(self.mode))
+        grid = sympy.lambdify(order, sizes, modules="math")
         return Variant(
             guard=binding.symbols.guard_checker(order), symbols=order, function=function,
             grid=_int_result(grid), source=source, path=path,
@@ -269,10 +272,23 @@ class CompiledRunner:
             tunables=tracer.tunable_dims())
 
 
-def _int_result(function: Callable[..., Any]) -> Callable[..., int]:
-    def grid(*args: Any) -> int:
-        return int(function(*args))
+def _int_result(function: Callable[..., Any]) -> Callable[..., tuple[int, ...]]:
+    def grid(*args: Any) -> tuple[int, ...]:
+        return tuple(max(int(size), 0) for size in function(*args))
     return grid
+
+
+def _launch_index(body: Callable[..., Any]) -> int:
+    """Which top-level tile loop (in source order) a rewritten body is: `_tessera_body_<n>`."""
+    suffix = body.__name__.rsplit("_", 1)[-1]
+    return int(suffix) if suffix.isdigit() else 0
+
+
+def _programs_cap(mode: str) -> int:
+    """Programs of a persistent kernel: one per SM (a few when interpreting)."""
+    if mode == "interpret" or not torch.cuda.is_available():
+        return 4
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 
 
 def _ensure_triton(interpret: bool) -> None:
@@ -298,6 +314,21 @@ def _ensure_triton(interpret: bool) -> None:
                  "set TRITON_INTERPRET=1 before importing triton for interpret mode")
 
 
+_allocator_set = False
+
+
+def _ensure_descriptor_allocator() -> None:
+    """Device-side TMA descriptors need scratch memory; Triton asks the host for it."""
+    global _allocator_set
+    if not _allocator_set:
+        import triton
+
+        def allocate(size: int, alignment: int, stream: Any) -> torch.Tensor:
+            return torch.empty(size, dtype=torch.int8, device="cuda")
+        triton.set_allocator(allocate)
+        _allocator_set = True
+
+
 def load_generated(name: str, source: str, interpret: bool) -> tuple[Any, str]:
     """Write generated source to a file and import it (Triton reads sources from files)."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
@@ -311,6 +342,8 @@ def load_generated(name: str, source: str, interpret: bool) -> tuple[Any, str]:
             handle.write(source)
         os.replace(temporary, path)
     _ensure_triton(interpret)
+    if not interpret and "make_tensor_descriptor" in source:
+        _ensure_descriptor_allocator()
     spec = importlib.util.spec_from_file_location(module_name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

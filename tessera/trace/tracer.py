@@ -180,7 +180,7 @@ class Tracer:
         found: dict[int, TunableDim] = {}
         for index, axis, role in self._tunable_axes:
             begin = getattr(axis, "range_begin", 0)
-            extent_expr = sympy.sympify(axis.end - begin).xreplace(self.symbols.values)
+            extent_expr = sympy.sympify(sympy.sympify(axis.end - begin).xreplace(self.symbols.values))
             # bounds that depend on program ids or loop variables: take the first program's value
             extent_expr = extent_expr.xreplace({s: 0 for s in extent_expr.free_symbols})
             extent = max(int(extent_expr), 0)

@@ -13,7 +13,9 @@ import sympy
 import torch
 
 from tessera import exc
+from tessera.backends.triton.indexing import BlockAccess, element_size, strategy_for
 from tessera.backends.triton.printer import print_expr
+from tessera.backends.triton.program_ids import ProgramMapping, emit_program_ids
 from tessera.backends.triton.rules import TRITON_RULES
 from tessera.ir.graph import UNIT, Axis, Block, Node
 
@@ -27,7 +29,13 @@ TRITON_DTYPES = {
 class Emitter:
     """Writes the body of one Triton kernel."""
 
-    def __init__(self, int64_indexing: bool, interpret: bool = False) -> None:
+    def __init__(self, int64_indexing: bool, interpret: bool = False, config: Any = None,
+                 parameters: set[str] | None = None, symbols: Any = None) -> None:
+        self.config = config
+        self.parameters = parameters or set()
+        self.symbols = symbols          # guards that generated code relies on go here
+        self.prelude: list[str] = []    # lines at the kernel top (tensor descriptors)
+        self.accesses = 0               # loads/stores so far, for per-access Config choices
         self.lines: list[str] = []
         self.indent = 1
         self.int64_indexing = int64_indexing
@@ -158,7 +166,43 @@ def emit_block(emitter: Emitter, block: Block) -> None:
         emitter.line(f"{node.name} = {rule(emitter, node)}")
 
 
+def _block_access(emitter: Emitter, node: Node) -> tuple[str, BlockAccess | None]:
+    """The indexing strategy of this load/store, and its block form when not 'pointer'."""
+    strategy = strategy_for(emitter.config, emitter.accesses)
+    emitter.accesses += 1
+    if strategy == "pointer" or emitter.int64_indexing or not BlockAccess.possible(node):
+        return "pointer", None
+    access = BlockAccess(node)
+    if strategy == "tensor_descriptor":
+        size = element_size(access.tensor.dtype)
+        if not (getattr(access.tensor, "aligned16", False) and access.descriptor_ok(size, emitter.parameters)):
+            return "block_ptr", access
+        strides = access.symbolic_leading_strides()
+        if any(emitter.symbols.evaluate(stride) * size % 16 for stride in strides):
+            return "block_ptr", access  # this call's layout cannot use TMA
+        for stride in strides:
+            emitter.symbols.guard(sympy.Eq(sympy.Mod(stride * size, 16), 0),
+                                  f"stride {stride} of {access.tensor.name} is a multiple of 16 bytes (TMA)")
+    return strategy, access
+
+
+def _descriptor_name(emitter: Emitter, access: BlockAccess) -> str:
+    name = f"desc_{len(emitter.prelude)}"
+    emitter.prelude.append(f"{name} = {access.descriptor()}")
+    return name
+
+
 def _load(emitter: Emitter, node: Node) -> None:
+    strategy, access = _block_access(emitter, node)
+    if access is not None:
+        if strategy == "tensor_descriptor":
+            text = f"{_descriptor_name(emitter, access)}.load({access.descriptor_offsets()})"
+        else:
+            text = f"tl.load({access.block_pointer()}, boundary_check={access.boundary_check()}, padding_option='zero')"
+        if len(access.kept_shape) != len(node.shape):
+            text = f"tl.reshape({text}, {emitter.block_shape(node.shape)})"
+        emitter.line(f"{node.name} = {text}")
+        return
     pointer, masks = emitter.address(node)
     mask_node = node.inputs[0]
     if mask_node is not None:
@@ -169,14 +213,23 @@ def _load(emitter: Emitter, node: Node) -> None:
 
 
 def _store(emitter: Emitter, node: Node) -> None:
-    pointer, masks = emitter.address(node)
+    strategy, access = _block_access(emitter, node)
     value, mask_node = node.inputs
-    if mask_node is not None:
-        masks.append(mask_node.name)
     target = node.params["tensor"].dtype
     text = emitter.operand(value, target) if isinstance(value, Node) else f"tl.full({emitter.block_shape(node.shape)}, {print_expr(value)}, {TRITON_DTYPES[target]})"
     if isinstance(value, Node) and value.shape != node.shape:
         text = f"tl.broadcast_to({text}, {emitter.block_shape(node.shape)})"
+    if access is not None:
+        if len(access.kept_shape) != len(node.shape):
+            text = f"tl.reshape({text}, [{', '.join(str(a.block) for a in access.kept_shape)}])"
+        if strategy == "tensor_descriptor":
+            emitter.line(f"{_descriptor_name(emitter, access)}.store({access.descriptor_offsets()}, {text})")
+        else:
+            emitter.line(f"tl.store({access.block_pointer()}, {text}, boundary_check={access.boundary_check()})")
+        return
+    pointer, masks = emitter.address(node)
+    if mask_node is not None:
+        masks.append(mask_node.name)
     mask = _join_masks(masks)
     extra = f", mask={mask}" if mask else ""
     atomic = node.params.get("atomic")
@@ -269,21 +322,15 @@ _HELPERS: dict[str, list[str]] = {
 
 
 def generate_kernel(name: str, parameters: list[str], tracer: Any, grid_dims: list[tuple[Any, Any, int]],
-                    launch_axes_top: list[Axis]) -> str:
+                    launch_axes_top: list[Axis], mapping: ProgramMapping | None = None) -> str:
     """The full source of one Triton kernel (imports included)."""
-    emitter = Emitter(tracer.int64_indexing, tracer.interpret)
-    emitter.line("pid = tl.program_id(0)")
-    for dim, (begin, end, step) in enumerate(grid_dims):
-        count = f"tl.cdiv({print_expr(end - begin)}, {step})"
-        if dim + 1 < len(grid_dims):
-            emitter.line(f"pid_{dim} = pid % {count}")
-            emitter.line(f"pid = pid // {count}")
-        else:
-            emitter.line(f"pid_{dim} = pid")
-        emitter.line(f"offset_{dim} = {print_expr(begin)} + pid_{dim} * {step}")
+    emitter = Emitter(tracer.int64_indexing, tracer.interpret, tracer.config, set(parameters), tracer.symbols)
+    mapping = mapping or ProgramMapping(tuple(range(len(grid_dims))))
+    emitter.indent = emit_program_ids(emitter.lines, mapping, grid_dims, tracer.int64_indexing)
     for axis in launch_axes_top + tracer.full_axes():
         emitter.define_axis(axis)
     emit_block(emitter, tracer.root)
+    emitter.lines[:0] = ["    " + line for line in emitter.prelude]
     header = [
         "# Generated by Tessera. Each `# file:line` comment names the kernel source line below it.",
         "import triton",

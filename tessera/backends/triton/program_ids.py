@@ -1,0 +1,127 @@
+"""How program ids map to the tiles of a launch: the Config's loop order, L2 grouping and
+pid_type, turned into the kernel's first lines and the host's grid.
+
+    flat        one program id, decomposed into one index per dim (first dim of the order fastest)
+    xyz         tl.program_id(0), (1), (2): one grid axis per dim (at most 3 dims)
+    persistent_interleaved / persistent_blocked
+                as many programs as the GPU has SMs; each loops over tiles (interleaved: every
+                P-th tile; blocked: a contiguous run of tiles)
+
+L2 grouping (`l2_grouping=G > 1`) reorders the first two dims of the order so that G rows of
+tiles are visited together: consecutive programs then share operand tiles in L2 (matmul).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import sympy
+
+from tessera import exc
+from tessera.backends.triton.printer import print_expr
+
+PID_TYPES = ("flat", "xyz", "persistent_interleaved", "persistent_blocked")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramMapping:
+    """The Config's choices for one launch."""
+
+    order: tuple[int, ...]   # dims, fastest-varying first
+    l2_grouping: int = 1
+    pid_type: str = "flat"
+
+    @property
+    def persistent(self) -> bool:
+        return self.pid_type.startswith("persistent")
+
+
+def mapping_for(config: Any, launch_index: int, ndim: int, location: Any = None) -> ProgramMapping:
+    """Read loop_orders[launch_index], l2_grouping and pid_type from the Config, validated."""
+    orders = config.get("loop_orders")
+    order: tuple[int, ...] = tuple(range(ndim))
+    if orders is not None and launch_index < len(orders) and orders[launch_index] is not None:
+        order = tuple(int(d) for d in orders[launch_index])
+        if sorted(order) != list(range(ndim)):
+            raise exc.ConfigError(f"loop_orders[{launch_index}]={list(order)} is not a permutation of this "
+                                  f"loop's {ndim} dims", location=location,
+                                  hint=f"e.g. loop_orders=[{list(reversed(range(ndim)))}]")
+    pid_type = config.get("pid_type", "flat")
+    if pid_type not in PID_TYPES:
+        raise exc.ConfigError(f"unknown pid_type {pid_type!r}", location=location, hint=f"use one of {', '.join(PID_TYPES)}")
+    if pid_type == "xyz" and ndim > 3:
+        pid_type = "flat"  # the hardware grid has three axes
+    grouping = int(config.get("l2_grouping", 1) or 1)
+    return ProgramMapping(order, grouping if ndim >= 2 else 1, pid_type)
+
+
+def program_count_exprs(grid_dims: list[tuple[Any, Any, int]]) -> list[sympy.Expr]:
+    """Programs per dim: ceil((end - begin) / step), never negative."""
+    return [sympy.Max(sympy.ceiling((end - begin) / step), 0) for begin, end, step in grid_dims]
+
+
+def host_grid(mapping: ProgramMapping, counts: list[sympy.Expr], programs_cap: int) -> list[sympy.Expr]:
+    """The launch grid (up to three sizes) for these per-dim program counts."""
+    if not counts:
+        return [sympy.Integer(1)]
+    if mapping.pid_type == "xyz":
+        return [counts[d] for d in mapping.order]
+    total = sympy.Mul(*counts)
+    if mapping.persistent:
+        return [sympy.Min(total, programs_cap)]
+    return [total]
+
+
+def emit_program_ids(lines: list[str], mapping: ProgramMapping, grid_dims: list[tuple[Any, Any, int]],
+                     int64: bool = False) -> int:
+    """Append the lines defining pid_<d> and offset_<d>; returns the indent the body needs."""
+    counts = [f"tl.cdiv({print_expr(end - begin)}, {step})" for begin, end, step in grid_dims]
+    indent = 1
+
+    def line(text: str) -> None:
+        lines.append("    " * indent + text)
+
+    if not grid_dims:
+        return indent
+    if mapping.pid_type == "xyz":
+        for axis, dim in enumerate(mapping.order):
+            line(f"pid_{dim} = tl.program_id({axis})")
+    else:
+        if mapping.persistent:
+            total = " * ".join(f"count_{d}" for d in range(len(counts)))
+            for d, count in enumerate(counts):
+                line(f"count_{d} = {count}")
+            line(f"total_tiles = {total}")
+            if mapping.pid_type == "persistent_interleaved":
+                line("for virtual_pid in tl.range(tl.program_id(0), total_tiles, tl.num_programs(0)):")
+            else:
+                line("tiles_per_program = tl.cdiv(total_tiles, tl.num_programs(0))")
+                line("first_tile = tl.program_id(0) * tiles_per_program")
+                line("for virtual_pid in tl.range(first_tile, tl.minimum(first_tile + tiles_per_program, total_tiles)):")
+            indent += 1
+            line("pid = virtual_pid")
+        else:
+            line("pid = tl.program_id(0)")
+        order = list(mapping.order)
+        if mapping.l2_grouping > 1 and len(order) >= 2:
+            first, second = order[0], order[1]
+            group = mapping.l2_grouping
+            line(f"rows = {counts[first]}")
+            line(f"cols = {counts[second]}")
+            line(f"in_group = {group} * cols")
+            line(f"group_first = (pid % (rows * cols)) // in_group * {group}")
+            line(f"group_rows = tl.minimum(rows - group_first, {group})")
+            line(f"pid_{first} = group_first + (pid % in_group) % group_rows")
+            line(f"pid_{second} = (pid % in_group) // group_rows")
+            line("pid = pid // (rows * cols)")
+            order = order[2:]
+        for position, dim in enumerate(order):
+            if position + 1 < len(order):
+                line(f"pid_{dim} = pid % {counts[dim]}")
+                line(f"pid = pid // {counts[dim]}")
+            else:
+                line(f"pid_{dim} = pid")
+    for dim, (begin, _, step) in enumerate(grid_dims):
+        pid = f"pid_{dim}.to(tl.int64)" if int64 else f"pid_{dim}"
+        line(f"offset_{dim} = {print_expr(begin)} + {pid} * {step}")
+    return indent
