@@ -372,9 +372,17 @@ def device_if_helper(condition: Any, then_body: Callable[..., tuple], else_body:
     """What a rewritten `if` inside a tile loop calls: a host condition picks a branch in
     Python; a device (tile) condition becomes a predicated device branch."""
     from tessera.trace.proxy import TileValue
+    from tessera.trace.tracer import current_tracer
     if isinstance(condition, TileValue):
-        from tessera.trace.tracer import current_tracer
         return current_tracer().device_if(condition, then_body, else_body, values)
+    if isinstance(condition, sympy.Basic) and not isinstance(condition, (sympy.logic.boolalg.BooleanAtom, sympy.Number)):
+        # a condition on runtime sizes (`if x.size(1) > 64:`): decided for this call, and the
+        # variant is reused only for calls that decide it the same way
+        symbols = current_tracer().symbols
+        truth = condition if isinstance(condition, (sympy.Rel, sympy.logic.boolalg.Boolean)) else sympy.Ne(condition, 0)
+        taken = bool(symbols.evaluate(truth))
+        symbols.guard(truth if taken else sympy.Not(truth), f"host condition {condition} is {taken}")
+        return then_body(*values) if taken else else_body(*values)
     return then_body(*values) if condition else else_body(*values)
 
 

@@ -60,6 +60,7 @@ class Tracer:
         self.interpret = False
         self.int64_indexing = False
         self.dot_axes: set[Axis] = set()
+        self.predicate: Node | None = None  # condition of the device `if` branch being traced
         self._tunable_axes: list[tuple[int, Axis, str]] = []  # (block_sizes index, axis, role)
 
     # -- interpreter protocol -------------------------------------------------------------
@@ -83,6 +84,11 @@ class Tracer:
     # -- building nodes ----------------------------------------------------------------------
     def emit(self, op: str, inputs: list[Any], shape: tuple[Axis, ...], dtype: torch.dtype | None,
              **params: Any) -> TileValue:
+        if self.predicate is not None and op in ("load", "store"):
+            # inside a device `if`: memory accesses happen only where the branch is taken
+            position = 0 if op == "load" else 1
+            inputs = list(inputs)
+            inputs[position] = self._and_predicate(inputs[position])
         node = Node(op, inputs, tuple(self.canonical_axis(a) for a in shape), dtype, params, user_location(),
                     name=f"v{self._names}")
         self._names += 1
@@ -263,9 +269,47 @@ class Tracer:
 
     def device_if(self, condition: TileValue, then_body: Callable[..., tuple], else_body: Callable[..., tuple],
                   values: tuple) -> tuple:
-        """An `if` on a device scalar: both branches traced, stores predicated, values selected."""
-        raise exc.UnsupportedOperationError("`if` on a device value is not supported yet", location=user_location(),
-                                            hint="use torch.where(condition, a, b)")
+        """An `if` on a device scalar: both branches are traced (if-conversion); loads and stores
+        inside a branch are masked by its condition, and each name assigned in a branch becomes
+        `where(condition, then_value, else_value)`."""
+        from tessera.frontend.rewrite import UNDEFINED
+        from tessera.language.elementwise import apply_elementwise
+        if any(axis is not UNIT for axis in condition.axes):
+            raise exc.ShapeMismatchError(
+                f"`if` needs a single boolean, but the condition is a tile of shape {list(condition.axes)}",
+                location=user_location(),
+                hint="use torch.where(condition, a, b) for per-element choices, or reduce the condition "
+                     "(e.g. condition.any())")
+        taken = condition if condition.dtype == torch.bool else apply_elementwise(self, "ne", condition, 0)
+        outer = self.predicate
+        results = []
+        for branch, body in ((taken, then_body), (apply_elementwise(self, "invert", taken), else_body)):
+            self.predicate = branch.node if outer is None else self._and_predicate(outer, branch.node)
+            try:
+                results.append(body(*values))
+            finally:
+                self.predicate = outer
+        merged = []
+        for before, then_value, else_value in zip(values, *results):
+            if then_value is else_value:
+                merged.append(then_value)
+            elif then_value is UNDEFINED or else_value is UNDEFINED:
+                merged.append(UNDEFINED)  # like Python: unbound after the if, reading it fails
+            else:
+                merged.append(apply_elementwise(self, "where", taken, then_value, else_value))
+        return tuple(merged)
+
+    def _and_predicate(self, mask: Node | None, other: Node | None = None) -> Node:
+        from tessera.language.elementwise import apply_elementwise
+        extra = other if other is not None else self.predicate
+        if mask is None:
+            return extra
+        saved, self.predicate = self.predicate, None
+        try:
+            # where(), not &: Triton's interpreter cannot `&` a scalar bool with a bool block
+            return apply_elementwise(self, "where", TileValue(extra), TileValue(mask), False).node
+        finally:
+            self.predicate = saved
 
     def _as_carried(self, value: Any, like: TileValue | None = None) -> TileValue:
         if isinstance(value, TileValue):

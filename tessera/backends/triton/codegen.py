@@ -102,13 +102,18 @@ class Emitter:
         return [self.axis_mask(axis, shape) for axis in shape if axis is not UNIT and axis.needs_mask]
 
     # -- memory ----------------------------------------------------------------------------------
-    def address(self, node: Node) -> tuple[str, list[str]]:
-        """(pointer expression, mask terms) of a load or store node."""
+    def address(self, node: Node) -> tuple[str, list[str], list[str]]:
+        """(pointer expression, block mask terms, scalar mask terms) of a load or store node.
+
+        Scalar and gathered indices come from data or host ints: they are masked against the
+        dimension's size (out-of-range lanes read 0 and are not written) so no access leaves
+        the tensor."""
         tensor = node.params["tensor"]
         shape = node.shape
         rank = len(shape)
         terms: list[str] = []
         masks = self.shape_mask(shape)
+        scalar_masks: list[str] = []
         gather_offset = None
         for dim, access in enumerate(node.params["accesses"]):
             stride = print_expr(tensor.strides[dim])
@@ -118,6 +123,8 @@ class Emitter:
                     masks.append(f"({index} < {print_expr(access.bound)})")
             elif access.kind == "scalar":
                 index = f"({print_expr(access.scalar)})"
+                if not _provably_inside(access.scalar, tensor.sizes[dim]):
+                    scalar_masks.append(f"({index} >= 0) & ({index} < {print_expr(tensor.sizes[dim])})")
                 if self.int64_indexing:
                     index = f"tl.full([], {index}, tl.int64)"
             else:
@@ -132,9 +139,15 @@ class Emitter:
                     for i in range(len(value.shape)):
                         pieces[gather_offset + i] = ":"
                     index = f"{index}[{', '.join(pieces)}]"
+                masks.append(f"({index} >= 0) & ({index} < {print_expr(tensor.sizes[dim])})")
             terms.append(index if stride == "1" else f"{index} * {stride}")
         offset = " + ".join(terms) if terms else "0"
-        return f"{tensor.name} + ({offset})", masks
+        return f"{tensor.name} + ({offset})", masks, scalar_masks
+
+
+def _provably_inside(index: Any, size: Any) -> bool:
+    index, size = sympy.sympify(index), sympy.sympify(size)
+    return bool(index.is_Integer and size.is_Integer and 0 <= int(index) < int(size))
 
 
 def _find_run(shape: tuple[Axis, ...], run: tuple[Axis, ...]) -> int:
@@ -144,8 +157,19 @@ def _find_run(shape: tuple[Axis, ...], run: tuple[Axis, ...]) -> int:
     return 0
 
 
-def _join_masks(masks: list[str]) -> str | None:
-    return " & ".join(masks) if masks else None
+def _join_masks(masks: list[str], extra: Node | None = None, scalar_masks: list[str] | None = None) -> str | None:
+    """The `&` of the block mask terms, the scalar ones, and an extra mask node. Scalars select
+    with tl.where: Triton's interpreter cannot `&` a scalar bool with a block."""
+    scalars = list(scalar_masks or [])
+    if extra is not None and all(axis is UNIT for axis in extra.shape):
+        scalars.append(extra.name)
+    elif extra is not None:
+        masks = masks + [extra.name]
+    block = " & ".join(masks) if masks else None
+    scalar = " & ".join(f"({m})" for m in scalars) if scalars else None
+    if block and scalar:
+        return f"tl.where({scalar}, {block}, False)"
+    return block or scalar
 
 
 def emit_block(emitter: Emitter, block: Block) -> None:
@@ -203,11 +227,8 @@ def _load(emitter: Emitter, node: Node) -> None:
             text = f"tl.reshape({text}, {emitter.block_shape(node.shape)})"
         emitter.line(f"{node.name} = {text}")
         return
-    pointer, masks = emitter.address(node)
-    mask_node = node.inputs[0]
-    if mask_node is not None:
-        masks.append(mask_node.name)
-    mask = _join_masks(masks)
+    pointer, masks, scalar_masks = emitter.address(node)
+    mask = _join_masks(masks, node.inputs[0], scalar_masks)
     extra = f", mask={mask}, other=0" if mask else ""
     emitter.line(f"{node.name} = tl.load({pointer}{extra})")
 
@@ -227,10 +248,8 @@ def _store(emitter: Emitter, node: Node) -> None:
         else:
             emitter.line(f"tl.store({access.block_pointer()}, {text}, boundary_check={access.boundary_check()})")
         return
-    pointer, masks = emitter.address(node)
-    if mask_node is not None:
-        masks.append(mask_node.name)
-    mask = _join_masks(masks)
+    pointer, masks, scalar_masks = emitter.address(node)
+    mask = _join_masks(masks, mask_node, scalar_masks)
     extra = f", mask={mask}" if mask else ""
     atomic = node.params.get("atomic")
     if atomic:
