@@ -76,7 +76,10 @@ class SourceLocation:
         function = code.co_name
         outer = frame
         while function.startswith("_tessera_") and outer.f_back is not None:
-            outer = outer.f_back  # a rewritten loop body: name the kernel that holds it
+            # a rewritten loop body: name the kernel that holds it (past Tessera's own frames)
+            outer = outer.f_back
+            while is_internal_file(outer.f_code.co_filename) and outer.f_back is not None:
+                outer = outer.f_back
             function = outer.f_code.co_name
         return SourceLocation(code.co_filename, frame.f_lineno, col, end_col, function)
 

@@ -49,6 +49,9 @@ class Variant:
     num_stages: int
     guard_text: list[str]
     tunables: list[TunableDim] = dataclasses.field(default_factory=list)
+    locations: dict[int, Any] = dataclasses.field(default_factory=dict)  # generated line -> kernel line
+    launch_location: Any = None
+    launched: bool = False
 
 
 def _needs_int64(tensor: torch.Tensor) -> bool:
@@ -91,7 +94,7 @@ class LaunchBinding:
         self.symbol_order: list[sympy.Symbol] = []
         for name, value in zip(names, values):
             self.proxies.append(self._bind(_safe_name(name), value, static_shapes))
-        self.range = self._bind_range(tile_range)
+        self.range = self._bind_range(tile_range, static_shapes)
 
     def _symbol(self, name: str, dtype: torch.dtype, value: Any) -> sympy.Symbol:
         symbol = self.symbols.new(name, dtype, value)
@@ -127,9 +130,9 @@ class LaunchBinding:
                 hint="pass each tensor as its own argument, or run with mode='eager'")
         return value
 
-    def _bind_range(self, tile_range: TileRange) -> TileRange:
+    def _bind_range(self, tile_range: TileRange, static_shapes: bool) -> TileRange:
         def bound(kind: str, dim: int, value: Any) -> Any:
-            if isinstance(value, SpecializedInt) or (isinstance(value, int) and value == 0 and kind == "begin"):
+            if _compiled_in(kind, value, static_shapes):
                 return int(value)
             if isinstance(value, torch.Tensor):
                 value = int(value)
@@ -159,17 +162,23 @@ def _argument_values(names: tuple[str, ...], values: list[Any], tile_range: Tile
                 result.append(value)
         elif isinstance(value, float):
             result.append(value)
-    for begin in tile_range.begins:
-        if not (isinstance(begin, SpecializedInt) or (isinstance(begin, int) and begin == 0)):
-            result.append(int(begin))
-    result.extend(int(end) for end in tile_range.ends if not isinstance(end, SpecializedInt))
+    result.extend(int(b) for b in tile_range.begins if not _compiled_in("begin", b, static_shapes))
+    result.extend(int(e) for e in tile_range.ends if not _compiled_in("end", e, static_shapes))
     return result
 
 
-def _range_key(tile_range: TileRange) -> tuple:
+def _compiled_in(kind: str, value: Any, static_shapes: bool) -> bool:
+    """Whether a loop bound is a constant of the generated code (else a kernel argument)."""
+    if isinstance(value, SpecializedInt) or (static_shapes and isinstance(value, int)):
+        return True
+    return kind == "begin" and isinstance(value, int) and value == 0
+
+
+def _range_key(tile_range: TileRange, static_shapes: bool) -> tuple:
+    def part(kind: str, value: Any) -> Any:
+        return int(value) if _compiled_in(kind, value, static_shapes) else None
     return (tile_range.is_grid, tile_range.multi_dim, tuple(tile_range.block_sizes),
-            tuple(isinstance(b, int) and b == 0 for b in tile_range.begins),
-            tuple(int(e) if isinstance(e, SpecializedInt) else None for e in tile_range.ends),
+            tuple(part("begin", b) for b in tile_range.begins), tuple(part("end", e) for e in tile_range.ends),
             tile_range.site)
 
 
@@ -205,7 +214,7 @@ class CompiledRunner:
         names = body.__code__.co_freevars
         values = [cell.cell_contents for cell in (body.__closure__ or ())]
         static_shapes = self.kernel.settings.static_shapes
-        key = (body.__code__.co_firstlineno, self.mode, repr(self.config), _range_key(tile_range),
+        key = (body.__code__.co_firstlineno, self.mode, repr(self.config), _range_key(tile_range, static_shapes),
                tuple(value_key(v, static_shapes) for v in values))
         arguments = _argument_values(names, values, tile_range, static_shapes)
         variants = self.store.variants.setdefault(key, [])
@@ -242,7 +251,16 @@ class CompiledRunner:
             return
         if min(grid) <= 0:
             return
-        variant.function[grid](*arguments, num_warps=variant.num_warps, num_stages=variant.num_stages)
+        if variant.launched and self.mode == "compiled":
+            variant.function[grid](*arguments, num_warps=variant.num_warps, num_stages=variant.num_stages)
+            return
+        try:  # the first launch compiles; the interpreter runs Python: both can fail in our code
+            variant.function[grid](*arguments, num_warps=variant.num_warps, num_stages=variant.num_stages)
+        except exc.TesseraError:
+            raise
+        except Exception as error:
+            raise _backend_error(error, variant) from error
+        variant.launched = True
 
     def _build(self, names: tuple[str, ...], values: list[Any], tile_range: TileRange, body: Callable[..., Any],
                static_shapes: bool, launch_index: int) -> Variant:
@@ -256,8 +274,8 @@ class CompiledRunner:
         name = f"{self.kernel.fn.__name__}_kernel"
         parameters = binding.parameters + []
         mapping = mapping_for(self.config, launch_index, len(tracer.grid_dims), user_location())
-        source = generate_kernel(name, parameters, tracer, tracer.grid_dims,
-                                 [a for a in tracer.launch_axes if str(a.begin).startswith("offset_")], mapping)
+        source, locations = generate_kernel(name, parameters, tracer, tracer.grid_dims,
+                                            [a for a in tracer.launch_axes if str(a.begin).startswith("offset_")], mapping)
         if settings.get("print_code") or settings.log_enabled("ir"):
             print(source, file=sys.stderr)
         function, path = load_generated(name, source, self.mode == "interpret")
@@ -269,13 +287,55 @@ class CompiledRunner:
             grid=_int_result(grid), source=source, path=path,
             num_warps=int(self.config.get("num_warps", 4)), num_stages=int(self.config.get("num_stages", 2)),
             guard_text=[reason for _, reason in binding.symbols.guards],
-            tunables=tracer.tunable_dims())
+            tunables=tracer.tunable_dims(), locations=locations, launch_location=user_location())
 
 
 def _int_result(function: Callable[..., Any]) -> Callable[..., tuple[int, ...]]:
     def grid(*args: Any) -> tuple[int, ...]:
         return tuple(max(int(size), 0) for size in function(*args))
     return grid
+
+
+def _backend_error(error: BaseException, variant: Variant) -> exc.TesseraError:
+    """A Triton failure on generated code, pointed at the kernel line that produced it."""
+    line = _generated_line(error, variant)
+    location = variant.launch_location
+    if line is not None:
+        earlier = [number for number in variant.locations if number <= line]
+        if earlier:
+            location = variant.locations[max(earlier)]
+    summary = str(error).strip().splitlines()
+    text = summary[-1] if summary else type(error).__name__
+    where = f"{variant.path}:{line}" if line is not None else variant.path
+    return exc.BackendCompileError(
+        f"{type(error).__name__}: {text[:300]}", location=location,
+        hint=f"this is a Tessera bug; the generated source is {where}. Run the kernel with mode='eager' "
+             "meanwhile, and please report it with that file")
+
+
+def _generated_line(error: BaseException, variant: Variant) -> int | None:
+    """The line of the generated file where Triton failed, from tracebacks or the error's AST node."""
+    seen: BaseException | None = error
+    while seen is not None:
+        node = getattr(seen, "node", None)
+        if node is not None and hasattr(node, "lineno") and getattr(seen, "src", None):
+            first = variant.source.splitlines().index(next(
+                l for l in variant.source.splitlines() if l.startswith(f"def {variant.function.__name__}(")))
+            return first + node.lineno
+        frames = [f for f in traceback_frames(seen) if f[0] == variant.path]
+        if frames:
+            return frames[-1][1]
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def traceback_frames(error: BaseException) -> list[tuple[str, int]]:
+    result = []
+    tb = error.__traceback__
+    while tb is not None:
+        result.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    return result
 
 
 def _launch_index(body: Callable[..., Any]) -> int:

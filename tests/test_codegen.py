@@ -1,0 +1,179 @@
+"""The Triton backend's decisions, checked on generated code and on results.
+
+Every Config knob (loop order, L2 grouping, program-id mapping, indexing strategy) must change
+the generated code and keep results equal; masks appear only where a block may not divide its
+extent; a device `if` predicates memory accesses; a Triton failure on generated code is a
+located `BackendCompileError`. Kernels run in the device's mode (interpret on CPU).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tessera
+import tessera.language as hl
+from tessera import exc
+
+
+def matmul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    m, k = x.size()
+    n = y.size(1)
+    out = torch.empty([m, n], dtype=x.dtype, device=x.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = acc.to(out.dtype)
+    return out
+
+
+def row_softmax(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(x.size(0)):
+        rows = x[tile_m, :].to(torch.float32)
+        shifted = rows - rows.amax(dim=1, keepdim=True)
+        out[tile_m, :] = (shifted.exp() / shifted.exp().sum(dim=1, keepdim=True)).to(out.dtype)
+    return out
+
+
+KNOBS = [
+    dict(loop_orders=[[1, 0]]),
+    dict(l2_grouping=4),
+    dict(pid_type="xyz"),
+    dict(pid_type="persistent_interleaved"),
+    dict(pid_type="persistent_blocked", l2_grouping=2),
+    dict(indexing="block_ptr"),
+    dict(indexing="tensor_descriptor"),
+    dict(indexing=["block_ptr", "pointer", "tensor_descriptor"]),
+]
+
+
+@pytest.mark.parametrize("knob", KNOBS, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()))
+def test_each_knob_changes_code_and_keeps_results(device: torch.device, knob: dict) -> None:
+    kernel = tessera.kernel(matmul)
+    x = torch.randn(37, 64, device=device)   # tails in m and n; k a multiple of the block
+    y = torch.randn(64, 50, device=device)
+    base = tessera.Config(block_sizes=[16, 32, 16])
+    tuned = base.merged(**knob)
+    bound = kernel.bind(x, y)
+    assert bound.to_triton_code(tuned) != bound.to_triton_code(base)
+    torch.testing.assert_close(bound.run(tuned), x @ y, atol=5e-3, rtol=5e-3)
+
+
+def test_tensor_descriptor_falls_back_when_strides_are_not_16_byte_aligned(device: torch.device) -> None:
+    kernel = tessera.kernel(matmul)
+    x = torch.randn(20, 50, device=device)   # row stride 200 bytes: TMA cannot describe it
+    y = torch.randn(50, 24, device=device)
+    config = tessera.Config(block_sizes=[16, 16, 16], indexing="tensor_descriptor")
+    code = kernel.bind(x, y).to_triton_code(config)
+    assert "tl.make_block_ptr(x" in code and "make_tensor_descriptor(y" in code
+    torch.testing.assert_close(kernel.bind(x, y).run(config), x @ y, atol=5e-3, rtol=5e-3)
+
+
+def test_no_mask_where_the_block_divides_the_extent(device: torch.device) -> None:
+    kernel = tessera.kernel(row_softmax, static_shapes=True)
+    divisible = kernel.bind(torch.randn(64, 128, device=device)).to_triton_code(tessera.Config(block_sizes=[16]))
+    assert "mask_t0" not in divisible and "mask_r0" not in divisible
+    tail = kernel.bind(torch.randn(63, 100, device=device)).to_triton_code(tessera.Config(block_sizes=[16]))
+    assert "mask_t0 = idx_t0 < 63" in tail and "mask_r0 = idx_r0 < 100" in tail
+
+
+def test_dynamic_sizes_are_always_masked(device: torch.device) -> None:
+    code = tessera.kernel(row_softmax).bind(torch.randn(64, 128, device=device)).to_triton_code(
+        tessera.Config(block_sizes=[16]))
+    assert "mask_t0 = idx_t0 < end_0" in code
+
+
+def test_generated_code_names_kernel_lines(device: torch.device) -> None:
+    code = tessera.kernel(row_softmax).bind(torch.randn(8, 8, device=device)).to_triton_code()
+    assert "# test_codegen.py:" in code and "shifted = rows - rows.amax(dim=1, keepdim=True)" in code
+
+
+def test_small_blocks_multiply_and_sum_instead_of_tl_dot(device: torch.device) -> None:
+    kernel = tessera.kernel(matmul)
+    x, y = torch.randn(9, 5, device=device), torch.randn(5, 3, device=device)
+    config = tessera.Config(block_sizes=[8, 4, 4])
+    assert "tl.dot" not in kernel.bind(x, y).to_triton_code(config)
+    torch.testing.assert_close(kernel.bind(x, y).run(config), x @ y)
+
+
+def clip_rows(x: torch.Tensor, limits: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0), block_size=1):
+        limit = hl.load(limits, [tile.begin])
+        row = x[tile, :]
+        if limit > 0:
+            kept = torch.clamp(row, max=limit)
+            out[tile, :] = kept * 2
+        else:
+            kept = row
+            out[tile, :] = -row
+        if x.size(1) > 4:      # a host condition on a runtime size: decided per call, guarded
+            kept = kept + 1
+        out[tile, :] = out[tile, :] + kept
+    return out
+
+
+def clip_rows_reference(x: torch.Tensor, limits: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for i in range(x.size(0)):
+        kept = x[i].clamp(max=limits[i]) if limits[i] > 0 else x[i]
+        written = kept * 2 if limits[i] > 0 else -x[i]
+        out[i] = written + kept + (1 if x.size(1) > 4 else 0)
+    return out
+
+
+@pytest.mark.parametrize("width", [7, 3])
+def test_device_if_predicates_stores_and_selects_values(device: torch.device, width: int) -> None:
+    kernel = tessera.kernel(clip_rows)
+    x = torch.randn(5, width, device=device)
+    limits = torch.tensor([0.5, -1.0, 0.2, 1.0, -3.0], device=device)
+    torch.testing.assert_close(kernel(x, limits), clip_rows_reference(x, limits))
+    eager = tessera.kernel(clip_rows, mode="eager")
+    torch.testing.assert_close(eager(x, limits), clip_rows_reference(x, limits))
+
+
+def test_host_condition_on_a_size_is_a_guard(device: torch.device) -> None:
+    kernel = tessera.kernel(clip_rows)
+    limits = torch.ones(3, device=device)
+    for width in (5, 7, 3, 8, 4):   # two whole-row buckets (8 and 4), one per outcome
+        x = torch.randn(3, width, device=device)
+        torch.testing.assert_close(kernel(x, limits), clip_rows_reference(x, limits))
+    assert kernel.cache_info().variants == 2   # one per outcome of `x.size(1) > 4`
+
+
+def test_if_on_a_tile_of_conditions_is_an_error(device: torch.device) -> None:
+    def kernel_fn(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile in hl.tile(x.size(0)):
+            values = x[tile]
+            if values > 0:
+                values = values * 2
+            out[tile] = values
+        return out
+    if device.type == "cpu":
+        kernel = tessera.kernel(kernel_fn, mode="interpret")
+    else:
+        kernel = tessera.kernel(kernel_fn)
+    with pytest.raises(exc.ShapeMismatchError, match="needs a single boolean") as info:
+        kernel(torch.randn(8, device=device))
+    assert "if values > 0:" in str(info.value)
+
+
+def test_triton_failure_is_a_located_backend_error(device: torch.device, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from tessera.language import elementwise
+    broken = dataclasses.replace(elementwise._BY_NAME["sin"], template="tl.no_such_function({0})")
+    monkeypatch.setitem(elementwise._BY_NAME, "sin", broken)
+
+    def uses_sin(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile in hl.tile(x.size(0)):
+            out[tile] = x[tile].sin() + 1
+        return out
+    with pytest.raises(exc.BackendCompileError) as info:
+        tessera.kernel(uses_sin)(torch.randn(10, device=device))
+    message = str(info.value)
+    assert "out[tile] = x[tile].sin() + 1" in message and "in uses_sin" in message
+    assert "tessera_generated" in message and "no_such_function" in message
