@@ -95,6 +95,65 @@ def _validate(values: dict[str, Any]) -> None:
     stages = values.get("num_stages")
     if stages is not None and not (isinstance(stages, int) and 1 <= stages <= 8):
         raise ConfigError(f"num_stages={stages!r} must be an int between 1 and 8")
+    for key, check in _VALUE_CHECKS.items():
+        if values.get(key) is not None:
+            check(values[key])
+
+
+PID_TYPES = ("flat", "xyz", "persistent_blocked", "persistent_interleaved")
+INDEXING_STRATEGIES = ("pointer", "block_ptr", "tensor_descriptor")
+
+
+def _check_loop_orders(orders: Any) -> None:
+    """Each entry must be a permutation of 0..d-1: a repeated or missing dim would drop tiles."""
+    if not isinstance(orders, (list, tuple)):
+        raise ConfigError(f"loop_orders={orders!r} must be a list with one permutation per N-D tile loop",
+                          hint="e.g. loop_orders=[[1, 0]] to map the second dim to the fastest program id")
+    for position, order in enumerate(orders):
+        if not (isinstance(order, (list, tuple)) and sorted(order) == list(range(len(order)))
+                and all(isinstance(d, int) and not isinstance(d, bool) for d in order)):
+            raise ConfigError(f"loop_orders[{position}]={order!r} is not a permutation of 0..{len(order) - 1}",
+                              hint="list every dim of the tile loop exactly once, e.g. [1, 0]")
+
+
+def _check_l2_grouping(group: Any) -> None:
+    if not (isinstance(group, int) and not isinstance(group, bool) and _is_power_of_two(group) and group <= 256):
+        raise ConfigError(f"l2_grouping={group!r} must be a power of two between 1 and 256",
+                          hint="1 turns grouping off; 8 is a common choice for matmuls")
+
+
+def _check_indexing(indexing: Any) -> None:
+    choices = [indexing] if isinstance(indexing, str) else indexing
+    if not isinstance(choices, (list, tuple)) or not all(c in INDEXING_STRATEGIES for c in choices):
+        raise ConfigError(f"indexing={indexing!r} is not an indexing strategy",
+                          hint=f"use one of {', '.join(map(repr, INDEXING_STRATEGIES))}, or a list of them "
+                               "(one per memory access)")
+
+
+def _check_reduction_loops(loops: Any) -> None:
+    if not isinstance(loops, (list, tuple)):
+        raise ConfigError(f"reduction_loops={loops!r} must be a list with one entry per whole-row reduction",
+                          hint="None keeps a reduction in one block; an int loops over chunks of that size")
+    for position, chunk in enumerate(loops):
+        if chunk is not None and not (isinstance(chunk, int) and not isinstance(chunk, bool)
+                                      and _is_power_of_two(chunk)):
+            raise ConfigError(f"reduction_loops[{position}]={chunk!r} must be None or a power of two",
+                              hint="e.g. reduction_loops=[None] (one block) or [1024] (loop in chunks of 1024)")
+
+
+def _check_pid_type(pid_type: Any) -> None:
+    if pid_type not in PID_TYPES:
+        raise ConfigError(f"pid_type={pid_type!r} is not a program-id mapping",
+                          hint=f"use one of {', '.join(map(repr, PID_TYPES))}")
+
+
+_VALUE_CHECKS = {
+    "loop_orders": _check_loop_orders,
+    "l2_grouping": _check_l2_grouping,
+    "indexing": _check_indexing,
+    "reduction_loops": _check_reduction_loops,
+    "pid_type": _check_pid_type,
+}
 
 
 DEFAULT_BLOCK_SIZE = 32

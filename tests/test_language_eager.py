@@ -337,9 +337,6 @@ def test_block_size_list_with_none_tunes_only_the_none_dims(device):
     assert seen == [(8, 4)] * 8 + [16]
 
 
-@pytest.mark.xfail(strict=True, reason="block_size=None passed through a variable is scanned as a "
-                                        "fixed size (0 slots) but tuned at run time, so the next "
-                                        "loop reuses its Config entry")
 def test_block_size_none_from_a_variable_is_tuned_and_takes_its_own_entry(device):
     seen = []
 

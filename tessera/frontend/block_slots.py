@@ -56,13 +56,20 @@ def scan_block_slots(source: KernelSource, resolve: Callable[[ast.expr], Any]) -
 
     sites: list[tuple[Site, int | None]] = []
 
+    def is_registered(node: ast.expr) -> bool:
+        return isinstance(node, ast.Call) and resolve(node.func) is register_block_size
+
+    # names holding a registered block size: a tile using one tunes nothing of its own
+    registered = {target.id for node in ast.walk(source.tree) if isinstance(node, ast.Assign)
+                  and is_registered(node.value) for target in node.targets if isinstance(target, ast.Name)}
+
     class _Visitor(ast.NodeVisitor):
         def visit_Call(self, node: ast.Call) -> None:
             # arguments run before the call itself
             self.generic_visit(node)
             target = resolve(node.func)
             if target is tile:
-                sites.append((source.site_of(node), _tunable_dims(node)))
+                sites.append((source.site_of(node), _tunable_dims(node, registered, is_registered)))
             elif target is register_block_size:
                 sites.append((source.site_of(node), 1))
 
@@ -70,18 +77,36 @@ def scan_block_slots(source: KernelSource, resolve: Callable[[ast.expr], Any]) -
     return BlockSlotTable(sites)
 
 
-def _tunable_dims(call: ast.Call) -> int | None:
+def _tunable_dims(call: ast.Call, registered: set[str], is_registered: Callable[[ast.expr], bool]) -> int | None:
+    """How many dims of an `hl.tile` call take a Config entry; None when only the run shows it."""
     block = next((kw.value for kw in call.keywords if kw.arg == "block_size"), None)
     if block is None and len(call.args) >= 3:
         block = call.args[2]
     ends = call.args[1] if len(call.args) >= 2 else (call.args[0] if call.args else None)
     if block is not None and not (isinstance(block, ast.Constant) and block.value is None):
         if isinstance(block, (ast.List, ast.Tuple)):
-            return sum(isinstance(e, ast.Constant) and e.value is None for e in block.elts)
+            per_dim = [_block_is_tuned(e, registered, is_registered) for e in block.elts]
+            return None if None in per_dim else sum(per_dim)  # type: ignore[arg-type]
+        tuned = _block_is_tuned(block, registered, is_registered)
+        if tuned is None:
+            return None
+        # a fixed block size fixes every dim; `block_size=None` spelled out is handled above
         return 0
     if isinstance(ends, (ast.List, ast.Tuple)):
         return len(ends.elts)
     if ends is None:
         return 0
     # a Name or call: a plain int gives one dim; a list-valued one is learned at run time
+    return None
+
+
+def _block_is_tuned(block: ast.expr, registered: set[str], is_registered: Callable[[ast.expr], bool]) -> int | None:
+    """1 for a `None` block size, 0 for a fixed one, None when it depends on a run-time value
+    (a variable may hold None: `hl.tile(n, block_size=block)` with `block=None` is tuned)."""
+    if isinstance(block, ast.Constant):
+        return 1 if block.value is None else 0
+    if isinstance(block, ast.Name):
+        return 0 if block.id in registered else None
+    if is_registered(block) or isinstance(block, (ast.BinOp, ast.UnaryOp)):
+        return 0
     return None

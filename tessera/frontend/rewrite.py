@@ -12,8 +12,20 @@
 A top-level tile loop becomes a launch of a body function; the host values it reads are that
 function's free variables (its closure), so Python does the free-variable analysis. An inner
 tile loop becomes a device loop whose loop-carried values are the names it assigns that were
-bound before it. Only loops over `hl.tile` / `hl.grid` are rewritten; everything else stays
-Python and is evaluated (unrolled) while tracing.
+bound before it; names it binds only inside stay in its function. Only loops over `hl.tile` /
+`hl.grid` are rewritten; other loops stay Python and are evaluated (unrolled) while tracing.
+
+An `if` inside a tile loop becomes two branch functions of the names either branch binds:
+
+    if c:                              def _tessera_then_2(y): ...; return (y,)
+        y = a                  ->      def _tessera_else_2(y): ...; return (y,)
+    else:                              (y,) = _tessera_if(c, _tessera_then_2, _tessera_else_2, (y,))
+        y = b
+
+A host condition runs one branch in Python; a device condition is traced as a predicated
+branch. A name not bound before the `if` enters as UNDEFINED and is deleted again where it
+stays so, so reading it fails as Python would. An `if` holding a `break` / `continue` of an
+enclosing Python loop stays a Python `if`.
 """
 from __future__ import annotations
 

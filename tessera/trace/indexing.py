@@ -31,14 +31,17 @@ class DimAccess:
 
 
 def _unit_slice(item: Any) -> bool:
-    return isinstance(item, slice) and item == slice(None)
+    # Compare components by identity: slice bounds may be proxies or symbols, whose `==`
+    # builds an expression instead of answering.
+    return isinstance(item, slice) and item.start is None and item.stop is None and item.step is None
 
 
 def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list[DimAccess], tuple[Axis, ...]]:
     items = list(index) if isinstance(index, (tuple, list)) else [index]
     consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
-    if Ellipsis in items:
-        spot = items.index(Ellipsis)
+    # Identity checks only: `in` / `.index` would call a tile value's `__eq__`.
+    spot = next((position for position, item in enumerate(items) if item is Ellipsis), None)
+    if spot is not None:
         items[spot:spot + 1] = [slice(None)] * (tensor.dim() - consumed)
         consumed = tensor.dim()
     if consumed != tensor.dim():

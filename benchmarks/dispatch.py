@@ -1,0 +1,188 @@
+"""Per-call host cost of a tiny kernel: Tessera against the same work in hand-written Triton.
+
+    PYTHONPATH=. python benchmarks/dispatch.py [--calls 2000] [--repeats 15] [--out DIR]
+    PYTHONPATH=. python benchmarks/dispatch.py --smoke        # CPU, Triton's interpreter, few calls
+
+The kernel is an add of two [1, 16] tensors: one program, so the GPU finishes each launch long
+before the host can issue the next and the time per call is the host's. Rows:
+
+- torch eager: `x + y`, for scale;
+- triton launch: `add_2d[grid](...)` into a preallocated output, launched the usual way
+  (JITFunction.run: bind, specialize, key, launch);
+- triton wrapper: a Python function that allocates the output and launches `add_2d`, which is
+  what Tessera's `add(x, y)` does, so this is the row Tessera is measured against;
+- tessera: `examples.add.add(x, y)` in compiled mode (host code, cache key, guard, launch);
+- tessera launcher: just the launch of Tessera's variant through `TritonLauncher`, when the
+  runtime has one (the arguments captured from a real call).
+
+Method: after warm-up calls (compiles), each sample synchronizes, times `--calls` back-to-back
+calls with `time.perf_counter`, synchronizes again before stopping the clock, and divides. No
+CUDA graphs. The median of `--repeats` samples is reported. Writes `<name>.json` under `--out`
+(default benchmarks/results; name `dispatch_h100` on CUDA, `dispatch_cpu_smoke` with --smoke).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_ROOT = os.path.dirname(_HERE)
+
+
+def _setup(smoke: bool) -> None:
+    """Pick Triton's mode before anything imports it."""
+    if smoke:
+        os.environ["TRITON_INTERPRET"] = "1"
+        os.environ["TESSERA_MODE"] = "interpret"
+    for path in (_ROOT, _HERE):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+
+
+def time_per_call(function: Callable[[], Any], calls: int, repeats: int, synchronize: Callable[[], None]) -> float:
+    """Median over `repeats` samples of (wall time of `calls` calls) / calls, in microseconds."""
+    samples = []
+    for _ in range(repeats):
+        synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            function()
+        synchronize()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def _capture_tessera_launch(kernel: Any, args: tuple) -> tuple[Any, tuple, list] | None:
+    """(launcher, grid, arguments) of the single launch of `kernel(*args)`, if it has a launcher."""
+    store = getattr(kernel, "store", None)
+    table = store.variants if store is not None else getattr(kernel, "variants", {})
+    launchers = [v.launcher for vs in table.values() for v in vs if getattr(v, "launcher", None) is not None]
+    if not launchers:
+        return None
+    launcher = launchers[0]
+    captured: list[tuple[tuple, list]] = []
+    original = launcher.launch
+
+    def recording(grid: tuple, arguments: list) -> None:
+        captured.append((grid, list(arguments)))
+        original(grid, arguments)
+
+    launcher.launch = recording
+    try:
+        kernel(*args)
+    finally:
+        del launcher.launch  # back to the class's method
+    return (launcher, *captured[0]) if captured else None
+
+
+def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any]:
+    import torch
+
+    import _triton_kernels
+    from examples.add import add
+
+    def synchronize() -> None:
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    x = torch.randn(1, 16, device=device)
+    y = torch.randn(1, 16, device=device)
+    out = torch.empty_like(x)
+    block = 32
+    grid = (1, 1)
+
+    def triton_launch() -> None:
+        _triton_kernels.add_2d[grid](x, y, out, 1, 16, 16, 16, 16, BLOCK_M=block, BLOCK_N=block)
+
+    def triton_wrapper() -> torch.Tensor:
+        result = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        m, n = result.shape
+        launch_grid = (triton.cdiv(m, block), triton.cdiv(n, block))
+        _triton_kernels.add_2d[launch_grid](x, y, result, m, n, x.stride(0), y.stride(0), result.stride(0),
+                                            BLOCK_M=block, BLOCK_N=block)
+        return result
+
+    import triton
+    expected = x + y
+    rows: list[tuple[str, Callable[[], Any], str]] = [
+        ("torch eager (x + y)", lambda: x + y, ""),
+        ("triton launch (preallocated out)", triton_launch, ""),
+        ("triton wrapper (allocate + launch)", triton_wrapper, "baseline"),
+        ("tessera add(x, y)", lambda: add(x, y), ""),
+    ]
+    for name, function, _ in rows:  # warm-up compiles, and checks each row computes the sum
+        for _ in range(warmup):
+            result = function()
+        synchronize()
+        if result is not None and not torch.allclose(result, expected):
+            raise AssertionError(f"{name} computed a wrong sum")
+    torch.testing.assert_close(out, expected)
+    launch = _capture_tessera_launch(add, (x, y))
+    if launch is not None:
+        launcher, tessera_grid, arguments = launch
+        rows.append(("tessera launcher only", lambda: launcher.launch(tessera_grid, arguments), "no host code"))
+        for _ in range(warmup):
+            launcher.launch(tessera_grid, arguments)
+    results = []
+    for name, function, note in rows:
+        results.append({"name": name, "us_per_call": time_per_call(function, calls, repeats, synchronize),
+                        "note": note})
+    baseline = next(r["us_per_call"] for r in results if r["note"] == "baseline")
+    for row in results:
+        row["vs_triton_wrapper"] = round(row["us_per_call"] / baseline, 3)
+        row["us_per_call"] = round(row["us_per_call"], 3)
+    info: dict[str, Any] = {"cache_info": list(add.cache_info())}
+    if launch is not None:
+        info["launcher"] = {"enabled": launch[0].enabled, "fast_launches": launch[0].fast_launches,
+                            "slow_launches": launch[0].slow_launches}
+    return {"rows": results, **info}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=None, help="calls per sample (default 2000; smoke 5)")
+    parser.add_argument("--repeats", type=int, default=None, help="samples (default 15; smoke 2)")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed calls per row (default 50; smoke 1)")
+    parser.add_argument("--out", default=os.path.join(_HERE, "results"), help="directory of the JSON result")
+    parser.add_argument("--name", default=None, help="JSON file name without .json")
+    parser.add_argument("--smoke", action="store_true", help="CPU, Triton's interpreter, a few calls")
+    args = parser.parse_args(argv)
+    _setup(args.smoke)
+    import torch
+    if not args.smoke and not torch.cuda.is_available():
+        print("dispatch.py measures CUDA launches; no GPU here (use --smoke to check the script on CPU)")
+        return 2
+    device = "cpu" if args.smoke else "cuda"
+    calls = args.calls or (5 if args.smoke else 2000)
+    repeats = args.repeats or (2 if args.smoke else 15)
+    warmup = args.warmup or (1 if args.smoke else 50)
+    result = measure(device, calls, repeats, warmup)
+    import triton
+    result.update(
+        device=torch.cuda.get_device_name() if device == "cuda" else "cpu (triton interpreter)",
+        python=platform.python_version(), torch=torch.__version__, triton=triton.__version__,
+        calls=calls, repeats=repeats, smoke=args.smoke)
+    width = max(len(row["name"]) for row in result["rows"])
+    print(f"{'variant':<{width}} | us/call | vs triton wrapper")
+    print("-" * width + "-+---------+------------------")
+    for row in result["rows"]:
+        print(f"{row['name']:<{width}} | {row['us_per_call']:7.2f} | {row['vs_triton_wrapper']:.2f}x")
+    print(f"device: {result['device']}; tessera cache_info {result['cache_info']}"
+          + (f"; launcher {result['launcher']}" if "launcher" in result else "; no fast launcher in this runtime"))
+    os.makedirs(args.out, exist_ok=True)
+    name = args.name or ("dispatch_cpu_smoke" if args.smoke else "dispatch_h100")
+    path = os.path.join(args.out, f"{name}.json")
+    with open(path, "w") as handle:
+        json.dump(result, handle, indent=2)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""Tessera's own host-side cost per kernel call, with the Triton launch stubbed out (CPU only).
+
+    PYTHONPATH=. python benchmarks/dispatch_overhead_cpu.py [--calls 2000] [--repeats 7] [--out DIR] [--profile]
+
+Runs `examples.add` on a 1x16 float32 CPU tensor in interpret mode. After the first call has
+compiled the variant, the variant's Triton function is replaced by a stub whose launch does
+nothing, so what is timed is exactly the hit path's host work: argument checks, mode and config
+choice, block-size slots, the host code (broadcast, allocation, `hl.tile`), the cache key, the
+guard, the argument list and the grid. Rows below the total time each piece alone, so the
+biggest ones can be attacked first. The baseline is a hand-written wrapper doing the same
+unavoidable host work (broadcast, allocate, build the argument list) around a stubbed launch.
+
+Per-call times are medians over `--repeats` runs of `--calls` back-to-back calls. Writes
+`dispatch_overhead_cpu.json` under `--out` (default benchmarks/results).
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import platform
+import pstats
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+# Interpret mode: Triton must be imported with its interpreter, before anything imports it.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("TESSERA_MODE", "interpret")
+
+import torch  # noqa: E402
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def per_call_us(function: Callable[[], Any], calls: int, repeats: int) -> float:
+    """Median over `repeats` of the mean wall time of `calls` back-to-back calls, in microseconds."""
+    function()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            function()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(samples)
+
+
+class _StubLaunch:
+    """Stands in for a `@triton.jit` function: `stub[grid](*args, **options)` does nothing."""
+
+    launches = 0
+
+    def __getitem__(self, grid: Any) -> Callable[..., None]:
+        return self._launch
+
+    def _launch(self, *args: Any, **options: Any) -> None:
+        _StubLaunch.launches += 1
+
+
+def _variant_lists(kernel: Any) -> list[list[Any]]:
+    store = getattr(kernel, "store", None)  # newer runtime: a VariantStore
+    table = store.variants if store is not None else kernel.variants
+    return list(table.values())
+
+
+def _stub_variants(kernel: Any) -> int:
+    count = 0
+    for variants in _variant_lists(kernel):
+        for variant in variants:
+            variant.function = _StubLaunch()
+            if getattr(variant, "launcher", None) is not None:
+                variant.launcher = None  # a fast launcher would hold the real function
+            count += 1
+    return count
+
+
+def _capture_launch(kernel: Any, args: tuple) -> tuple[Any, Any, Any] | None:
+    """(runner, tile_range, body) of one launch of `kernel(*args)`, to time the launch alone."""
+    from tessera.runtime import compiled
+    captured: list[tuple[Any, Any, Any]] = []
+    original = compiled.CompiledRunner.launch
+
+    def recording_launch(self: Any, tile_range: Any, body: Any) -> None:
+        captured.append((self, tile_range, body))
+        return original(self, tile_range, body)
+
+    compiled.CompiledRunner.launch = recording_launch  # type: ignore[method-assign]
+    try:
+        kernel(*args)
+    finally:
+        compiled.CompiledRunner.launch = original  # type: ignore[method-assign]
+    return captured[0] if captured else None
+
+
+def _handwritten_wrapper(stub: _StubLaunch) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """What a hand-written Triton add wrapper does on the host, around a stubbed launch."""
+    def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x, y = torch.broadcast_tensors(x, y)
+        out = torch.empty(x.shape, dtype=torch.promote_types(x.dtype, y.dtype), device=x.device)
+        m, n = out.shape
+        stub[(1,)](out, x, y, m, n, out.stride(0), x.stride(0), y.stride(0), num_warps=4, num_stages=2)
+        return out
+    return add
+
+
+def measure(calls: int, repeats: int) -> dict[str, Any]:
+    """Time the whole hit path and each of its pieces; return rows of (name, microseconds)."""
+    sys.path.insert(0, os.path.dirname(_HERE))
+    from examples.add import add
+    from tessera.runtime import compiled
+    from tessera.runtime.kernel import _common_device
+
+    x, y = torch.randn(1, 16), torch.randn(1, 16)
+    expected = x + y
+    assert torch.equal(add(x, y), expected), "add is wrong before stubbing"  # compiles the variant
+    stubbed = _stub_variants(add)
+    rows: list[dict[str, Any]] = []
+
+    def row(name: str, function: Callable[[], Any], note: str = "") -> float:
+        value = per_call_us(function, calls, repeats)
+        rows.append({"name": name, "us": round(value, 3), "note": note})
+        return value
+
+    total = row("tessera add(x, y), launch stubbed", lambda: add(x, y), f"{stubbed} variant(s) stubbed")
+    baseline = row("hand-written wrapper, launch stubbed", lambda: _handwritten_wrapper(_StubLaunch())(x, y),
+                   "broadcast + empty + argument list")
+    row("Kernel._check_arguments (signature.bind)", lambda: add._check_arguments((x, y), {}))
+    row("_common_device", lambda: _common_device("add", (x, y), {}))
+    row("Kernel.mode_for + default_config", lambda: (add.mode_for(x.device), add.default_config()))
+    row("Kernel.block_slots()", add.block_slots)
+    launch = _capture_launch(add, (x, y))
+    if launch is not None:
+        runner, tile_range, body = launch
+        static = add.settings.static_shapes
+        values = [cell.cell_contents for cell in (body.__closure__ or ())]
+        names = body.__code__.co_freevars
+        row("CompiledRunner.launch (key, arguments, guard, grid)", lambda: runner.launch(tile_range, body))
+        row("  cache key: value_key of each captured value",
+            lambda: tuple(compiled.value_key(v, static) for v in values))
+        row("  cache key: repr(config)", lambda: repr(runner.config))
+        row("  _argument_values", lambda: compiled._argument_values(names, values, tile_range, static))
+        arguments = compiled._argument_values(names, values, tile_range, static)
+        row("  launcher binary key (ints only)", _launcher_key(arguments, key_pointers=False),
+            f"{len(arguments)} arguments")
+        row("  launcher binary key (ints + pointers)", _launcher_key(arguments, key_pointers=True))
+    return {"rows": rows, "total_us": total, "handwritten_us": baseline,
+            "tessera_over_handwritten": round(total / baseline, 2), "launches_stubbed": _StubLaunch.launches}
+
+
+def _launcher_key(arguments: list[Any], key_pointers: bool) -> Callable[[], Any]:
+    """The binary key function a TritonLauncher would build for the add kernel's arguments."""
+    from tessera.runtime import launcher
+
+    class _Param:  # what binary_key_source reads from a triton KernelParam
+        is_constexpr = is_const = do_not_specialize = do_not_specialize_on_alignment = False
+        annotation_type = ""
+
+    kinds = [launcher.argument_kind(value) for value in arguments]
+    source = launcher.binary_key_source([_Param()] * len(arguments), kinds, key_pointers)
+    assert source is not None
+    key = launcher._compile_key_function(source)
+    return lambda: key(0, *arguments)
+
+
+def profile(calls: int) -> str:
+    """cProfile's top functions by own time over `calls` stubbed calls."""
+    from examples.add import add
+    x, y = torch.randn(1, 16), torch.randn(1, 16)
+    add(x, y)
+    _stub_variants(add)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        add(x, y)
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(15)
+    return text.getvalue()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000, help="back-to-back calls per sample")
+    parser.add_argument("--repeats", type=int, default=7, help="samples; the median is reported")
+    parser.add_argument("--out", default=os.path.join(_HERE, "results"), help="directory of the JSON result")
+    parser.add_argument("--profile", action="store_true", help="also print cProfile's top functions")
+    args = parser.parse_args(argv)
+    result = measure(args.calls, args.repeats)
+    result.update(python=platform.python_version(), torch=torch.__version__, calls=args.calls, repeats=args.repeats)
+    width = max(len(r["name"]) for r in result["rows"])
+    print(f"{'host work per call':<{width}} | us")
+    print("-" * width + "-+--------")
+    for r in result["rows"]:
+        note = f"   ({r['note']})" if r["note"] else ""
+        print(f"{r['name']:<{width}} | {r['us']:8.2f}{note}")
+    print(f"\ntessera / hand-written host time: {result['tessera_over_handwritten']}x")
+    if args.profile:
+        print(profile(args.calls))
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "dispatch_overhead_cpu.json")
+    with open(path, "w") as handle:
+        json.dump(result, handle, indent=2)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

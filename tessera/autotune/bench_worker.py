@@ -1,0 +1,226 @@
+"""Check and time candidates in a worker process, so a faulty one cannot take the user down.
+
+The worker gets, once at setup, the tuning copies of the kernel's inputs (with a pristine copy
+of each, to undo in-place kernels) and the eager reference result; per candidate it gets the
+plan's launches with their tensors. Tensors travel by CUDA IPC (or shared memory on the CPU):
+views keep aliasing their storage, and what the worker writes the parent sees.
+
+Per candidate: restore the inputs, run once, compare with the reference (`accuracy_error`),
+then time with CUDA events as `triton.testing.do_bench` does: warm-up, a 256 MB write before
+each run so every run starts with a cold L2, median of the runs. In interpret mode (CPU) the
+same path uses wall-clock time and few runs, so CI exercises it end to end.
+
+A CUDA error (an illegal memory access poisons the CUDA context) ends the worker after it
+reports; the parent starts a fresh one.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from typing import Any, Callable
+
+import torch
+
+from tessera.autotune.compile_pool import load_function, set_triton_mode
+from tessera.autotune.workers import FatalWorkerError
+from tessera.runtime.plan import KernelPlan
+
+L2_FLUSH_BYTES = 256 * 1024 * 1024
+_CUDA_FAULTS = ("CUDA error", "illegal memory access", "device-side assert", "unspecified launch failure",
+                "an illegal instruction", "misaligned address", "CUDA driver error")
+
+# relative tolerance per output dtype; absolute tolerance is this times the output's RMS
+_TOLERANCE: dict[torch.dtype, float] = {
+    torch.float64: 1e-6, torch.float32: 5e-3, torch.float16: 1e-2, torch.bfloat16: 4e-2,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchSetup:
+    mode: str                                        # 'compiled' | 'interpret'
+    inputs: list[tuple[torch.Tensor, torch.Tensor]]  # (working storage, pristine copy), as uint8 tensors
+    reference: list[torch.Tensor]                    # the eager result, flattened
+    flush_bytes: int = L2_FLUSH_BYTES
+
+
+@dataclasses.dataclass(frozen=True)
+class RunLaunch:
+    source_path: str
+    function_name: str
+    arguments: tuple[Any, ...]
+    grid: tuple[int, ...]
+    num_warps: int
+    num_stages: int
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchTask:
+    launches: list[RunLaunch]
+    results: list[torch.Tensor]  # the plan's result, flattened (written by the launches)
+    check: bool                   # run the accuracy gate first
+    rep_ms: float                 # how long to spend timing
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchResult:
+    time_ms: float | None  # None when the accuracy gate rejected the candidate
+    error: float           # accuracy error in tolerance units (<= 1 passes), or nan if unchecked
+    detail: str = ""
+
+
+def bench_task(plan: KernelPlan, *, check: bool, rep_ms: float) -> BenchTask:
+    """What the worker needs to run and time one candidate's plan."""
+    launches = [RunLaunch(launch.source_path, launch.function_name, tuple(launch.arguments), tuple(launch.grid),
+                          launch.num_warps, launch.num_stages) for launch in plan.launches]
+    return BenchTask(launches, flatten_tensors(plan.result), check, rep_ms)
+
+
+def flatten_tensors(value: Any) -> list[torch.Tensor]:
+    """Tensors of a (possibly nested) kernel result, in order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in flatten_tensors(item)]
+    if isinstance(value, dict):
+        return [t for key in value for t in flatten_tensors(value[key])]
+    return []
+
+
+# -- accuracy gate -----------------------------------------------------------------------------
+
+def accuracy_error(results: list[torch.Tensor], reference: list[torch.Tensor]) -> tuple[float, str]:
+    """Worst error over the outputs in units of the tolerance (<= 1 passes), and what failed.
+
+    Floating outputs pass where |got - want| <= tol * (rms(want) + |want|), tol by dtype: scaling
+    by the output's magnitude keeps the gate meaningful for tiny softmax probabilities and huge
+    matmul sums alike; NaN and inf must appear where the reference has them. Other dtypes must
+    match exactly.
+    """
+    if len(results) != len(reference):
+        return math.inf, f"{len(results)} outputs, expected {len(reference)}"
+    worst, detail = 0.0, ""
+    for position, (got, want) in enumerate(zip(results, reference)):
+        if got.shape != want.shape or got.dtype != want.dtype:
+            return math.inf, f"output {position}: {got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}"
+        error = _tensor_error(got, want)
+        if error > worst:
+            worst, detail = error, f"output {position} off by {error:.3g} tolerances"
+    return worst, detail
+
+
+def _tensor_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    if got.numel() == 0:
+        return 0.0
+    if not want.is_floating_point():
+        return 0.0 if torch.equal(got, want) else math.inf
+    got64, want64 = got.double(), want.double()
+    special = ~torch.isfinite(want64)
+    if not torch.equal(special, ~torch.isfinite(got64)):
+        return math.inf
+    if special.any() and not torch.equal(got64[special].nan_to_num(0.0), want64[special].nan_to_num(0.0)):
+        return math.inf
+    finite = ~special
+    got64, want64 = got64[finite], want64[finite]
+    if want64.numel() == 0:
+        return 0.0
+    tolerance = _TOLERANCE.get(want.dtype, 1e-2)
+    rms = float(want64.square().mean().sqrt())
+    allowed = tolerance * (rms + want64.abs()) + torch.finfo(torch.float64).tiny
+    return float(((got64 - want64).abs() / allowed).max())
+
+
+# -- the worker --------------------------------------------------------------------------------
+
+def bench_worker_setup(setup: BenchSetup) -> Callable[[BenchTask], BenchResult]:
+    """Worker setup: Triton in the parent's mode, the L2 flush buffer; returns the task handler."""
+    set_triton_mode(setup.mode)
+    import triton  # noqa: F401
+    flush = None
+    if setup.mode == "compiled":
+        device = setup.reference[0].device if setup.reference else setup.inputs[0][0].device
+        torch.cuda.set_device(device)
+        flush = torch.empty(setup.flush_bytes // 4, dtype=torch.int32, device=device)
+
+    def handle(task: BenchTask) -> BenchResult:
+        try:
+            return _check_and_time(setup, task, flush)
+        except Exception as error:
+            if any(text in str(error) for text in _CUDA_FAULTS):
+                raise FatalWorkerError(f"{type(error).__name__}: {error}") from None
+            raise
+    return handle
+
+
+def _check_and_time(setup: BenchSetup, task: BenchTask, flush: torch.Tensor | None) -> BenchResult:
+    functions = [load_function(launch.source_path, launch.function_name) for launch in task.launches]
+
+    def run() -> None:
+        for function, launch in zip(functions, task.launches):
+            if math.prod(launch.grid) > 0:
+                function[launch.grid](*launch.arguments, num_warps=launch.num_warps, num_stages=launch.num_stages)
+
+    error, detail = math.nan, ""
+    if task.check:
+        for working, pristine in setup.inputs:
+            working.copy_(pristine)
+        if task.results and accuracy_error(task.results, setup.reference)[0] <= 1.0:
+            # the outputs already hold the answer (memory reused from an earlier candidate):
+            # poison them so a candidate that writes nothing cannot pass
+            for tensor in task.results:
+                tensor.fill_(math.nan if tensor.is_floating_point() else -1)
+        run()
+        _synchronize(setup.mode)
+        error, detail = accuracy_error(task.results, setup.reference)
+        if not error <= 1.0:
+            return BenchResult(None, error, detail or "wrong result")
+    else:
+        run()
+    timer = _time_cuda if setup.mode == "compiled" else _time_wall
+    return BenchResult(timer(run, task.rep_ms, flush), error, detail)
+
+
+def _synchronize(mode: str) -> None:
+    if mode == "compiled":
+        torch.cuda.synchronize()
+
+
+def _time_cuda(run: Callable[[], None], rep_ms: float, flush: torch.Tensor | None) -> float:
+    """Median ms of `run` with a cold L2, from CUDA events around each run."""
+    assert flush is not None
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(3):
+        flush.zero_()
+        run()
+    end.record()
+    torch.cuda.synchronize()
+    estimate = max(start.elapsed_time(end) / 3, 1e-3)
+    count = int(min(max(rep_ms / estimate, 5), 1000))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
+    for begin, finish in zip(starts, ends):
+        flush.zero_()  # cold L2, and the GPU stays busy while the next launch is queued
+        begin.record()
+        run()
+        finish.record()
+    torch.cuda.synchronize()
+    return statistics.median(begin.elapsed_time(finish) for begin, finish in zip(starts, ends))
+
+
+def _time_wall(run: Callable[[], None], rep_ms: float, flush: torch.Tensor | None) -> float:
+    """Median wall-clock ms (interpret mode: the CPU smoke path, a handful of runs)."""
+    samples = []
+    spent = 0.0
+    while len(samples) < 3 and (not samples or spent < rep_ms):
+        start = time.perf_counter()
+        run()
+        samples.append((time.perf_counter() - start) * 1e3)
+        spent += samples[-1]
+    return statistics.median(samples)
+
+
+__all__ = ["BenchResult", "BenchSetup", "BenchTask", "accuracy_error", "bench_task", "bench_worker_setup",
+           "flatten_tensors"]

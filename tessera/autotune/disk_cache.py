@@ -1,0 +1,113 @@
+"""The best Config per kernel and call shape, kept on disk so that tuning happens once per machine.
+
+An entry is one JSON file under `<cache_dir>/autotune/`, named by a hash of its key and holding
+the key itself: a file whose stored key differs (a hash collision, a file copied from another
+machine or version) is foreign and ignored, as is one that does not parse or whose Config no
+longer validates; the next tuning run rewrites it. Writes go to a temporary file that
+`os.replace` moves into place, so a reader never sees half an entry, even with two processes
+tuning the same kernel at once.
+
+The key holds everything a tuned result depends on: the kernel's source hash, the call's
+specialization key, the GPU's name, and the torch and Triton versions.
+
+>>> key = CacheKey("3f2a...", "9c1b...", "NVIDIA H100 80GB HBM3", "2.11.0", "3.6.0")  # doctest: +SKIP
+>>> store(key, Config(block_sizes=[1]), time_ms=0.12, effort="quick")             # doctest: +SKIP
+>>> lookup(key).config                                                             # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+from typing import Any
+
+import torch
+
+from tessera import settings
+from tessera.config import Config
+from tessera.exc import TesseraError
+
+FORMAT_VERSION = 1
+EFFORT_RANK = {"none": 0, "given": 1, "quick": 2, "full": 3}
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheKey:
+    source_hash: str
+    specialization: str
+    device_name: str
+    torch_version: str
+    triton_version: str
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(dataclasses.asdict(self), sort_keys=True).encode()).hexdigest()[:32]
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheEntry:
+    config: Config
+    time_ms: float
+    effort: str
+
+
+def device_name(device: torch.device) -> str:
+    """The GPU's marketing name (tuned configs do not carry over between GPU models)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{device.type} (interpret)"
+
+
+def make_key(source_hash: str, specialization: str, device: torch.device) -> CacheKey:
+    return CacheKey(source_hash, specialization, device_name(device), torch.__version__, _triton_version())
+
+
+def _triton_version() -> str:
+    # read from the package metadata: importing triton here would fix its interpreter mode
+    # for the whole process before the first kernel call chose it
+    from importlib import metadata
+    try:
+        return metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def _path(key: CacheKey) -> str:
+    return os.path.join(settings.get("cache_dir"), "autotune", f"{key.digest()}.json")
+
+
+def lookup(key: CacheKey, at_least: str = "none") -> CacheEntry | None:
+    """The stored entry for `key`, if present, intact, ours, and tuned with at least that effort."""
+    try:
+        with open(_path(key), encoding="utf-8") as handle:
+            data = json.load(handle)
+        if data.get("format") != FORMAT_VERSION or data.get("key") != dataclasses.asdict(key):
+            return None
+        entry = CacheEntry(Config(**data["config"]), float(data["time_ms"]), str(data["effort"]))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, TesseraError):
+        return None
+    if EFFORT_RANK.get(entry.effort, -1) < EFFORT_RANK.get(at_least, 0):
+        return None
+    return entry
+
+
+def store(key: CacheKey, config: Config, *, time_ms: float, effort: str) -> str:
+    """Write the entry atomically; returns its path."""
+    path = _path(key)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    data: dict[str, Any] = {"format": FORMAT_VERSION, "key": dataclasses.asdict(key),
+                            "config": config.to_dict(), "time_ms": time_ms, "effort": effort}
+    descriptor, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".entry-", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1, sort_keys=True)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+    return path
+
+
+__all__ = ["CacheEntry", "CacheKey", "device_name", "lookup", "make_key", "store"]

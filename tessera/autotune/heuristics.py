@@ -1,0 +1,138 @@
+"""A good first Config from the problem alone: extents, dtypes and the op mix.
+
+This is what `autotune_effort="none"` runs and where every search starts, so it encodes what is
+known to work on current GPUs for the three kernel families Tessera sees most:
+
+- dot kernels (matmul, bmm, attention): 128-wide output tiles, 64-deep K/key loops, 3 stages;
+  batch-like launch dims that do not feed the dot get block 1 (one program per batch index).
+- row reductions (softmax, norms): whole rows of up to ~4K elements per program, 8 warps for
+  wide rows; rows too wide for registers stream in chunks.
+- elementwise: ~8 KB of each tensor per program (4096 bf16 / 2048 fp32 elements), the contiguous
+  (last) dim widest.
+
+>>> facts = KernelFacts(tunables=(TunableDim(0, 8192, 1, "launch"), TunableDim(1, 8192, 1, "launch")),
+...                     dtypes=(torch.bfloat16,))
+>>> heuristic_config(ConfigSpace.from_facts(facts))
+Config(block_sizes=[4, 1024], num_warps=8, num_stages=1)
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch  # noqa: F401  (the doctest's dtypes)
+
+from tessera.autotune.space import Axis, ConfigSpace, KernelFacts
+from tessera.config import Config
+from tessera.runtime.plan import TunableDim
+
+ELEMENTWISE_BYTES_PER_PROGRAM = 8192
+ROW_ELEMENTS_PER_PROGRAM = 4096
+MAX_INNER_BLOCK = 1024       # widest contiguous block of an elementwise tile
+DOT_OUTPUT_BLOCK = 128
+DOT_REDUCTION_BLOCK = 64
+CHUNK_ROWS_ABOVE = 16384     # rows longer than this stream through a reduction loop
+REDUCTION_CHUNK = 4096
+
+
+def heuristic_config(space: ConfigSpace) -> Config:
+    """The heuristic point of `space` (every axis set), snapped onto the space's choices."""
+    facts = space.facts
+    if facts.uses_dot:
+        wanted = _dot_kernel(facts)
+    elif facts.uses_reduction or any(d.role != "launch" for d in facts.tunables):
+        wanted = _row_kernel(facts)
+    else:
+        wanted = _elementwise_kernel(facts)
+    values = {axis.name: _snap(axis, wanted.get(axis.name, axis.default)) for axis in space.axes}
+    return space.to_config(values)
+
+
+def _dot_kernel(facts: KernelFacts) -> dict[str, Any]:
+    wanted: dict[str, Any] = {}
+    output_blocks = 1
+    for dim in facts.tunables:
+        if dim.role == "launch":
+            block = DOT_OUTPUT_BLOCK if dim.min_block >= 16 else 1
+            output_blocks *= block
+        else:
+            block = DOT_REDUCTION_BLOCK
+        wanted[f"block_sizes[{dim.index}]"] = block
+    wanted["num_warps"] = 8 if output_blocks >= DOT_OUTPUT_BLOCK * DOT_OUTPUT_BLOCK else 4
+    wanted["num_stages"] = 3
+    wanted["l2_grouping"] = 8
+    return wanted
+
+
+def _row_kernel(facts: KernelFacts) -> dict[str, Any]:
+    """Rows of `row` elements reduced per program: few whole rows, or chunks of one long row."""
+    launch = [d for d in facts.tunables if d.role == "launch"]
+    inner = [d for d in facts.tunables if d.role != "launch"]
+    row = _row_length(facts, launch, inner)
+    wanted: dict[str, Any] = {}
+    inner_block = 1
+    for dim in inner:
+        block = min(_ceil_pow2(dim.extent), ROW_ELEMENTS_PER_PROGRAM)
+        wanted[f"block_sizes[{dim.index}]"] = block
+        inner_block *= block
+    elements = inner_block if inner else row  # held by one program at a time
+    rows = max(1, _floor_pow2(ROW_ELEMENTS_PER_PROGRAM // elements))
+    for dim in launch:
+        rows_here = min(rows, _ceil_pow2(dim.extent))
+        wanted[f"block_sizes[{dim.index}]"] = rows_here
+        elements *= rows_here
+        rows = 1  # only the first launch dim packs several rows
+    wanted["num_warps"] = _clamp_pow2(elements // 512, 1, 16)
+    wanted["num_stages"] = 2 if inner else 1
+    for position, extent in enumerate(facts.reduction_extents):
+        wanted[f"reduction_loops[{position}]"] = REDUCTION_CHUNK if extent > CHUNK_ROWS_ABOVE else None
+    return wanted
+
+
+def _row_length(facts: KernelFacts, launch: list[TunableDim], inner: list[TunableDim]) -> int:
+    if facts.reduction_extents:
+        return _ceil_pow2(max(facts.reduction_extents))
+    rows = 1
+    for dim in launch:
+        rows *= max(dim.extent, 1)
+    return _ceil_pow2(max(facts.largest_numel // rows, 1))
+
+
+def _elementwise_kernel(facts: KernelFacts) -> dict[str, Any]:
+    itemsize = min((dtype.itemsize for dtype in facts.dtypes if dtype.is_floating_point), default=4)
+    budget = ELEMENTWISE_BYTES_PER_PROGRAM // itemsize
+    wanted: dict[str, Any] = {}
+    # the last tunable dim is the contiguous one in the usual row-major case: give it the width
+    for position, dim in enumerate(sorted(facts.tunables, key=lambda d: -d.index)):
+        cap = MAX_INNER_BLOCK if position == 0 and len(facts.tunables) > 1 else budget
+        block = max(1, min(_ceil_pow2(dim.extent), cap, budget))
+        wanted[f"block_sizes[{dim.index}]"] = block
+        budget = max(1, budget // block)
+    elements = ELEMENTWISE_BYTES_PER_PROGRAM // itemsize
+    wanted["num_warps"] = _clamp_pow2(elements // 512, 4, 8)
+    wanted["num_stages"] = 1
+    return wanted
+
+
+def _snap(axis: Axis, value: Any) -> Any:
+    """The axis choice closest to `value` (block sizes: nearest power of two within bounds)."""
+    if value in axis.choices:
+        return value
+    numbers = [c for c in axis.choices if isinstance(c, int)]
+    if isinstance(value, int) and numbers:
+        return min(numbers, key=lambda c: (abs(c - value), c))
+    return axis.default
+
+
+def _ceil_pow2(value: int) -> int:
+    return 1 << max(int(value) - 1, 0).bit_length()
+
+
+def _floor_pow2(value: int) -> int:
+    return 1 << (max(int(value), 1).bit_length() - 1)
+
+
+def _clamp_pow2(value: int, low: int, high: int) -> int:
+    return min(max(_floor_pow2(max(value, 1)), low), high)
+
+
+__all__ = ["heuristic_config"]

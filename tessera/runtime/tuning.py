@@ -1,0 +1,124 @@
+"""Which Config a kernel call runs with: given, tuned, cached or heuristic.
+
+One rule, in order:
+1. `config=` on the kernel: that Config, always.
+2. eager mode: the kernel's default Config (eager has nothing to tune).
+3. compiled mode, autotune_effort != "none": per specialization key, the in-memory choice, else
+   the disk cache, else a tuning run (among `configs=` when given), whose result is cached.
+4. otherwise (interpret mode, effort "none"): `configs=[0]` when given, else the heuristic
+   Config for this call's shapes. Interpret mode never tunes: timing the CPU interpreter says
+   nothing about a GPU.
+
+A tuning run that fails entirely warns and falls back to the heuristic Config: tuning must never
+be what breaks a user's call.
+
+>>> config = config_for_call(kernel, "compiled", (x,), {})   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import sys
+import weakref
+from typing import Any
+
+from tessera import exc, settings
+from tessera.config import Config
+
+_chosen: weakref.WeakKeyDictionary[Any, dict[Any, Config]] = weakref.WeakKeyDictionary()
+
+
+def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config:
+    """The Config this call of `kernel` runs with (the hook `Kernel._call` uses)."""
+    given = kernel.settings.config
+    if given is not None:
+        return given
+    if mode == "eager":
+        return kernel.default_config()
+    chosen = _chosen.setdefault(kernel, {})
+    fast_key = _fast_key(kernel, mode, args, kwargs)
+    config = chosen.get(fast_key)
+    if config is None:
+        config = chosen[fast_key] = _choose(kernel, mode, kernel.bind(*args, **kwargs))
+    return config
+
+
+def autotune(kernel: Any, args: tuple, kwargs: dict) -> Config:
+    """Tune now (what `kernel.autotune(*args, **kwargs)` does), store the result, return it.
+
+    Works in interpret mode too (timed by wall clock), so the pipeline runs on CPU-only machines.
+    """
+    bound = kernel.bind(*args, **kwargs)
+    effort = _effort(kernel)
+    config = _tune_and_store(kernel, bound, "quick" if effort == "none" else effort)
+    _chosen.setdefault(kernel, {})[_fast_key(kernel, bound.mode, args, kwargs)] = config
+    return config
+
+
+def heuristic_for(bound: Any) -> Config:
+    """The heuristic Config for a bound kernel (what autotune_effort='none' runs)."""
+    from tessera.autotune.heuristics import heuristic_config
+    from tessera.autotune.space import ConfigSpace
+    return heuristic_config(ConfigSpace.from_plan(bound.plan(Config())))
+
+
+def forget(kernel: Any) -> None:
+    """Drop the in-memory choices of `kernel` (the disk cache stays)."""
+    _chosen.pop(kernel, None)
+
+
+def _choose(kernel: Any, mode: str, bound: Any) -> Config:
+    effort = _effort(kernel)
+    if mode == "compiled" and effort != "none":
+        from tessera.autotune import disk_cache
+        key = disk_cache.make_key(kernel.source_hash, bound.specialization_key(), bound.device)
+        wanted = "given" if kernel.settings.configs else effort
+        entry = disk_cache.lookup(key, at_least=wanted)
+        if entry is not None:
+            _log(f"{kernel.fn.__name__}: disk cache hit: {entry.config} ({entry.time_ms:.4g} ms, {entry.effort})")
+            return entry.config
+        try:
+            return _tune_and_store(kernel, bound, effort)
+        except exc.AutotuneError as error:
+            print(f"[tessera] warning: {error.detail}; running the heuristic config instead", file=sys.stderr)
+    if kernel.settings.configs:
+        return kernel.settings.configs[0]
+    try:
+        return heuristic_for(bound)
+    except Exception as error:  # noqa: BLE001 - the real call reports the kernel's own error
+        _log(f"{kernel.fn.__name__}: no heuristic config ({type(error).__name__}); using the default")
+        return kernel.default_config()
+
+
+def _tune_and_store(kernel: Any, bound: Any, effort: str) -> Config:
+    from tessera.autotune import disk_cache
+    from tessera.autotune.pipeline import decorator_line, tune
+    configs = list(kernel.settings.configs)
+    result = tune(bound, effort=effort, budget_seconds=kernel.settings.autotune_budget_seconds,
+                  seeds=configs or None, only_seeds=bool(configs))
+    key = disk_cache.make_key(kernel.source_hash, bound.specialization_key(), bound.device)
+    disk_cache.store(key, result.config, time_ms=result.time_ms, effort="given" if configs else effort)
+    tried = len(result.search.trials)
+    failed = sum(result.failures.values())
+    print(f"[tessera] autotuned {kernel.fn.__name__} in {result.seconds:.1f} s ({tried} candidates, {failed} "
+          f"failed): {result.time_ms:.4g} ms. To skip tuning, hard-code it:\n    {decorator_line(result.config)}",
+          file=sys.stderr)
+    return result.config
+
+
+def _effort(kernel: Any) -> str:
+    return settings.get("autotune_effort") or kernel.settings.autotune_effort
+
+
+def _fast_key(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Any:
+    """A cheap per-call key with the same meaning as `BoundKernel.specialization_key()` (no hashing)."""
+    from tessera.runtime.bound import _argument_key
+    static = kernel.settings.static_shapes
+    return (mode, tuple(_argument_key(a, static) for a in args),
+            tuple((k, _argument_key(v, static)) for k, v in sorted(kwargs.items())))
+
+
+def _log(message: str) -> None:
+    if settings.log_enabled("autotune"):
+        print(f"[tessera autotune] {message}", file=sys.stderr)
+
+
+__all__ = ["autotune", "config_for_call", "forget", "heuristic_for"]

@@ -1,0 +1,377 @@
+"""The autotuner: its space, heuristics, search, fault-proof pipeline, accuracy gate and disk cache.
+
+Everything runs on the CPU: the pipeline in interpret mode with wall-clock timing, faults
+injected by the worker setups in `autotune_fakes.py`.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+import tessera
+from tessera import exc, settings
+from tessera.autotune import disk_cache
+from tessera.autotune.bench_worker import BenchSetup, BenchTask, accuracy_error, bench_worker_setup
+from tessera.autotune.heuristics import heuristic_config
+from tessera.autotune.pipeline import CandidateRunner, TuneOptions, _Candidate, decorator_line, tune
+from tessera.autotune.search import search
+from tessera.autotune.space import ConfigSpace, KernelFacts
+from tessera.autotune.workers import WorkerGroup
+from tessera.config import Config
+from tessera.runtime import tuning
+from tessera.runtime.plan import TunableDim
+
+import autotune_fakes
+from examples.add import add
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path):
+    with settings.override(cache_dir=str(tmp_path / "cache")):
+        yield
+
+
+def matmul_facts() -> KernelFacts:
+    return KernelFacts(tunables=(TunableDim(0, 4096, 16, "launch"), TunableDim(1, 4096, 16, "launch"),
+                                 TunableDim(2, 4096, 16, "loop")),
+                       launch_dims=(2,), dtypes=(torch.bfloat16,), uses_dot=True)
+
+
+def softmax_facts(rows: int = 8192, width: int = 4096) -> KernelFacts:
+    return KernelFacts(tunables=(TunableDim(0, rows, 1, "launch"),), launch_dims=(1,),
+                       dtypes=(torch.bfloat16,), uses_reduction=True, largest_numel=rows * width)
+
+
+# ---------------------------------------------------------------------------------------------
+# The space
+# ---------------------------------------------------------------------------------------------
+
+def test_block_sizes_range_over_powers_of_two_from_the_smallest_legal_block_to_the_extent():
+    space = ConfigSpace.from_facts(KernelFacts(tunables=(TunableDim(0, 100, 16, "launch"),)))
+    assert space.axis("block_sizes[0]").choices == (16, 32, 64, 128)
+
+
+def test_loop_orders_and_l2_grouping_appear_only_for_multi_dim_tile_loops():
+    two_dims = ConfigSpace.from_facts(matmul_facts())
+    assert two_dims.axis("loop_orders[0]").choices == ([0, 1], [1, 0])
+    assert "l2_grouping" in {axis.key for axis in two_dims.axes}
+    one_dim = ConfigSpace.from_facts(softmax_facts())
+    assert not {"loop_orders", "l2_grouping"} & {axis.key for axis in one_dim.axes}
+
+
+def test_reduction_loops_offer_one_block_or_power_of_two_chunks():
+    facts = KernelFacts(tunables=(), reduction_extents=(1000,))
+    space = ConfigSpace.from_facts(facts, enabled={"reduction_loops"})
+    assert space.axis("reduction_loops[0]").choices == (None, 32, 64, 128, 256, 512)
+
+
+def test_keys_the_backend_does_not_honour_stay_out_of_the_space():
+    space = ConfigSpace.from_facts(matmul_facts(), enabled={"block_sizes", "num_warps"})
+    assert {axis.key for axis in space.axes} == {"block_sizes", "num_warps"}
+
+
+def test_validation_names_the_block_size_that_is_too_small_for_a_dot():
+    space = ConfigSpace.from_facts(matmul_facts())
+    with pytest.raises(exc.ConfigError, match=r"block_sizes\[2\]=8 .*smallest legal block is 16"):
+        space.validate(Config(block_sizes=[64, 64, 8]))
+
+
+def test_validation_names_a_wrong_number_of_block_sizes():
+    space = ConfigSpace.from_facts(matmul_facts())
+    with pytest.raises(exc.ConfigError, match="block_sizes has 2 entries, but this kernel has 3"):
+        space.validate(Config(block_sizes=[64, 64]))
+
+
+def test_validation_names_a_loop_order_for_a_loop_the_kernel_does_not_have():
+    space = ConfigSpace.from_facts(matmul_facts())
+    with pytest.raises(exc.ConfigError, match=r"loop_orders\[0\]=\[0, 1, 2\]"):
+        space.validate(Config(loop_orders=[[0, 1, 2]]))
+
+
+def test_config_rejects_malformed_values_of_the_new_keys_by_name():
+    with pytest.raises(exc.ConfigError, match="l2_grouping=3"):
+        Config(l2_grouping=3)
+    with pytest.raises(exc.ConfigError, match=r"loop_orders\[0\]=\[0, 0\]"):
+        Config(loop_orders=[[0, 0]])
+    with pytest.raises(exc.ConfigError, match="pid_type='spiral'"):
+        Config(pid_type="spiral")
+
+
+def test_neighbours_move_one_axis_one_step():
+    space = ConfigSpace.from_facts(softmax_facts(rows=64), enabled={"block_sizes", "num_warps"})
+    center = Config(block_sizes=[4], num_warps=4)
+    assert list(space.neighbors(center)) == [Config(block_sizes=[2], num_warps=4), Config(block_sizes=[8], num_warps=4),
+                                             Config(block_sizes=[4], num_warps=2), Config(block_sizes=[4], num_warps=8)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Heuristics
+# ---------------------------------------------------------------------------------------------
+
+def test_heuristic_for_a_large_bf16_add_gives_each_program_8_kb_per_tensor():
+    facts = KernelFacts(tunables=(TunableDim(0, 8192, 1, "launch"), TunableDim(1, 8192, 1, "launch")),
+                        launch_dims=(2,), dtypes=(torch.bfloat16,), largest_numel=8192 * 8192)
+    config = heuristic_config(ConfigSpace.from_facts(facts))
+    assert config["block_sizes"] == [4, 1024] and config["num_warps"] == 8
+
+
+def test_heuristic_for_softmax_rows_of_4096_takes_one_row_per_program_with_8_warps():
+    config = heuristic_config(ConfigSpace.from_facts(softmax_facts()))
+    assert config["block_sizes"] == [1] and config["num_warps"] == 8
+
+
+def test_heuristic_for_a_bf16_matmul_uses_128_by_128_tiles_and_a_64_deep_k_loop():
+    config = heuristic_config(ConfigSpace.from_facts(matmul_facts()))
+    assert config["block_sizes"] == [128, 128, 64]
+    assert (config["num_warps"], config["num_stages"], config["l2_grouping"]) == (8, 3, 8)
+
+
+def test_heuristic_blocks_never_exceed_a_small_extent_rounded_up_to_a_power_of_two():
+    facts = KernelFacts(tunables=(TunableDim(0, 5, 1, "launch"), TunableDim(1, 3, 1, "launch")), launch_dims=(2,))
+    assert heuristic_config(ConfigSpace.from_facts(facts))["block_sizes"] == [8, 4]
+
+
+# ---------------------------------------------------------------------------------------------
+# Search
+# ---------------------------------------------------------------------------------------------
+
+def _bowl(config: Config) -> float:
+    """A cost with its minimum at block_sizes=[128, 64, 32], num_warps=4."""
+    blocks = config["block_sizes"]
+    return (1 + abs(blocks[0].bit_length() - 8) + abs(blocks[1].bit_length() - 7) + abs(blocks[2].bit_length() - 6)
+            + abs(config["num_warps"].bit_length() - 3) + 0.1 * config["num_stages"])
+
+
+def _run_search(effort: str, seed: int, budget: float = 1e9):
+    space = ConfigSpace.from_facts(matmul_facts(), enabled={"block_sizes", "num_warps", "num_stages"})
+    clock = iter(range(10 ** 6))
+    return search(space, lambda configs, deadline: [_bowl(c) for c in configs], effort=effort,
+                  seeds=[heuristic_config(space)], budget_seconds=budget, seed=seed, clock=lambda: next(clock))
+
+
+def test_search_with_the_same_seed_visits_the_same_configs_in_the_same_order():
+    first, second = _run_search("full", seed=7), _run_search("full", seed=7)
+    assert [t.config for t in first.trials] == [t.config for t in second.trials]
+
+
+def test_search_with_another_seed_draws_another_population():
+    assert [t.config for t in _run_search("full", 1).trials] != [t.config for t in _run_search("full", 2).trials]
+
+
+def test_full_search_finds_the_bottom_of_a_bowl():
+    result = _run_search("full", seed=0)
+    assert result.best == Config(block_sizes=[128, 64, 32], num_warps=4, num_stages=1)
+
+
+def test_quick_search_stays_small_and_improves_on_the_seed():
+    result = _run_search("quick", seed=0)
+    assert len(result.trials) <= 30
+    assert result.best_ms < _bowl(result.trials[0].config)
+
+
+def test_search_stops_when_the_budget_is_spent():
+    result = _run_search("full", seed=0, budget=3)  # the fake clock ticks once per batch
+    assert len(result.trials) < len(_run_search("full", seed=0).trials)
+
+
+def test_settings_declare_the_autotune_seed():
+    with settings.override(autotune_seed=11):
+        assert settings.get("autotune_seed") == 11
+
+
+# ---------------------------------------------------------------------------------------------
+# Workers: faults never reach the parent
+# ---------------------------------------------------------------------------------------------
+
+def test_worker_group_reports_errors_timeouts_and_crashes_and_keeps_working():
+    group = WorkerGroup("test", 2, setup=autotune_fakes.echo_setup, payload="p", task_timeout=60)
+    try:
+        group.start()
+        group.submit(0, "a")
+        assert [o.kind for o in group.wait_all(timeout=120)] == ["ok"]  # both workers are up now
+        group.task_timeout = 2
+        outcomes = {o.task_id: o for o in _run_all(group, {1: "raise", 2: "crash", 3: "hang", 4: "b", 5: "c"})}
+        assert {k: o.kind for k, o in outcomes.items()} == {1: "error", 2: "crash", 3: "timeout", 4: "ok", 5: "ok"}
+        assert "ValueError: boom" in outcomes[1].message
+        assert outcomes[2].message.endswith("(code 5)")
+        assert (outcomes[4].value, outcomes[5].value) == (("p", "b"), ("p", "c"))
+    finally:
+        group.close()
+
+
+def test_a_worker_that_cannot_start_fails_its_tasks_instead_of_restarting_forever():
+    group = WorkerGroup("broken", 1, setup=autotune_fakes.failing_setup, payload=None, task_timeout=20)
+    try:
+        outcomes = _run_all(group, {0: "a", 1: "b"})
+        assert sorted((o.task_id, o.kind) for o in outcomes) == [(0, "error"), (1, "error")]
+        assert "injected setup failure" in outcomes[0].message
+    finally:
+        group.close()
+
+
+def _run_all(group: WorkerGroup, tasks: dict) -> list:
+    for task_id, task in tasks.items():
+        group.submit(task_id, task)
+    return group.wait_all(timeout=120)
+
+
+def test_pipeline_skips_every_kind_of_failing_candidate_and_returns_a_working_one():
+    x, y = torch.randn(8, 16), torch.randn(8, 16)
+    seeds = [Config(block_sizes=[8, 16], num_warps=1),                 # compile error
+             Config(block_sizes=[8, 16], num_warps=2),                 # compile hangs
+             Config(block_sizes=[8, 16], num_warps=16),                # bench worker dies
+             Config(block_sizes=[8, 16], num_warps=4, num_stages=3),   # kernel raises
+             Config(block_sizes=[8, 16], num_warps=4, num_stages=4),   # wrong result
+             Config(block_sizes=[4, 16], num_warps=8, num_stages=1)]   # fine
+    options = TuneOptions(compile_workers=2, compile_timeout_s=3, run_timeout_s=30, rep_ms=1, final_rep_ms=1,
+                          compile_setup=autotune_fakes.faulty_compile_setup,
+                          bench_setup=autotune_fakes.faulty_bench_setup, progress=False)
+    result = tune(add.bind(x, y), effort="quick", budget_seconds=120, seeds=seeds, only_seeds=True, options=options)
+    assert result.config["block_sizes"] == [4, 16]
+    assert result.failures == {"compile": 1, "timeout": 1, "crash": 1, "error": 1, "wrong": 1}
+
+
+def test_pipeline_raises_a_clear_error_when_every_candidate_fails(monkeypatch):
+    def every_candidate_fails(self, configs, deadline):
+        for config in configs:
+            self.candidates[len(self.candidates)] = _Candidate(config, status="compile")
+        return [None] * len(configs)
+
+    monkeypatch.setattr(CandidateRunner, "start", lambda self: None)
+    monkeypatch.setattr(CandidateRunner, "evaluate", every_candidate_fails)
+    with pytest.raises(exc.AutotuneError, match=r"every autotuning candidate of add failed \(2 compile\)"):
+        tune(add.bind(torch.randn(4, 4), torch.randn(4, 4)), effort="none", budget_seconds=60,
+             seeds=[Config(block_sizes=[4, 4]), Config(block_sizes=[2, 4])], only_seeds=True,
+             options=TuneOptions(progress=False))
+
+
+def test_quick_tuning_runs_end_to_end_on_the_cpu_interpreter():
+    x, y = torch.randn(16, 32), torch.randn(16, 32)
+    options = TuneOptions(compile_workers=1, rep_ms=1, final_rep_ms=1, progress=False)
+    result = tune(add.bind(x, y), effort="quick", budget_seconds=60, options=options)
+    assert result.failures.get("wrong", 0) == 0
+    assert len(result.search.trials) > 3
+    torch.testing.assert_close(add.bind(x, y).run(result.config), x + y)
+
+
+# ---------------------------------------------------------------------------------------------
+# Accuracy gate
+# ---------------------------------------------------------------------------------------------
+
+def test_accuracy_gate_scales_its_tolerance_with_the_output_magnitude():
+    want = torch.randn(1000, dtype=torch.float32) * 1e6
+    assert accuracy_error([want * (1 + 1e-4)], [want])[0] <= 1
+    assert accuracy_error([want + 1e5], [want])[0] > 1
+
+
+def test_accuracy_gate_rejects_misplaced_nans_and_wrong_shapes():
+    want = torch.tensor([1.0, float("nan")])
+    assert accuracy_error([torch.tensor([1.0, float("nan")])], [want])[0] <= 1
+    assert accuracy_error([torch.tensor([float("nan"), 1.0])], [want])[0] > 1
+    assert accuracy_error([torch.zeros(3)], [torch.zeros(2)])[0] == float("inf")
+
+
+def test_accuracy_gate_rejects_a_candidate_that_writes_nothing_into_an_output_holding_the_answer():
+    reference = torch.arange(8, dtype=torch.float32)
+    output = reference.clone()  # memory reused from an earlier, correct candidate
+    handle = bench_worker_setup(BenchSetup("interpret", [], [reference]))
+    result = handle(BenchTask(launches=[], results=[output], check=True, rep_ms=1))
+    assert result.time_ms is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Disk cache and the call-time rule
+# ---------------------------------------------------------------------------------------------
+
+KEY = disk_cache.CacheKey("source", "spec", "GPU", "torch", "triton")
+
+
+def test_disk_cache_misses_then_hits_what_was_stored():
+    assert disk_cache.lookup(KEY) is None
+    disk_cache.store(KEY, Config(block_sizes=[64], loop_orders=[[1, 0]]), time_ms=1.5, effort="quick")
+    entry = disk_cache.lookup(KEY)
+    assert entry.config == Config(block_sizes=[64], loop_orders=[[1, 0]]) and entry.time_ms == 1.5
+
+
+def test_disk_cache_entry_tuned_with_less_effort_does_not_satisfy_a_full_request():
+    disk_cache.store(KEY, Config(block_sizes=[64]), time_ms=1.0, effort="quick")
+    assert disk_cache.lookup(KEY, at_least="full") is None
+
+
+def test_disk_cache_ignores_a_corrupted_entry_and_a_rewrite_repairs_it():
+    path = disk_cache.store(KEY, Config(block_sizes=[64]), time_ms=1.0, effort="quick")
+    with open(path, "w") as handle:
+        handle.write('{"format": 1, "key": ')
+    assert disk_cache.lookup(KEY) is None
+    disk_cache.store(KEY, Config(block_sizes=[32]), time_ms=1.0, effort="quick")
+    assert disk_cache.lookup(KEY).config == Config(block_sizes=[32])
+    assert [name for name in os.listdir(os.path.dirname(path)) if name.endswith(".tmp")] == []
+
+
+def test_disk_cache_ignores_a_foreign_entry_under_its_file_name():
+    path = disk_cache.store(KEY, Config(block_sizes=[64]), time_ms=1.0, effort="quick")
+    with open(path) as handle:
+        data = json.load(handle)
+    data["key"]["device_name"] = "another GPU"
+    with open(path, "w") as handle:
+        json.dump(data, handle)
+    assert disk_cache.lookup(KEY) is None
+
+
+def test_disk_cache_ignores_an_entry_whose_config_no_longer_validates():
+    path = disk_cache.store(KEY, Config(block_sizes=[64]), time_ms=1.0, effort="quick")
+    with open(path) as handle:
+        data = json.load(handle)
+    data["config"]["num_warps"] = 3
+    with open(path, "w") as handle:
+        json.dump(data, handle)
+    assert disk_cache.lookup(KEY) is None
+
+
+def test_a_second_process_reuses_the_tuned_config_from_disk_without_tuning(monkeypatch):
+    kernel = tessera.kernel(add.fn)
+    x = torch.randn(8, 8)
+    calls = []
+
+    def fake_tune(bound, **options):
+        calls.append(options)
+        from tessera.autotune.search import SearchResult
+        from tessera.autotune.pipeline import TuneResult
+        return TuneResult(Config(block_sizes=[8, 8], num_warps=2), 0.5, SearchResult(None, 0.5, []), {}, 0.1)
+
+    monkeypatch.setattr("tessera.autotune.pipeline.tune", fake_tune)
+    first = tuning._choose(kernel, "compiled", kernel.bind(x, x))
+    tuning.forget(kernel)  # what a new process starts with
+    second = tuning._choose(kernel, "compiled", kernel.bind(x, x))
+    assert first == second == Config(block_sizes=[8, 8], num_warps=2)
+    assert len(calls) == 1
+
+
+def test_a_kernel_with_a_config_runs_it_without_tuning():
+    config = Config(block_sizes=[4, 4])
+    kernel = tessera.kernel(config=config)(add.fn)
+    assert tuning.config_for_call(kernel, "compiled", (torch.randn(4, 4), torch.randn(4, 4)), {}) is config
+
+
+def test_interpret_mode_never_tunes_and_runs_the_heuristic_config():
+    kernel = tessera.kernel(add.fn)
+    x = torch.randn(8, 2048)
+    chosen = tuning.config_for_call(kernel, "interpret", (x, x), {})
+    assert chosen == tuning.heuristic_for(kernel.bind(x, x))
+    assert chosen["block_sizes"] == [2, 1024]
+
+
+def test_interpret_mode_with_configs_runs_the_first_one():
+    configs = [Config(block_sizes=[2, 2]), Config(block_sizes=[4, 4])]
+    kernel = tessera.kernel(configs=configs)(add.fn)
+    assert tuning.config_for_call(kernel, "interpret", (torch.randn(4, 4), torch.randn(4, 4)), {}) == configs[0]
+
+
+def test_the_decorator_line_is_valid_python_that_rebuilds_the_config():
+    config = Config(block_sizes=[64, 32], num_warps=4, pid_type="xyz", loop_orders=[[1, 0]])
+    line = decorator_line(config)
+    assert line.startswith("@tessera.kernel(config=tessera.Config(")
+    assert eval(line[len("@tessera.kernel(config="):-1], {"tessera": tessera}) == config
