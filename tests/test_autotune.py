@@ -332,6 +332,7 @@ def test_disk_cache_ignores_an_entry_whose_config_no_longer_validates():
 
 
 def test_a_second_process_reuses_the_tuned_config_from_disk_without_tuning(monkeypatch):
+    monkeypatch.setenv("TESSERA_AUTOTUNE_EFFORT", "quick")  # conftest turns tuning off for other tests
     kernel = tessera.kernel(add.fn)
     x = torch.randn(8, 8)
     calls = []

@@ -32,12 +32,21 @@ def row_sums(x: torch.Tensor) -> torch.Tensor:
 
 def test_dynamic_sizes_share_one_variant(device: torch.device) -> None:
     kernel = tessera.kernel(doubled)
-    rows = [1, 2, 3, 7, 13, 32, 33, 64, 100]
+    rows = [2, 3, 7, 13, 32, 33, 64, 100, 2]
     for m in rows:
         x = torch.randn(m, 8, device=device)
         torch.testing.assert_close(kernel(x), x * 2)
     info = kernel.cache_info()
     assert (info.variants, info.misses, info.hits) == (1, 1, len(rows) - 1)
+
+
+def test_size_one_gets_its_own_config_and_variant(device: torch.device) -> None:
+    # Sizes 0, 1 and >= 2 are the buckets a chosen Config is kept for (as in Helion).
+    kernel = tessera.kernel(doubled)
+    for m in (5, 1, 9, 1):
+        x = torch.randn(m, 8, device=device)
+        torch.testing.assert_close(kernel(x), x * 2)
+    assert kernel.cache_info().variants == 2
 
 
 def test_static_shapes_compiles_one_variant_per_shape(device: torch.device) -> None:

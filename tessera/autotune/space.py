@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator
 
 import torch
 
-from tessera.config import INDEXING_STRATEGIES, PID_TYPES, Config, _is_power_of_two
+from tessera.config import default_block_size, INDEXING_STRATEGIES, PID_TYPES, Config, _is_power_of_two
 from tessera.exc import ConfigError
 from tessera.runtime.plan import KernelPlan, TunableDim
 
@@ -191,7 +191,9 @@ class ConfigSpace:
             else:
                 lists.setdefault(axis.key, {})[axis.position] = values[axis.name]
         for key, entries in lists.items():
-            config[key] = [entries[i] for i in sorted(entries)]
+            # a slot this call never reached (a branch not taken) keeps the default block size
+            filler = default_block_size() if key == "block_sizes" else None
+            config[key] = [entries.get(i, filler) for i in range(max(entries) + 1)]
         return Config(**config)
 
     def values_of(self, config: Config) -> dict[str, Any]:
@@ -213,8 +215,9 @@ class ConfigSpace:
     def validate(self, config: Config) -> None:
         """Raise a ConfigError naming the first key whose value this kernel cannot use."""
         blocks = config.get("block_sizes")
-        expected = sum(1 for axis in self.axes if axis.key == "block_sizes")
-        if blocks is not None and len(blocks) != expected:
+        positions = [axis.position for axis in self.axes if axis.key == "block_sizes"]
+        expected = max(positions) + 1 if positions else 0
+        if blocks is not None and len(blocks) < expected:
             raise ConfigError(f"block_sizes has {len(blocks)} entries, but this kernel has {expected} "
                               "tunable tile dims", hint="give one block size per tunable tile dimension, "
                               "in the order the kernel's source meets them")

@@ -45,6 +45,13 @@ class BlockSlotTable:
         return sum(other.count if other.count is not None else 1
                    for other in self._sites.values() if other.order < info.order)
 
+    def copy(self) -> BlockSlotTable:
+        """An independent table with the same sites; counts learned at run time stay per copy."""
+        table = BlockSlotTable([])
+        table._sites = {site: _SiteInfo(info.order, info.count) for site, info in self._sites.items()}
+        table._dynamic_order = self._dynamic_order
+        return table
+
     def known_count(self) -> int:
         """Number of block sizes the source declares (dims not visible in the source count 1)."""
         return sum(info.count if info.count is not None else 1 for info in self._sites.values())

@@ -20,8 +20,18 @@ _INTERNAL_PREFIXES: tuple[str, ...] = (
 _INTERNAL_MARKERS: tuple[str, ...] = (os.sep + "torch" + os.sep, os.sep + "triton" + os.sep, "<frozen ")
 
 
+_INTERNAL_FILES: dict[str, bool] = {}
+
+
 def is_internal_file(filename: str) -> bool:
     """True for files that belong to Tessera, the standard library, torch or triton."""
+    known = _INTERNAL_FILES.get(filename)
+    if known is None:
+        known = _INTERNAL_FILES[filename] = _is_internal_path(filename)
+    return known
+
+
+def _is_internal_path(filename: str) -> bool:
     path = os.path.abspath(filename) if not filename.startswith("<") else filename
     if path.startswith(_INTERNAL_PREFIXES):
         return True
@@ -66,10 +76,9 @@ class SourceLocation:
     def from_frame(frame: types.FrameType) -> SourceLocation:
         code = frame.f_code
         col, end_col = 0, None
-        positions = list(code.co_positions())
-        index = frame.f_lasti // 2
-        if 0 <= index < len(positions):
-            _, end_line, start, end = positions[index]
+        position = code_position(code, frame.f_lasti)
+        if position is not None:
+            _, end_line, start, end = position
             if start is not None:
                 col = start
                 end_col = end if end_line == frame.f_lineno else None
@@ -82,6 +91,19 @@ class SourceLocation:
                 outer = outer.f_back
             function = outer.f_code.co_name
         return SourceLocation(code.co_filename, frame.f_lineno, col, end_col, function)
+
+
+_POSITIONS: dict[tuple[types.CodeType, int], tuple | None] = {}
+
+
+def code_position(code: types.CodeType, lasti: int) -> tuple | None:
+    """(line, end_line, col, end_col) of the instruction at `lasti`, cached (hl.tile asks per call)."""
+    key = (code, lasti)
+    if key not in _POSITIONS:
+        positions = list(code.co_positions())
+        index = lasti // 2
+        _POSITIONS[key] = positions[index] if 0 <= index < len(positions) else None
+    return _POSITIONS[key]
 
 
 def user_frame(skip: int = 1) -> types.FrameType | None:

@@ -13,7 +13,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from tessera import exc
-from tessera.frontend.location import is_internal_file, user_location
+from tessera.frontend.location import code_position, is_internal_file, user_location
 from tessera.runtime import interpreter
 
 Extent = Any  # an int, a 0-d integer tensor, a runtime scalar, or a symbolic size
@@ -80,9 +80,8 @@ def _call_site() -> tuple[str, int, int] | None:
         frame = frame.f_back
     if frame is None:
         return None
-    positions = list(frame.f_code.co_positions())
-    index = frame.f_lasti // 2
-    line, _, col, _ = positions[index] if 0 <= index < len(positions) else (frame.f_lineno, 0, 0, 0)
+    position = code_position(frame.f_code, frame.f_lasti)
+    line, _, col, _ = position if position is not None else (frame.f_lineno, 0, 0, 0)
     return (frame.f_code.co_filename, line or frame.f_lineno, col or 0)
 
 

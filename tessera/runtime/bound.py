@@ -21,8 +21,10 @@ from tessera.runtime.plan import KernelPlan, LaunchRecord
 
 
 def _size_bucket(size: int) -> int:
-    """Sizes in one power-of-two bucket share a tuned config."""
-    return 0 if size <= 0 else 1 << (size - 1).bit_length()
+    """Sizes 0, 1 and >= 2 are the buckets that share a chosen config (as Helion does): a config
+    serves every dynamic size, so one compiled variant does too; `static_shapes` or
+    `mark_static` pin exact sizes where a config per size is wanted."""
+    return min(max(size, 0), 2)
 
 
 def _argument_key(value: Any, static_shapes: bool) -> Any:

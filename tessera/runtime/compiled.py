@@ -25,6 +25,8 @@ from tessera.frontend.block_slots import BlockSlotTable
 from tessera.frontend.location import user_location
 from tessera.language.constexpr import SpecializedInt
 from tessera.language.tile import TileRange
+from tessera.runtime import eager_state, interpreter
+from tessera.runtime.eager import EagerInterpreter
 from tessera.runtime.marking import static_dims
 from tessera.runtime.plan import LaunchRecord, TunableDim
 from tessera.trace.proxy import TensorProxy
@@ -52,22 +54,30 @@ class Variant:
     locations: dict[int, Any] = dataclasses.field(default_factory=dict)  # generated line -> kernel line
     launch_location: Any = None
     launched: bool = False
+    launcher: Any = None  # compiled mode: a TritonLauncher, so repeat launches skip JITFunction.run
 
 
 def _needs_int64(tensor: torch.Tensor) -> bool:
-    if tensor.numel() == 0:
+    numel = tensor.numel()
+    if numel == 0:
         return False
-    reach = sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride()))
-    return reach > _INT32_LIMIT or tensor.numel() > _INT32_LIMIT
+    if numel > _INT32_LIMIT:
+        return True
+    reach = 0
+    for size, stride in zip(tensor.shape, tensor.stride()):
+        reach += (size - 1) * abs(stride)
+    return reach > _INT32_LIMIT
 
 
 def value_key(value: Any, static_shapes: bool) -> Any:
     """The part of the cache key one captured value contributes (see README, 'Cache key')."""
     if isinstance(value, torch.Tensor):
-        pinned = tuple(range(value.dim())) if static_shapes else static_dims(value)
-        return ("tensor", value.dtype, value.dim(), tuple(s == 1 for s in value.stride()),
-                _needs_int64(value), tuple((d, value.size(d), value.stride(d)) for d in pinned),
-                value.data_ptr() % 16 == 0)
+        # shape and stride are read once as tuples: each value.size(d) is a call into torch
+        strides = value.stride()
+        pinned = tuple(range(len(strides))) if static_shapes else static_dims(value)
+        return ("tensor", value.dtype, len(strides), tuple([s == 1 for s in strides]), _needs_int64(value),
+                tuple([(d, value.shape[d], strides[d]) for d in pinned]) if pinned else (),
+                value.data_ptr() & 15 == 0)
     if isinstance(value, SpecializedInt):
         return ("const", int(value))
     if isinstance(value, bool) or value is None or isinstance(value, (str, torch.dtype)):
@@ -151,10 +161,17 @@ def _argument_values(names: tuple[str, ...], values: list[Any], tile_range: Tile
     result: list[Any] = []
     for value in values:
         if isinstance(value, torch.Tensor):
-            pinned = set(range(value.dim())) if static_shapes else set(static_dims(value))
             result.append(value)
-            result.extend(value.size(d) for d in range(value.dim()) if d not in pinned)
-            result.extend(value.stride(d) for d in range(value.dim()) if d not in pinned and value.stride(d) != 1)
+            if static_shapes:
+                continue
+            pinned = static_dims(value)
+            sizes, strides = value.shape, value.stride()
+            if not pinned:
+                result.extend(sizes)
+                result.extend([s for s in strides if s != 1])
+                continue
+            result.extend([s for d, s in enumerate(sizes) if d not in pinned])
+            result.extend([s for d, s in enumerate(strides) if d not in pinned and s != 1])
         elif isinstance(value, bool) or isinstance(value, SpecializedInt):
             continue
         elif isinstance(value, int):
@@ -218,8 +235,8 @@ class CompiledRunner:
                tuple(value_key(v, static_shapes) for v in values))
         arguments = _argument_values(names, values, tile_range, static_shapes)
         variants = self.store.variants.setdefault(key, [])
+        symbol_values = [a for a in arguments if not isinstance(a, torch.Tensor)]
         for variant in variants:
-            symbol_values = [a for a in arguments if not isinstance(a, torch.Tensor)]
             if variant.guard(*symbol_values):
                 self.store.hits += 1
                 return self._run(variant, arguments, symbol_values)
@@ -232,30 +249,35 @@ class CompiledRunner:
                 location=user_location(),
                 hint="shapes or dtypes change on every call; pass sizes as runtime values (avoid static_shapes "
                      "/ hl.specialize on changing values) or raise max_variants=")
-        if settings.log_enabled("recompiles"):
+        if settings.log_enabled("recompiles") and self.store is self.kernel.store:  # not planning/tuning runs
             reason = "first compile" if not variants else "guards failed: " + "; ".join(variants[-1].guard_text)
             print(f"[tessera] compiling {self.kernel.fn.__name__} variant {total + 1} ({reason})", file=sys.stderr)
         variants.append(variant)
-        symbol_values = [a for a in arguments if not isinstance(a, torch.Tensor)]
         self._run(variant, arguments, symbol_values)
 
     def _run(self, variant: Variant, arguments: list[Any], symbol_values: list[Any]) -> None:
-        for dim in variant.tunables:
-            known = self.tunables.get(dim.index)
-            if known is None or known.extent < dim.extent:
-                self.tunables[dim.index] = dim
         grid = variant.grid(*symbol_values)
         if self.recorder is not None:
+            for dim in variant.tunables:  # only plans report tunables
+                known = self.tunables.get(dim.index)
+                if known is None or known.extent < dim.extent:
+                    self.tunables[dim.index] = dim
             self.recorder.append(LaunchRecord(variant.path, variant.function.__name__, tuple(arguments),
                                               grid, variant.num_warps, variant.num_stages))
             return
         if min(grid) <= 0:
             return
+        if variant.launched and variant.launcher is not None:
+            variant.launcher.launch(grid, arguments)  # the hit path: no JITFunction.run
+            return
         if variant.launched and self.mode == "compiled":
             variant.function[grid](*arguments, num_warps=variant.num_warps, num_stages=variant.num_stages)
             return
         try:  # the first launch compiles; the interpreter runs Python: both can fail in our code
-            variant.function[grid](*arguments, num_warps=variant.num_warps, num_stages=variant.num_stages)
+            if variant.launcher is not None:  # goes through JITFunction.run and keeps the binary
+                variant.launcher.launch(grid, arguments)
+            else:
+                variant.function[grid](*arguments, num_warps=variant.num_warps, num_stages=variant.num_stages)
         except exc.TesseraError:
             raise
         except Exception as error:
@@ -282,12 +304,19 @@ class CompiledRunner:
         order = binding.symbol_order
         sizes = host_grid(mapping, program_count_exprs(tracer.grid_dims), _programs_cap(self.mode))
         grid = sympy.lambdify(order, sizes, modules="math")
+        num_warps, num_stages = int(self.config.get("num_warps", 4)), int(self.config.get("num_stages", 2))
+        launcher = None
+        if self.mode == "compiled":
+            from tessera.runtime.launcher import TritonLauncher
+            # value_key already fixes each tensor's dtype and 16-byte alignment
+            launcher = TritonLauncher(function, num_warps, num_stages, key_pointers=False)
         return Variant(
             guard=binding.symbols.guard_checker(order), symbols=order, function=function,
             grid=_int_result(grid), source=source, path=path,
-            num_warps=int(self.config.get("num_warps", 4)), num_stages=int(self.config.get("num_stages", 2)),
+            num_warps=num_warps, num_stages=num_stages,
             guard_text=[reason for _, reason in binding.symbols.guards],
-            tunables=tracer.tunable_dims(), locations=locations, launch_location=user_location())
+            tunables=tracer.tunable_dims(), locations=locations, launch_location=user_location(),
+            launcher=launcher)
 
 
 def _int_result(function: Callable[..., Any]) -> Callable[..., tuple[int, ...]]:
@@ -446,11 +475,25 @@ def device_if_helper(condition: Any, then_body: Callable[..., tuple], else_body:
     return then_body(*values) if condition else else_body(*values)
 
 
+class _HostInterpreter(EagerInterpreter):
+    """Runs the host code between launches; notes `hl.register_block_size` slots as tunables."""
+
+    def __init__(self, slots: BlockSlotTable, config: Config, device: torch.device, runner: CompiledRunner) -> None:
+        super().__init__(slots, config, device)
+        self.runner = runner
+
+    def block_sizes(self, site: Any, count: int, bounds: list[tuple[int, int | None]]) -> list[int]:
+        chosen = super().block_sizes(site, count, bounds)
+        first = self.slots.first_slot(site, count)
+        for offset, (low, high) in enumerate(bounds):
+            minimum = 1 << max(int(low) - 1, 0).bit_length()
+            self.runner.tunables.setdefault(first + offset, TunableDim(first + offset, int(high or low), minimum, "register"))
+        return chosen
+
+
 def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Config, device: torch.device,
                  runner: CompiledRunner | None = None) -> Any:
     """Run the kernel's host code; each top-level tile loop launches a cached Triton kernel."""
-    from tessera.runtime import eager_state, interpreter
-    from tessera.runtime.eager import EagerInterpreter
     if mode == "compiled" and device.type != "cuda":
         raise exc.TesseraError(f"mode 'compiled' needs CUDA tensors, got tensors on {device}",
                                location=user_location(), hint="use mode='interpret' for CPU tensors")
@@ -460,12 +503,13 @@ def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Conf
     if runner is None:
         runner = CompiledRunner(kernel, mode, config, kernel.block_slots())
     slots = runner.slots
-    host = EagerInterpreter(slots, config, device)
+    host = _HostInterpreter(slots, config, device, runner)
     _runners.append(runner)
     eager_state.push_device(device)
+    interpreter.push(host)  # a plain push/pop: interpreter.activate builds a generator per call
     try:
-        with interpreter.activate(host):
-            return kernel.rewritten().function(*args, **kwargs)
+        return kernel.rewritten().function(*args, **kwargs)
     finally:
+        interpreter.pop()
         eager_state.pop_device()
         _runners.pop()

@@ -56,6 +56,15 @@ def active() -> Interpreter | None:
     return _stack[-1] if _stack else None
 
 
+def push(interpreter: Interpreter) -> None:
+    """Make `interpreter` the active one until the matching `pop` (the hot path of a launch)."""
+    _stack.append(interpreter)
+
+
+def pop() -> None:
+    _stack.pop()
+
+
 @contextlib.contextmanager
 def activate(interpreter: Interpreter) -> Iterator[None]:
     _stack.append(interpreter)

@@ -19,6 +19,7 @@ from tessera.language.tile import grid, tile
 from tessera.runtime.eager import run_eager
 
 MODES = ("eager", "interpret", "compiled")
+_DEFAULT_CONFIG = Config()  # Config is immutable; one object keeps its cache-key repr stable
 
 
 class CacheInfo(NamedTuple):
@@ -75,9 +76,14 @@ class Kernel:
     def source(self) -> KernelSource:
         return KernelSource(self.fn)
 
+    @functools.cached_property
+    def _scanned_block_slots(self) -> BlockSlotTable:
+        # the AST scan costs ~150 us; it runs once, and each call gets a copy to learn into
+        return scan_block_slots(self.source, self.source.resolver())
+
     def block_slots(self) -> BlockSlotTable:
         """A fresh table of which Config.block_sizes entry each tile call uses."""
-        return scan_block_slots(self.source, self.source.resolver())
+        return self._scanned_block_slots.copy()
 
     def __repr__(self) -> str:
         return f"<tessera.kernel {self.fn.__qualname__}>"
@@ -97,7 +103,13 @@ class Kernel:
         if mode == "eager":
             return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device)
         from tessera.runtime.compiled import run_compiled
-        return run_compiled(self, mode, args, kwargs, self.default_config(), device)
+        from tessera.runtime.tuning import config_for_call
+        return run_compiled(self, mode, args, kwargs, config_for_call(self, mode, args, kwargs), device)
+
+    def autotune(self, *args: Any, **kwargs: Any) -> Config:
+        """Tune for these arguments now; return the best Config (also stored on disk)."""
+        from tessera.runtime.tuning import autotune
+        return autotune(self, args, kwargs)
 
     def rewritten(self) -> RewrittenKernel:
         """The kernel function with tile loops rewritten into launches (built once)."""
@@ -138,7 +150,7 @@ class Kernel:
             return self.settings.config
         if self.settings.configs:
             return self.settings.configs[0]
-        return Config()
+        return _DEFAULT_CONFIG
 
     def mode_for(self, device: torch.device) -> str:
         """The mode of a call: `mode=` on the kernel, else TESSERA_MODE, else by device."""
@@ -149,7 +161,18 @@ class Kernel:
             raise exc.ConfigError(f"TESSERA_MODE={mode!r} is not a mode", hint=f"use one of {', '.join(MODES)}")
         return mode
 
+    @functools.cached_property
+    def _positional_arity(self) -> tuple[int, int] | None:
+        """(required, total) when every parameter is positional-or-keyword, else None."""
+        parameters = self.signature.parameters.values()
+        if any(p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD for p in parameters):
+            return None
+        return sum(p.default is inspect.Parameter.empty for p in parameters), len(parameters)
+
     def _check_arguments(self, args: tuple, kwargs: dict) -> None:
+        arity = self._positional_arity
+        if not kwargs and arity is not None and arity[0] <= len(args) <= arity[1]:
+            return  # binds for sure; signature.bind costs ~3 us per call
         try:
             self.signature.bind(*args, **kwargs)
         except TypeError as error:

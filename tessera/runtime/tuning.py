@@ -37,8 +37,19 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
     fast_key = _fast_key(kernel, mode, args, kwargs)
     config = chosen.get(fast_key)
     if config is None:
-        config = chosen[fast_key] = _choose(kernel, mode, kernel.bind(*args, **kwargs))
+        config = chosen[fast_key] = _cover_every_slot(kernel, _choose(kernel, mode, kernel.bind(*args, **kwargs)))
     return config
+
+
+def _cover_every_slot(kernel: Any, config: Config) -> Config:
+    """Pad block_sizes to every slot the source declares: a config chosen from one call serves
+    later calls of its key, which may take branches (and tile loops) the first call did not."""
+    from tessera.config import default_block_size
+    blocks = list(config.get("block_sizes") or [])
+    wanted = kernel.block_slots().known_count()
+    if len(blocks) >= wanted:
+        return config
+    return config.merged(block_sizes=blocks + [default_block_size()] * (wanted - len(blocks)))
 
 
 def autotune(kernel: Any, args: tuple, kwargs: dict) -> Config:
