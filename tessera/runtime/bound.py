@@ -73,7 +73,9 @@ class BoundKernel:
         runner = self._runner(config, records)
         result = run_compiled(self.kernel, self.mode, self.args, self.kwargs, config, self.device, runner)
         tunables = [runner.tunables[index] for index in sorted(runner.tunables)]
-        return KernelPlan(config, records, result, tunables)
+        dims = runner.launch_dims
+        launch_dims = tuple(dims.get(i, 0) for i in range(max(dims) + 1)) if dims else ()
+        return KernelPlan(config, records, result, tunables, launch_dims=launch_dims)
 
     def to_triton_code(self, config: Config | None = None) -> str:
         """The generated Triton source of every launch of this call under `config`."""

@@ -54,6 +54,8 @@ class Variant:
     locations: dict[int, Any] = dataclasses.field(default_factory=dict)  # generated line -> kernel line
     launch_location: Any = None
     launched: bool = False
+    launch_index: int = 0   # which top-level tile loop (source order)
+    launch_ndim: int = 1    # dims its programs tile
     launcher: Any = None  # compiled mode: a TritonLauncher, so repeat launches skip JITFunction.run
 
 
@@ -226,6 +228,7 @@ class CompiledRunner:
         self.store = store if store is not None else kernel.store
         self.recorder = recorder
         self.tunables: dict[int, TunableDim] = {}
+        self.launch_dims: dict[int, int] = {}
 
     def launch(self, tile_range: TileRange, body: Callable[..., Any]) -> None:
         names = body.__code__.co_freevars
@@ -258,6 +261,7 @@ class CompiledRunner:
     def _run(self, variant: Variant, arguments: list[Any], symbol_values: list[Any]) -> None:
         grid = variant.grid(*symbol_values)
         if self.recorder is not None:
+            self.launch_dims[variant.launch_index] = variant.launch_ndim
             for dim in variant.tunables:  # only plans report tunables
                 known = self.tunables.get(dim.index)
                 if known is None or known.extent < dim.extent:
@@ -316,7 +320,7 @@ class CompiledRunner:
             num_warps=num_warps, num_stages=num_stages,
             guard_text=[reason for _, reason in binding.symbols.guards],
             tunables=tracer.tunable_dims(), locations=locations, launch_location=user_location(),
-            launcher=launcher)
+            launcher=launcher, launch_index=launch_index, launch_ndim=len(tracer.grid_dims))
 
 
 def _int_result(function: Callable[..., Any]) -> Callable[..., tuple[int, ...]]:

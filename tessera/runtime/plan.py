@@ -56,6 +56,7 @@ class KernelPlan:
     result: Any  # what the kernel returned (tensors written by the launches)
     tunables: list[TunableDim]
     reads_results_on_host: bool = False
+    launch_dims: tuple[int, ...] = ()  # per top-level tile loop (source order): dims it tiles
 
     def tensors(self) -> list[torch.Tensor]:
         """Every tensor the launches touch, each once (by identity)."""
