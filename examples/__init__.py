@@ -15,8 +15,11 @@ EXAMPLE_MODULES: tuple[str, ...] = (
     "cross_entropy",
     "embedding",
     "jagged_mean",
+    "jagged_softmax",
+    "segment_sum",
     "matmul",
     "bmm",
     "grouped_gemm",
+    "moe",
     "attention",
 )

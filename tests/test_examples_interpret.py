@@ -1,4 +1,5 @@
-"""Every pointwise and reduction example, run as generated Triton, agrees with PyTorch and eager.
+"""Pointwise, reduction and runtime-scalar examples, run as generated Triton, agree with PyTorch
+and eager.
 
 On CPU the kernels run in Triton's interpreter (`interpret`), on CUDA compiled; both are checked
 against PyTorch and against the same kernel in `eager` mode. Shapes include size 1, primes and
@@ -54,6 +55,12 @@ _SHAPES: list[tuple[str, dict[str, Any]]] = [
     ("embedding", {"batch": 1, "seq": 1, "vocab": 1, "dim": 1}),
     ("embedding", {"batch": 3, "seq": 7, "vocab": 13, "dim": 37}),
     ("embedding", {"batch": 2, "seq": 5, "vocab": 100, "dim": 130}),
+    # runtime scalars: loop bounds, slices and views read inside the kernel
+    ("jagged_mean", {"num_rows": 9, "max_length": 40, "features": 37}),
+    ("jagged_softmax", {"num_rows": 9, "max_length": 40, "features": 37}),
+    ("segment_sum", {"n": 70, "features": 37, "num_segments": 13}),
+    ("grouped_gemm", {"shapes": ((1, 1, 1), (7, 13, 37), (0, 5, 3), (33, 40, 17))}),
+    ("moe", {"tokens": 13, "hidden": 20, "out_features": 7, "num_experts": 5, "top_k": 2}),
 ]
 
 # (example name, sizes) checked again with every tensor input made non-contiguous.
@@ -68,17 +75,17 @@ _STRIDED: list[tuple[str, dict[str, Any]]] = [
     ("welford", {"m": 7, "n": 13}),
     ("cross_entropy", {"n": 7, "v": 13}),
     ("embedding", {"batch": 3, "seq": 7, "vocab": 13, "dim": 37}),
+    ("jagged_mean", {"num_rows": 9, "max_length": 40, "features": 37}),
+    ("jagged_softmax", {"num_rows": 9, "max_length": 40, "features": 37}),
+    ("segment_sum", {"n": 70, "features": 37, "num_segments": 13}),
+    ("moe", {"tokens": 13, "hidden": 20, "out_features": 7, "num_experts": 5, "top_k": 2}),
 ]
 
 _DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 _DTYPE_IDS = ["fp32", "fp16", "bf16"]
 
 # Known compiler bugs, as (example name, sizes, reason): every dtype and layout at those sizes.
-_KNOWN_BUGS: list[tuple[str, dict[str, Any], str]] = [
-    ("layer_norm_bwd", {"m": 1, "n": 1},
-     "a carried hl.zeros([n]) with a specialized n == 1 gets the unit axis, the rows it adds get a "
-     "whole-dimension axis: 'loop-carried value changes shape [1] -> [r1]' (repro: carried_width_one.py)"),
-]
+_KNOWN_BUGS: list[tuple[str, dict[str, Any], str]] = []
 
 
 def _transposed(tensor: torch.Tensor) -> torch.Tensor:
@@ -146,9 +153,11 @@ def test_example_matches_pytorch_and_eager_on_non_contiguous_inputs(
     _check(name, sizes, dtype, layout, device, request)
 
 
-def test_every_pointwise_and_reduction_example_is_covered() -> None:
+def test_every_pointwise_reduction_and_runtime_scalar_example_is_covered() -> None:
     covered = {name for name, _ in _SHAPES}
     assert covered == {"add", "softmax", "softmax_two_pass", "rms_norm", "layer_norm_fwd", "layer_norm_bwd",
-                       "welford", "cross_entropy", "embedding"}
+                       "welford", "cross_entropy", "embedding", "jagged_mean", "jagged_softmax", "segment_sum",
+                       "grouped_gemm", "moe"}
     assert covered <= set(_EXAMPLES)
-    assert {name for name, _ in _STRIDED} == covered
+    # grouped_gemm takes lists of tensors, which the layout changes leave alone
+    assert {name for name, _ in _STRIDED} == covered - {"grouped_gemm"}

@@ -38,8 +38,25 @@ def arange(begin_or_end: Any, end: Any = None, step: int = 1, dtype: torch.dtype
     return arange_p.bind(begin, stop, step=step, dtype=dtype)
 
 
-def _extent(dim: Any) -> int:
-    return len(dim) if isinstance(dim, Tile) else int(dim)
+def _extent(dim: Any, position: int) -> int:
+    if isinstance(dim, Tile):
+        return len(dim)
+    if isinstance(dim, torch.Tensor):  # a value read from tensor data: fails as it does when compiled
+        raise dynamic_allocation_error(position, "a value read from tensor data")
+    return int(dim)
+
+
+def dynamic_allocation_error(position: int, what: str) -> Any:
+    """The error for a register allocation whose size is only known at run time."""
+    from tessera import exc
+    from tessera.frontend.location import user_location
+    return exc.DynamicAllocationError(
+        f"hl.zeros/hl.full: dimension {position} is {what}, only known at run time, but a tile lives in "
+        "registers, whose size must be known when the kernel is compiled",
+        location=user_location(),
+        hint="allocate per tile of that size instead: `for tile in hl.tile(m): acc = hl.zeros([tile, 4])` "
+             "(a runtime size works as a loop bound, slice bound or view size); or, for a size the host "
+             "knows, make it a compile-time constant with `m = hl.specialize(m)` before the tile loop")
 
 
 full_p = Primitive("full")
@@ -47,7 +64,7 @@ full_p = Primitive("full")
 
 @full_p.def_eager
 def _full_eager(shape: tuple, value: Any, *, dtype: torch.dtype) -> torch.Tensor:
-    return torch.full([_extent(d) for d in shape], value, dtype=dtype, device=eager_state.device())
+    return torch.full([_extent(d, i) for i, d in enumerate(shape)], value, dtype=dtype, device=eager_state.device())
 
 
 arange_p = Primitive("arange")
@@ -63,8 +80,9 @@ def _full_trace(tracer: Any, shape: tuple, value: Any, *, dtype: torch.dtype) ->
     from tessera.frontend.location import user_location
     from tessera.ir.graph import UNIT
     from tessera.trace.proxy import TileProxy, _AxisSize
+    from tessera.trace.proxy import TileValue
     axes = []
-    for dim in shape:
+    for position, dim in enumerate(shape):
         if isinstance(dim, TileProxy):
             axes.append(dim.axis)
         elif isinstance(dim, _AxisSize):
@@ -74,12 +92,10 @@ def _full_trace(tracer: Any, shape: tuple, value: Any, *, dtype: torch.dtype) ->
                 axes.append(UNIT)
             else:
                 axes.append(tracer.full_axis(dim))
+        elif isinstance(dim, TileValue) or tracer.symbols.on_device(dim):
+            raise dynamic_allocation_error(position, "a value read from tensor data")
         else:
-            raise exc.DynamicAllocationError(
-                f"hl.zeros/hl.full dimension {dim!r} is only known at run time, but registers need a "
-                "compile-time size", location=user_location(),
-                hint="allocate per tile instead (`for t in hl.tile(n): acc = hl.zeros([t, 4])`), or make "
-                     "the size a compile-time constant with hl.specialize(n) on the host")
+            raise dynamic_allocation_error(position, f"the runtime size {dim}")
     return tracer.emit("full", [tracer.symbols.canonical(value)], tuple(axes), dtype)
 
 

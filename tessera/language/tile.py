@@ -156,9 +156,10 @@ def register_block_size(min_or_max: Any, max_or_none: Any = None) -> Any:
 
 
 def _static_int(value: Any) -> int | None:
+    """`value` as an int when the host knows it (a 0-d host tensor costs a sync); else None."""
     try:
         return int(value)
-    except (TypeError, ValueError, RuntimeError):
+    except (TypeError, ValueError, RuntimeError, exc.TesseraError):  # runtime scalars of the device
         return None
 
 

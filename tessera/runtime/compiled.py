@@ -147,6 +147,8 @@ class LaunchBinding:
             if _compiled_in(kind, value, static_shapes):
                 return int(value)
             if isinstance(value, torch.Tensor):
+                # a host tensor bound (`hl.tile(0, lengths.amax())`): int() reads it back, a device
+                # sync (once per call, in _argument_values); it then is an ordinary runtime int
                 value = int(value)
             return self._symbol(f"{kind}_{dim}", torch.int64, int(value))
         begins = [bound("begin", d, b) for d, b in enumerate(tile_range.begins)]
@@ -182,6 +184,8 @@ def _argument_values(names: tuple[str, ...], values: list[Any], tile_range: Tile
         elif isinstance(value, float):
             result.append(value)
     result.extend(int(b) for b in tile_range.begins if not _compiled_in("begin", b, static_shapes))
+    # int() of a tensor-valued bound (`hl.tile(0, lengths.amax())`) syncs with the device: the grid
+    # size must be known on the host to launch
     result.extend(int(e) for e in tile_range.ends if not _compiled_in("end", e, static_shapes))
     return result
 

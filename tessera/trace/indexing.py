@@ -62,6 +62,12 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list
             accesses.append(DimAccess("axis", axis=item.axis, bound=_tile_bound(tracer, item.axis, size, tensor, dim)))
             result.append(item.axis)
         elif _unit_slice(item):
+            if tracer.symbols.on_device(size):
+                raise exc.DynamicAllocationError(
+                    f"`:` reads dimension {dim} of {tensor.name} whole into registers, but its size {size} is "
+                    "only known at run time (it comes from values loaded inside the kernel)",
+                    location=user_location(),
+                    hint=f"tile that dimension instead: `for t in hl.tile({size}): ... {tensor.name}[..., t, ...]`")
             axis = tracer.full_axis(size)
             accesses.append(DimAccess("axis", axis=axis))
             result.append(axis)
@@ -93,6 +99,8 @@ def _tile_bound(tracer: Tracer, axis: Axis, size: Any, tensor: TensorProxy, dim:
     end = tracer.symbols.canonical(axis.range_end) if hasattr(axis, "range_end") else axis.end
     if end == size:
         return None
+    if tracer.symbols.on_device(size):
+        return size  # a view sized by a runtime scalar: mask against it
     host_symbols = set(tracer.symbols.values)
     if isinstance(end, sympy.Basic) and not end.free_symbols <= host_symbols or not isinstance(end, (int, sympy.Basic)):
         return size  # a device-computed end: mask against the dimension as well
@@ -144,12 +152,22 @@ def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any =
 
 def _tensor_getitem(self: TensorProxy, index: Any) -> Any:
     from tessera.trace.tracer import current_tracer
-    return trace_load(current_tracer(), self, index)
+    from tessera.trace.views import split_view
+    tracer = current_tracer()
+    view, rest = split_view(tracer, self, index)
+    if rest is None:
+        return view  # `t[a:b]`: a view, read when it is indexed with tiles
+    return trace_load(tracer, view, tuple(rest))
 
 
 def _tensor_setitem(self: TensorProxy, index: Any, value: Any) -> None:
     from tessera.trace.tracer import current_tracer
-    trace_store(current_tracer(), self, index, value)
+    from tessera.trace.views import split_view
+    tracer = current_tracer()
+    view, rest = split_view(tracer, self, index)
+    if rest is None:
+        rest = [slice(None)] * view.dim()  # `t[a:b] = v` writes the whole view
+    trace_store(tracer, view, tuple(rest), value)
 
 
 TensorProxy.__getitem__ = _tensor_getitem  # type: ignore[attr-defined]

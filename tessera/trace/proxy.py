@@ -156,12 +156,32 @@ class TensorProxy(_TorchLike):
     """A tensor argument of the kernel: pointer, dtype, and symbolic sizes and strides."""
 
     def __init__(self, name: str, dtype: torch.dtype, sizes: list[Any], strides: list[Any],
-                 device: torch.device) -> None:
+                 device: torch.device, offset: Any = 0, limits: tuple[Any, ...] = (),
+                 conditions: tuple[tuple[Any, Any], ...] = ()) -> None:
         self.name = name
         self.dtype = dtype
         self.sizes = sizes
         self.strides = strides
         self.device = device
+        # A view (`flat[off : off + m * k].reshape(m, k)`) shares the argument's pointer: it adds
+        # `offset` elements, and every access also checks `element offset < limit` for each of
+        # `limits` and `0 <= index < size` for each scalar (index, size) of `conditions`, so no
+        # access leaves the viewed part of the argument.
+        self.offset = sympy.sympify(offset)
+        self.limits = limits
+        self.conditions = conditions
+
+    @property
+    def is_view(self) -> bool:
+        """Whether this is a view with an offset or access checks (not a plain argument)."""
+        return self.offset != 0 or bool(self.limits) or bool(self.conditions)
+
+    def reshape(self, *shape: Any) -> TensorProxy:
+        """A view with new sizes (the tensor must be contiguous, as for torch's view)."""
+        from tessera.trace.views import reshape_view
+        return reshape_view(self, shape)
+
+    view = reshape
 
     @property
     def shape(self) -> tuple[Any, ...]:

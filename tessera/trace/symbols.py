@@ -7,6 +7,9 @@ from typing import Any, Callable
 import sympy
 import torch
 
+from tessera import exc
+from tessera.frontend.location import user_location
+
 
 @dataclasses.dataclass
 class SymbolTable:
@@ -17,12 +20,25 @@ class SymbolTable:
     # equalities the trace relied on: symbol -> the expression it was unified with
     replacements: dict[sympy.Symbol, sympy.Expr] = dataclasses.field(default_factory=dict)
     guards: list[tuple[sympy.Basic, str]] = dataclasses.field(default_factory=list)
+    # runtime scalars computed inside the kernel (`m = hl.load(sizes, [g])`): a symbol named
+    # after its IR node, so printed code reads the node's variable; never evaluated on the host
+    device: set[sympy.Symbol] = dataclasses.field(default_factory=set)
 
     def new(self, name: str, dtype: torch.dtype, value: Any) -> sympy.Symbol:
         symbol = sympy.Symbol(name, integer=not dtype.is_floating_point)
         self.dtypes[symbol] = dtype
         self.values[symbol] = value
         return symbol
+
+    def device_symbol(self, name: str) -> sympy.Symbol:
+        """The symbol standing for the device scalar held by IR node `name`."""
+        symbol = sympy.Symbol(name, integer=True)
+        self.device.add(symbol)
+        return symbol
+
+    def on_device(self, expr: Any) -> bool:
+        """Whether an expression depends on a runtime scalar computed inside the kernel."""
+        return isinstance(expr, sympy.Basic) and bool(expr.free_symbols & self.device)
 
     def canonical(self, expr: Any) -> Any:
         if isinstance(expr, sympy.Basic) and self.replacements:
@@ -33,6 +49,8 @@ class SymbolTable:
         """The value of an expression for the call being traced."""
         if not isinstance(expr, sympy.Basic):
             return expr
+        if self.on_device(expr):
+            raise DeviceScalarError(f"{expr} depends on values loaded inside the kernel")
         value = sympy.sympify(expr.xreplace(self.values))
         return int(value) if value.is_Integer else (bool(value) if value in (sympy.true, sympy.false) else float(value))
 
@@ -40,6 +58,9 @@ class SymbolTable:
         """Record a fact this trace assumes; it is checked before the variant is reused."""
         if condition is sympy.true or condition is True:
             return
+        if self.on_device(condition):
+            # a host-side check cannot read device data: the generated code masks instead
+            raise DeviceScalarError(f"guard {condition} ({reason}) depends on values loaded inside the kernel")
         self.guards.append((condition, reason))
 
     def guard_equal(self, a: sympy.Expr, b: sympy.Expr, reason: str) -> None:
@@ -59,6 +80,15 @@ class SymbolTable:
             return _always_true
         conditions = sympy.And(*(condition for condition, _ in self.guards))
         return sympy.lambdify(order, conditions, modules="math")
+
+
+class DeviceScalarError(exc.UnsupportedOperationError):
+    """A compile-time decision needed a runtime scalar's value (one loaded inside the kernel)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, location=user_location(),
+                         hint="this value is only known on the device; use it as a loop bound, slice bound "
+                              "or view size, or compute it on the host and pass it as an argument")
 
 
 def _always_true(*_: Any) -> bool:

@@ -37,6 +37,11 @@ def is_constant(value: Any) -> bool:
     return isinstance(value, (bool, int, float, sympy.Basic))
 
 
+# What the autotuner assumes for a dimension whose extent is loaded inside the kernel (a
+# modest guess: block sizes picked from it stay small enough for any group or row).
+DATA_DEPENDENT_EXTENT = 64
+
+
 def next_power_of_two(value: int) -> int:
     return 1 if value <= 1 else 1 << (int(value) - 1).bit_length()
 
@@ -165,7 +170,7 @@ class Tracer:
             slot_of = {dim: first + j for j, dim in enumerate(tunable)}
         proxies = []
         for dim, (begin, end, block) in enumerate(zip(tile_range.begins, tile_range.ends, blocks)):
-            begin, end = self.symbols.canonical(_symbolic(begin)), self.symbols.canonical(_symbolic(end))
+            begin, end = self.symbols.canonical(self.scalar_expr(begin)), self.symbols.canonical(self.scalar_expr(end))
             block = int(self.symbols.evaluate(block))
             if block & (block - 1):
                 raise exc.ConfigError(f"block size {block} is not a power of two", location=user_location())
@@ -181,15 +186,49 @@ class Tracer:
             proxies.append(TileProxy(axis, tile_id, sympy.ceiling(extent / block)))
         return proxies
 
+    def scalar_expr(self, value: Any) -> Any:
+        """A loop bound, slice bound or view size as a sympy expression.
+
+        Host values are ints or symbols of the launch. A runtime scalar (a 0-d integer tile
+        value, e.g. `hl.load(sizes, [g])` or arithmetic on it) becomes a symbol named after its
+        IR node (`v7`): the generated code reads that variable, and the host never evaluates it.
+        A 0-d tensor argument is loaded inside the kernel (no host sync).
+        """
+        if isinstance(value, TensorProxy) and value.dim() == 0:
+            from tessera.trace.indexing import trace_load
+            value = trace_load(self, value, ())
+        if isinstance(value, TileValue):
+            if any(axis is not UNIT for axis in value.axes):
+                raise exc.ShapeMismatchError(
+                    f"a loop bound or size must be a single value, got a tile of shape {list(value.axes)}",
+                    location=user_location(), hint="reduce it first (e.g. .amax()), or load one element")
+            if value.dtype.is_floating_point or value.dtype == torch.bool:
+                raise exc.DtypeError(f"a loop bound or size must be an integer, got a {value.dtype} value",
+                                     location=user_location(), hint="convert it with .to(torch.int32)")
+            if value.axes:
+                value = self.emit("view", [value.node], (), value.dtype, order=None, what="runtime scalar")
+            return self.symbols.device_symbol(value.node.name)
+        if isinstance(value, torch.Tensor):
+            raise exc.UnsupportedOperationError(
+                "a loop bound that is a host tensor, inside a tile loop", location=user_location(),
+                hint="pass it as a kernel argument (a 0-d tensor is read inside the kernel) or as a host int")
+        if isinstance(value, TensorProxy):
+            raise exc.ShapeMismatchError(f"a loop bound or size must be a single value, got tensor {value.name}",
+                                         location=user_location(), hint="index one element of it")
+        return sympy.sympify(value) if not isinstance(value, sympy.Basic) else value
+
     def tunable_dims(self) -> list[TunableDim]:
         """What this trace learned about each block_sizes entry it used (for the autotuner)."""
         found: dict[int, TunableDim] = {}
         for index, axis, role in self._tunable_axes:
             begin = getattr(axis, "range_begin", 0)
             extent_expr = sympy.sympify(sympy.sympify(axis.end - begin).xreplace(self.symbols.values))
-            # bounds that depend on program ids or loop variables: take the first program's value
-            extent_expr = extent_expr.xreplace({s: 0 for s in extent_expr.free_symbols})
-            extent = max(int(extent_expr), 0)
+            if self.symbols.on_device(extent_expr):
+                extent = DATA_DEPENDENT_EXTENT  # read from tensor data inside the kernel: unknown here
+            else:
+                # bounds that depend on program ids or loop variables: take the first program's value
+                extent_expr = extent_expr.xreplace({s: 0 for s in extent_expr.free_symbols})
+                extent = max(int(extent_expr), 0)
             minimum = 16 if axis in self.dot_axes else 1
             known = found.get(index)
             if known is not None:
@@ -203,7 +242,7 @@ class Tracer:
             targets: list[Any] = []
             for dim, (begin, end, step) in enumerate(zip(tile_range.begins, tile_range.ends, tile_range.block_sizes)):
                 pid = sympy.Symbol(f"pid_{dim}", integer=True)
-                begin_s, end_s = _symbolic(begin), _symbolic(end)
+                begin_s, end_s = self.scalar_expr(begin), self.scalar_expr(end)
                 self.grid_dims.append((begin_s, end_s, int(step)))
                 targets.append(begin_s + pid * int(step))
         else:
@@ -233,7 +272,7 @@ class Tracer:
         if tile_range.is_grid:
             variables = [sympy.Symbol(f"g{loop_index}_{d}", integer=True) for d in range(tile_range.ndim)]
             targets: list[Any] = list(variables)
-            loops = [(var, _symbolic(b), _symbolic(e), int(s), None) for var, b, e, s
+            loops = [(var, self.scalar_expr(b), self.scalar_expr(e), int(s), None) for var, b, e, s
                      in zip(variables, tile_range.begins, tile_range.ends, tile_range.block_sizes)]
         else:
             variables = [sympy.Symbol(f"k{loop_index}_{d}", integer=True) for d in range(tile_range.ndim)]
@@ -254,18 +293,25 @@ class Tracer:
         self._blocks.append(body_block)
         try:
             results = body(tuple(targets) if tile_range.multi_dim else targets[0], *placeholders)
+            # casts and views of the results belong to the loop body, before the loop-back
+            outputs = [self._loop_output(placeholder, result) for placeholder, result in zip(placeholders, results)]
         finally:
             self._blocks.pop()
-        outputs = []
-        for placeholder, result in zip(placeholders, results):
-            result = self._as_carried(result, like=placeholder)
-            if result.axes != placeholder.axes:
-                raise exc.ShapeMismatchError(
-                    f"a loop-carried value changes shape in the loop: {list(placeholder.axes)} -> {list(result.axes)}",
-                    location=user_location(), hint="keep carried values the same shape in every iteration")
-            outputs.append(result.node)
         loop_node.node.params["outputs"] = outputs
         return tuple(TileValue(p.node) for p in placeholders)
+
+    def _loop_output(self, placeholder: TileValue, result: Any) -> Node:
+        result = self._as_carried(result, like=placeholder)
+        if result.axes != placeholder.axes and _same_registers(result.axes, placeholder.axes):
+            # `hl.zeros([n])` with a specialized n == 1 is the unit axis, rows read with `:`
+            # from a dim of size <= 1 a whole-dimension axis of block 1: the same registers
+            result = self.emit("view", [result.node], placeholder.axes, result.dtype, order=None,
+                               what="loop-carried value")
+        if result.axes != placeholder.axes:
+            raise exc.ShapeMismatchError(
+                f"a loop-carried value changes shape in the loop: {list(placeholder.axes)} -> {list(result.axes)}",
+                location=user_location(), hint="keep carried values the same shape in every iteration")
+        return result.node
 
     def device_if(self, condition: TileValue, then_body: Callable[..., tuple], else_body: Callable[..., tuple],
                   values: tuple) -> tuple:
@@ -320,9 +366,7 @@ class Tracer:
         return self.emit("full", [value], like.axes if like is not None else (), dtype)
 
 
-def _symbolic(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        raise exc.UnsupportedOperationError(
-            "a loop bound computed from tensor data is not supported yet", location=user_location(),
-            hint="pass the bound as a host int")
-    return sympy.sympify(value) if not isinstance(value, sympy.Basic) else value
+def _same_registers(a: tuple[Axis, ...], b: tuple[Axis, ...]) -> bool:
+    """Shapes that differ only by unit axes vs axes of block 1 (a whole dim of size <= 1):
+    the same registers; lanes past such a dim's size were masked to 0 when read."""
+    return len(a) == len(b) and all(x is y or (x.block == 1 and y.block == 1) for x, y in zip(a, b))

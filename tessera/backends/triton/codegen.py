@@ -93,7 +93,8 @@ class Emitter:
         return "[" + ", ".join(str(axis.block) for axis in shape) + "]"
 
     def reshape(self, name: str, source: tuple[Axis, ...], target: tuple[Axis, ...]) -> str:
-        if [a for a in source if a is not UNIT] != [a for a in target if a is not UNIT]:
+        # axes of block 1 (the unit axis, a whole dim of size <= 1) may come and go freely
+        if [a for a in source if a.block != 1] != [a for a in target if a.block != 1]:
             raise exc.TesseraError("internal error: a view changed the order of tile dimensions")
         if not target:
             return f"tl.reshape({name}, [])" if source else name
@@ -143,6 +144,16 @@ class Emitter:
                 masks.append(f"({index} >= 0) & ({index} < {print_expr(tensor.sizes[dim])})")
             terms.append(index if stride == "1" else f"{index} * {stride}")
         offset = " + ".join(terms) if terms else "0"
+        if getattr(tensor, "is_view", False):
+            # a view of the argument: its base offset, and the checks that keep accesses inside it
+            if tensor.offset != 0:
+                offset = f"({print_expr(tensor.offset)}) + {offset}"
+            block = any(access.kind != "scalar" for access in node.params["accesses"])
+            for limit in tensor.limits:
+                (masks if block else scalar_masks).append(f"(({offset}) < ({print_expr(limit)}))")
+            for position, size in tensor.conditions:
+                if not _provably_inside(position, size):
+                    scalar_masks.append(f"(({print_expr(position)}) >= 0) & (({print_expr(position)}) < ({print_expr(size)}))")
         return f"{tensor.name} + ({offset})", masks, scalar_masks
 
 
@@ -196,7 +207,8 @@ def _block_access(emitter: Emitter, node: Node) -> tuple[str, BlockAccess | None
     """The indexing strategy of this load/store, and its block form when not 'pointer'."""
     strategy = strategy_for(emitter.config, emitter.accesses)
     emitter.accesses += 1
-    if strategy == "pointer" or emitter.int64_indexing or not BlockAccess.possible(node):
+    if (strategy == "pointer" or emitter.int64_indexing or getattr(node.params["tensor"], "is_view", False)
+            or not BlockAccess.possible(node)):  # views: offsets and checks only the pointer path has
         return "pointer", None
     access = BlockAccess(node)
     if strategy == "tensor_descriptor":

@@ -1,0 +1,178 @@
+"""Views of tensor arguments inside a kernel: slices and reshapes, with runtime bounds too.
+
+`flat[off : off + m * k].reshape(m, k)` is metadata on a pointer, not an allocation: the view
+keeps the argument's pointer and adds an offset, and its sizes and strides may be runtime
+scalars (symbols named after IR nodes, see `Tracer.scalar_expr`). Every access through a view
+stays inside the part of the argument it views:
+
+- a slice is clipped to the dimension (`0 <= start <= stop <= size`): a slice past the
+  argument's end views fewer elements, where eager mode (PyTorch) would raise;
+- a reshape to more elements than its source has (`m * k` larger than the slice) masks the
+  accesses past the source's last element: they read 0 and write nothing;
+- a scalar index into a view (`t[i, a:b]`) masks every access when `i` is out of range.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+import torch
+
+from tessera import exc
+from tessera.frontend.location import user_location
+from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
+from tessera.trace.tracer import Tracer, current_tracer
+
+
+def _unit_slice(item: Any) -> bool:
+    return isinstance(item, slice) and item.start is None and item.stop is None and item.step is None
+
+
+def _is_tile(item: Any) -> bool:
+    """A tile or a tile value with dims: such an index loads/stores rather than views."""
+    return isinstance(item, TileProxy) or (isinstance(item, TileValue) and any(a.block != 1 for a in item.axes))
+
+
+def split_view(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[TensorProxy, list[Any] | None]:
+    """Apply the slices with bounds in `index` as a view.
+
+    Returns (view, rest): `rest` is what still indexes the view (tiles, `:` where the slices
+    were), or None when the index is a view alone (`t[a:b]`, `t[i, a:b]`). With no bounded slice
+    in `index`, the tensor itself and `index` come back unchanged.
+    """
+    items = list(index) if isinstance(index, (tuple, list)) else [index]
+    if not any(isinstance(item, slice) and not _unit_slice(item) for item in items):
+        return tensor, items
+    spot = next((position for position, item in enumerate(items) if item is Ellipsis), None)
+    consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
+    if spot is not None:
+        items[spot:spot + 1] = [slice(None)] * (tensor.dim() - consumed)
+        consumed = tensor.dim()
+    if consumed > tensor.dim():
+        raise exc.IndexingError(f"{tensor.name} has {tensor.dim()} dimensions but is indexed with {consumed}",
+                                location=user_location())
+    items += [slice(None)] * (tensor.dim() - consumed)  # like torch: trailing dims are kept
+    loads = any(_is_tile(item) for item in items)
+    sizes: list[Any] = []
+    strides: list[Any] = []
+    conditions = list(tensor.conditions)
+    offset = tensor.offset
+    rest: list[Any] = []
+    dim = 0
+    for item in items:
+        if item is None:
+            if loads:
+                rest.append(None)
+            else:
+                sizes.append(sympy.Integer(1))
+                strides.append(sympy.Integer(0))
+            continue
+        size, stride = tensor.sizes[dim], tensor.strides[dim]
+        dim += 1
+        if isinstance(item, slice) and not _unit_slice(item):
+            low, high = _slice_bounds(tracer, item, size)
+            offset = offset + low * stride
+            sizes.append(high - low)
+            strides.append(stride)
+            rest.append(slice(None))
+        elif isinstance(item, slice) or loads:
+            sizes.append(size)
+            strides.append(stride)
+            rest.append(item)
+        else:  # a scalar index selects: the dim goes, and out-of-range indices mask every access
+            position = tracer.scalar_expr(item)
+            conditions.append((position, size))
+            offset = offset + position * stride
+    view = TensorProxy(tensor.name, tensor.dtype, sizes, strides, tensor.device, offset=offset,
+                       limits=tensor.limits, conditions=tuple(conditions))
+    view.aligned16 = False  # type: ignore[attr-defined]  (the offset is not known to keep 16-byte alignment)
+    return view, (rest if loads else None)
+
+
+def _slice_bounds(tracer: Tracer, item: slice, size: Any) -> tuple[Any, Any]:
+    """(first, one past last) of a slice of a dimension, clipped into `[0, size]`."""
+    if item.step is not None and not (isinstance(item.step, int) and item.step == 1):
+        raise exc.IndexingError("a slice with a step inside a tile loop", location=user_location(),
+                                hint="slice with a unit step, and use strided tiles instead")
+
+    def bound(value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            return size + value  # Python's negative index, for literal ints
+        return tracer.symbols.canonical(tracer.scalar_expr(value))
+
+    # (`is`/isinstance only: `==` on a tile value builds a node)
+    start_zero = item.start is None or (isinstance(item.start, int) and item.start == 0)
+    low = sympy.Integer(0) if start_zero else _clip(bound(item.start), sympy.Integer(0), size)
+    high = size if item.stop is None else _clip(bound(item.stop), low, size)
+    return low, high
+
+
+def _clip(value: Any, low: Any, high: Any) -> Any:
+    return sympy.Min(sympy.Max(value, low), high)
+
+
+def reshape_view(tensor: TensorProxy, shape: tuple[Any, ...]) -> TensorProxy:
+    """`tensor.reshape(m, k)` / `.view(m, k)` of a contiguous tensor or view, sizes possibly runtime."""
+    tracer = current_tracer()
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
+        shape = tuple(shape[0])
+    sizes = [tracer.symbols.canonical(tracer.scalar_expr(size)) for size in shape]
+    numel = sympy.Integer(1)
+    for size in tensor.sizes:
+        numel = numel * size
+    inferred = [d for d, size in enumerate(sizes) if size.is_Integer and int(size) == -1]
+    if len(inferred) > 1:
+        raise exc.ShapeMismatchError("only one dimension of a reshape can be -1", location=user_location())
+    if inferred:
+        known = sympy.Integer(1)
+        for d, size in enumerate(sizes):
+            if d != inferred[0]:
+                known = known * size
+        sizes[inferred[0]] = sympy.floor(numel / known)
+    if not _contiguous(tracer, tensor):
+        raise exc.ShapeMismatchError(
+            f"cannot view {tensor.name} with sizes {list(tensor.sizes)} and strides {list(tensor.strides)} as "
+            f"{sizes}: its elements are not contiguous, so the result cannot be a view (torch's reshape "
+            "would copy, and a kernel cannot allocate a copy)", location=user_location(),
+            hint="reshape (or .contiguous()) on the host before the kernel, or index the original dimensions")
+    inner = tensor.strides[-1] if tensor.dim() else sympy.Integer(1)
+    strides: list[Any] = []
+    running = inner
+    for size in reversed(sizes):
+        strides.insert(0, running)
+        running = running * size
+    new_numel = sympy.Integer(1)
+    for size in sizes:
+        new_numel = new_numel * size
+    limits = tensor.limits
+    if sympy.expand(new_numel - numel) != 0:
+        # sizes only known at run time (or simply different): accesses past the source's last
+        # element are masked
+        limits = limits + (tensor.offset + numel * inner,)
+    view = TensorProxy(tensor.name, tensor.dtype, sizes, strides, tensor.device, offset=tensor.offset,
+                       limits=limits, conditions=tensor.conditions)
+    view.aligned16 = getattr(tensor, "aligned16", False)  # type: ignore[attr-defined]
+    return view
+
+
+def _contiguous(tracer: Tracer, tensor: TensorProxy) -> bool:
+    """Row-major with no gaps (up to the innermost stride): what a view-reshape needs."""
+    for d in range(tensor.dim() - 1):
+        if tensor.sizes[d + 1] == 1:
+            continue
+        if not _equal(tracer, tensor.strides[d], tensor.strides[d + 1] * tensor.sizes[d + 1]):
+            return False
+    return True
+
+
+def _equal(tracer: Tracer, a: Any, b: Any) -> bool:
+    """Provably equal, or equal for this call's host values (then guarded)."""
+    a, b = sympy.sympify(a), sympy.sympify(b)
+    if sympy.expand(a - b) == 0:
+        return True
+    if tracer.symbols.on_device(a) or tracer.symbols.on_device(b):
+        return False
+    if tracer.symbols.evaluate(a) != tracer.symbols.evaluate(b):
+        return False
+    tracer.symbols.guard(sympy.Eq(a, b), f"{a} == {b} (a contiguous view)")
+    return True
