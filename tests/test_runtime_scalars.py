@@ -46,7 +46,7 @@ def test_grouped_gemm_runs_ragged_groups_with_one_variant_for_every_group_size(
     for shapes in ([(1, 1, 1), (7, 13, 5), (0, 4, 3), (31, 17, 37)],      # size 1, primes, an empty group
                    [(33, 2, 19), (3, 0, 5), (2, 41, 1), (1, 3, 2), (5, 5, 5)]):
         As, Bs = _flatten_groups(shapes, device)
-        assert_close(module.grouped_gemm(As, Bs), module.reference(As, Bs), (1e-4, 1e-4), "grouped_gemm")
+        assert_close(module.grouped_gemm(As, Bs), module.reference(As, Bs), _product_tolerance(device), "grouped_gemm")
     assert fresh.cache_info().variants == 1
 
 
@@ -74,8 +74,14 @@ def test_scatter_examples_match_pytorch(name: str, sizes: dict[str, Any], device
     example = importlib.import_module(f"examples.{name}").EXAMPLE
     inputs = example.inputs(str(device), torch.float32, **sizes)
     generated, eager = _both_modes(device, example.run, *inputs)
-    assert_close(generated, example.reference(*inputs), (1e-4, 1e-4), f"{name} vs PyTorch")
-    assert_close(generated, eager, (1e-4, 1e-4), f"{name} vs eager")
+    tolerance = _product_tolerance(device) if name == "moe" else (1e-4, 1e-4)
+    assert_close(generated, example.reference(*inputs), tolerance, f"{name} vs PyTorch")
+    assert_close(generated, eager, tolerance, f"{name} vs eager")
+
+
+def _product_tolerance(device: torch.device) -> tuple[float, float]:
+    """fp32 products run as tf32 on the GPU (the default dot_precision); the interpreter is exact."""
+    return (1e-4, 1e-4) if device.type == "cpu" else (5e-3, 5e-3)
 
 
 # -- loop bounds -----------------------------------------------------------------------------------

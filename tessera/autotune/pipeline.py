@@ -150,7 +150,12 @@ class CandidateRunner:
             self._pump()
         while any(self.candidates[i].status == "pending" for i in ids):
             if time.monotonic() >= deadline:
+                # the budget is spent: stop waiting for compiles and runs still in flight
                 self._cancel_queued()
+                for number in ids:
+                    if self.candidates[number].status == "pending":
+                        self._fail(number, "budget", "the time budget ran out before it was timed")
+                break
             wait_for(self.compile_pool, self.bench, until=deadline if time.monotonic() < deadline else None)
             self._pump()
         return [self.candidates[i].time_ms for i in ids]
