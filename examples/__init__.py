@@ -18,6 +18,7 @@ EXAMPLE_MODULES: tuple[str, ...] = (
     "jagged_softmax",
     "segment_sum",
     "matmul",
+    "split_k_matmul",
     "bmm",
     "grouped_gemm",
     "moe",

@@ -66,7 +66,9 @@ def _dot_trace(tracer: Any, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtype 
     tracer.dot_axes.update(operand_axes)
     # tl.dot needs every block >= 16; smaller tiles multiply-and-sum instead (exact, fp32)
     small = any(axis.block < 16 for axis in operand_axes)
-    dtype = out_dtype or (acc.dtype if acc is not None else product_dtype(a, b))
+    # hl.dot without acc/out_dtype returns its accumulator's dtype, as eager mode does (torch.mm
+    # and friends pass the promoted input dtype as out_dtype instead)
+    dtype = out_dtype or (acc.dtype if acc is not None else _accumulator_dtype(product_dtype(a, b)))
     accumulate = torch.float32 if dtype.is_floating_point else torch.int32
     inputs = [a.node, b.node, acc.node if acc is not None else None]
     if acc is not None:
@@ -76,6 +78,12 @@ def _dot_trace(tracer: Any, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtype 
 
 
 dot_p.def_trace(_dot_trace)
+
+
+def _accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
+    if dtype.is_floating_point:
+        return torch.float64 if dtype == torch.float64 else torch.float32
+    return torch.int32
 
 
 def _register_torch_products() -> None:
@@ -93,6 +101,14 @@ def _register_torch_products() -> None:
     T = torch.Tensor
     register_torch(torch.mm, T.mm, torch.bmm, T.bmm, torch.matmul, T.matmul, T.__matmul__)(mm)
     register_torch(torch.addmm, T.addmm, torch.baddbmm, T.baddbmm)(addmm)
+
+    # `a @ b`, `a.T` and `a.mT` on tile values (Python operators and properties, not torch calls)
+    from tessera.trace.proxy import TileValue
+    from tessera.trace.tracer import current_tracer
+    TileValue.__matmul__ = lambda self, other: mm(current_tracer(), self, other)  # type: ignore[attr-defined]
+    TileValue.__rmatmul__ = lambda self, other: mm(current_tracer(), other, self)  # type: ignore[attr-defined]
+    TileValue.T = property(lambda self: self.permute(*reversed(range(self.dim()))))  # type: ignore[attr-defined]
+    TileValue.mT = property(lambda self: self.transpose(-2, -1))  # type: ignore[attr-defined]
 
 
 _register_torch_products()

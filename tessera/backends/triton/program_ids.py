@@ -109,10 +109,11 @@ def emit_program_ids(lines: list[str], mapping: ProgramMapping, grid_dims: list[
             line(f"rows = {counts[first]}")
             line(f"cols = {counts[second]}")
             line(f"in_group = {group} * cols")
-            line(f"group_first = (pid % (rows * cols)) // in_group * {group}")
+            line("plane_pid = pid % (rows * cols)  # position within the first two dims' tiles")
+            line(f"group_first = plane_pid // in_group * {group}")
             line(f"group_rows = tl.minimum(rows - group_first, {group})")
-            line(f"pid_{first} = group_first + (pid % in_group) % group_rows")
-            line(f"pid_{second} = (pid % in_group) // group_rows")
+            line(f"pid_{first} = group_first + (plane_pid % in_group) % group_rows")
+            line(f"pid_{second} = (plane_pid % in_group) // group_rows")
             line("pid = pid // (rows * cols)")
             order = order[2:]
         for position, dim in enumerate(order):
