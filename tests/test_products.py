@@ -189,7 +189,14 @@ def dot_without_acc(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _refused_on_gpu(device: torch.device, narrow_whole_k: bool) -> bool:
+    """Compiled mode refuses products over a whole dimension narrower than 16 (a known GPU bug)."""
+    return device.type == "cuda" and narrow_whole_k
+
+
 def test_dot_without_acc_has_the_same_dtype_in_eager_and_generated_code(device: torch.device) -> None:
+    if _refused_on_gpu(device, True):
+        pytest.skip("compiled mode refuses a whole K of 2 (UnsupportedOperationError; see README limits)")
     x = torch.full((16, 2), 300.0, dtype=torch.float16, device=device)
     y = torch.full((2, 16), 300.0, dtype=torch.float16, device=device)
     generated = tessera.kernel(dot_without_acc, mode=_mode(device))(x, y)
@@ -198,6 +205,8 @@ def test_dot_without_acc_has_the_same_dtype_in_eager_and_generated_code(device: 
 
 
 def test_result_dtype_of_each_form(device: torch.device) -> None:
+    if _refused_on_gpu(device, True):
+        pytest.skip("compiled mode refuses a whole K of 2 (UnsupportedOperationError; see README limits)")
     x = torch.full((16, 2), 300.0, dtype=torch.float16, device=device)
     y = torch.full((2, 16), 300.0, dtype=torch.float16, device=device)
     inf, exact = float("inf"), 180000.0
@@ -269,6 +278,10 @@ def mm_whole_k(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("k", [1, 16, 24])
 def test_product_over_the_whole_k_dimension(k: int, dtype: torch.dtype, device: torch.device) -> None:
     x, y = _operands(21, k, 13, dtype, device)
+    if _refused_on_gpu(device, k < 16):  # refused with a clear error rather than a wrong sum
+        with pytest.raises(tessera.exc.UnsupportedOperationError, match="narrower than 16"):
+            tessera.kernel(mm_whole_k, config=tessera.Config(block_sizes=[16, 16]))(x, y)
+        return
     _run(mm_whole_k, (x, y), _reference_mm(x, y), _TOL[dtype], device, [16, 16])
 
 

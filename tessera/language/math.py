@@ -66,6 +66,14 @@ def _dot_trace(tracer: Any, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtype 
     tracer.dot_axes.update(operand_axes)
     # tl.dot needs every block >= 16; smaller tiles multiply-and-sum instead (exact, fp32)
     small = any(axis.block < 16 for axis in operand_axes)
+    whole = set(tracer.full_axes())
+    if small and not tracer.interpret and any(axis in whole or axis.is_unit for axis in operand_axes):
+        # Known bug: on the GPU the multiply-sum path gives wrong sums when a whole dimension
+        # narrower than 16 (e.g. x[tile, :] with 2 columns) feeds the product; refuse it loudly.
+        raise exc.UnsupportedOperationError(
+            "a matrix product over a whole dimension narrower than 16 is not supported in compiled mode",
+            location=user_location(),
+            hint="tile that dimension with hl.tile(...) instead of `:`, or run the kernel with mode='eager'")
     # hl.dot without acc/out_dtype returns its accumulator's dtype, as eager mode does (torch.mm
     # and friends pass the promoted input dtype as out_dtype instead)
     dtype = out_dtype or (acc.dtype if acc is not None else _accumulator_dtype(product_dtype(a, b)))
