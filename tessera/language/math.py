@@ -67,7 +67,7 @@ def _dot_trace(tracer: Any, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtype 
     # tl.dot needs every block >= 16; smaller tiles multiply-and-sum instead (exact, fp32)
     small = any(axis.block < 16 for axis in operand_axes)
     whole = set(tracer.full_axes())
-    if small and not tracer.interpret and any(axis in whole or axis.is_unit for axis in operand_axes):
+    if not tracer.interpret and any((axis in whole or axis.is_unit) and axis.block < 16 for axis in operand_axes):
         # Known bug: on the GPU the multiply-sum path gives wrong sums when a whole dimension
         # narrower than 16 (e.g. x[tile, :] with 2 columns) feeds the product; refuse it loudly.
         raise exc.UnsupportedOperationError(
