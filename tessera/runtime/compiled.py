@@ -13,6 +13,7 @@ import importlib.util
 import math
 import os
 import sys
+import traceback
 from typing import Any, Callable
 
 import sympy
@@ -356,23 +357,16 @@ def _generated_line(error: BaseException, variant: Variant) -> int | None:
     while seen is not None:
         node = getattr(seen, "node", None)
         if node is not None and hasattr(node, "lineno") and getattr(seen, "src", None):
-            first = variant.source.splitlines().index(next(
-                l for l in variant.source.splitlines() if l.startswith(f"def {variant.function.__name__}(")))
+            # Triton numbers the lines of the function's own source, which starts at its `def`
+            header = f"def {variant.function.__name__}("
+            first = next(i for i, text in enumerate(variant.source.splitlines()) if text.startswith(header))
             return first + node.lineno
-        frames = [f for f in traceback_frames(seen) if f[0] == variant.path]
-        if frames:
-            return frames[-1][1]
+        lines = [lineno for frame, lineno in traceback.walk_tb(seen.__traceback__)
+                 if frame.f_code.co_filename == variant.path]
+        if lines:
+            return lines[-1]
         seen = seen.__cause__ or seen.__context__
     return None
-
-
-def traceback_frames(error: BaseException) -> list[tuple[str, int]]:
-    result = []
-    tb = error.__traceback__
-    while tb is not None:
-        result.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
-        tb = tb.tb_next
-    return result
 
 
 def _launch_index(body: Callable[..., Any]) -> int:
