@@ -17,7 +17,8 @@ _KNOWN_KEYS: dict[str, str] = {
     "loop_orders": "per top-level N-D tile loop, the order in which its dims map to program ids",
     "l2_grouping": "group size of program ids along the first dim, for L2 reuse (1 = off)",
     "indexing": "'pointer' | 'block_ptr' | 'tensor_descriptor', one for all accesses or a list per access",
-    "reduction_loops": "per whole-row reduction: None (one block) or a chunk size (looped reduction)",
+    "reduction_loops": "per top-level tile loop: None (its whole row is one block) or a chunk size "
+                       "(the row is processed in passes over chunks of that size)",
     "pid_type": "'flat' | 'xyz' | 'persistent_blocked' | 'persistent_interleaved'",
 }
 
@@ -132,8 +133,9 @@ def _check_indexing(indexing: Any) -> None:
 
 def _check_reduction_loops(loops: Any) -> None:
     if not isinstance(loops, (list, tuple)):
-        raise ConfigError(f"reduction_loops={loops!r} must be a list with one entry per whole-row reduction",
-                          hint="None keeps a reduction in one block; an int loops over chunks of that size")
+        raise ConfigError(f"reduction_loops={loops!r} must be a list with one entry per top-level tile loop",
+                          hint="None keeps the loop's whole row (x[tile, :]) in one block; an int loops over "
+                               "chunks of that size")
     for position, chunk in enumerate(loops):
         if chunk is not None and not (isinstance(chunk, int) and not isinstance(chunk, bool)
                                       and _is_power_of_two(chunk)):
@@ -164,3 +166,19 @@ def default_block_size(minimum: int = 1) -> int:
     """The documented default block size, raised to `minimum` (rounded up to a power of two)."""
     floor = 1 << max(int(minimum) - 1, 0).bit_length()
     return max(DEFAULT_BLOCK_SIZE, floor)
+
+
+ONE_BLOCK_ROW_LIMIT = 1 << 15
+"""A whole row (`x[tile, :]`) longer than this is looped in chunks unless `reduction_loops` says."""
+
+DEFAULT_ROW_CHUNK = 4096
+"""Chunk of such a looped row."""
+
+
+def reduction_loop_of(config: Config, launch_index: int) -> int | None | str:
+    """`reduction_loops` entry of tile loop `launch_index`: a chunk, None (one block), or
+    "auto" when the Config does not say (one block if the row fits, else chunks)."""
+    loops = config.get("reduction_loops")
+    if loops is None or launch_index >= len(loops):
+        return "auto"
+    return loops[launch_index]

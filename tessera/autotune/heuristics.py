@@ -68,6 +68,8 @@ def _row_kernel(facts: KernelFacts) -> dict[str, Any]:
     launch = [d for d in facts.tunables if d.role == "launch"]
     inner = [d for d in facts.tunables if d.role != "launch"]
     row = _row_length(facts, launch, inner)
+    if row > CHUNK_ROWS_ABOVE and any(facts.reduction_extents):
+        row = REDUCTION_CHUNK  # the row streams through a chunk loop: a chunk is what registers hold
     wanted: dict[str, Any] = {}
     inner_block = 1
     for dim in inner:
@@ -89,7 +91,7 @@ def _row_kernel(facts: KernelFacts) -> dict[str, Any]:
 
 
 def _row_length(facts: KernelFacts, launch: list[TunableDim], inner: list[TunableDim]) -> int:
-    if facts.reduction_extents:
+    if any(facts.reduction_extents):  # 0: a row that cannot be chunked, measured below instead
         return _ceil_pow2(max(facts.reduction_extents))
     rows = 1
     for dim in launch:

@@ -26,7 +26,7 @@ from tessera.exc import ConfigError
 from tessera.runtime.plan import KernelPlan, TunableDim
 
 ENABLED_KEYS: frozenset[str] = frozenset({"block_sizes", "num_warps", "num_stages", "loop_orders", "l2_grouping",
-                                          "pid_type", "indexing"})
+                                          "pid_type", "indexing", "reduction_loops"})
 """Config keys the backend honours; the others are generated only once listed here."""
 
 ENABLED_PID_TYPES: tuple[str, ...] = ("flat", "xyz", "persistent_blocked", "persistent_interleaved")

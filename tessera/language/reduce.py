@@ -18,9 +18,22 @@ from tessera.trace.proxy import TileValue, register_torch
 from tessera.trace.tracer import Tracer, current_tracer
 
 T = torch.Tensor
-# reduction -> (Triton function, identity for masked lanes as a Triton expression)
-_REDUCTIONS = {"sum": ("tl.sum", "0"), "amax": ("tl.max", "float('-inf')"), "amin": ("tl.min", "float('inf')"),
-               "argmax": ("tl.argmax", "float('-inf')"), "argmin": ("tl.argmin", "float('inf')")}
+# reduction -> Triton function
+REDUCTION_FUNCTIONS = {"sum": "tl.sum", "amax": "tl.max", "amin": "tl.min", "argmax": "tl.argmax",
+                       "argmin": "tl.argmin"}
+
+
+def reduction_identity(fn: str, dtype: torch.dtype) -> str:
+    """The value masked lanes take so they never win (a Triton expression of `dtype`'s kind)."""
+    if fn == "sum":
+        return "0"
+    largest = fn in ("amin", "argmin")
+    if dtype.is_floating_point:
+        return "float('inf')" if largest else "float('-inf')"
+    if dtype == torch.bool:
+        return "1" if largest else "0"
+    info = torch.iinfo(dtype)
+    return str(info.max if largest else info.min)
 
 
 def _dims(value: TileValue, dim: Any) -> list[int]:
@@ -224,11 +237,14 @@ def _expand_trace(tracer: Tracer, value: TileValue, *sizes: Any) -> TileValue:
 
 @register_triton("reduce")
 def _reduce_triton(emitter: Any, node: Any) -> str:
-    function, identity = _REDUCTIONS[node.params["fn"]]
+    function = REDUCTION_FUNCTIONS[node.params["fn"]]
     source = node.inputs[0]
+    identity = reduction_identity(node.params["fn"], source.dtype)
     operand = emitter.name_of(source)
-    if node.params["fn"] == "sum" and source.dtype in (torch.float16, torch.bfloat16):
-        operand = f"{operand}.to(tl.float32)"  # accumulate 16-bit sums in fp32, as PyTorch does
+    accumulate = sum_accumulator_dtype(node)
+    if accumulate is not None and accumulate != source.dtype:
+        # 16-bit sums accumulate in fp32 and integer sums in int64, as PyTorch does
+        operand = emitter.cast(operand, source.dtype, accumulate)
     axis = node.params["axis"]
     if axis.needs_mask:
         mask = emitter.axis_mask(axis, source.shape)
@@ -238,6 +254,15 @@ def _reduce_triton(emitter: Any, node: Any) -> str:
     text = f"{function}({operand}, axis={dim}{keep})"
     return emitter.cast(text, source.dtype if node.params["fn"] not in ("sum",) else node.dtype, node.dtype) \
         if node.params["fn"] not in ("argmax", "argmin") else f"{text}.to(tl.int64)"
+
+
+def sum_accumulator_dtype(node: Any) -> torch.dtype | None:
+    """The dtype a sum adds in (None for other reductions)."""
+    if node.params["fn"] != "sum":
+        return None
+    if node.inputs[0].dtype in (torch.float16, torch.bfloat16):
+        return torch.float32
+    return node.dtype
 
 
 @register_triton("cast")

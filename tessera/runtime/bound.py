@@ -75,7 +75,10 @@ class BoundKernel:
         tunables = [runner.tunables[index] for index in sorted(runner.tunables)]
         dims = runner.launch_dims
         launch_dims = tuple(dims.get(i, 0) for i in range(max(dims) + 1)) if dims else ()
-        return KernelPlan(config, records, result, tunables, launch_dims=launch_dims)
+        rows = runner.loopable_rows
+        reduction_extents = tuple(rows.get(i, 0) for i in range(max(rows) + 1)) if rows else ()
+        return KernelPlan(config, records, result, tunables, launch_dims=launch_dims,
+                          reduction_extents=reduction_extents)
 
     def to_triton_code(self, config: Config | None = None) -> str:
         """The generated Triton source of every launch of this call under `config`."""

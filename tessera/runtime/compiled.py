@@ -57,6 +57,7 @@ class Variant:
     launched: bool = False
     launch_index: int = 0   # which top-level tile loop (source order)
     launch_ndim: int = 1    # dims its programs tile
+    loopable_row: int = 0   # length of the whole dimension reduction_loops may chunk (0: none can be)
     launcher: Any = None  # compiled mode: a TritonLauncher, so repeat launches skip JITFunction.run
 
 
@@ -234,6 +235,7 @@ class CompiledRunner:
         self.recorder = recorder
         self.tunables: dict[int, TunableDim] = {}
         self.launch_dims: dict[int, int] = {}
+        self.loopable_rows: dict[int, int] = {}
 
     def launch(self, tile_range: TileRange, body: Callable[..., Any]) -> None:
         names = body.__code__.co_freevars
@@ -267,6 +269,7 @@ class CompiledRunner:
         grid = variant.grid(*symbol_values)
         if self.recorder is not None:
             self.launch_dims[variant.launch_index] = variant.launch_ndim
+            self.loopable_rows[variant.launch_index] = variant.loopable_row
             for dim in variant.tunables:  # only plans report tunables
                 known = self.tunables.get(dim.index)
                 if known is None or known.extent < dim.extent:
@@ -300,6 +303,7 @@ class CompiledRunner:
         tracer.dot_precision = "ieee" if self.mode == "interpret" else self.kernel.settings.dot_precision
         tracer.interpret = self.mode == "interpret"
         tracer.int64_indexing = any(_needs_int64(v) for v in values if isinstance(v, torch.Tensor))
+        tracer.launch_index = launch_index  # picks this loop's entries of per-loop Config keys
         tracer.trace_launch(binding.range, body, binding.proxies)
         from tessera.backends.triton.codegen import generate_kernel
         name = f"{self.kernel.fn.__name__}_kernel"
@@ -325,7 +329,8 @@ class CompiledRunner:
             num_warps=num_warps, num_stages=num_stages,
             guard_text=[reason for _, reason in binding.symbols.guards],
             tunables=tracer.tunable_dims(), locations=locations, launch_location=user_location(),
-            launcher=launcher, launch_index=launch_index, launch_ndim=len(tracer.grid_dims))
+            launcher=launcher, launch_index=launch_index, launch_ndim=len(tracer.grid_dims),
+            loopable_row=tracer.loopable_row_length())
 
 
 def _int_result(function: Callable[..., Any]) -> Callable[..., tuple[int, ...]]:

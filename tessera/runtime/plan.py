@@ -57,6 +57,8 @@ class KernelPlan:
     tunables: list[TunableDim]
     reads_results_on_host: bool = False
     launch_dims: tuple[int, ...] = ()  # per top-level tile loop (source order): dims it tiles
+    # per top-level tile loop: length of the whole dimension `reduction_loops` may chunk, 0 if none
+    reduction_extents: tuple[int, ...] = ()
 
     def tensors(self) -> list[torch.Tensor]:
         """Every tensor the launches touch, each once (by identity)."""

@@ -139,7 +139,8 @@ def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any =
     accesses, shape = resolve_index(tracer, tensor, index)
     if isinstance(value, TileValue):
         target = tracer.broadcast([shape, value.axes], f"store into {tensor.name}")
-        if len(target) != len(shape) or any(a is not b and b is not UNIT for a, b in zip(target, shape)):
+        if len(target) != len(shape) or any(a is not tracer.canonical_axis(b) and b is not UNIT
+                                               for a, b in zip(target, shape)):
             raise exc.ShapeMismatchError(
                 f"cannot store a value of shape {list(value.axes)} into {tensor.name}{list(shape)}",
                 location=user_location(), hint="index the destination with the same tiles as the value")

@@ -13,7 +13,7 @@ import sympy
 import torch
 
 from tessera import exc
-from tessera.config import Config
+from tessera.config import DEFAULT_ROW_CHUNK, ONE_BLOCK_ROW_LIMIT, Config, reduction_loop_of
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.frontend.location import user_location
 from tessera.ir.graph import UNIT, Axis, Block, Node
@@ -67,6 +67,9 @@ class Tracer:
         self.dot_axes: set[Axis] = set()
         self.predicate: Node | None = None  # condition of the device `if` branch being traced
         self._tunable_axes: list[tuple[int, Axis, str]] = []  # (block_sizes index, axis, role)
+        self.launch_index = 0  # which top-level tile loop this is (source order), for per-loop Config keys
+        self.looped_row: Axis | None = None  # the whole-row axis processed in chunks (reduction_loops)
+        self._row_auto = False  # looped because it is long, not because the Config said so
 
     # -- interpreter protocol -------------------------------------------------------------
     def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
@@ -94,6 +97,9 @@ class Tracer:
             position = 0 if op == "load" else 1
             inputs = list(inputs)
             inputs[position] = self._and_predicate(inputs[position])
+        for access in params.get("accesses", ()):
+            if access.axis is not None:  # like the shape: the index vector of the surviving axis
+                access.axis = self.canonical_axis(access.axis)
         node = Node(op, inputs, tuple(self.canonical_axis(a) for a in shape), dtype, params, user_location(),
                     name=f"v{self._names}")
         self._names += 1
@@ -113,20 +119,78 @@ class Tracer:
         return list(self._full_axes.values())
 
     def full_axis(self, extent: Any) -> Axis:
-        """The axis of a whole dimension read with `:` (block: the next power of two)."""
+        """The axis of a whole dimension read with `:`: one block (the next power of two), or for
+        the loop's first whole dimension under `reduction_loops`, chunks (see ir/rolling.py)."""
         extent = self.symbols.canonical(extent)
         if extent in self._full_axes:
             return self._full_axes[extent]
+        name = f"r{len(self._full_axes)}"
         actual = self.symbols.evaluate(extent)
+        chunk = self._row_chunk(extent, actual) if not self._full_axes else None
+        if chunk is not None:
+            # any length works in chunks: the loop bound is the runtime extent, no bucket guard
+            axis = Axis(name, sympy.Symbol(f"chunk_{name}", integer=True), extent, chunk,
+                        needs_mask=not (sympy.Mod(extent, chunk) == 0))
+            self.looped_row = axis
+            self._full_axes[extent] = axis
+            return axis
         block = next_power_of_two(actual)
         if isinstance(extent, sympy.Basic) and not extent.is_Integer:
             # the block is baked into the code: reuse this variant only for extents in its bucket
             self.symbols.guard(sympy.And(extent <= block, extent > block // 2) if block > 1 else sympy.Le(extent, 1),
                                f"whole dimension of size {extent} fits block {block}")
-        axis = Axis(f"r{len(self._full_axes)}", sympy.Integer(0), extent, block,
-                    needs_mask=not (sympy.Integer(block) == extent))
+        axis = Axis(name, sympy.Integer(0), extent, block, needs_mask=not (sympy.Integer(block) == extent))
         self._full_axes[extent] = axis
         return axis
+
+    def _row_chunk(self, extent: Any, actual: int) -> int | None:
+        """The chunk of this loop's first whole row, or None to hold it in one block."""
+        chunk = reduction_loop_of(self.config, self.launch_index)
+        self._row_auto = chunk == "auto"
+        if chunk != "auto":
+            return chunk
+        long_row = sympy.Gt(extent, ONE_BLOCK_ROW_LIMIT)
+        if isinstance(extent, sympy.Basic) and not extent.is_Integer:
+            self.symbols.guard(long_row if actual > ONE_BLOCK_ROW_LIMIT else sympy.Not(long_row),
+                               f"whole dimension of size {extent} is {'' if actual > ONE_BLOCK_ROW_LIMIT else 'not '}"
+                               f"longer than {ONE_BLOCK_ROW_LIMIT} (looped in chunks)")
+        return DEFAULT_ROW_CHUNK if actual > ONE_BLOCK_ROW_LIMIT else None
+
+    def settle_row_loop(self) -> None:
+        """A row looped only because it is long (no `reduction_loops` entry) whose uses cannot
+        be split into passes goes back to one block; an explicit entry is left to fail loudly."""
+        from tessera.ir.rolling import why_not_loopable
+        if self.looped_row is None or not self._row_auto or why_not_loopable(self.root, self.looped_axes()) is None:
+            return
+        extent = self.looped_row.end
+        block = next_power_of_two(self.symbols.evaluate(extent))
+        if isinstance(extent, sympy.Basic) and not extent.is_Integer:
+            self.symbols.guard(sympy.And(extent <= block, extent > block // 2),
+                               f"whole dimension of size {extent} fits block {block}")
+        for axis in self.looped_axes():  # axes are shared by reference: every node follows
+            axis.begin, axis.block, axis.needs_mask = sympy.Integer(0), block, not (sympy.Integer(block) == extent)
+        self.looped_row = None
+
+    def looped_axes(self) -> set[Axis]:
+        """The looped row's axis and the whole-dim axes unified with it."""
+        if self.looped_row is None:
+            return set()
+        return {axis for axis in self._full_axes.values() if self.canonical_axis(axis) is self.looped_row}
+
+    def loopable_row_length(self) -> int:
+        """The length of this loop's first whole row if `reduction_loops` could chunk it, else 0
+        (no whole row, or its uses cannot be split into passes: see ir/rolling.py)."""
+        from tessera.ir.rolling import why_not_loopable
+        if not self._full_axes:
+            return 0
+        first = next(iter(self._full_axes.values()))
+        row = {axis for axis in self._full_axes.values() if self.canonical_axis(axis) is first}
+        if why_not_loopable(self.root, row) is not None:
+            return 0
+        try:
+            return int(self.symbols.evaluate(first.end))
+        except (TypeError, ValueError, exc.TesseraError):
+            return 0
 
     def unify_axes(self, a: Axis, b: Axis, what: str) -> Axis:
         """Broadcast two dims: the same axis, or a unit axis, or two whole dims of equal size."""
@@ -135,9 +199,13 @@ class Tracer:
             return a
         if a is UNIT:
             return b
-        full = set(self._full_axes.values())
+        full = list(self._full_axes.values())
         if a in full and b in full and self.symbols.evaluate(a.end) == self.symbols.evaluate(b.end):
             self.symbols.guard_equal(a.end, b.end, f"{what}: sizes {a.end} and {b.end} are equal")
+            if full.index(b) < full.index(a):
+                a, b = b, a  # the first whole dim stays: `reduction_loops` is about it
+            # one row, one layout: nodes traced with `b` follow `a` into its block or chunk loop
+            b.begin, b.block, b.needs_mask = a.begin, a.block, a.needs_mask
             self._axis_alias[b] = a
             return a
         raise exc.ShapeMismatchError(

@@ -35,7 +35,7 @@ class Emitter:
         self.parameters = parameters or set()
         self.symbols = symbols          # guards that generated code relies on go here
         self.prelude: list[str] = []    # lines at the kernel top (tensor descriptors)
-        self.accesses = 0               # loads/stores so far, for per-access Config choices
+        self._access_numbers: dict[int, int] = {}  # load/store node -> its number, for per-access choices
         self.lines: list[str] = []
         self.indent = 1
         self.int64_indexing = int64_indexing
@@ -44,6 +44,10 @@ class Emitter:
         self._axis_names: dict[Axis, str] = {}
         self._last_comment: str | None = None
         self.locations: dict[int, Any] = {}  # body line index -> kernel SourceLocation
+
+    def access_number(self, node: Node) -> int:
+        """The position of a load/store among the body's accesses (stable when code is re-emitted)."""
+        return self._access_numbers.setdefault(id(node), len(self._access_numbers))
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.indent + text)
@@ -205,8 +209,7 @@ def emit_block(emitter: Emitter, block: Block) -> None:
 
 def _block_access(emitter: Emitter, node: Node) -> tuple[str, BlockAccess | None]:
     """The indexing strategy of this load/store, and its block form when not 'pointer'."""
-    strategy = strategy_for(emitter.config, emitter.accesses)
-    emitter.accesses += 1
+    strategy = strategy_for(emitter.config, emitter.access_number(node))
     if (strategy == "pointer" or emitter.int64_indexing or getattr(node.params["tensor"], "is_view", False)
             or not BlockAccess.possible(node)):  # views: offsets and checks only the pointer path has
         return "pointer", None
@@ -361,9 +364,15 @@ def generate_kernel(name: str, parameters: list[str], tracer: Any, grid_dims: li
     emitter = Emitter(tracer.int64_indexing, tracer.interpret, tracer.config, set(parameters), tracer.symbols)
     mapping = mapping or ProgramMapping(tuple(range(len(grid_dims))))
     emitter.indent = emit_program_ids(emitter.lines, mapping, grid_dims, tracer.int64_indexing)
-    for axis in launch_axes_top + tracer.full_axes():
+    tracer.settle_row_loop()
+    looped = tracer.looped_axes()
+    for axis in launch_axes_top + [a for a in tracer.full_axes() if a not in looped]:
         emitter.define_axis(axis)
-    emit_block(emitter, tracer.root)
+    if looped:
+        from tessera.backends.triton.row_loops import emit_looped_row
+        emit_looped_row(emitter, tracer.root, looped, tracer.launch_index)
+    else:
+        emit_block(emitter, tracer.root)
     emitter.lines[:0] = ["    " + line for line in emitter.prelude]
     shift = len(emitter.prelude)
     header = [
