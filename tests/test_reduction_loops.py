@@ -67,8 +67,8 @@ def test_row_kernels_in_chunks_on_every_layout(layout: str, device: torch.device
     _close(losses, torch.nn.functional.cross_entropy(x, labels, reduction="none"), torch.float32)
 
 
-def test_chunk_passes_in_the_generated_code() -> None:
-    x = torch.randn(3, 100)
+def test_chunk_passes_in_the_generated_code(device: torch.device) -> None:
+    x = torch.randn(3, 100, device=device)
     code = softmax.bind(x).to_triton_code(tessera.Config(block_sizes=[2], reduction_loops=[32]))
     # max, then sum of exponentials, then the normalized store: three passes over the row
     assert code.count("for chunk_r0 in tl.range(0, x_size1, 32):") == 3
@@ -77,7 +77,7 @@ def test_chunk_passes_in_the_generated_code() -> None:
     assert "chunk_" not in one_block and "tl.arange(0, 128)" in one_block
 
 
-def test_no_row_mask_when_the_chunk_divides_a_static_row() -> None:
+def test_no_row_mask_when_the_chunk_divides_a_static_row(device: torch.device) -> None:
     @tessera.kernel(static_shapes=True)
     def row_sums(x: torch.Tensor) -> torch.Tensor:
         out = torch.empty([x.size(0)], dtype=x.dtype, device=x.device)
@@ -86,15 +86,15 @@ def test_no_row_mask_when_the_chunk_divides_a_static_row() -> None:
         return out
 
     config = tessera.Config(block_sizes=[4], reduction_loops=[32])
-    assert "mask_r0" not in row_sums.bind(torch.randn(4, 128)).to_triton_code(config)
-    assert "mask_r0" in row_sums.bind(torch.randn(4, 130)).to_triton_code(config)
-    x = torch.randn(6, 130)
-    with settings.override(mode="interpret"):
+    assert "mask_r0" not in row_sums.bind(torch.randn(4, 128, device=device)).to_triton_code(config)
+    assert "mask_r0" in row_sums.bind(torch.randn(4, 130, device=device)).to_triton_code(config)
+    x = torch.randn(6, 130, device=device)
+    with settings.override(mode=_mode(device)):
         torch.testing.assert_close(row_sums.bind(x).run(config), x.sum(dim=1), atol=1e-4, rtol=1e-5)
 
 
-def test_one_chunked_variant_serves_every_row_length() -> None:
-    @tessera.kernel(config=tessera.Config(block_sizes=[2], reduction_loops=[16]), mode="interpret")
+def test_one_chunked_variant_serves_every_row_length(device: torch.device) -> None:
+    @tessera.kernel(config=tessera.Config(block_sizes=[2], reduction_loops=[16]))
     def row_max(x: torch.Tensor) -> torch.Tensor:
         out = torch.empty([x.size(0)], dtype=x.dtype, device=x.device)
         for tile in hl.tile(x.size(0)):
@@ -102,7 +102,7 @@ def test_one_chunked_variant_serves_every_row_length() -> None:
         return out
 
     for width in (1, 5, 16, 17, 100, 260):
-        x = torch.randn(3, width) - 10  # all negative: padding lanes must not leak a 0
+        x = torch.randn(3, width, device=device) - 10  # all negative: padding lanes must not leak a 0
         torch.testing.assert_close(row_max(x), x.amax(dim=1))
     # no bucket per power of two: the loop bound is the length (size 1 is its own key, as everywhere)
     assert row_max.cache_info().variants == 2
@@ -130,11 +130,11 @@ def test_integer_rows_use_the_dtype_identity_and_int64_sums(device: torch.device
         assert torch.equal(total, x.sum(dim=1, dtype=torch.int64))
 
 
-def test_a_row_too_long_for_one_block_is_looped_without_a_config() -> None:
-    x = torch.randn(1, ONE_BLOCK_ROW_LIMIT + 3)
+def test_a_row_too_long_for_one_block_is_looped_without_a_config(device: torch.device) -> None:
+    x = torch.randn(1, ONE_BLOCK_ROW_LIMIT + 3, device=device)
     code = softmax.bind(x).to_triton_code(tessera.Config(block_sizes=[1]))
     assert "for chunk_r0 in tl.range" in code
-    with settings.override(mode="interpret"):
+    with settings.override(mode=_mode(device)):
         out = softmax.bind(x).run(tessera.Config(block_sizes=[1]))
     torch.testing.assert_close(out, torch.softmax(x, dim=-1))
 
@@ -153,7 +153,7 @@ def test_in_place_update_in_the_last_pass_is_allowed(device: torch.device) -> No
            expected, torch.float32)
 
 
-def test_a_load_after_an_earlier_pass_stored_is_refused() -> None:
+def test_a_load_after_an_earlier_pass_stored_is_refused(device: torch.device) -> None:
     @tessera.kernel
     def store_then_reduce(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         for tile in hl.tile(x.size(0)):
@@ -163,7 +163,7 @@ def test_a_load_after_an_earlier_pass_stored_is_refused() -> None:
         return x
 
     with pytest.raises(ConfigError, match=r"reduction_loops\[0\].*line \d+"):
-        store_then_reduce.bind(torch.randn(2, 40), torch.empty(2, 40)).to_triton_code(
+        store_then_reduce.bind(torch.randn(2, 40, device=device), torch.empty(2, 40, device=device)).to_triton_code(
             tessera.Config(block_sizes=[1], reduction_loops=[16]))
 
 
@@ -175,24 +175,24 @@ def row_argmax(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def test_a_row_argmax_cannot_be_chunked_and_the_error_names_the_line() -> None:
-    x = torch.randn(3, 40)
+def test_a_row_argmax_cannot_be_chunked_and_the_error_names_the_line(device: torch.device) -> None:
+    x = torch.randn(3, 40, device=device)
     with pytest.raises(ConfigError, match=r"argmax reduction of the row cannot be computed in chunks") as info:
         row_argmax.bind(x).to_triton_code(tessera.Config(block_sizes=[1], reduction_loops=[16]))
     assert "x[tile, :].argmax(dim=1)" in str(info.value)
     assert row_argmax.bind(x).plan(tessera.Config(block_sizes=[1])).reduction_extents == (0,)
 
 
-def test_plans_report_the_loopable_row_and_the_space_offers_chunks() -> None:
+def test_plans_report_the_loopable_row_and_the_space_offers_chunks(device: torch.device) -> None:
     from tessera.autotune.space import ConfigSpace
-    plan = softmax.bind(torch.randn(4, 1000)).plan(tessera.Config(block_sizes=[2]))
+    plan = softmax.bind(torch.randn(4, 1000, device=device)).plan(tessera.Config(block_sizes=[2]))
     assert plan.reduction_extents == (1000,)
     axis = ConfigSpace.from_plan(plan).axis("reduction_loops[0]")
     assert axis.choices[0] is None and 512 in axis.choices and 1024 not in axis.choices
 
 
-def test_a_long_row_that_cannot_be_chunked_stays_one_block_without_a_config() -> None:
-    x = torch.randn(1, ONE_BLOCK_ROW_LIMIT + 5)
+def test_a_long_row_that_cannot_be_chunked_stays_one_block_without_a_config(device: torch.device) -> None:
+    x = torch.randn(1, ONE_BLOCK_ROW_LIMIT + 5, device=device)
     assert "chunk_" not in row_argmax.bind(x).to_triton_code(tessera.Config(block_sizes=[1]))
-    with settings.override(mode="interpret"):
+    with settings.override(mode=_mode(device)):
         assert torch.equal(row_argmax.bind(x).run(tessera.Config(block_sizes=[1])), x.argmax(dim=1))
