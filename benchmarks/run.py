@@ -8,7 +8,9 @@ kernel is written twice. For each case and implementation the same timing functi
 on CUDA `triton.testing.do_bench` (CUDA events, warm-up, L2 flushed between repetitions, median);
 on CPU the median wall time of a few calls. Reported: ms, GB/s for memory-bound kernels (bytes of
 all inputs and outputs, read or written once) or TFLOP/s for matmul and attention, and the ratio
-to torch.compile (> 1 means faster than torch.compile).
+to torch.compile (> 1 means faster than torch.compile). Memory-bound cases also time a plain
+device copy of the same number of bytes (`device copy`, the HBM ceiling on this GPU in this
+run); `of_copy` in the JSON is each row's speed as a fraction of it.
 
 Implementations per case:
 - tessera: the kernel with its default config (what a user gets with no tuning);
@@ -251,9 +253,16 @@ def _run_case(case: Case, device: str, dtype: Any, smoke: bool, bench: Callable[
             row("torch.compile", None, f"error: {_short_error(error)}")
     else:
         row("torch.compile", None, "skipped on CPU (use --compile-on-cpu)")
+    if not case.flops and device == "cuda":
+        # the ceiling for a memory-bound kernel: a plain device copy moving the same bytes
+        source = torch.empty(int(work) // 2, dtype=torch.uint8, device=device)
+        target = torch.empty_like(source)
+        row("device copy", lambda: target.copy_(source), "same bytes moved (read + write): the HBM ceiling")
     baseline = next((r["ms"] for r in rows if r["impl"] == "torch.compile" and r["ms"]), None)
+    ceiling = next((r["ms"] for r in rows if r["impl"] == "device copy" and r["ms"]), None)
     for entry in rows:
         entry["vs_compile"] = round(baseline / entry["ms"], 3) if baseline and entry["ms"] else None
+        entry["of_copy"] = round(ceiling / entry["ms"], 3) if ceiling and entry["ms"] else None
     return rows
 
 
