@@ -309,12 +309,21 @@ def _dot(emitter: Emitter, node: Node) -> None:
             emitter.line(f"{node.name} = {emitter.cast(node.name, accumulate, node.dtype)}")
         return
     left, right = emitter.operand(a, common), emitter.operand(b, common)
+    accumulator = emitter.operand(acc, accumulate) if acc is not None else None
+    # A batched (3-D) tl.dot whose batch blocks are all 1 is a plain matrix product: as 2-D it
+    # gets the tensor-core path (wgmma on Hopper), which 3-D dots do not.
+    squeeze = len(node.shape) > 2 and all(axis.block == 1 for axis in node.shape[:-2])
+    if squeeze:
+        left = f"tl.reshape({left}, {emitter.block_shape(a.shape[-2:])})"
+        right = f"tl.reshape({right}, {emitter.block_shape(b.shape[-2:])})"
+        if accumulator is not None:
+            accumulator = f"tl.reshape({accumulator}, {emitter.block_shape(node.shape[-2:])})"
     precision = f", input_precision='{node.params['precision']}'" if common == torch.float32 else ""
-    if acc is not None:
-        emitter.line(f"{node.name} = tl.dot({left}, {right}, acc={emitter.operand(acc, accumulate)}{precision}, "
-                     f"out_dtype={TRITON_DTYPES[accumulate]})")
+    if accumulator is not None:
+        text = f"tl.dot({left}, {right}, acc={accumulator}{precision}, out_dtype={TRITON_DTYPES[accumulate]})"
     else:
-        emitter.line(f"{node.name} = tl.dot({left}, {right}{precision}, out_dtype={TRITON_DTYPES[accumulate]})")
+        text = f"tl.dot({left}, {right}{precision}, out_dtype={TRITON_DTYPES[accumulate]})"
+    emitter.line(f"{node.name} = {f'tl.reshape({text}, {emitter.block_shape(node.shape)})' if squeeze else text}")
     if node.dtype != accumulate:
         emitter.line(f"{node.name} = {emitter.cast(node.name, accumulate, node.dtype)}")
 
