@@ -116,6 +116,31 @@ def test_inner_loops_take_loaded_bounds(device: torch.device) -> None:
 
 
 @tessera.kernel
+def _sums_of_long_tiles(x: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros([starts.size(0)], dtype=torch.float32, device=x.device)
+    for group in hl.grid(starts.size(0)):
+        total = hl.zeros([1], dtype=torch.float32)
+        for tile in hl.tile(hl.load(starts, [group]), hl.load(ends, [group]), block_size=4):
+            if tile.end - tile.begin > 2:  # sizes from loaded bounds: a device branch
+                total = total + x[tile].sum()
+        out[group] = total.sum()
+    return out
+
+
+def test_an_if_on_a_size_computed_from_loaded_bounds_is_a_device_branch(device: torch.device) -> None:
+    x = torch.randn(23, device=device)
+    starts = torch.tensor([0, 5, 7, 23], dtype=torch.int32, device=device)
+    ends = torch.tensor([5, 7, 23, 23], dtype=torch.int32, device=device)
+    expected = []
+    for begin, end in zip(starts.tolist(), ends.tolist()):
+        pieces = [x[i:min(i + 4, end)] for i in range(begin, end, 4)]
+        expected.append(sum((p.sum() for p in pieces if len(p) > 2), torch.zeros((), device=device)))
+    generated, eager = _both_modes(device, _sums_of_long_tiles, x, starts, ends)
+    assert_close(generated, torch.stack(expected), (1e-5, 1e-5), "sums of long tiles")
+    assert_close(generated, eager, (1e-5, 1e-5), "sums of long tiles vs eager")
+
+
+@tessera.kernel
 def _first_n_doubled(x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
     out = torch.zeros_like(x)
     for _ in hl.grid(1):
@@ -241,3 +266,22 @@ def test_an_allocation_sized_by_a_loaded_value_explains_the_tile_shaped_rewrite(
     assert "compile-time" in str(error) or "compiled" in str(error)
     assert "for tile in hl.tile(m): acc = hl.zeros([tile, 4])" in str(error)
     assert "hl.specialize" in str(error)
+
+
+@tessera.kernel
+def _sum_from_eight(x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros([1], dtype=torch.float32, device=x.device)
+    for group in hl.grid(1):
+        total = hl.zeros([1], dtype=torch.float32)
+        for tile in hl.tile(x.size(0), block_size=4):
+            if tile.begin >= 8:  # a loop variable: a device branch too
+                total = total + x[tile].sum()
+        out[group] = total.sum()
+    return out
+
+
+def test_an_if_on_an_inner_loop_variable_is_a_device_branch(device: torch.device) -> None:
+    x = torch.randn(23, device=device)
+    generated, eager = _both_modes(device, _sum_from_eight, x)
+    assert_close(generated, x[8:].sum().reshape(1), (1e-5, 1e-5), "sum from 8")
+    assert_close(generated, eager, (1e-5, 1e-5), "sum from 8 vs eager")

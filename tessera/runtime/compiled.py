@@ -474,8 +474,11 @@ def device_if_helper(condition: Any, then_body: Callable[..., tuple], else_body:
     if isinstance(condition, sympy.Basic) and not isinstance(condition, (sympy.logic.boolalg.BooleanAtom, sympy.Number)):
         # a condition on runtime sizes (`if x.size(1) > 64:`): decided for this call, and the
         # variant is reused only for calls that decide it the same way
-        symbols = current_tracer().symbols
+        tracer = current_tracer()
+        symbols = tracer.symbols
         truth = condition if isinstance(condition, (sympy.Rel, sympy.logic.boolalg.Boolean)) else sympy.Ne(condition, 0)
+        if truth.free_symbols - set(symbols.values):  # loaded values, loop variables: known only on the device
+            return tracer.device_if(tracer.symbolic_value(truth), then_body, else_body, values)
         taken = bool(symbols.evaluate(truth))
         symbols.guard(truth if taken else sympy.Not(truth), f"host condition {condition} is {taken}")
         return then_body(*values) if taken else else_body(*values)

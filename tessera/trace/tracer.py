@@ -111,6 +111,12 @@ class Tracer:
             axis = self._axis_alias[axis]
         return axis
 
+    def symbolic_value(self, expr: sympy.Basic) -> TileValue:
+        """A 0-d device value computed from a symbolic expression over loop variables and loaded
+        scalars (e.g. `tile.end - tile.begin > 2` on a runtime-bounded tile)."""
+        dtype = torch.bool if isinstance(expr, (sympy.Rel, sympy.logic.boolalg.Boolean)) else torch.int32
+        return self.emit("symbolic", [], (), dtype, expr=expr)
+
     def tile_index(self, axis: Axis) -> TileValue:
         return self.emit("tile_index", [], (axis,), torch.int32, axis=axis)
 

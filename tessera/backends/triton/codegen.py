@@ -280,6 +280,10 @@ def _full(emitter: Emitter, node: Node) -> None:
                  f"{TRITON_DTYPES[node.dtype]})")
 
 
+def _symbolic(emitter: Emitter, node: Node) -> None:
+    emitter.line(f"{node.name} = {print_expr(node.params['expr'])}")
+
+
 def _tile_index(emitter: Emitter, node: Node) -> None:
     emitter.line(f"{node.name} = idx_{node.params['axis'].name}.to(tl.int32)")
 
@@ -347,7 +351,7 @@ def _loop(emitter: Emitter, node: Node) -> None:
 
 
 _STATEMENTS = {"load": _load, "store": _store, "full": _full, "tile_index": _tile_index, "arange": _arange,
-               "dot": _dot, "loop": _loop}
+               "dot": _dot, "loop": _loop, "symbolic": _symbolic}
 
 
 _HELPERS: dict[str, list[str]] = {
