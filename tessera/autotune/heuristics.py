@@ -32,6 +32,7 @@ DOT_OUTPUT_BLOCK = 128
 DOT_REDUCTION_BLOCK = 64
 CHUNK_ROWS_ABOVE = 16384     # rows longer than this stream through a reduction loop
 REDUCTION_CHUNK = 4096
+BLOCKED_ROW_PROGRAMS = 256   # programs of a kernel that blocks rows with hl.register_block_size
 
 
 def heuristic_config(space: ConfigSpace) -> Config:
@@ -66,7 +67,10 @@ def _dot_kernel(facts: KernelFacts) -> dict[str, Any]:
 def _row_kernel(facts: KernelFacts) -> dict[str, Any]:
     """Rows of `row` elements reduced per program: few whole rows, or chunks of one long row."""
     launch = [d for d in facts.tunables if d.role == "launch"]
-    inner = [d for d in facts.tunables if d.role != "launch"]
+    registered = [d for d in facts.tunables if d.role == "register"]
+    inner = [d for d in facts.tunables if d.role not in ("launch", "register")]
+    if registered:
+        return _blocked_rows_kernel(facts, registered, inner)
     row = _row_length(facts, launch, inner)
     if row > CHUNK_ROWS_ABOVE and any(facts.reduction_extents):
         row = REDUCTION_CHUNK  # the row streams through a chunk loop: a chunk is what registers hold
@@ -87,6 +91,25 @@ def _row_kernel(facts: KernelFacts) -> dict[str, Any]:
     wanted["num_stages"] = 2 if inner else 1
     for position, extent in enumerate(facts.reduction_extents):
         wanted[f"reduction_loops[{position}]"] = REDUCTION_CHUNK if extent > CHUNK_ROWS_ABOVE else None
+    return wanted
+
+
+def _blocked_rows_kernel(facts: KernelFacts, registered: list[TunableDim], inner: list[TunableDim]) -> dict[str, Any]:
+    """The seed-003 shape: an `hl.register_block_size` block of rows per program (partial sums
+    per block), an inner loop over its rows. Enough programs to fill the GPU, and inner tiles of
+    about ROW_ELEMENTS_PER_PROGRAM elements of whole rows."""
+    row = _row_length(facts, registered, inner)
+    wanted: dict[str, Any] = {}
+    inner_block = 1
+    for dim in inner:
+        block = max(1, min(_ceil_pow2(dim.extent), _floor_pow2(ROW_ELEMENTS_PER_PROGRAM // row)))
+        wanted[f"block_sizes[{dim.index}]"] = block
+        inner_block *= block
+    for dim in registered:
+        per_program = _ceil_pow2(-(-max(dim.extent, 1) // BLOCKED_ROW_PROGRAMS))
+        wanted[f"block_sizes[{dim.index}]"] = max(per_program, inner_block)
+    wanted["num_warps"] = _clamp_pow2(inner_block * row // 512, 1, 16)
+    wanted["num_stages"] = 2
     return wanted
 
 
