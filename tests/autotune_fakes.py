@@ -6,6 +6,8 @@ function here is module level. A candidate's fault is chosen by its launch setti
     num_warps=1  -> compile error          num_warps=2  -> compile hangs (timeout)
     num_warps=16 -> bench worker dies      num_stages=3 -> kernel raises
     num_stages=4 -> wrong result (caught by the accuracy gate)
+
+`echo_setup` and `session_echo_setup` drive WorkerGroup directly (tasks "crash", "hang", "raise").
 """
 from __future__ import annotations
 
@@ -14,8 +16,14 @@ import os
 import time
 from typing import Any, Callable
 
-from tessera.autotune.bench_worker import BenchResult, BenchTask, accuracy_error, bench_worker_setup
+from tessera.autotune.bench_worker import BenchHandler, BenchResult, BenchTask, accuracy_error
 from tessera.autotune.compile_pool import compile_worker_setup
+from tessera.autotune.workers import FatalWorkerError
+
+
+def slow_compile_setup(mode: str) -> Callable[[Any], Any]:
+    time.sleep(4)
+    return compile_worker_setup(mode)
 
 
 def faulty_compile_setup(mode: str) -> Callable[[Any], Any]:
@@ -31,23 +39,25 @@ def faulty_compile_setup(mode: str) -> Callable[[Any], Any]:
     return handle
 
 
-def faulty_bench_setup(setup: Any) -> Callable[[BenchTask], Any]:
-    real = bench_worker_setup(setup)
-
-    def handle(task: BenchTask) -> Any:
+class _FaultyBench(BenchHandler):
+    def __call__(self, task: BenchTask) -> Any:
         launch = task.launches[0]
         if launch.num_warps == 16:
             os._exit(9)
         if launch.num_stages == 3:
             raise RuntimeError("injected launch failure")
         if launch.num_stages == 4 and task.check:
-            real(dataclasses.replace(task, check=False))
+            super().__call__(dataclasses.replace(task, check=False))
             for tensor in task.results:
                 tensor.add_(1.0)
-            error, detail = accuracy_error(task.results, setup.reference)
+            assert self.session is not None
+            error, detail = accuracy_error(task.results, self.session.reference)
             return BenchResult(None if error > 1 else 0.0, error, detail)
-        return real(task)
-    return handle
+        return super().__call__(task)
+
+
+def faulty_bench_setup(spec: Any) -> BenchHandler:
+    return _FaultyBench(spec)
 
 
 def failing_setup(payload: Any) -> Callable[[Any], Any]:
@@ -62,5 +72,34 @@ def echo_setup(payload: Any) -> Callable[[Any], Any]:
             time.sleep(3600)
         if task == "raise":
             raise ValueError("boom")
+        if task == "pid":
+            return os.getpid()
         return (payload, task)
     return handle
+
+
+class _SessionEcho:
+    """Answers (session, task); session "die" kills the worker the first time it is set up on
+    it (a marker file says it happened), like a CUDA context found poisoned."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+        self.session: Any = None
+
+    def begin_session(self, session: Any) -> None:
+        if session == "die" and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            raise FatalWorkerError("injected poisoned context")
+        self.session = session
+
+    def end_session(self) -> None:
+        self.session = None
+
+    def __call__(self, task: Any) -> Any:
+        if task == "crash":
+            os._exit(5)
+        return (self.session, task, os.getpid())
+
+
+def session_echo_setup(marker: str) -> _SessionEcho:
+    return _SessionEcho(marker)

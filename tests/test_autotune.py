@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import time
 
 import pytest
 import torch
@@ -14,18 +16,21 @@ import torch
 import tessera
 from tessera import exc, settings
 from tessera.autotune import disk_cache
-from tessera.autotune.bench_worker import BenchSetup, BenchTask, accuracy_error, bench_worker_setup
+from tessera.autotune import workers
+from tessera.autotune.bench_worker import BenchSession, BenchTask, BenchWorkerSpec, accuracy_error, bench_worker_setup
 from tessera.autotune.heuristics import heuristic_config
-from tessera.autotune.pipeline import CandidateRunner, TuneOptions, _Candidate, decorator_line, tune
+from tessera.autotune.pipeline import (CandidateRunner, TuneOptions, _Candidate, _eager_reference, decorator_line,
+                                       reference_config, tune)
 from tessera.autotune.search import search
 from tessera.autotune.space import ConfigSpace, KernelFacts
-from tessera.autotune.workers import WorkerGroup
+from tessera.autotune.workers import WorkerGroup, leased_group, release_group
 from tessera.config import Config
 from tessera.runtime import tuning
 from tessera.runtime.plan import TunableDim
 
 import autotune_fakes
 from examples.add import add
+from examples.softmax import softmax
 
 
 @pytest.fixture(autouse=True)
@@ -172,6 +177,21 @@ def test_quick_search_stays_small_and_improves_on_the_seed():
     assert result.best_ms < _bowl(result.trials[0].config)
 
 
+def test_quick_search_sends_a_single_seed_out_with_its_neighbours_in_one_batch():
+    space = ConfigSpace.from_facts(matmul_facts(), enabled={"block_sizes", "num_warps", "num_stages"})
+    batches = []
+
+    def evaluate(configs, deadline):
+        batches.append(configs)
+        return [_bowl(c) for c in configs]
+
+    seed = heuristic_config(space)
+    search(space, evaluate, effort="quick", seeds=[seed], budget_seconds=1e9)
+    assert batches[0][0] == space.normalize(seed)
+    assert batches[0][1:] == [space.normalize(c) for c in space.neighbors(seed)][:len(batches[0]) - 1]
+    assert len(batches[0]) > 8
+
+
 def test_search_stops_when_the_budget_is_spent():
     result = _run_search("full", seed=0, budget=3)  # the fake clock ticks once per batch
     assert len(result.trials) < len(_run_search("full", seed=0).trials)
@@ -212,6 +232,128 @@ def test_a_worker_that_cannot_start_fails_its_tasks_instead_of_restarting_foreve
         group.close()
 
 
+def _echo_group(name: str, size: int = 1, payload: str = "p") -> WorkerGroup:
+    return leased_group(name, size, setup=autotune_fakes.echo_setup, payload=payload, task_timeout=60)
+
+
+def test_a_leased_group_keeps_its_workers_warm_for_the_next_run():
+    first = _echo_group("test-warm", 2)
+    pids = set(o.value for o in _run_all(first, {0: "pid", 1: "pid"}))
+    release_group(first)
+    second = _echo_group("test-warm", 2)
+    try:
+        assert second is first and second.has_ready_worker()
+        assert {o.value for o in _run_all(second, {2: "pid", 3: "pid"})} <= {w.process.pid for w in second.workers}
+        assert {w.process.pid for w in second.workers} >= pids
+    finally:
+        release_group(second)
+
+
+def test_a_leased_group_is_remade_when_its_payload_changes():
+    first = _echo_group("test-payload")
+    release_group(first)
+    second = _echo_group("test-payload", payload="q")
+    try:
+        assert second is not first and not first.workers
+        assert [o.value for o in _run_all(second, {0: "a"})] == [("q", "a")]
+    finally:
+        release_group(second)
+
+
+def test_a_worker_that_died_between_runs_is_replaced_not_handed_out():
+    group = _echo_group("test-dead")
+    [pid] = [o.value for o in _run_all(group, {0: "pid"})]
+    release_group(group)
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.2)
+    group = _echo_group("test-dead")
+    try:
+        outcomes = _run_all(group, {1: "pid"})
+        assert [o.kind for o in outcomes] == ["ok"] and outcomes[0].value != pid
+    finally:
+        release_group(group)
+
+
+def test_a_second_caller_while_the_group_is_leased_gets_a_private_group():
+    shared = _echo_group("test-busy")
+    private = _echo_group("test-busy")
+    try:
+        assert private is not shared and not private.pooled
+        assert [o.value for o in _run_all(private, {0: "a"})] == [("p", "a")]
+    finally:
+        release_group(private)
+        release_group(shared)
+    assert not private.workers
+
+
+def test_shutdown_stops_every_warm_worker_and_a_later_lease_starts_afresh():
+    group = _echo_group("test-shutdown", 2)
+    _run_all(group, {0: "a", 1: "b"})
+    processes = [w.process for w in group.workers]
+    release_group(group)
+    workers.shutdown_pools()
+    assert processes and not any(process.is_alive() for process in processes)
+    again = _echo_group("test-shutdown")
+    try:
+        assert again is not group
+        assert [o.value for o in _run_all(again, {2: "c"})] == [("p", "c")]
+    finally:
+        release_group(again)
+
+
+def test_a_warm_group_nobody_leases_again_is_stopped_after_the_idle_time(monkeypatch):
+    monkeypatch.setattr(workers, "IDLE_SHUTDOWN_S", 0.2)
+    group = _echo_group("test-idle")
+    _run_all(group, {0: "a"})
+    process = group.workers[0].process
+    release_group(group)
+    deadline = time.monotonic() + 20
+    while process.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not process.is_alive() and "test-idle" not in workers._pools
+
+
+def test_every_worker_gets_the_run_session_before_its_task_and_a_replacement_gets_it_again(tmp_path):
+    group = WorkerGroup("test-session", 1, setup=autotune_fakes.session_echo_setup, payload=str(tmp_path / "m"),
+                        task_timeout=60)
+    try:
+        group.set_session("s1")
+        first = _run_all(group, {0: "a", 1: "crash", 2: "b"})
+        kinds = {o.task_id: (o.kind, o.value and o.value[:2]) for o in first}
+        assert kinds == {0: ("ok", ("s1", "a")), 1: ("crash", None), 2: ("ok", ("s1", "b"))}
+        group.set_session("s2")
+        assert [o.value[:2] for o in _run_all(group, {3: "c"})] == [("s2", "c")]
+    finally:
+        group.close()
+
+
+def test_a_worker_found_broken_when_the_session_starts_is_replaced_and_the_task_still_runs(tmp_path):
+    group = WorkerGroup("test-poisoned", 1, setup=autotune_fakes.session_echo_setup, payload=str(tmp_path / "m"),
+                        task_timeout=60)
+    try:
+        group.start()
+        assert [o.kind for o in _run_all(group, {0: "warm-up"})] == ["ok"]
+        first_pid = group.workers[0].process.pid
+        group.set_session("die")  # the first worker to set it up dies (a poisoned CUDA context)
+        outcomes = _run_all(group, {1: "a"})
+        assert [(o.kind, o.value[:2]) for o in outcomes] == [("ok", ("die", "a"))]
+        assert outcomes[0].value[2] != first_pid
+    finally:
+        group.close()
+
+
+def test_workers_are_started_without_importing_the_main_module():
+    from multiprocessing import spawn
+    workers._install_main_filter()
+    workers._starting.active = True
+    try:
+        data = spawn.get_preparation_data("x")
+    finally:
+        workers._starting.active = False
+    assert "init_main_from_name" not in data and "init_main_from_path" not in data
+    assert data["sys_path"]  # what children need to import the setup functions
+
+
 def _run_all(group: WorkerGroup, tasks: dict) -> list:
     for task_id, task in tasks.items():
         group.submit(task_id, task)
@@ -248,6 +390,59 @@ def test_pipeline_raises_a_clear_error_when_every_candidate_fails(monkeypatch):
              options=TuneOptions(progress=False))
 
 
+def test_a_second_tuning_in_the_process_reuses_the_warm_workers():
+    x, y = torch.randn(16, 32), torch.randn(16, 32)
+    options = TuneOptions(compile_workers=1, rep_ms=1, final_rep_ms=1, progress=False)
+    tune(add.bind(x, y), effort="none", budget_seconds=60, options=options)
+    pids = {w.process.pid for name in ("compile", "bench") for w in workers._pools[name].workers}
+    result = tune(softmax.bind(torch.randn(8, 16)), effort="none", budget_seconds=60, options=options)
+    assert {w.process.pid for name in ("compile", "bench") for w in workers._pools[name].workers} == pids
+    assert result.phases["bench_worker_ready"] < 0.01 and result.phases["compile_worker_ready"] < 0.01
+    assert result.phases["first_timed"] < result.phases["final_done"]
+
+
+def test_waiting_for_workers_to_start_is_not_charged_to_the_budget():
+    x, y = torch.randn(8, 16), torch.randn(8, 16)
+    options = TuneOptions(compile_workers=1, rep_ms=1, final_rep_ms=1, progress=False, warm_pool=False,
+                          compile_setup=autotune_fakes.slow_compile_setup)  # starts in 4 s, twice the budget
+    result = tune(add.bind(x, y), effort="none", budget_seconds=2, seeds=[Config(block_sizes=[8, 16])],
+                  only_seeds=True, options=options)
+    assert result.config["block_sizes"] == [8, 16] and result.failures == {}
+
+
+def test_the_eager_reference_runs_with_big_blocks_and_matches_the_default_one():
+    x = torch.randn(3000, 40)
+    bound = softmax.bind(x)
+    space = ConfigSpace.from_plan(bound.plan(Config()))
+    config = reference_config(space, heuristic_config(space))
+    assert config["block_sizes"][0] >= 16  # 3000 rows: at most 188 tiles instead of 94 of the default 32
+    working = tessera.autotune.pipeline._bind_on_copies(bound)
+    [fast] = _eager_reference(working, config)
+    torch.testing.assert_close(fast, bound.reference())
+
+
+def test_reference_blocks_grow_the_dim_with_the_most_tiles_until_about_256_remain():
+    facts = KernelFacts(tunables=(TunableDim(0, 8192, 1, "launch"), TunableDim(1, 8192, 1, "launch")),
+                        launch_dims=(2,), dtypes=(torch.bfloat16,), largest_numel=8192 * 8192)
+    space = ConfigSpace.from_facts(facts)
+    blocks = reference_config(space, heuristic_config(space))["block_sizes"]
+    assert (8192 // blocks[0]) * (8192 // blocks[1]) == 256
+
+
+def test_an_in_place_kernel_is_restored_after_its_eager_reference():
+    @tessera.kernel
+    def scale_in_place(x: torch.Tensor) -> torch.Tensor:
+        for tile in tessera.language.tile(x.size(0)):
+            x[tile] = x[tile] * 2
+        return x
+
+    x = torch.arange(8, dtype=torch.float32)
+    working = tessera.autotune.pipeline._bind_on_copies(scale_in_place.bind(x))
+    [reference] = _eager_reference(working, Config(block_sizes=[8]))
+    torch.testing.assert_close(reference, x * 2)
+    torch.testing.assert_close(working.args[0], x)  # the tuning copy is pristine again
+
+
 def test_quick_tuning_runs_end_to_end_on_the_cpu_interpreter():
     x, y = torch.randn(16, 32), torch.randn(16, 32)
     options = TuneOptions(compile_workers=1, rep_ms=1, final_rep_ms=1, progress=False)
@@ -277,9 +472,16 @@ def test_accuracy_gate_rejects_misplaced_nans_and_wrong_shapes():
 def test_accuracy_gate_rejects_a_candidate_that_writes_nothing_into_an_output_holding_the_answer():
     reference = torch.arange(8, dtype=torch.float32)
     output = reference.clone()  # memory reused from an earlier, correct candidate
-    handle = bench_worker_setup(BenchSetup("interpret", [], [reference]))
-    result = handle(BenchTask(launches=[], results=[output], check=True, rep_ms=1))
+    handler = bench_worker_setup(BenchWorkerSpec("interpret"))
+    handler.begin_session(BenchSession([], [reference]))
+    result = handler(BenchTask(launches=[], results=[output], check=True, rep_ms=1))
     assert result.time_ms is None
+
+
+def test_bench_worker_refuses_a_candidate_outside_a_session():
+    handler = bench_worker_setup(BenchWorkerSpec("interpret"))
+    with pytest.raises(RuntimeError, match="before the tuning run's inputs"):
+        handler(BenchTask(launches=[], results=[], check=True, rep_ms=1))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """Check and time candidates in a worker process, so a faulty one cannot take the user down.
 
-The worker gets, once at setup, the tuning copies of the kernel's inputs (with a pristine copy
-of each, to undo in-place kernels) and the eager reference result; per candidate it gets the
-plan's launches with their tensors. Tensors travel by CUDA IPC (or shared memory on the CPU):
-views keep aliasing their storage, and what the worker writes the parent sees.
+The worker is set up once per process (`BenchWorkerSpec`: mode, device, the L2 flush buffer)
+and serves every kernel tuned in the process. Per tuning run it gets a `BenchSession`: the
+tuning copies of the kernel's inputs (with a pristine copy of each, to undo in-place kernels)
+and the eager reference result; per candidate, the plan's launches with their tensors. Tensors
+travel by CUDA IPC (or shared memory on the CPU): views keep aliasing their storage, and what
+the worker writes the parent sees.
 
 Per candidate: restore the inputs, run once, compare with the reference (`accuracy_error`),
 then time with CUDA events as `triton.testing.do_bench` does: warm-up, a 256 MB write before
@@ -11,7 +13,8 @@ each run so every run starts with a cold L2, median of the runs. In interpret mo
 same path uses wall-clock time and few runs, so CI exercises it end to end.
 
 A CUDA error (an illegal memory access poisons the CUDA context) ends the worker after it
-reports; the parent starts a fresh one.
+reports; the parent starts a fresh one. A worker kept warm between runs checks its CUDA
+context at the start of each session, so a poisoned one is never reused.
 """
 from __future__ import annotations
 
@@ -38,11 +41,20 @@ _TOLERANCE: dict[torch.dtype, float] = {
 
 
 @dataclasses.dataclass(frozen=True)
-class BenchSetup:
-    mode: str                                        # 'compiled' | 'interpret'
+class BenchWorkerSpec:
+    """What a bench worker process is set up with, once: shared by every kernel tuned."""
+
+    mode: str                # 'compiled' | 'interpret'
+    device: str = "cpu"      # e.g. 'cuda:0'
+    flush_bytes: int = L2_FLUSH_BYTES
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchSession:
+    """What one tuning run gives the bench worker before its first candidate."""
+
     inputs: list[tuple[torch.Tensor, torch.Tensor]]  # (working storage, pristine copy), as uint8 tensors
     reference: list[torch.Tensor]                    # the eager result, flattened
-    flush_bytes: int = L2_FLUSH_BYTES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,27 +145,59 @@ def _tensor_error(got: torch.Tensor, want: torch.Tensor) -> float:
 
 # -- the worker --------------------------------------------------------------------------------
 
-def bench_worker_setup(setup: BenchSetup) -> Callable[[BenchTask], BenchResult]:
-    """Worker setup: Triton in the parent's mode, the L2 flush buffer; returns the task handler."""
-    set_triton_mode(setup.mode)
-    import triton  # noqa: F401
-    flush = None
-    if setup.mode == "compiled":
-        device = setup.reference[0].device if setup.reference else setup.inputs[0][0].device
-        torch.cuda.set_device(device)
-        flush = torch.empty(setup.flush_bytes // 4, dtype=torch.int32, device=device)
+def bench_worker_setup(spec: BenchWorkerSpec) -> BenchHandler:
+    """Worker setup: Triton in the spec's mode, CUDA and the L2 flush buffer; returns the handler."""
+    return BenchHandler(spec)
 
-    def handle(task: BenchTask) -> BenchResult:
+
+class BenchHandler:
+    """Checks and times candidates of the current session (`begin_session` / `end_session`)."""
+
+    def __init__(self, spec: BenchWorkerSpec) -> None:
+        set_triton_mode(spec.mode)
+        import triton  # noqa: F401
+        self.spec = spec
+        self.session: BenchSession | None = None
+        self.flush: torch.Tensor | None = None
+        if spec.mode == "compiled":
+            from tessera.autotune.compile_pool import warm_triton_driver
+            device = torch.device(spec.device)
+            torch.cuda.set_device(device)
+            self.flush = torch.empty(spec.flush_bytes // 4, dtype=torch.int32, device=device)  # creates the context
+            torch.cuda.synchronize()
+            warm_triton_driver()
+
+    def begin_session(self, session: BenchSession) -> None:
+        self.session = None
+        self._check_device()
+        self.session = session
+
+    def end_session(self) -> None:
+        self.session = None  # lets the tuning process free the run's tensors
+
+    def __call__(self, task: BenchTask) -> BenchResult:
+        if self.session is None:
+            raise RuntimeError("bench worker got a candidate before the tuning run's inputs")
         try:
-            return _check_and_time(setup, task, flush)
+            return _check_and_time(self.spec.mode, self.session, task, self.flush)
         except Exception as error:
             if any(text in str(error) for text in _CUDA_FAULTS):
                 raise FatalWorkerError(f"{type(error).__name__}: {error}") from None
+            self._check_device()  # an error that left the CUDA context broken ends the worker too
             raise
-    return handle
+
+    def _check_device(self) -> None:
+        """Raise FatalWorkerError unless the CUDA context still runs work (errors are sticky)."""
+        if self.flush is None:
+            return
+        try:
+            self.flush[:1].zero_()
+            torch.cuda.synchronize()
+        except Exception as error:  # noqa: BLE001
+            raise FatalWorkerError(f"CUDA context unusable: {type(error).__name__}: {error}") from None
 
 
-def _check_and_time(setup: BenchSetup, task: BenchTask, flush: torch.Tensor | None) -> BenchResult:
+def _check_and_time(mode: str, session: BenchSession, task: BenchTask, flush: torch.Tensor | None) -> BenchResult:
     functions = [load_function(launch.source_path, launch.function_name) for launch in task.launches]
 
     def run() -> None:
@@ -163,21 +207,21 @@ def _check_and_time(setup: BenchSetup, task: BenchTask, flush: torch.Tensor | No
 
     error, detail = math.nan, ""
     if task.check:
-        for working, pristine in setup.inputs:
+        for working, pristine in session.inputs:
             working.copy_(pristine)
-        if task.results and accuracy_error(task.results, setup.reference)[0] <= 1.0:
+        if task.results and accuracy_error(task.results, session.reference)[0] <= 1.0:
             # the outputs already hold the answer (memory reused from an earlier candidate):
             # poison them so a candidate that writes nothing cannot pass
             for tensor in task.results:
                 tensor.fill_(math.nan if tensor.is_floating_point() else -1)
         run()
-        _synchronize(setup.mode)
-        error, detail = accuracy_error(task.results, setup.reference)
+        _synchronize(mode)
+        error, detail = accuracy_error(task.results, session.reference)
         if not error <= 1.0:
             return BenchResult(None, error, detail or "wrong result")
     else:
         run()
-    timer = _time_cuda if setup.mode == "compiled" else _time_wall
+    timer = _time_cuda if mode == "compiled" else _time_wall
     return BenchResult(timer(run, task.rep_ms, flush), error, detail)
 
 
@@ -222,5 +266,5 @@ def _time_wall(run: Callable[[], None], rep_ms: float, flush: torch.Tensor | Non
     return statistics.median(samples)
 
 
-__all__ = ["BenchResult", "BenchSetup", "BenchTask", "accuracy_error", "bench_task", "bench_worker_setup",
-           "flatten_tensors"]
+__all__ = ["BenchHandler", "BenchResult", "BenchSession", "BenchTask", "BenchWorkerSpec", "accuracy_error",
+           "bench_task", "bench_worker_setup", "flatten_tensors"]

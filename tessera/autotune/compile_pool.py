@@ -1,7 +1,7 @@
 """Compile candidates in parallel worker processes, filling Triton's on-disk cache.
 
 Compiling is the slow part of tuning (a matmul config takes seconds in ptxas), and it is all
-CPU: a pool of spawned processes compiles many candidates at once. A worker imports the
+CPU: a pool of worker processes compiles many candidates at once. A worker imports the
 generated module and calls Triton's `JITFunction.warmup(*args, grid=..., num_warps=...,
 num_stages=...)`, which compiles without launching and stores the binary in Triton's cache; the
 benchmark worker then finds it there. Tensors are not needed to compile, only their dtype and
@@ -84,12 +84,29 @@ def load_function(source_path: str, function_name: str) -> Any:
 
 
 def compile_worker_setup(mode: str) -> Callable[[list[CompileLaunch]], float]:
-    """Worker setup: import Triton in `mode`; the handler compiles a candidate's launches."""
+    """Worker setup: import Triton in `mode`; the handler compiles a candidate's launches.
+
+    Everything a first compile would otherwise pay for happens here, while the parent is still
+    tracing: CUDA's driver, Triton's driver utilities (a small C module, built once per machine)
+    and the GPU's target.
+    """
     set_triton_mode(mode)
-    import triton  # noqa: F401  (paid once per worker, before the first task's clock starts)
+    import triton  # noqa: F401
     if mode == "compiled":
         torch.cuda.init()
+        warm_triton_driver()
     return _compile_launches if mode == "compiled" else _import_launches
+
+
+def warm_triton_driver() -> None:
+    """Load Triton's CUDA driver utilities and read the GPU's target (what a first launch or
+    compile would do), so a worker's first task does not pay for it. Best effort: a failure
+    here shows up, with its real cause, in the task that needs the driver."""
+    try:
+        from triton.runtime.driver import driver
+        driver.active.get_current_target()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _compile_launches(launches: list[CompileLaunch]) -> float:
@@ -118,4 +135,5 @@ def _import_launches(launches: list[CompileLaunch]) -> float:
     return time.perf_counter() - start
 
 
-__all__ = ["CompileLaunch", "TensorStandIn", "compile_task", "compile_worker_setup", "load_function"]
+__all__ = ["CompileLaunch", "TensorStandIn", "compile_task", "compile_worker_setup", "load_function",
+           "warm_triton_driver"]

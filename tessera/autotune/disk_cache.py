@@ -8,7 +8,8 @@ longer validates; the next tuning run rewrites it. Writes go to a temporary file
 tuning the same kernel at once.
 
 The key holds everything a tuned result depends on: the kernel's source hash, the call's
-specialization key, the GPU's name, and the torch and Triton versions.
+specialization key, the GPU's name, and the torch and Triton versions (the last two looked up
+once per process: a lookup is on the path of every first call of a kernel).
 
 >>> key = CacheKey("3f2a...", "9c1b...", "NVIDIA H100 80GB HBM3", "2.11.0", "3.6.0")  # doctest: +SKIP
 >>> store(key, Config(block_sizes=[1]), time_ms=0.12, effort="quick")             # doctest: +SKIP
@@ -17,6 +18,7 @@ specialization key, the GPU's name, and the torch and Triton versions.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -55,14 +57,20 @@ class CacheEntry:
 def device_name(device: torch.device) -> str:
     """The GPU's marketing name (tuned configs do not carry over between GPU models)."""
     if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
+        return _cuda_device_name(torch.cuda.current_device() if device.index is None else device.index)
     return f"{device.type} (interpret)"
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_device_name(index: int) -> str:
+    return torch.cuda.get_device_name(index)
 
 
 def make_key(source_hash: str, specialization: str, device: torch.device) -> CacheKey:
     return CacheKey(source_hash, specialization, device_name(device), torch.__version__, _triton_version())
 
 
+@functools.lru_cache(maxsize=1)
 def _triton_version() -> str:
     # read from the package metadata: importing triton here would fix its interpreter mode
     # for the whole process before the first kernel call chose it

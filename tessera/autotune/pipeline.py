@@ -6,6 +6,14 @@
                                    └── times <───────────────────────────────┘
     then the fastest few are timed again, longer, and the best wins.
 
+What a run waits for is start-up, so the order is chosen to overlap it: the worker groups are
+leased first (warm ones from an earlier run in this process, else they start in the background),
+then the parent traces the kernel, plans the first batch (for "quick": the seed and its
+neighbours) and hands each candidate to the compile pool as soon as it is planned, then
+computes the eager reference while the workers compile, then sends it to the bench worker.
+The time budget counts from there: waiting for workers to start is not charged to it.
+`TESSERA_LOG=autotune` prints when each phase ends (and a summary line per run).
+
 The kernel is tuned on copies of its arguments (aliasing kept), so timing runs of an in-place
 kernel never touch the user's tensors, and the eager reference is computed once, in the parent.
 Every failure is a failed candidate with a reason in the log: planning (a ConfigError), compile
@@ -28,13 +36,18 @@ import torch
 
 from tessera import exc, settings
 from tessera.autotune import progress
-from tessera.autotune.bench_worker import BenchResult, BenchSetup, bench_task, bench_worker_setup, flatten_tensors
+from tessera.autotune.bench_worker import (BenchResult, BenchSession, BenchWorkerSpec, bench_task, bench_worker_setup,
+                                           flatten_tensors)
 from tessera.autotune.compile_pool import compile_task, compile_worker_setup
 from tessera.autotune.heuristics import heuristic_config
 from tessera.autotune.search import SearchResult, search
 from tessera.autotune.space import ConfigSpace
-from tessera.autotune.workers import Outcome, WorkerGroup, wait_for
+from tessera.autotune.workers import Outcome, WorkerGroup, leased_group, release_group, wait_for
 from tessera.config import Config
+
+REFERENCE_TILES = 256
+"""The eager reference runs with blocks grown until about this many tiles remain: eager mode
+costs Python time per tile (an 8192 x 8192 add in 32 x 32 tiles is 65536 iterations)."""
 
 
 @dataclasses.dataclass
@@ -50,6 +63,8 @@ class TuneOptions:
     compile_setup: Callable[[Any], Any] = compile_worker_setup
     bench_setup: Callable[[Any], Any] = bench_worker_setup
     progress: bool | None = None    # None: when stderr is a terminal
+    start_method: str = "forkserver"  # or "spawn"; never "fork" (the tuning process holds CUDA state)
+    warm_pool: bool = True          # keep the workers for the next kernel tuned in this process
 
 
 @dataclasses.dataclass
@@ -59,6 +74,7 @@ class TuneResult:
     search: SearchResult
     failures: dict[str, int]
     seconds: float
+    phases: dict[str, float] = dataclasses.field(default_factory=dict)  # see Timeline
 
 
 @dataclasses.dataclass
@@ -69,6 +85,34 @@ class _Candidate:
     status: str = "pending"  # pending | ok | plan | compile | error | timeout | crash | wrong | budget
 
 
+class Timeline:
+    """When each phase of a run ended (seconds since the run began), logged as it happens.
+
+    Events: workers_requested, traced, first_batch_planned, reference_done, compile_worker_ready,
+    bench_worker_ready, first_compiled, first_timed, search_done, final_done; plus durations
+    (`*_s`: planning, reference) and counts (warm/cold workers, candidates).
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.begun = time.monotonic()
+        self.phases: dict[str, float] = {}
+
+    def mark(self, event: str, at: float | None = None, detail: str = "") -> None:
+        """Record `event` the first time it happens."""
+        if event in self.phases:
+            return
+        self.phases[event] = round((time.monotonic() if at is None else at) - self.begun, 4)
+        progress.log(f"{self.name}: {event} at {self.phases[event]:.2f} s" + (f" ({detail})" if detail else ""))
+
+    def add(self, key: str, value: float) -> None:
+        self.phases[key] = round(self.phases.get(key, 0.0) + value, 4)
+
+    def summary(self) -> str:
+        return ", ".join(f"{key} {value:.2f}" if isinstance(value, float) else f"{key} {value}"
+                         for key, value in self.phases.items())
+
+
 def tune(bound: Any, *, effort: str, budget_seconds: float, seeds: list[Config] | None = None,
          only_seeds: bool = False, options: TuneOptions | None = None, seed: int | None = None) -> TuneResult:
     """Tune one bound kernel; raise AutotuneError when no candidate works.
@@ -76,29 +120,36 @@ def tune(bound: Any, *, effort: str, budget_seconds: float, seeds: list[Config] 
     `seeds` are tried first (the user's `configs=`); with `only_seeds` nothing else is tried.
     """
     options = options or TuneOptions()
-    started = time.monotonic()
-    working = _bind_on_copies(bound)
-    first_plan = working.plan(Config())
-    space = ConfigSpace.from_plan(first_plan)
-    del first_plan
-    for config in seeds or []:
-        space.validate(config)
-    starts = list(seeds or []) if only_seeds else [heuristic_config(space)] + list(seeds or [])
-    runner = CandidateRunner(working, options, name=bound.kernel.fn.__name__)
+    name = bound.kernel.fn.__name__
+    runner = CandidateRunner(bound, options, name=name)
     try:
-        runner.start()
+        runner.start()  # first: the workers start up while this thread traces and plans
+        working = _bind_on_copies(bound)
+        first_plan = working.plan(Config())
+        space = ConfigSpace.from_plan(first_plan)
+        del first_plan
+        for config in seeds or []:
+            space.validate(config)
+        heuristic = heuristic_config(space)
+        starts = list(seeds or []) if only_seeds else [heuristic] + list(seeds or [])
+        runner.attach(working, reference_config(space, heuristic))
+        runner.timeline.mark("traced")
         result = search(space, runner.evaluate, effort="none" if only_seeds else effort, seeds=starts,
-                        budget_seconds=budget_seconds,
-                        seed=settings.get("autotune_seed") if seed is None else seed)
+                        budget_seconds=budget_seconds, seed=settings.get("autotune_seed") if seed is None else seed,
+                        clock=runner.clock)
+        runner.timeline.mark("search_done", detail=f"{len(result.trials)} candidates")
         best, best_ms = runner.final_timing(result, options.final_top, options.final_rep_ms)
+        runner.timeline.mark("final_done")
     finally:
         runner.close()
     failures = runner.failure_counts()
+    seconds = time.monotonic() - runner.timeline.begun
+    progress.log(f"{name}: tuned in {seconds:.2f} s; phases (s): {runner.timeline.summary()}")
     if best is None:
         reasons = ", ".join(f"{count} {kind}" for kind, count in sorted(failures.items())) or "none were tried"
-        raise exc.AutotuneError(f"every autotuning candidate of {bound.kernel.fn.__name__} failed ({reasons})",
+        raise exc.AutotuneError(f"every autotuning candidate of {name} failed ({reasons})",
                                 hint="run with TESSERA_LOG=autotune to see each failure, or pass config= to skip tuning")
-    return TuneResult(best, best_ms, result, failures, time.monotonic() - started)
+    return TuneResult(best, best_ms, result, failures, seconds, dict(runner.timeline.phases))
 
 
 def decorator_line(config: Config) -> str:
@@ -107,56 +158,124 @@ def decorator_line(config: Config) -> str:
     return f"@tessera.kernel(config=tessera.Config({body}))"
 
 
+def reference_config(space: ConfigSpace, start: Config) -> Config:
+    """`start` with big blocks, for the eager reference (any valid Config computes the same result).
+
+    Each step doubles the block of the tunable dim with the most tiles, until about
+    REFERENCE_TILES tiles (over all tunable dims, inner loops included) remain or no block can
+    grow within its axis; so a tile holds about 1/256 of the work and eager's per-tile Python
+    cost stays small.
+
+    >>> reference_config(space_of_an_8192_square_add, Config(block_sizes=[4, 1024]))  # doctest: +SKIP
+    Config(block_sizes=[256, 1024], ...)
+    """
+    blocks = list(start.get("block_sizes") or [])
+    limits = {}
+    for dim in space.facts.tunables:
+        name = f"block_sizes[{dim.index}]"
+        if dim.index < len(blocks) and name in {axis.name for axis in space.axes}:
+            limits[dim.index] = (max(dim.extent, 1), space.axis(name).choices[-1])
+
+    def tiles(index: int) -> int:
+        return -(-limits[index][0] // blocks[index])
+
+    while math.prod(tiles(index) for index in limits) > REFERENCE_TILES:
+        growable = [(tiles(index), index) for index in limits if blocks[index] < limits[index][1]]
+        if not growable:
+            break
+        blocks[max(growable)[1]] *= 2
+    if not limits:
+        return start
+    config = start.merged(block_sizes=blocks)
+    try:
+        space.validate(config)
+    except exc.ConfigError:
+        return start
+    return config
+
+
 class CandidateRunner:
     """Turns configs into times through the compile pool and the bench worker."""
 
     def __init__(self, bound: Any, options: TuneOptions, name: str) -> None:
-        self.bound = bound
+        self.bound = bound  # until `attach`: the user's call (its mode and device start the workers)
         self.options = options
         self.name = name
         self.candidates: dict[int, _Candidate] = {}
         self._ids = itertools.count()
         self.progress = progress.Progress(name, total=0, enabled=options.progress)
+        self.timeline = Timeline(name)
         self.compile_pool: WorkerGroup | None = None
         self.bench: WorkerGroup | None = None
+        self.reference_config: Config | None = None
+        self._session_sent = False
+        self._held: list[tuple[int, Any]] = []  # compiled before the bench session was sent
+        self.stalled = 0.0  # seconds spent waiting for workers to start: not charged to the budget
 
     # -- life cycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Spawn the workers now, so they import torch and Triton while the parent plans."""
+        """Lease the worker groups: warm ones answer at once, cold ones start in the background."""
         mode = self.bound.mode
-        self.compile_pool = WorkerGroup("compile", self.options.compile_workers, setup=self.options.compile_setup,
-                                        payload=mode, task_timeout=self.options.compile_timeout_s, log=progress.log)
-        reference = flatten_tensors(self.bound.reference())
-        setup = BenchSetup(mode, self.bound.tuning_storages, reference)
-        self.bench = WorkerGroup("bench", 1, setup=self.options.bench_setup, payload=setup,
-                                 task_timeout=self.options.run_timeout_s, log=progress.log)
-        self.bench.start()
-        self.compile_pool.start()
+        device = str(self.bound.device) if mode == "compiled" else "cpu"
+        self.compile_pool = self._lease("compile", self.options.compile_workers, self.options.compile_setup, mode,
+                                        self.options.compile_timeout_s)
+        self.bench = self._lease("bench", 1, self.options.bench_setup, BenchWorkerSpec(mode, device),
+                                 self.options.run_timeout_s)
+        self.timeline.mark("workers_requested")
+        for group in (self.compile_pool, self.bench):
+            if group.has_ready_worker():
+                self.timeline.mark(f"{group.name}_worker_ready", detail="warm")
+
+    def _lease(self, name: str, size: int, setup: Callable[[Any], Any], payload: Any, timeout: float) -> WorkerGroup:
+        if self.options.warm_pool:
+            return leased_group(name, size, setup=setup, payload=payload, task_timeout=timeout, log=progress.log,
+                                start_method=self.options.start_method)
+        group = WorkerGroup(name, size, setup=setup, payload=payload, task_timeout=timeout, log=progress.log,
+                            start_method=self.options.start_method)
+        group.start()
+        return group
+
+    def attach(self, working: Any, reference_config: Config | None) -> None:
+        """The bound kernel on tuning copies, and the Config its eager reference runs with."""
+        self.bound = working
+        self.reference_config = reference_config
 
     def close(self) -> None:
         self.progress.close()
         for group in (self.compile_pool, self.bench):
             if group is not None:
-                group.close()
+                release_group(group)
+
+    def clock(self) -> float:
+        """The budget's clock: wall time less the time spent waiting for workers to start."""
+        return time.monotonic() - self.stalled
 
     # -- evaluation ---------------------------------------------------------------------------
 
     def evaluate(self, configs: list[Config], deadline: float) -> list[float | None]:
-        """Times (ms) of `configs`, None for each that failed or missed the deadline."""
+        """Times (ms) of `configs`, None for each that failed or missed the deadline (in `clock` time)."""
         ids = []
+        planning = time.monotonic()
         for config in configs:
             ids.append(self._plan_and_compile(config))
             self._pump()
+        self.timeline.add("planning_s", time.monotonic() - planning)
+        self.timeline.mark("first_batch_planned", detail=f"{len(configs)} candidates")
+        self._send_session()
         while any(self.candidates[i].status == "pending" for i in ids):
-            if time.monotonic() >= deadline:
+            if self.clock() >= deadline:
                 # the budget is spent: stop waiting for compiles and runs still in flight
                 self._cancel_queued()
                 for number in ids:
                     if self.candidates[number].status == "pending":
                         self._fail(number, "budget", "the time budget ran out before it was timed")
                 break
-            wait_for(self.compile_pool, self.bench, until=deadline if time.monotonic() < deadline else None)
+            starting = not self._workers_ready()
+            waited = time.monotonic()
+            wait_for(self.compile_pool, self.bench, until=None if starting else deadline + self.stalled)
+            if starting:
+                self.stalled += time.monotonic() - waited
             self._pump()
         return [self.candidates[i].time_ms for i in ids]
 
@@ -188,6 +307,25 @@ class CandidateRunner:
 
     # -- internals ----------------------------------------------------------------------------
 
+    def _workers_ready(self) -> bool:
+        assert self.compile_pool is not None and self.bench is not None
+        return self.compile_pool.has_ready_worker() and self.bench.has_ready_worker()
+
+    def _send_session(self) -> None:
+        """Compute the eager reference (the compile pool is busy meanwhile) and give it to the bench worker."""
+        if self._session_sent:
+            return
+        assert self.bench is not None
+        begun = time.monotonic()
+        reference = _eager_reference(self.bound, self.reference_config)
+        self.bench.set_session(BenchSession(self.bound.tuning_storages, reference))
+        self._session_sent = True
+        for number, task in self._held:
+            self.bench.submit(number, task)
+        self._held.clear()
+        self.timeline.add("reference_s", time.monotonic() - begun)
+        self.timeline.mark("reference_done", detail=f"eager with {self.reference_config}")
+
     def _plan_and_compile(self, config: Config) -> int:
         number = next(self._ids)
         candidate = self.candidates[number] = _Candidate(config)
@@ -207,13 +345,22 @@ class CandidateRunner:
         for outcome in self.compile_pool.collect():
             candidate = self.candidates[outcome.task_id]
             if outcome.ok:
+                self.timeline.mark("first_compiled")
+                self.timeline.add("compile_sum_s", outcome.value)
                 progress.log(f"candidate {outcome.task_id} compiled in {outcome.value:.2f} s: {candidate.config}")
-                self.bench.submit(outcome.task_id, bench_task(candidate.plan, check=True, rep_ms=self.options.rep_ms))
+                task = bench_task(candidate.plan, check=True, rep_ms=self.options.rep_ms)
+                if self._session_sent:
+                    self.bench.submit(outcome.task_id, task)
+                else:
+                    self._held.append((outcome.task_id, task))
             else:
                 self._fail(outcome.task_id, "compile" if outcome.kind == "error" else outcome.kind, outcome.message)
         for outcome in self.bench.collect():
             if isinstance(outcome.task_id, int):
                 self._finish(outcome)
+        for group in (self.compile_pool, self.bench):
+            if group.first_ready_at is not None:
+                self.timeline.mark(f"{group.name}_worker_ready", at=group.first_ready_at)
 
     def _finish(self, outcome: Outcome) -> None:
         candidate = self.candidates[outcome.task_id]
@@ -226,6 +373,7 @@ class CandidateRunner:
             self._fail(outcome.task_id, "wrong", f"accuracy gate: {result.detail}")
             return
         candidate.time_ms, candidate.status = result.time_ms, "ok"
+        self.timeline.mark("first_timed")
         progress.log(f"candidate {outcome.task_id}: {result.time_ms:.4g} ms {candidate.config}")
         self._report()
 
@@ -245,6 +393,33 @@ class CandidateRunner:
         done = [c for c in self.candidates.values() if c.status != "pending"]
         times = [c.time_ms for c in done if c.time_ms is not None]
         self.progress.update(len(done), sum(c.time_ms is None for c in done), min(times) if times else None)
+
+
+def _eager_reference(working: Any, config: Config | None) -> list[torch.Tensor]:
+    """The kernel's eager result on the tuning copies, run with `config` (big blocks: fast).
+
+    Falls back to the kernel's default blocks (`BoundKernel.reference`) if that run fails. The
+    copies are restored from their pristine twins afterwards (an in-place kernel wrote them), and
+    an output that aliases one of them is cloned first.
+    """
+    from tessera.runtime.eager import run_eager
+    kernel = working.kernel
+    reference: list[torch.Tensor] | None = None
+    if config is not None:
+        try:
+            result = run_eager(kernel.fn, working.args, working.kwargs, kernel.block_slots(), config, working.device)
+            shared = {w.untyped_storage().data_ptr() for w, _ in working.tuning_storages}
+            reference = [t.clone() if t.untyped_storage().data_ptr() in shared else t
+                         for t in flatten_tensors(result)]
+        except Exception as error:  # noqa: BLE001 - the default blocks below say what is really wrong
+            progress.log(f"eager reference with {config} failed ({type(error).__name__}); using default blocks")
+        finally:
+            with torch.no_grad():
+                for copy, pristine in working.tuning_storages:
+                    copy.copy_(pristine)
+    if reference is None:
+        reference = flatten_tensors(working.reference())
+    return reference
 
 
 # -- tuning copies of the arguments ------------------------------------------------------------

@@ -7,7 +7,9 @@ in parallel. Every random choice comes from one `random.Random(seed)`; with a de
 `evaluate` the same seed visits the same configs in the same order.
 
 - "quick": the heuristic (and user) seeds, then the one-step neighbours of the best, then of
-  the new best if it moved: about 10-30 candidates.
+  the new best if it moved: about 10-30 candidates. With a single seed its neighbours go out in
+  the seed's batch: they do not depend on its time, and the compile workers would otherwise
+  idle while it alone compiles and runs.
 - "full": seeds plus a random population, then a pattern search (one-step, then two-step
   neighbours of the best) alternating with small genetic generations (crossover of the best few
   plus mutation) until the budget is spent or nothing improves for a while.
@@ -18,6 +20,7 @@ in parallel. Every random choice comes from one `random.Random(seed)`; with a de
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import random
 import time
@@ -108,20 +111,28 @@ def search(space: ConfigSpace, evaluate: Evaluate, *, effort: str, seeds: list[C
     """Run the `effort` strategy ("quick" or "full") from `seeds`; see the module docstring."""
     state = _Search(space, evaluate, budget_seconds, clock)
     rng = random.Random(seed)
-    state.run_batch(state.fresh(seeds))
     if effort == "quick":
-        _quick(state)
-    elif effort == "full":
+        _quick(state, seeds)
+        return state.result()
+    state.run_batch(state.fresh(seeds))
+    if effort == "full":
         _full(state, rng)
     return state.result()
 
 
-def _quick(state: _Search) -> None:
-    if state.best is None:
-        return
-    first_center = state.best
-    improved = state.run_batch(state.fresh(state.space.neighbors(first_center), QUICK_NEIGHBORS))
-    if improved and state.best != first_center:
+def _quick(state: _Search, seeds: list[Config]) -> None:
+    first = state.fresh(seeds)
+    if len(first) == 1:
+        center = first[0]
+        improved = state.run_batch(state.fresh(itertools.chain(first, state.space.neighbors(center)),
+                                               1 + QUICK_NEIGHBORS))
+    else:
+        state.run_batch(first)
+        if state.best is None:
+            return
+        center = state.best
+        improved = state.run_batch(state.fresh(state.space.neighbors(center), QUICK_NEIGHBORS))
+    if improved and state.best is not None and state.best != center:
         state.run_batch(state.fresh(state.space.neighbors(state.best), QUICK_SECOND_RING))
 
 

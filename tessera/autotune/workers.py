@@ -1,29 +1,63 @@
 """Worker processes that may hang or die without harming the process that tunes.
 
-Both compiling and benchmarking run candidates in spawned processes: a candidate that hangs is
+Both compiling and benchmarking run candidates in child processes: a candidate that hangs is
 killed at its deadline, one that kills its process (a segfault, `os._exit`, a CUDA context
-poisoned by an illegal memory access) is reported as a crash and the worker is restarted with
+poisoned by an illegal memory access) is reported as a crash and the worker is replaced with
 the same setup payload. The parent never blocks on a single worker: it waits on all of them
 at once (`waitables()`), then `collect()`s what finished.
 
-A worker is `setup(payload) -> handler`, then `handler(task)` per task; both are module-level
-functions (spawn pickles them by name). A handler raises `FatalWorkerError` when its process
-must not be reused (the worker reports the error, then exits).
+A worker is `setup(payload) -> handler`, then `handler(task)` per task; `setup` is a module-level
+function (children unpickle it by name). A handler that takes sessions (below) also has
+`begin_session(payload)` and `end_session()`. A handler raises `FatalWorkerError` when its
+process must not be reused (the worker reports the error, then exits).
 
->>> group = WorkerGroup("compile", 4, setup=my_setup, payload=None, task_timeout=30)  # doctest: +SKIP
->>> group.submit(0, task); outcomes = group.wait_all()                               # doctest: +SKIP
+Start-up is what a tuning run waits for (a fresh process imports torch and Triton and sets up
+CUDA: seconds), so:
+
+- children come from a fork server that imported torch and Tessera's worker modules once
+  (`PRELOAD`; "spawn" where there is none). Triton is imported by each child, after it picked
+  the interpreter or not. Nothing forks the tuning process itself: its CUDA context would not
+  survive a fork.
+- `Process.start()` runs on a background thread (the first one waits for the fork server's
+  imports), so the tuning thread traces and plans while workers start.
+- children never import the user's `__main__` (spawn would re-run a script's top level in each
+  worker: slow, and a script without a main guard would tune recursively).
+- `leased_group()` keeps one warm group per name for the whole process: the next kernel's
+  tuning reuses its workers (shut down at exit). A lease polls every worker first, so a worker
+  that died while idle is replaced, never handed out. Per-run state (the bench worker's inputs
+  and reference) travels as a *session* (`set_session`), sent to each worker before its first
+  task of the run, again to a replacement, and dropped when the lease ends. A group left
+  unleased for `IDLE_SHUTDOWN_S` is stopped, so a long program does not keep idle workers
+  (and the bench worker's CUDA context) after its kernels are tuned.
+
+>>> group = leased_group("compile", 4, setup=my_setup, payload="compiled", task_timeout=30)  # doctest: +SKIP
+>>> group.submit(0, task); outcomes = group.wait_all()                                      # doctest: +SKIP
+>>> release_group(group)                                                                     # doctest: +SKIP
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import itertools
+import multiprocessing
 import multiprocessing.connection
 import os
+import queue
+import signal
+import threading
 import time
 import traceback
 from collections import deque
 from typing import Any, Callable
 
 STARTUP_TIMEOUT = 180.0  # importing torch and triton in a fresh process, on a loaded machine
+START_METHOD = "forkserver"
+PRELOAD = ("torch", "tessera.autotune.workers", "tessera.autotune.compile_pool", "tessera.autotune.bench_worker")
+"""What the fork server imports once for every child. Not triton: importing it fixes whether its
+interpreter runs, and each child decides that from its mode."""
+SESSION_ATTEMPTS = 3     # workers a session may kill before the run's tasks fail instead
+CLOSE_GRACE = 2.0        # seconds idle workers get to exit on their own before they are killed
+IDLE_SHUTDOWN_S = 120.0  # a warm group nobody leased for this long is stopped (its CUDA memory freed)
 
 
 class FatalWorkerError(RuntimeError):
@@ -44,14 +78,27 @@ class Outcome:
         return self.kind == "ok"
 
 
-def _worker_main(connection: Any, setup: Callable[[Any], Callable[[Any], Any]], payload: Any) -> None:
-    """Body of a worker process: set up once, then answer tasks until told to stop."""
+# -- the child ---------------------------------------------------------------------------------
+
+def _worker_main(connection: Any, setup: Callable[[Any], Callable[[Any], Any]], payload: Any,
+                 environ: dict[str, str]) -> None:
+    """Body of a worker process: set up once, then answer sessions and tasks until told to stop.
+
+    Messages in: ("task", id, task), ("session", id, payload or None to end it), None to exit.
+    Messages out: ("ready", None, setup seconds), ("setup_error", None, text),
+    ("ok" | "error", task id, value or text), ("session_ok" | "session_error", session id, text),
+    ("unusable", session id, text) before exiting when the process cannot serve the session.
+    """
+    begun = time.perf_counter()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which then ends us
+    os.environ.clear()  # the parent's environment now (a fork server's child has the server's)
+    os.environ.update(environ)
     try:
         handler = setup(payload)
     except BaseException as error:  # noqa: BLE001 - reported to the parent, never raised there
         connection.send(("setup_error", None, _describe(error)))
         return
-    connection.send(("ready", None, None))
+    connection.send(("ready", None, time.perf_counter() - begun))
     while True:
         try:
             message = connection.recv()
@@ -59,19 +106,88 @@ def _worker_main(connection: Any, setup: Callable[[Any], Callable[[Any], Any]], 
             return
         if message is None:
             return
-        task_id, task = message
+        kind, ident, body = message
+        failed = "session_error" if kind == "session" else "error"
         try:
-            connection.send(("ok", task_id, handler(task)))
+            if kind == "session":
+                _switch_session(handler, body)
+                connection.send(("session_ok", ident, None))
+            else:
+                connection.send(("ok", ident, handler(body)))
         except FatalWorkerError as error:
-            connection.send(("error", task_id, _describe(error)))
+            connection.send(("unusable" if kind == "session" else failed, ident, _describe(error)))
             os._exit(3)  # the process state is broken: do not run another task in it
         except BaseException as error:  # noqa: BLE001
-            connection.send(("error", task_id, _describe(error)))
+            connection.send((failed, ident, _describe(error)))
+
+
+def _switch_session(handler: Any, payload: Any) -> None:
+    if payload is None:
+        getattr(handler, "end_session", lambda: None)()
+    else:
+        handler.begin_session(payload)
 
 
 def _describe(error: BaseException) -> str:
     lines = traceback.format_exception_only(type(error), error)
     return "".join(lines).strip()
+
+
+# -- starting processes ------------------------------------------------------------------------
+
+_starting = threading.local()
+
+
+def _install_main_filter() -> None:
+    """Let our children skip importing `__main__` (see the module docstring); other users of
+    multiprocessing in this process are unaffected (the filter acts only while we start one)."""
+    from multiprocessing import spawn
+    original = spawn.get_preparation_data
+    if getattr(original, "tessera_filter", False):
+        return
+
+    def get_preparation_data(name: str) -> dict[str, Any]:
+        data = original(name)
+        if getattr(_starting, "active", False):
+            data.pop("init_main_from_name", None)
+            data.pop("init_main_from_path", None)
+        return data
+
+    get_preparation_data.tessera_filter = True  # type: ignore[attr-defined]
+    spawn.get_preparation_data = get_preparation_data
+
+
+def _context(start_method: str) -> Any:
+    import torch.multiprocessing  # registers the reductions that share tensors between processes
+    if start_method == "forkserver" and "forkserver" in multiprocessing.get_all_start_methods():
+        context = torch.multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(list(PRELOAD))  # no effect once the server runs
+        return context
+    return torch.multiprocessing.get_context("spawn")
+
+
+class _Starter:
+    """One daemon thread that starts worker processes in order, off the tuning thread."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue[tuple[_Worker, Any]] = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    def submit(self, worker: _Worker, child_end: Any) -> None:
+        with self.lock:
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, name="tessera-worker-starter", daemon=True)
+                self.thread.start()
+        self.jobs.put((worker, child_end))
+
+    def _run(self) -> None:
+        while True:
+            worker, child_end = self.jobs.get()
+            worker.launch(child_end)
+
+
+_starter = _Starter()
 
 
 class _Worker:
@@ -81,69 +197,173 @@ class _Worker:
         self.group = group
         parent_end, child_end = group.context.Pipe()
         self.connection = parent_end
-        self.process = group.context.Process(target=_worker_main, args=(child_end, group.setup, group.payload),
+        self.process = group.context.Process(target=_worker_main,
+                                             args=(child_end, group.setup, group.payload, dict(os.environ)),
                                              daemon=True, name=f"tessera-{group.name}")
-        self.process.start()
-        child_end.close()
+        self.lock = threading.Lock()
+        self.started = False            # set by the starter thread once the process runs
+        self.start_error: str | None = None
+        self.cancelled = False
         self.ready = False
-        self.task: tuple[Any, Any] | None = None
-        self.deadline = time.monotonic() + STARTUP_TIMEOUT
-        self.started = time.monotonic()
+        self.task: tuple[Any, Any, int] | None = None  # (task id, task, lease it belongs to)
+        self.session: int | None = None  # id of the session last sent to it
+        self.session_confirmed = False
+        self.created = time.monotonic()
+        self.deadline = self.created + STARTUP_TIMEOUT
+        _starter.submit(self, child_end)
 
-    def assign(self, task_id: Any, task: Any) -> None:
-        self.task = (task_id, task)
-        self.connection.send((task_id, task))
+    def launch(self, child_end: Any) -> None:
+        """Start the process (on the starter thread); a failure closes the pipe, which the parent sees."""
+        with self.lock:
+            try:
+                if not self.cancelled:
+                    _install_main_filter()
+                    _starting.active = True
+                    try:
+                        self.process.start()
+                    finally:
+                        _starting.active = False
+                    self.started = True
+            except BaseException as error:  # noqa: BLE001 - reported as this worker's crash
+                self.start_error = f"{type(error).__name__}: {error}"
+            finally:
+                child_end.close()  # the child has its own copy; EOF now means the child is gone
+
+    def alive(self) -> bool:
+        return self.started and self.process.is_alive()
+
+    def send(self, message: Any) -> None:
+        self.connection.send(message)
+
+    def assign(self, task_id: Any, task: Any, lease: int, timeout: float) -> None:
+        self.task = (task_id, task, lease)
+        self.send(("task", task_id, task))
         if self.ready:
-            self.deadline = time.monotonic() + self.group.task_timeout
+            self.deadline = time.monotonic() + timeout
 
     def kill(self) -> None:
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(timeout=10)
+        with self.lock:
+            self.cancelled = True
+            started = self.started
+        if started:
+            if self.process.is_alive():
+                self.process.kill()
+            self.process.join(timeout=10)
         self.connection.close()
 
 
 class WorkerGroup:
-    """A fixed number of worker processes sharing a queue of tasks.
+    """A number of worker processes sharing a queue of tasks.
 
     Tasks past `task_timeout` seconds (counted from when a ready worker got them) are killed and
-    reported as 'timeout'; a worker that dies is reported as 'crash' and replaced on demand.
+    reported as 'timeout'; a worker that dies is reported as 'crash' and replaced. Used alone
+    (`start`, `submit`, `wait_all`, `close`) or as a warm group leased per run (`leased_group`).
     """
 
     def __init__(self, name: str, size: int, *, setup: Callable[[Any], Callable[[Any], Any]], payload: Any,
-                 task_timeout: float, log: Callable[[str], None] | None = None) -> None:
-        import torch.multiprocessing  # registers the reductions that share tensors between processes
+                 task_timeout: float, log: Callable[[str], None] | None = None,
+                 start_method: str = START_METHOD) -> None:
         self.name = name
         self.size = max(1, size)
         self.setup = setup
         self.payload = payload
         self.task_timeout = task_timeout
-        self.context = torch.multiprocessing.get_context("spawn")
+        self.start_method = start_method
+        self.context = _context(start_method)
         self.log = log or (lambda message: None)
         self.queue: deque[tuple[Any, Any]] = deque()
         self.workers: list[_Worker] = []
         self.finished: list[Outcome] = []
         self.restarts = 0
         self.setup_failure: str | None = None
+        self.lease = 0
+        self.leased = False
+        self.pooled = False
+        self.lease_started = time.monotonic()
+        self.first_ready_at: float | None = None  # this lease: when a worker first could take a task
+        self._session_ids = itertools.count(1)
+        self.session: tuple[int, Any] | None = None
+        self.session_failure: str | None = None
+        self.session_crashes = 0
 
     # -- life cycle ---------------------------------------------------------------------------
 
     def start(self, count: int | None = None) -> None:
-        """Spawn workers now (they import torch and triton while the parent does other work)."""
+        """Start workers now (they import torch and triton while the parent does other work)."""
         while len(self.workers) < min(self.size, count if count is not None else self.size):
-            self.workers.append(_Worker(self))
+            self._add_worker()
+
+    def begin_lease(self, *, size: int, task_timeout: float, log: Callable[[str], None] | None = None) -> None:
+        """Hand the group to a new run: drop dead workers and stale results, fill up to `size`."""
+        self.lease += 1
+        self.leased = True
+        self.size = max(1, size)
+        self.task_timeout = task_timeout
+        self.log = log or self.log
+        self.setup_failure = self.session_failure = None
+        self.session_crashes = 0
+        self.lease_started = time.monotonic()
+        for worker in list(self.workers):
+            self._poll(worker)  # a worker that died while idle goes now; late results are dropped
+        self.finished.clear()
+        surplus = len(self.workers) - self.size
+        for worker in [w for w in self.workers if w.task is None][:max(0, surplus)]:
+            self._retire(worker)
+        warm = sum(worker.ready for worker in self.workers)
+        self.first_ready_at = self.lease_started if warm else None
+        self.start()
+        self.log(f"{self.name}: {warm} warm worker(s) reused, {len(self.workers) - warm} starting "
+                 f"({self.start_method})")
+
+    def end_lease(self) -> list[Any]:
+        """The run is over: drop queued tasks (returned), forget running ones, end the session.
+
+        A worker still busy finishes its task (its result is ignored) and then ends the session.
+        """
+        dropped = self.cancel_queued()
+        self.lease += 1  # results of tasks still running belong to no run now
+        self.leased = False
+        self.finished.clear()
+        self.set_session(None)
+        return dropped
 
     def close(self) -> None:
+        """Stop every worker: idle ones exit on their own, busy or stuck ones are killed."""
+        self.queue.clear()
         for worker in self.workers:
-            try:
-                if worker.process.is_alive() and worker.task is None:
-                    worker.connection.send(None)
-            except OSError:
-                pass
+            if worker.alive() and worker.task is None:
+                try:
+                    worker.send(None)
+                except (OSError, ValueError):
+                    pass
+        deadline = time.monotonic() + CLOSE_GRACE
         for worker in self.workers:
-            worker.process.join(timeout=2)
+            if worker.alive() and worker.task is None:
+                worker.process.join(timeout=max(0.0, deadline - time.monotonic()))
             worker.kill()
         self.workers.clear()
+        self.leased = False
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    def set_session(self, payload: Any) -> None:
+        """Per-run state every worker gets before its next task (None: end the current one)."""
+        self.session = None if payload is None else (next(self._session_ids), payload)
+        self.session_failure = None
+        self.session_crashes = 0
+        for worker in list(self.workers):
+            if worker.task is None or payload is None:  # a busy worker gets it with its next task
+                try:
+                    self._send_session(worker)
+                except (OSError, ValueError):
+                    pass  # a dead worker: the next poll removes it
+
+    def _send_session(self, worker: _Worker) -> None:
+        wanted = None if self.session is None else self.session[0]
+        if worker.session == wanted:
+            return
+        worker.send(("session", wanted, None if self.session is None else self.session[1]))
+        worker.session, worker.session_confirmed = wanted, False
 
     # -- tasks --------------------------------------------------------------------------------
 
@@ -158,10 +378,13 @@ class WorkerGroup:
         return dropped
 
     def busy(self) -> bool:
-        return bool(self.queue) or any(worker.task is not None for worker in self.workers)
+        return bool(self.queue) or any(self._current(worker) for worker in self.workers)
+
+    def has_ready_worker(self) -> bool:
+        return any(worker.ready for worker in self.workers)
 
     def waitables(self) -> list[Any]:
-        return [w.connection for w in self.workers] + [w.process.sentinel for w in self.workers]
+        return [w.connection for w in self.workers] + [w.process.sentinel for w in self.workers if w.started]
 
     def next_deadline(self) -> float | None:
         deadlines = [w.deadline for w in self.workers if w.task is not None or not w.ready]
@@ -188,43 +411,102 @@ class WorkerGroup:
 
     # -- internals ----------------------------------------------------------------------------
 
+    def _current(self, worker: _Worker) -> bool:
+        """Whether the worker runs a task of the current run (not one left over from an earlier run)."""
+        return worker.task is not None and worker.task[2] == self.lease
+
+    def _add_worker(self) -> _Worker:
+        worker = _Worker(self)
+        self.workers.append(worker)
+        return worker
+
+    def _retire(self, worker: _Worker) -> None:
+        try:
+            worker.send(None)
+        except (OSError, ValueError):
+            pass
+        self.workers.remove(worker)
+        worker.kill()
+
     def _poll(self, worker: _Worker) -> None:
+        if not worker.started:
+            if worker.start_error is not None:
+                self._lost(worker, "crash", f"could not start a {self.name} worker: {worker.start_error}")
+            elif time.monotonic() >= worker.deadline:
+                self._lost(worker, "timeout", f"{self.name} worker did not start within {STARTUP_TIMEOUT:.0f} s")
+            return
         while True:
             try:
                 if not worker.connection.poll():
                     break
-                kind, task_id, value = worker.connection.recv()
+                kind, ident, value = worker.connection.recv()
             except (EOFError, OSError):
                 self._lost(worker, "crash", f"{self.name} worker exited (code {self._exit_code(worker)})")
                 return
             if kind == "ready":
-                worker.ready = True
-                worker.deadline = time.monotonic() + self.task_timeout
+                self._became_ready(worker, value)
             elif kind == "setup_error":
                 self.setup_failure = value
                 self._lost(worker, "error", f"{self.name} worker failed to start: {value}")
                 return
+            elif kind == "session_ok":
+                worker.session_confirmed = ident == worker.session
+            elif kind == "session_error":
+                if self.session is not None and ident == self.session[0]:
+                    self.session_failure = value
+                    self.log(f"{self.name}: the run's setup failed in a worker: {value}")
+            elif kind == "unusable":
+                self.log(f"{self.name}: a worker found itself unusable ({value}); replacing it")
             else:
-                worker.task = None
-                self.finished.append(Outcome(task_id, "ok", value) if kind == "ok" else
-                                     Outcome(task_id, "error", message=value))
+                task, worker.task = worker.task, None
+                if task is not None and task[2] == self.lease:
+                    self.finished.append(Outcome(ident, "ok", value) if kind == "ok" else
+                                         Outcome(ident, "error", message=value))
         if not worker.process.is_alive():
             self._lost(worker, "crash", f"{self.name} worker exited (code {self._exit_code(worker)})")
         elif time.monotonic() >= worker.deadline and (worker.task is not None or not worker.ready):
             limit = self.task_timeout if worker.ready else STARTUP_TIMEOUT
             self._lost(worker, "timeout", f"no answer within {limit:.0f} s; worker killed")
 
+    def _became_ready(self, worker: _Worker, setup_seconds: float) -> None:
+        worker.ready = True
+        now = time.monotonic()
+        if worker.task is not None:
+            worker.deadline = now + self.task_timeout
+        ready = sum(w.ready for w in self.workers)
+        if self.first_ready_at is None:
+            self.first_ready_at = now
+        if ready == 1 or ready == len(self.workers):
+            self.log(f"{self.name}: {ready}/{len(self.workers)} worker(s) ready, {now - worker.created:.2f} s "
+                     f"after start (its setup took {setup_seconds:.2f} s)")
+
     def _lost(self, worker: _Worker, kind: str, message: str) -> None:
-        """Report the worker's task (if any) as failed and remove the worker; a new one starts on demand."""
+        """Report the worker's task (if any) as failed and replace the worker."""
         worker.kill()
         self.workers.remove(worker)
         self.restarts += 1
-        if worker.task is not None:
-            self.finished.append(Outcome(worker.task[0], kind, message=message))
-            self.log(f"{self.name}: candidate {worker.task[0]}: {kind}: {message}")
-        if self.setup_failure is not None:
+        task = worker.task
+        # died setting up the run (e.g. a CUDA context poisoned earlier): not its task's fault
+        setting_up = (kind == "crash" and self.session is not None and worker.session == self.session[0]
+                      and not worker.session_confirmed and self.session_failure is None)
+        if setting_up:
+            self.session_crashes += 1
+            if self.session_crashes >= SESSION_ATTEMPTS:
+                self.session_failure = f"{self.session_crashes} {self.name} workers died setting up the run"
+        if task is not None and task[2] == self.lease:
+            if setting_up and self.session_failure is None:
+                self.queue.appendleft(task[:2])
+            else:
+                self.finished.append(Outcome(task[0], kind, message=message))
+                self.log(f"{self.name}: candidate {task[0]}: {kind}: {message}")
+        elif task is None and kind == "crash" and worker.ready:
+            self.log(f"{self.name}: an idle worker died ({message}); replacing it")
+        failure = self.setup_failure or self.session_failure
+        if failure is not None:
             # every worker would fail the same way: fail the queue instead of looping on restarts
             self.finished += [Outcome(task_id, "error", message=message) for task_id in self.cancel_queued()]
+        elif self.leased or self.queue:
+            self.start()  # warm up the replacement now, not when the next task needs it
 
     @staticmethod
     def _exit_code(worker: _Worker) -> Any:
@@ -232,21 +514,23 @@ class WorkerGroup:
         return worker.process.exitcode
 
     def _dispatch(self) -> None:
-        if self.setup_failure is not None:
-            message = f"{self.name} worker failed to start: {self.setup_failure}"
+        failure = self.setup_failure or self.session_failure
+        if failure is not None:
+            message = (f"{self.name} worker failed to start: {failure}" if self.setup_failure
+                       else f"{self.name}: the run's setup failed: {failure}")
             self.finished += [Outcome(task_id, "error", message=message) for task_id in self.cancel_queued()]
         while self.queue:
             idle = next((w for w in self.workers if w.task is None), None)
             if idle is None:
                 if len(self.workers) >= self.size:
                     return
-                idle = _Worker(self)
-                self.workers.append(idle)
+                idle = self._add_worker()
             task_id, task = self.queue.popleft()
             try:
-                idle.assign(task_id, task)
+                self._send_session(idle)
+                idle.assign(task_id, task, self.lease, self.task_timeout)
             except (OSError, ValueError) as error:  # the worker died between polls
-                idle.task = (task_id, task)
+                idle.task = (task_id, task, self.lease)
                 self._lost(idle, "crash", f"could not send the task: {error}")
 
 
@@ -263,4 +547,81 @@ def wait_for(*groups: WorkerGroup, until: float | None = None) -> None:
         time.sleep(min(timeout, 0.05))
 
 
-__all__ = ["FatalWorkerError", "Outcome", "WorkerGroup", "wait_for"]
+# -- the process-wide warm groups --------------------------------------------------------------
+
+_pools: dict[str, WorkerGroup] = {}
+_pools_lock = threading.Lock()
+_pools_pid = os.getpid()
+_shutdown_registered = False
+
+
+def leased_group(name: str, size: int, *, setup: Callable[[Any], Callable[[Any], Any]], payload: Any,
+                 task_timeout: float, log: Callable[[str], None] | None = None,
+                 start_method: str = START_METHOD) -> WorkerGroup:
+    """This process's warm group `name`, leased to one run; give it back with `release_group`.
+
+    The group is made on first use and remade when the setup, payload (e.g. the mode) or start
+    method differ. While it is leased, another caller (a second thread tuning) gets a private
+    group that `release_group` closes.
+    """
+    global _shutdown_registered, _pools_pid
+    with _pools_lock:
+        if _pools_pid != os.getpid():  # a forked child: those workers belong to the parent
+            _pools.clear()
+            _pools_pid = os.getpid()
+        group = _pools.get(name)
+        if group is not None and group.leased:
+            private = WorkerGroup(name, size, setup=setup, payload=payload, task_timeout=task_timeout, log=log,
+                                  start_method=start_method)
+            private.begin_lease(size=size, task_timeout=task_timeout, log=log)
+            return private
+        if group is not None and (group.setup is not setup or group.payload != payload
+                                  or group.start_method != start_method):
+            group.close()
+            group = None
+        if group is None:
+            group = _pools[name] = WorkerGroup(name, size, setup=setup, payload=payload, task_timeout=task_timeout,
+                                               log=log, start_method=start_method)
+            group.pooled = True
+            if not _shutdown_registered:
+                atexit.register(shutdown_pools)
+                _shutdown_registered = True
+        group.begin_lease(size=size, task_timeout=task_timeout, log=log)
+        return group
+
+
+def release_group(group: WorkerGroup) -> list[Any]:
+    """End a lease: a pooled group stays warm for the next run, a private one is closed.
+
+    Returns the ids of tasks that were still queued.
+    """
+    if group.pooled:
+        dropped = group.end_lease()
+        timer = threading.Timer(IDLE_SHUTDOWN_S, _close_if_idle, args=(group, group.lease))
+        timer.daemon = True
+        timer.start()
+        return dropped
+    dropped = group.cancel_queued()
+    group.close()
+    return dropped
+
+
+def _close_if_idle(group: WorkerGroup, lease: int) -> None:
+    """Stop a warm group that was not leased again since `lease` ended."""
+    with _pools_lock:
+        if _pools.get(group.name) is group and not group.leased and group.lease == lease:
+            del _pools[group.name]
+            group.close()
+
+
+def shutdown_pools() -> None:
+    """Stop every warm worker of this process (registered with atexit)."""
+    with _pools_lock:
+        groups = list(_pools.values())
+        _pools.clear()
+    for group in groups:
+        group.close()
+
+
+__all__ = ["FatalWorkerError", "Outcome", "WorkerGroup", "leased_group", "release_group", "shutdown_pools",
+           "wait_for"]
