@@ -30,12 +30,14 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     out = torch.empty_like(q_view)
     # exp2 is the cheaper instruction: fold log2(e) into the softmax scale.
     qk_scale = 1.4426950408889634 / math.sqrt(head_dim)
+    stop_at_diagonal = causal and m_dim <= n_dim  # with m > n, tile_m.end could pass the last key
     for tile_b, tile_m in hl.tile([q_view.size(0), m_dim], block_size=[1, None]):
         m_i = hl.full([tile_b, tile_m], float("-inf"), dtype=torch.float32)
         l_i = hl.zeros([tile_b, tile_m], dtype=torch.float32)
         acc = hl.zeros([tile_b, tile_m, head_dim], dtype=torch.float32)
         q_tile = q_view[tile_b, tile_m, :]
-        for tile_n in hl.tile(n_dim):
+        # causal: keys after the tile's last query are all masked, so the loop stops there
+        for tile_n in hl.tile(0, tile_m.end if stop_at_diagonal else n_dim):
             scores = hl.dot(q_tile, k_view[tile_b, :, tile_n], out_dtype=torch.float32) * qk_scale
             if causal:
                 visible = tile_m.index[:, None] >= tile_n.index[None, :]
