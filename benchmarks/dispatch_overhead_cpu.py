@@ -5,9 +5,9 @@
 Runs `examples.add` on a 1x16 float32 CPU tensor in interpret mode. After the first call has
 compiled the variant, the variant's Triton function is replaced by a stub whose launch does
 nothing, so what is timed is exactly the hit path's host work: argument checks, mode and config
-choice, block-size slots, the host code (broadcast, allocation, `hl.tile`), the cache key, the
-guard, the argument list and the grid. Rows below the total time each piece alone, so the
-biggest ones can be attacked first. The baseline is a hand-written wrapper doing the same
+choice, the host code (broadcast, allocation, `hl.tile`), the cache key, the guard, the argument
+list and the grid. Rows below the total time each piece alone, so the biggest ones can be attacked
+first (alone, a piece runs warmer than inside a call: the rows add up to less than the total). The baseline is a hand-written wrapper doing the same
 unavoidable host work (broadcast, allocate, build the argument list) around a stubbed launch.
 
 Per-call times are medians over `--repeats` runs of `--calls` back-to-back calls. Writes
@@ -110,7 +110,7 @@ def measure(calls: int, repeats: int) -> dict[str, Any]:
     """Time the whole hit path and each of its pieces; return rows of (name, microseconds)."""
     sys.path.insert(0, os.path.dirname(_HERE))
     from examples.add import add
-    from tessera.runtime import compiled
+    from tessera.runtime import call_keys, tuning
     from tessera.runtime.kernel import _common_device
 
     x, y = torch.randn(1, 16), torch.randn(1, 16)
@@ -129,25 +129,41 @@ def measure(calls: int, repeats: int) -> dict[str, Any]:
                    "broadcast + empty + argument list")
     row("Kernel._check_arguments (signature.bind)", lambda: add._check_arguments((x, y), {}))
     row("_common_device", lambda: _common_device("add", (x, y), {}))
-    row("Kernel.mode_for + default_config", lambda: (add.mode_for(x.device), add.default_config()))
-    row("Kernel.block_slots()", add.block_slots)
+    row("Kernel.mode_for", lambda: add.mode_for(x.device))
+    config = tuning.config_for_call(add, "interpret", (x, y), {})
+    row("tuning.config_for_call (argument key, lookup)", lambda: tuning.config_for_call(add, "interpret", (x, y), {}))
     launch = _capture_launch(add, (x, y))
     if launch is not None:
         runner, tile_range, body = launch
-        static = add.settings.static_shapes
-        values = [cell.cell_contents for cell in (body.__closure__ or ())]
-        names = body.__code__.co_freevars
+        row("hl.tile(out.size())", _tile_call(runner, config, x))
         row("CompiledRunner.launch (key, arguments, guard, grid)", lambda: runner.launch(tile_range, body))
-        row("  cache key: value_key of each captured value",
-            lambda: tuple(compiled.value_key(v, static) for v in values))
-        row("  cache key: repr(config)", lambda: repr(runner.config))
-        row("  _argument_values", lambda: compiled._argument_values(names, values, tile_range, static))
-        arguments = compiled._argument_values(names, values, tile_range, static)
+        values = [cell.cell_contents for cell in (body.__closure__ or ())]
+        static = add.settings.static_shapes
+        row("  call_keys.launch_inputs (key, arguments)", lambda: call_keys.launch_inputs(values, tile_range, static))
+        _, _, arguments = call_keys.launch_inputs(values, tile_range, static)
+        variant = _variant_lists(add)[0][0]
+        row("  variant guard + grid", lambda: (variant.guard(*arguments), variant.grid(*arguments)))
         row("  launcher binary key (ints only)", _launcher_key(arguments, key_pointers=False),
             f"{len(arguments)} arguments")
         row("  launcher binary key (ints + pointers)", _launcher_key(arguments, key_pointers=True))
     return {"rows": rows, "total_us": total, "handwritten_us": baseline,
             "tessera_over_handwritten": round(total / baseline, 2), "launches_stubbed": _StubLaunch.launches}
+
+
+def _tile_call(runner: Any, config: Any, x: torch.Tensor) -> Callable[[], Any]:
+    """`hl.tile(x.size())` as the add kernel's host code calls it (inside a running call)."""
+    import tessera.language as hl
+    from tessera.runtime import compiled, interpreter
+
+    host = compiled._HostInterpreter(runner.slots, config, x.device, runner)
+
+    def call() -> Any:
+        interpreter.push(host)
+        try:
+            return hl.tile(x.size())
+        finally:
+            interpreter.pop()
+    return call
 
 
 def _launcher_key(arguments: list[Any], key_pointers: bool) -> Callable[[], Any]:

@@ -117,7 +117,43 @@ def user_frame(skip: int = 1) -> types.FrameType | None:
 def user_location(skip: int = 1) -> SourceLocation | None:
     """Location of the innermost user frame, or None if the stack holds none."""
     frame = user_frame(skip + 1)
-    return SourceLocation.from_frame(frame) if frame is not None else None
+    return frame_location(frame) if frame is not None else None
+
+
+Site = tuple[str, int, int]  # (file, line, col) of a call: matches the AST node of that call
+_FRAME_FACTS: dict[tuple[types.CodeType, int], tuple[Site, SourceLocation]] = {}
+_FRAME_FACTS_MAX = 4096  # emptied when full: kernels defined in a loop keep making new code objects
+
+
+def frame_location(frame: types.FrameType) -> SourceLocation:
+    """`SourceLocation.from_frame(frame)`, remembered per (code, instruction) where only they decide it."""
+    return site_and_location(frame)[1]
+
+
+def frame_site(frame: types.FrameType) -> Site:
+    """(file, line, col) of the instruction a frame is at."""
+    return site_and_location(frame)[0]
+
+
+def site_and_location(frame: types.FrameType) -> tuple[Site, SourceLocation]:
+    """The site and location of the instruction a frame is at, computed once per call site.
+
+    hl.tile asks on every kernel call. A rewritten loop body (`_tessera_...`) is named after the
+    kernel that holds it, found through its callers: not a function of its own code, so never
+    remembered.
+    """
+    code = frame.f_code
+    key = (code, frame.f_lasti)
+    facts = _FRAME_FACTS.get(key)
+    if facts is None:
+        position = code_position(code, frame.f_lasti)
+        line, _, col, _ = position if position is not None else (frame.f_lineno, 0, 0, 0)
+        facts = ((code.co_filename, line or frame.f_lineno, col or 0), SourceLocation.from_frame(frame))
+        if not code.co_name.startswith("_tessera_"):
+            if len(_FRAME_FACTS) >= _FRAME_FACTS_MAX:
+                _FRAME_FACTS.clear()
+            _FRAME_FACTS[key] = facts
+    return facts
 
 
 def strip_internal_frames(tb: types.TracebackType | None) -> types.TracebackType | None:

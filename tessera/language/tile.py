@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from types import FrameType
 from typing import Any, Iterator, Sequence
 
 import torch
 
 from tessera import exc
-from tessera.frontend.location import code_position, is_internal_file, user_location
+from tessera.frontend.location import frame_site, is_internal_file, site_and_location, user_location
 from tessera.runtime import interpreter
 
 Extent = Any  # an int, a 0-d integer tensor, a runtime scalar, or a symbolic size
@@ -73,16 +74,24 @@ class TileRange:
         return len(self.ends)
 
 
-def _call_site() -> tuple[str, int, int] | None:
-    """(file, line, col) of the innermost user call, matching the AST node of that call."""
+def _caller_frame() -> FrameType | None:
+    """The innermost user frame above the `hl.` function that calls this."""
     frame = sys._getframe(2)
     while frame is not None and is_internal_file(frame.f_code.co_filename):
         frame = frame.f_back
-    if frame is None:
-        return None
-    position = code_position(frame.f_code, frame.f_lasti)
-    line, _, col, _ = position if position is not None else (frame.f_lineno, 0, 0, 0)
-    return (frame.f_code.co_filename, line or frame.f_lineno, col or 0)
+    return frame
+
+
+def _call_site() -> tuple[str, int, int] | None:
+    """(file, line, col) of the innermost user call, matching the AST node of that call."""
+    frame = _caller_frame()
+    return frame_site(frame) if frame is not None else None
+
+
+def _site_and_location() -> tuple[tuple[str, int, int] | None, Any]:
+    """The call site and source location of the user's `hl.tile` / `hl.grid` call (cached per site)."""
+    frame = _caller_frame()
+    return site_and_location(frame) if frame is not None else (None, None)
 
 
 def _as_list(value: Any) -> tuple[list[Any], bool]:
@@ -117,14 +126,15 @@ def tile(begin_or_end: Any, end_or_none: Any = None, block_size: Any = None) -> 
     """
     interpreter.current("tile")
     begins, ends, multi = _normalize_range(begin_or_end, end_or_none, "tile")
-    sizes, multi_b = _as_list(block_size)
     if block_size is None:
-        sizes = [None] * len(ends)
-    elif len(sizes) != len(ends):
-        raise exc.TesseraError(
-            f"hl.tile got {len(sizes)} block sizes for {len(ends)} dimensions",
-            location=user_location(), hint="pass one block size per dimension, or None to tune it")
-    return TileRange(begins, ends, sizes, multi or multi_b, False, _call_site(), user_location())
+        sizes, multi_b = [None] * len(ends), False
+    else:
+        sizes, multi_b = _as_list(block_size)
+        if len(sizes) != len(ends):
+            raise exc.TesseraError(
+                f"hl.tile got {len(sizes)} block sizes for {len(ends)} dimensions",
+                location=user_location(), hint="pass one block size per dimension, or None to tune it")
+    return TileRange(begins, ends, sizes, multi or multi_b, False, *_site_and_location())
 
 
 def grid(begin_or_end: Any, end_or_none: Any = None, step: Any = None) -> TileRange:
@@ -138,7 +148,7 @@ def grid(begin_or_end: Any, end_or_none: Any = None, step: Any = None) -> TileRa
     steps, _ = _as_list(1 if step is None else step)
     if len(steps) == 1 and len(ends) > 1:
         steps = steps * len(ends)
-    return TileRange(begins, ends, steps, multi, True, _call_site(), user_location())
+    return TileRange(begins, ends, steps, multi, True, *_site_and_location())
 
 
 def register_block_size(min_or_max: Any, max_or_none: Any = None) -> Any:

@@ -15,26 +15,10 @@ from typing import Any
 import torch
 
 from tessera.config import Config
-from tessera.runtime.compiled import CompiledRunner, VariantStore, run_compiled, value_key
+from tessera.runtime.call_keys import argument_key
+from tessera.runtime.compiled import CompiledRunner, VariantStore, run_compiled
 from tessera.runtime.eager import run_eager
 from tessera.runtime.plan import KernelPlan, LaunchRecord
-
-
-def _size_bucket(size: int) -> int:
-    """Sizes 0, 1 and >= 2 are the buckets that share a chosen config (as Helion does): a config
-    serves every dynamic size, so one compiled variant does too; `static_shapes` or
-    `mark_static` pin exact sizes where a config per size is wanted."""
-    return min(max(size, 0), 2)
-
-
-def _argument_key(value: Any, static_shapes: bool) -> Any:
-    if isinstance(value, torch.Tensor):
-        return (value_key(value, static_shapes), tuple(_size_bucket(s) for s in value.shape))
-    if isinstance(value, (list, tuple)):
-        return tuple(_argument_key(v, static_shapes) for v in value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return ("int", _size_bucket(value))
-    return value_key(value, static_shapes)
 
 
 class BoundKernel:
@@ -57,8 +41,8 @@ class BoundKernel:
     def specialization_key(self) -> str:
         """What a tuned config is cached under: dtypes, ranks, layouts and size buckets."""
         static = self.kernel.settings.static_shapes
-        parts = [_argument_key(v, static) for v in self.args] + \
-                [(k, _argument_key(v, static)) for k, v in sorted(self.kwargs.items())]
+        parts = [argument_key(v, static) for v in self.args] + \
+                [(k, argument_key(v, static)) for k, v in sorted(self.kwargs.items())]
         return hashlib.sha256(repr((self.mode, parts)).encode()).hexdigest()[:20]
 
     def run(self, config: Config | None = None) -> Any:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib.util
-import math
 import os
 import sys
 import traceback
@@ -27,6 +26,7 @@ from tessera.frontend.location import user_location
 from tessera.language.constexpr import SpecializedInt
 from tessera.language.tile import TileRange
 from tessera.runtime import eager_state, interpreter
+from tessera.runtime.call_keys import compiled_in, config_key, device_type, launch_inputs, needs_int64
 from tessera.runtime.eager import EagerInterpreter
 from tessera.runtime.marking import static_dims
 from tessera.runtime.plan import LaunchRecord, TunableDim
@@ -34,7 +34,6 @@ from tessera.trace.proxy import TensorProxy
 from tessera.trace.symbols import SymbolTable
 from tessera.trace.tracer import Tracer
 
-_INT32_LIMIT = 2 ** 31 - 1
 _RESERVED = {"tl", "triton", "libdevice", "pid", "min", "max", "range", "float", "int"}
 
 
@@ -42,10 +41,10 @@ _RESERVED = {"tl", "triton", "libdevice", "pid", "min", "max", "range", "float",
 class Variant:
     """One compiled kernel: its guard check, argument builder, grid and Triton function."""
 
-    guard: Callable[..., bool]
+    guard: Callable[..., bool]   # of the kernel arguments (tensors ignored): True when every guard holds
     symbols: list[sympy.Symbol]
     function: Any
-    grid: Callable[..., int]
+    grid: Callable[..., tuple[int, ...]]  # of the kernel arguments, like guard
     source: str
     path: str
     num_warps: int
@@ -61,49 +60,18 @@ class Variant:
     launcher: Any = None  # compiled mode: a TritonLauncher, so repeat launches skip JITFunction.run
 
 
-def _needs_int64(tensor: torch.Tensor) -> bool:
-    numel = tensor.numel()
-    if numel == 0:
-        return False
-    if numel > _INT32_LIMIT:
-        return True
-    reach = 0
-    for size, stride in zip(tensor.shape, tensor.stride()):
-        reach += (size - 1) * abs(stride)
-    return reach > _INT32_LIMIT
-
-
-def value_key(value: Any, static_shapes: bool) -> Any:
-    """The part of the cache key one captured value contributes (see README, 'Cache key')."""
-    if isinstance(value, torch.Tensor):
-        # shape and stride are read once as tuples: each value.size(d) is a call into torch
-        strides = value.stride()
-        pinned = tuple(range(len(strides))) if static_shapes else static_dims(value)
-        return ("tensor", value.dtype, len(strides), tuple([s == 1 for s in strides]), _needs_int64(value),
-                tuple([(d, value.shape[d], strides[d]) for d in pinned]) if pinned else (),
-                value.data_ptr() & 15 == 0)
-    if isinstance(value, SpecializedInt):
-        return ("const", int(value))
-    if isinstance(value, bool) or value is None or isinstance(value, (str, torch.dtype)):
-        return ("const", value)
-    if isinstance(value, int):
-        return ("int", static_shapes and value)
-    if isinstance(value, float):
-        return ("float",)
-    try:
-        hash(value)
-        return ("const", value)
-    except TypeError:
-        return ("object", id(value))
-
-
 class LaunchBinding:
-    """Proxies and symbols for one launch's captured values, and their values for this call."""
+    """Proxies and symbols for one launch's captured values, and their values for this call.
+
+    `argument_symbols` has one entry per kernel parameter: its symbol, or a placeholder for a
+    tensor. Guards and grids are compiled as functions of them, so a launch passes its argument
+    list straight through (`call_keys.launch_inputs`) without picking out the symbol values.
+    """
 
     def __init__(self, names: tuple[str, ...], values: list[Any], tile_range: TileRange, static_shapes: bool) -> None:
         self.symbols = SymbolTable()
         self.parameters: list[str] = []
-        self.arguments: list[Any] = []   # per parameter, a getter of its value from `values`
+        self.argument_symbols: list[sympy.Symbol] = []
         self.proxies: list[Any] = []
         self.symbol_order: list[sympy.Symbol] = []
         for name, value in zip(names, values):
@@ -114,11 +82,13 @@ class LaunchBinding:
         symbol = self.symbols.new(name, dtype, value)
         self.symbol_order.append(symbol)
         self.parameters.append(name)
+        self.argument_symbols.append(symbol)
         return symbol
 
     def _bind(self, name: str, value: Any, static_shapes: bool) -> Any:
         if isinstance(value, torch.Tensor):
             self.parameters.append(name)
+            self.argument_symbols.append(sympy.Dummy(name))  # guards and grids ignore it
             pinned = set(range(value.dim())) if static_shapes else set(static_dims(value))
             sizes: list[Any] = []
             strides: list[Any] = []
@@ -146,11 +116,11 @@ class LaunchBinding:
 
     def _bind_range(self, tile_range: TileRange, static_shapes: bool) -> TileRange:
         def bound(kind: str, dim: int, value: Any) -> Any:
-            if _compiled_in(kind, value, static_shapes):
+            if compiled_in(kind, value, static_shapes):
                 return int(value)
             if isinstance(value, torch.Tensor):
                 # a host tensor bound (`hl.tile(0, lengths.amax())`): int() reads it back, a device
-                # sync (once per call, in _argument_values); it then is an ordinary runtime int
+                # sync (once per call, in call_keys.launch_inputs); it then is an ordinary runtime int
                 value = int(value)
             return self._symbol(f"{kind}_{dim}", torch.int64, int(value))
         begins = [bound("begin", d, b) for d, b in enumerate(tile_range.begins)]
@@ -160,51 +130,6 @@ class LaunchBinding:
 
 def _safe_name(name: str) -> str:
     return f"{name}_" if name in _RESERVED or name.startswith(("idx_", "mask_", "offset_", "v")) else name
-
-
-def _argument_values(names: tuple[str, ...], values: list[Any], tile_range: TileRange, static_shapes: bool) -> list[Any]:
-    """Kernel arguments in parameter order, and the symbol values, built without tracing."""
-    result: list[Any] = []
-    for value in values:
-        if isinstance(value, torch.Tensor):
-            result.append(value)
-            if static_shapes:
-                continue
-            pinned = static_dims(value)
-            sizes, strides = value.shape, value.stride()
-            if not pinned:
-                result.extend(sizes)
-                result.extend([s for s in strides if s != 1])
-                continue
-            result.extend([s for d, s in enumerate(sizes) if d not in pinned])
-            result.extend([s for d, s in enumerate(strides) if d not in pinned and s != 1])
-        elif isinstance(value, bool) or isinstance(value, SpecializedInt):
-            continue
-        elif isinstance(value, int):
-            if not static_shapes:
-                result.append(value)
-        elif isinstance(value, float):
-            result.append(value)
-    result.extend(int(b) for b in tile_range.begins if not _compiled_in("begin", b, static_shapes))
-    # int() of a tensor-valued bound (`hl.tile(0, lengths.amax())`) syncs with the device: the grid
-    # size must be known on the host to launch
-    result.extend(int(e) for e in tile_range.ends if not _compiled_in("end", e, static_shapes))
-    return result
-
-
-def _compiled_in(kind: str, value: Any, static_shapes: bool) -> bool:
-    """Whether a loop bound is a constant of the generated code (else a kernel argument)."""
-    if isinstance(value, SpecializedInt) or (static_shapes and isinstance(value, int)):
-        return True
-    return kind == "begin" and isinstance(value, int) and value == 0
-
-
-def _range_key(tile_range: TileRange, static_shapes: bool) -> tuple:
-    def part(kind: str, value: Any) -> Any:
-        return int(value) if _compiled_in(kind, value, static_shapes) else None
-    return (tile_range.is_grid, tile_range.multi_dim, tuple(tile_range.block_sizes),
-            tuple(part("begin", b) for b in tile_range.begins), tuple(part("end", e) for e in tile_range.ends),
-            tile_range.site)
 
 
 @dataclasses.dataclass
@@ -219,18 +144,48 @@ class VariantStore:
         return sum(len(v) for v in self.variants.values())
 
 
+class LazySlotTable:
+    """The kernel's block-slot table, copied on first use: a cache hit never reads it, and the
+    copy (each call learns its own counts, see block_slots.py) costs about a microsecond."""
+
+    def __init__(self, kernel: Any) -> None:
+        self._kernel = kernel
+        self._table: BlockSlotTable | None = None
+
+    def table(self) -> BlockSlotTable:
+        if self._table is None:
+            self._table = self._kernel.block_slots()
+        return self._table
+
+    def reset(self) -> None:
+        """Drop the copy (and what it learned): the next use copies the kernel's table again."""
+        self._table = None
+
+    def first_slot(self, site: Any, count: int) -> int:
+        return self.table().first_slot(site, count)
+
+    def known_count(self) -> int:
+        return self.table().known_count()
+
+    def copy(self) -> BlockSlotTable:
+        return self.table().copy()
+
+
 class CompiledRunner:
     """Runs the launches of one kernel call in interpret or compiled mode.
 
     With a `recorder` list, launches are recorded as `LaunchRecord`s instead of run (see plan.py).
+    `slots` defaults to a copy of the kernel's table made on first use.
     """
 
-    def __init__(self, kernel: Any, mode: str, config: Config, slots: BlockSlotTable,
+    def __init__(self, kernel: Any, mode: str, config: Config, slots: BlockSlotTable | LazySlotTable | None = None,
                  store: VariantStore | None = None, recorder: list[LaunchRecord] | None = None) -> None:
         self.kernel = kernel
         self.mode = mode
         self.config = config
-        self.slots = slots
+        self.config_key = config_key(config)
+        self.static_shapes: bool = kernel.settings.static_shapes
+        self.slots = slots if slots is not None else LazySlotTable(kernel)
         self.store = store if store is not None else kernel.store
         self.recorder = recorder
         self.tunables: dict[int, TunableDim] = {}
@@ -238,42 +193,55 @@ class CompiledRunner:
         self.loopable_rows: dict[int, int] = {}
 
     def launch(self, tile_range: TileRange, body: Callable[..., Any]) -> None:
-        names = body.__code__.co_freevars
+        """Run one top-level tile loop: the first variant under its key whose guards hold, else a new one.
+
+        The hit path reads each captured value once (`launch_inputs`), hashes the key, checks the
+        guards and launches: no tracing, no sympy.
+        """
         values = [cell.cell_contents for cell in (body.__closure__ or ())]
-        static_shapes = self.kernel.settings.static_shapes
-        key = (body.__code__.co_firstlineno, self.mode, repr(self.config), _range_key(tile_range, static_shapes),
-               tuple(value_key(v, static_shapes) for v in values))
-        arguments = _argument_values(names, values, tile_range, static_shapes)
-        variants = self.store.variants.setdefault(key, [])
-        symbol_values = [a for a in arguments if not isinstance(a, torch.Tensor)]
-        for variant in variants:
-            if variant.guard(*symbol_values):
-                self.store.hits += 1
-                return self._run(variant, arguments, symbol_values)
+        values_key, range_key, arguments = launch_inputs(values, tile_range, self.static_shapes)
+        key = (body.__code__.co_firstlineno, self.mode, self.config_key, range_key, values_key)
+        variants = self.store.variants.get(key)
+        if variants is not None:
+            for variant in variants:
+                if variant.guard(*arguments):
+                    self.store.hits += 1
+                    return self._run(variant, arguments)
+        self._compile_and_run(key, variants or [], values, tile_range, body, arguments)
+
+    def _compile_and_run(self, key: tuple, variants: list[Variant], values: list[Any], tile_range: TileRange,
+                         body: Callable[..., Any], arguments: list[Any]) -> None:
+        """A miss: refuse past `max_variants`, else trace and compile a variant, log why, run it."""
         self.store.misses += 1
-        variant = self._build(names, values, tile_range, body, static_shapes, _launch_index(body))
         total = self.store.count()
-        if total >= self.kernel.settings.max_variants:
+        if total >= self.kernel.settings.max_variants:  # checked first: a refused variant is not compiled
             raise exc.RecompileLimitError(
                 f"{self.kernel.fn.__name__} compiled {total} variants, its max_variants limit",
                 location=user_location(),
                 hint="shapes or dtypes change on every call; pass sizes as runtime values (avoid static_shapes "
                      "/ hl.specialize on changing values) or raise max_variants=")
+        variant = self._build(body.__code__.co_freevars, values, tile_range, body, self.static_shapes,
+                              _launch_index(body))
         if settings.log_enabled("recompiles") and self.store is self.kernel.store:  # not planning/tuning runs
             reason = "first compile" if not variants else "guards failed: " + "; ".join(variants[-1].guard_text)
             print(f"[tessera] compiling {self.kernel.fn.__name__} variant {total + 1} ({reason})", file=sys.stderr)
-        variants.append(variant)
-        self._run(variant, arguments, symbol_values)
+        self.store.variants.setdefault(key, variants).append(variant)
+        self._run(variant, arguments)
 
-    def _run(self, variant: Variant, arguments: list[Any], symbol_values: list[Any]) -> None:
-        grid = variant.grid(*symbol_values)
+    def _run(self, variant: Variant, arguments: list[Any]) -> None:
+        grid = variant.grid(*arguments)
         if self.recorder is not None:
             self.launch_dims[variant.launch_index] = variant.launch_ndim
             self.loopable_rows[variant.launch_index] = variant.loopable_row
             for dim in variant.tunables:  # only plans report tunables
                 known = self.tunables.get(dim.index)
-                if known is None or known.extent < dim.extent:
+                if known is None:
                     self.tunables[dim.index] = dim
+                    continue
+                # the trace knows what an hl.register_block_size slot tiles ("register" is only the host's view)
+                role = dim.role if known.role == "register" else known.role
+                self.tunables[dim.index] = dataclasses.replace(
+                    known, extent=max(known.extent, dim.extent), min_block=max(known.min_block, dim.min_block), role=role)
             self.recorder.append(LaunchRecord(variant.path, variant.function.__name__, tuple(arguments),
                                               grid, variant.num_warps, variant.num_stages))
             return
@@ -302,7 +270,7 @@ class CompiledRunner:
         tracer = Tracer(binding.symbols, self.slots, self.config)
         tracer.dot_precision = "ieee" if self.mode == "interpret" else self.kernel.settings.dot_precision
         tracer.interpret = self.mode == "interpret"
-        tracer.int64_indexing = any(_needs_int64(v) for v in values if isinstance(v, torch.Tensor))
+        tracer.int64_indexing = any(needs_int64(v) for v in values if isinstance(v, torch.Tensor))
         tracer.launch_index = launch_index  # picks this loop's entries of per-loop Config keys
         tracer.trace_launch(binding.range, body, binding.proxies)
         from tessera.backends.triton.codegen import generate_kernel
@@ -314,9 +282,8 @@ class CompiledRunner:
         if settings.get("print_code") or settings.log_enabled("ir"):
             print(source, file=sys.stderr)
         function, path = load_generated(name, source, self.mode == "interpret")
-        order = binding.symbol_order
+        order = binding.argument_symbols
         sizes = host_grid(mapping, program_count_exprs(tracer.grid_dims), _programs_cap(self.mode))
-        grid = sympy.lambdify(order, sizes, modules="math")
         num_warps, num_stages = int(self.config.get("num_warps", 4)), int(self.config.get("num_stages", 2))
         launcher = None
         if self.mode == "compiled":
@@ -324,8 +291,8 @@ class CompiledRunner:
             # value_key already fixes each tensor's dtype and 16-byte alignment
             launcher = TritonLauncher(function, num_warps, num_stages, key_pointers=False)
         return Variant(
-            guard=binding.symbols.guard_checker(order), symbols=order, function=function,
-            grid=_int_result(grid), source=source, path=path,
+            guard=binding.symbols.guard_checker(order), symbols=binding.symbol_order, function=function,
+            grid=_grid_function(order, sizes), source=source, path=path,
             num_warps=num_warps, num_stages=num_stages,
             guard_text=[reason for _, reason in binding.symbols.guards],
             tunables=tracer.tunable_dims(), locations=locations, launch_location=user_location(),
@@ -333,10 +300,17 @@ class CompiledRunner:
             loopable_row=tracer.loopable_row_length())
 
 
-def _int_result(function: Callable[..., Any]) -> Callable[..., tuple[int, ...]]:
-    def grid(*args: Any) -> tuple[int, ...]:
-        return tuple(max(int(size), 0) for size in function(*args))
-    return grid
+_AS_INT = sympy.Function("_tessera_as_int")  # printed as a call of int() by _grid_function
+
+
+def _grid_function(parameters: list[sympy.Symbol], sizes: list[Any]) -> Callable[..., tuple[int, ...]]:
+    """The grid as one generated function of the kernel arguments, each size an int of at least 0.
+
+    The int() and max() are part of the generated expression rather than a wrapper around it:
+    the grid is computed on every call.
+    """
+    clamped = tuple(sympy.Max(0, _AS_INT(sympy.sympify(size))) for size in sizes)
+    return sympy.lambdify(parameters, clamped, modules=[{"_tessera_as_int": int}, "math"])
 
 
 def _backend_error(error: BaseException, variant: Variant) -> exc.TesseraError:
@@ -488,8 +462,9 @@ def device_if_helper(condition: Any, then_body: Callable[..., tuple], else_body:
 class _HostInterpreter(EagerInterpreter):
     """Runs the host code between launches; notes `hl.register_block_size` slots as tunables."""
 
-    def __init__(self, slots: BlockSlotTable, config: Config, device: torch.device, runner: CompiledRunner) -> None:
-        super().__init__(slots, config, device)
+    def __init__(self, slots: BlockSlotTable | LazySlotTable, config: Config, device: torch.device,
+                 runner: CompiledRunner) -> None:
+        super().__init__(slots, config, device)  # type: ignore[arg-type]  (a LazySlotTable acts as one)
         self.runner = runner
 
     def block_sizes(self, site: Any, count: int, bounds: list[tuple[int, int | None]]) -> list[int]:
@@ -504,18 +479,42 @@ class _HostInterpreter(EagerInterpreter):
 def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Config, device: torch.device,
                  runner: CompiledRunner | None = None) -> Any:
     """Run the kernel's host code; each top-level tile loop launches a cached Triton kernel."""
-    if mode == "compiled" and device.type != "cuda":
+    kind = device_type(device)
+    if mode == "compiled" and kind != "cuda":
         raise exc.TesseraError(f"mode 'compiled' needs CUDA tensors, got tensors on {device}",
                                location=user_location(), hint="use mode='interpret' for CPU tensors")
-    if mode == "interpret" and device.type != "cpu":
+    if mode == "interpret" and kind != "cpu":
         raise exc.TesseraError(f"mode 'interpret' runs on CPU tensors, got tensors on {device}",
                                location=user_location(), hint="use mode='compiled' for CUDA tensors")
-    if runner is None:
-        runner = CompiledRunner(kernel, mode, config, kernel.block_slots())
-    slots = runner.slots
-    host = _HostInterpreter(slots, config, device, runner)
+    if runner is not None:
+        return _run_host_code(kernel, runner, _HostInterpreter(runner.slots, config, device, runner), args, kwargs)
+    # A call takes the kernel's spare runner for its mode, Config and device (building one costs
+    # about 2 us). It is taken out while in use, so a nested or concurrent call builds its own.
+    key = (mode, config_key(config), device)
+    spare = kernel.spare_runners.pop(key, None)
+    if spare is None:
+        runner = CompiledRunner(kernel, mode, config)
+        spare = (runner, _HostInterpreter(runner.slots, config, device, runner))
+    else:
+        _restart(*spare)
+    try:
+        return _run_host_code(kernel, spare[0], spare[1], args, kwargs)
+    finally:
+        kernel.spare_runners[key] = spare
+
+
+def _restart(runner: CompiledRunner, host: _HostInterpreter) -> None:
+    """Make a spare runner and its host interpreter serve a new call: nothing of the last call stays."""
+    runner.store = runner.kernel.store  # kernel.reset() replaces the store
+    runner.slots.reset()  # type: ignore[union-attr]  (spare runners make their own LazySlotTable)
+    if runner.tunables:
+        runner.tunables = {}
+    host.loop_depth = 0
+
+
+def _run_host_code(kernel: Any, runner: CompiledRunner, host: _HostInterpreter, args: tuple, kwargs: dict) -> Any:
     _runners.append(runner)
-    eager_state.push_device(device)
+    eager_state.push_device(host.device)
     interpreter.push(host)  # a plain push/pop: interpreter.activate builds a generator per call
     try:
         return kernel.rewritten().function(*args, **kwargs)

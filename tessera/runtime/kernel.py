@@ -16,7 +16,11 @@ from tessera.frontend.location import strip_internal_frames, user_location
 from tessera.frontend.rewrite import DEVICE_IF, DEVICE_LOOP, LAUNCH, RewrittenKernel, rewrite_kernel
 from tessera.frontend.source import KernelSource
 from tessera.language.tile import grid, tile
+from tessera.runtime.call_keys import device_type
+from tessera.runtime.compiled import (VariantStore, device_if_helper, device_loop_helper, launch_helper,
+                                      run_compiled)
 from tessera.runtime.eager import run_eager
+from tessera.runtime.tuning import config_for_call
 
 MODES = ("eager", "interpret", "compiled")
 _DEFAULT_CONFIG = Config()  # Config is immutable; one object keeps its cache-key repr stable
@@ -69,8 +73,11 @@ class Kernel:
         self.signature = inspect.signature(fn)
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
         self._rewritten: RewrittenKernel | None = None
-        from tessera.runtime.compiled import VariantStore
         self.store = VariantStore()
+        # the Config each call runs with, by `tuning._fast_key` of its arguments (see tuning.py)
+        self.config_choices: dict[Any, Config] = {}
+        # idle (runner, host interpreter) pairs by (mode, Config key, device), see run_compiled
+        self.spare_runners: dict[tuple, tuple[Any, Any]] = {}
 
     @functools.cached_property
     def source(self) -> KernelSource:
@@ -89,22 +96,17 @@ class Kernel:
         return f"<tessera.kernel {self.fn.__qualname__}>"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return self._call(args, kwargs)
+        try:  # one frame for the whole dispatch: this runs on every call
+            self._check_arguments(args, kwargs)
+            device = _common_device(self.fn.__name__, args, kwargs)
+            mode = self.mode_for(device)
+            if mode == "eager":
+                return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device)
+            return run_compiled(self, mode, args, kwargs, config_for_call(self, mode, args, kwargs), device)
         except exc.TesseraError as error:
             if settings.get("debug") == "raw":
                 raise
             raise error.with_traceback(strip_internal_frames(error.__traceback__)) from None
-
-    def _call(self, args: tuple, kwargs: dict) -> Any:
-        self._check_arguments(args, kwargs)
-        device = _common_device(self.fn.__name__, args, kwargs)
-        mode = self.mode_for(device)
-        if mode == "eager":
-            return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device)
-        from tessera.runtime.compiled import run_compiled
-        from tessera.runtime.tuning import config_for_call
-        return run_compiled(self, mode, args, kwargs, config_for_call(self, mode, args, kwargs), device)
 
     def autotune(self, *args: Any, **kwargs: Any) -> Config:
         """Tune for these arguments now; return the best Config (also stored on disk)."""
@@ -114,7 +116,6 @@ class Kernel:
     def rewritten(self) -> RewrittenKernel:
         """The kernel function with tile loops rewritten into launches (built once)."""
         if self._rewritten is None:
-            from tessera.runtime.compiled import device_if_helper, device_loop_helper, launch_helper
             resolve = self.source.resolver()
             self._rewritten = rewrite_kernel(
                 self.source, lambda node: isinstance(node, ast.Call) and resolve(node.func) in (tile, grid),
@@ -127,8 +128,8 @@ class Kernel:
 
     def reset(self) -> None:
         """Forget every compiled variant (and the counts)."""
-        from tessera.runtime.compiled import VariantStore
         self.store = VariantStore()
+        self.spare_runners = {}
 
     @functools.cached_property
     def source_hash(self) -> str:
@@ -156,7 +157,7 @@ class Kernel:
         """The mode of a call: `mode=` on the kernel, else TESSERA_MODE, else by device."""
         mode = self.settings.mode or settings.get("mode")
         if mode is None:
-            return "compiled" if device.type == "cuda" else "interpret"
+            return "compiled" if device_type(device) == "cuda" else "interpret"
         if mode not in MODES:
             raise exc.ConfigError(f"TESSERA_MODE={mode!r} is not a mode", hint=f"use one of {', '.join(MODES)}")
         return mode
@@ -183,23 +184,37 @@ class Kernel:
 
 def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
     found: list[torch.Tensor] = []
-    for value in list(args) + list(kwargs.values()):
+    for value in (*args, *kwargs.values()) if kwargs else args:
         if isinstance(value, torch.Tensor):
             found.append(value)
         elif isinstance(value, (list, tuple)):
-            found.extend(v for v in value if isinstance(v, torch.Tensor))
+            found.extend([v for v in value if isinstance(v, torch.Tensor)])
     return found
 
 
 def _common_device(name: str, args: tuple, kwargs: dict) -> torch.device:
-    tensors = _tensors(args, kwargs)
-    devices = {t.device for t in tensors}
+    """The one device of every tensor argument (CPU when there is none)."""
+    device = None
+    for value in (*args, *kwargs.values()) if kwargs else args:  # the usual case, on every call
+        if isinstance(value, torch.Tensor):
+            if device is None:
+                device = value.device
+            elif value.device != device:
+                break
+        elif isinstance(value, (list, tuple)):
+            break  # tensors inside lists, or a mismatch: the general path below
+    else:
+        return device if device is not None else _CPU
+    devices = {t.device for t in _tensors(args, kwargs)}
     if len(devices) > 1:
         listing = ", ".join(sorted(str(d) for d in devices))
         raise exc.DeviceMismatchError(
             f"{name}() received tensors on different devices ({listing})", location=user_location(),
             hint="move every tensor argument to one device, e.g. x.to('cuda')")
-    return devices.pop() if devices else torch.device("cpu")
+    return devices.pop() if devices else _CPU
+
+
+_CPU = torch.device("cpu")
 
 
 def kernel(fn: Callable[..., Any] | None = None, *, config: Config | None = None,

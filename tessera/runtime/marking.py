@@ -5,6 +5,9 @@ from typing import Sequence
 
 import torch
 
+# The attribute a mark lives in; cache keys read it directly (a hot path).
+STATIC_DIMS_ATTRIBUTE = "_tessera_static_dims"
+
 
 def mark_static(tensor: torch.Tensor, dims: Sequence[int] | None = None) -> torch.Tensor:
     """Return `tensor`, marked so that the listed dims (all if None) are compile-time constants.
@@ -17,10 +20,10 @@ def mark_static(tensor: torch.Tensor, dims: Sequence[int] | None = None) -> torc
     """
     rank = tensor.dim()
     chosen = tuple(range(rank)) if dims is None else tuple(d % rank if rank else d for d in dims)
-    tensor._tessera_static_dims = chosen  # type: ignore[attr-defined]
+    setattr(tensor, STATIC_DIMS_ATTRIBUTE, chosen)
     return tensor
 
 
 def static_dims(tensor: torch.Tensor) -> tuple[int, ...]:
     """The dims `mark_static` pinned on this tensor (empty if none)."""
-    return getattr(tensor, "_tessera_static_dims", ())
+    return getattr(tensor, STATIC_DIMS_ATTRIBUTE, ())

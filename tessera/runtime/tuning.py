@@ -17,27 +17,25 @@ be what breaks a user's call.
 from __future__ import annotations
 
 import sys
-import weakref
 from typing import Any
 
 from tessera import exc, settings
 from tessera.config import Config
-
-_chosen: weakref.WeakKeyDictionary[Any, dict[Any, Config]] = weakref.WeakKeyDictionary()
+from tessera.runtime.call_keys import argument_key
 
 
 def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config:
-    """The Config this call of `kernel` runs with (the hook `Kernel._call` uses)."""
+    """The Config this call of `kernel` runs with (the hook `Kernel.__call__` uses)."""
     given = kernel.settings.config
     if given is not None:
         return given
     if mode == "eager":
         return kernel.default_config()
-    chosen = _chosen.setdefault(kernel, {})
     fast_key = _fast_key(kernel, mode, args, kwargs)
-    config = chosen.get(fast_key)
+    config = kernel.config_choices.get(fast_key)
     if config is None:
-        config = chosen[fast_key] = _cover_every_slot(kernel, _choose(kernel, mode, kernel.bind(*args, **kwargs)))
+        config = _cover_every_slot(kernel, _choose(kernel, mode, kernel.bind(*args, **kwargs)))
+        kernel.config_choices[fast_key] = config
     return config
 
 
@@ -60,7 +58,7 @@ def autotune(kernel: Any, args: tuple, kwargs: dict) -> Config:
     bound = kernel.bind(*args, **kwargs)
     effort = _effort(kernel)
     config = _tune_and_store(kernel, bound, "quick" if effort == "none" else effort)
-    _chosen.setdefault(kernel, {})[_fast_key(kernel, bound.mode, args, kwargs)] = config
+    kernel.config_choices[_fast_key(kernel, bound.mode, args, kwargs)] = config
     return config
 
 
@@ -73,7 +71,7 @@ def heuristic_for(bound: Any) -> Config:
 
 def forget(kernel: Any) -> None:
     """Drop the in-memory choices of `kernel` (the disk cache stays)."""
-    _chosen.pop(kernel, None)
+    kernel.config_choices.clear()
 
 
 def _choose(kernel: Any, mode: str, bound: Any) -> Config:
@@ -121,10 +119,9 @@ def _effort(kernel: Any) -> str:
 
 def _fast_key(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Any:
     """A cheap per-call key with the same meaning as `BoundKernel.specialization_key()` (no hashing)."""
-    from tessera.runtime.bound import _argument_key
     static = kernel.settings.static_shapes
-    return (mode, tuple(_argument_key(a, static) for a in args),
-            tuple((k, _argument_key(v, static)) for k, v in sorted(kwargs.items())))
+    named = tuple([(k, argument_key(v, static)) for k, v in sorted(kwargs.items())]) if kwargs else ()
+    return (mode, tuple([argument_key(a, static) for a in args]), named)
 
 
 def _log(message: str) -> None:

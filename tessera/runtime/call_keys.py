@@ -1,0 +1,266 @@
+"""Per-call cache keys: what a kernel call or a launch is keyed by, built without tracing.
+
+Every call computes these, hit or miss, so they are written for speed: each tensor's metadata
+is read once, facts derived from a layout (unit strides, int64 need, size buckets) are computed
+once per (shape, strides), a value's kind is decided once per Python type (not by an isinstance
+chain per value), and a launch's key and kernel arguments come out of one pass over its captured
+values (`launch_inputs`). What a key holds is the contract of README "Cache key":
+
+- tensor: dtype, rank, which dims have unit stride, whether int64 indexing is needed, the
+  (dim, size, stride) of pinned dims (`static_shapes`, `mark_static`), 16-byte alignment;
+- int: a runtime argument (its value is keyed only under `static_shapes`); float: runtime;
+- `hl.specialize`d int, bool, None, str, dtype, other hashables: the value itself;
+- anything unhashable: its identity.
+
+>>> value_key(torch.empty(4, 8), static_shapes=False)                        # doctest: +SKIP
+('tensor', torch.float32, 2, (False, True), False, (), True)
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import torch
+
+from tessera.language.constexpr import SpecializedInt
+from tessera.language.tile import TileRange
+from tessera.runtime.marking import STATIC_DIMS_ATTRIBUTE
+
+_INT32_LIMIT = 2 ** 31 - 1
+
+# Kinds of captured values, in the order value_key tests them (a bool is an int, a
+# SpecializedInt is an int: the more specific kind must win).
+TENSOR, SPECIALIZED, CONSTANT, INT, FLOAT, OTHER = range(6)
+_KINDS: dict[type, int] = {}
+
+
+def _classify(cls: type) -> int:
+    if issubclass(cls, torch.Tensor):
+        return TENSOR
+    if issubclass(cls, SpecializedInt):
+        return SPECIALIZED
+    if issubclass(cls, (bool, type(None), str, torch.dtype)):
+        return CONSTANT
+    if issubclass(cls, int):
+        return INT
+    if issubclass(cls, float):
+        return FLOAT
+    return OTHER
+
+
+def kind_of(value: Any) -> int:
+    """The kind of a captured value; decided once per type, then a dict lookup."""
+    cls = type(value)
+    kind = _KINDS.get(cls)
+    if kind is None:
+        kind = _KINDS[cls] = _classify(cls)
+    return kind
+
+
+def needs_int64(tensor: torch.Tensor) -> bool:
+    """Whether some element lies beyond int32 offsets from the data pointer."""
+    return _layout(tensor.shape, tensor.stride())[2]
+
+
+def _needs_int64(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    numel = math.prod(shape)
+    if numel == 0:
+        return False
+    if numel > _INT32_LIMIT:
+        return True
+    reach = 0
+    for size, stride in zip(shape, strides):
+        reach += (size - 1) * abs(stride)
+    return reach > _INT32_LIMIT
+
+
+# (shape, strides) -> (unit-stride flags, strides other than 1, needs int64, size buckets).
+# A pure function of its key, remembered because every call needs it for every tensor; bounded
+# because shapes may change on every call (it is emptied when full).
+_Layout = tuple[tuple[bool, ...], tuple[int, ...], bool, tuple[int, ...]]
+_LAYOUTS: dict[tuple[Sequence[int], Sequence[int]], _Layout] = {}
+_LAYOUTS_MAX = 4096
+
+
+def _layout(shape: Sequence[int], strides: Sequence[int]) -> _Layout:
+    key = (shape, strides)
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        if len(_LAYOUTS) >= _LAYOUTS_MAX:
+            _LAYOUTS.clear()
+        layout = _LAYOUTS[key] = (tuple([s == 1 for s in strides]), tuple([s for s in strides if s != 1]),
+                                  _needs_int64(shape, strides), tuple([size_bucket(s) for s in shape]))
+    return layout
+
+
+def tensor_key(tensor: torch.Tensor, static_shapes: bool) -> tuple:
+    """The key part of one tensor (see the module docstring)."""
+    shape, strides = tensor.shape, tensor.stride()
+    pinned = range(len(strides)) if static_shapes else getattr(tensor, STATIC_DIMS_ATTRIBUTE, ())
+    return _tensor_key(tensor, shape, strides, pinned, _layout(shape, strides))
+
+
+def _tensor_key(tensor: torch.Tensor, shape: Sequence[int], strides: Sequence[int], pinned: Sequence[int],
+                layout: _Layout) -> tuple:
+    # shape and strides are read once by the caller: each read is a call into torch
+    return ("tensor", tensor.dtype, len(strides), layout[0], layout[2],
+            tuple([(d, shape[d], strides[d]) for d in pinned]) if pinned else (),
+            tensor.data_ptr() & 15 == 0)
+
+
+def value_key(value: Any, static_shapes: bool) -> Any:
+    """The part of the cache key one captured value contributes (see README, 'Cache key')."""
+    kind = kind_of(value)
+    if kind == TENSOR:
+        return tensor_key(value, static_shapes)
+    if kind == SPECIALIZED:
+        return ("const", int(value))
+    if kind == CONSTANT:
+        return ("const", value)
+    if kind == INT:
+        return ("int", static_shapes and value)
+    if kind == FLOAT:
+        return ("float",)
+    try:
+        hash(value)
+        return ("const", value)
+    except TypeError:
+        return ("object", id(value))
+
+
+def size_bucket(size: int) -> int:
+    """Sizes 0, 1 and >= 2 are the buckets that share a chosen config (as Helion does): a config
+    serves every dynamic size, so one compiled variant does too; `static_shapes` or
+    `mark_static` pin exact sizes where a config per size is wanted."""
+    return min(max(size, 0), 2)
+
+
+def argument_key(value: Any, static_shapes: bool) -> Any:
+    """The key part of one kernel argument for choosing its Config: a launch's key plus size buckets."""
+    kind = kind_of(value)
+    if kind == TENSOR:
+        shape, strides = value.shape, value.stride()
+        pinned = range(len(strides)) if static_shapes else getattr(value, STATIC_DIMS_ATTRIBUTE, ())
+        layout = _layout(shape, strides)
+        return (_tensor_key(value, shape, strides, pinned, layout), layout[3])
+    if isinstance(value, (list, tuple)):
+        return tuple(argument_key(v, static_shapes) for v in value)
+    if kind == INT or kind == SPECIALIZED:
+        return ("int", size_bucket(value))
+    return value_key(value, static_shapes)
+
+
+def launch_inputs(values: Sequence[Any], tile_range: TileRange, static_shapes: bool) -> tuple[tuple, tuple, list[Any]]:
+    """(values key, range key, kernel arguments) of one launch, in one pass over its values.
+
+    The arguments follow the parameter order `compiled.LaunchBinding` gives the generated kernel:
+    per tensor the tensor, its unpinned sizes, its unpinned strides other than 1; per runtime int
+    or float the value; then the runtime loop begins and ends.
+    """
+    keys: list[Any] = []
+    arguments: list[Any] = []
+    for value in values:
+        kind = kind_of(value)
+        if kind == TENSOR:
+            keys.append(_tensor_inputs(value, static_shapes, arguments))
+        elif kind == INT:
+            keys.append(("int", static_shapes and value))
+            if not static_shapes:
+                arguments.append(value)
+        elif kind == FLOAT:
+            keys.append(("float",))
+            arguments.append(value)
+        else:
+            keys.append(value_key(value, static_shapes))
+    return tuple(keys), _range_inputs(tile_range, static_shapes, arguments), arguments
+
+
+def _tensor_inputs(tensor: torch.Tensor, static_shapes: bool, arguments: list[Any]) -> tuple:
+    """A tensor's key part; appends the tensor and its runtime sizes and strides (the unpinned
+    ones; strides of 1 are compiled in) to the arguments."""
+    shape, strides = tensor.shape, tensor.stride()
+    layout = _layout(shape, strides)
+    arguments.append(tensor)
+    if static_shapes:
+        return _tensor_key(tensor, shape, strides, range(len(strides)), layout)
+    pinned = getattr(tensor, STATIC_DIMS_ATTRIBUTE, ())
+    if pinned:
+        arguments += [s for d, s in enumerate(shape) if d not in pinned]
+        arguments += [s for d, s in enumerate(strides) if d not in pinned and s != 1]
+    else:
+        arguments += shape
+        arguments += layout[1]
+    return _tensor_key(tensor, shape, strides, pinned, layout)
+
+
+def compiled_in(kind: str, value: Any, static_shapes: bool) -> bool:
+    """Whether a loop bound is a constant of the generated code (else a kernel argument)."""
+    if isinstance(value, SpecializedInt) or (static_shapes and isinstance(value, int)):
+        return True
+    return kind == "begin" and isinstance(value, int) and value == 0
+
+
+def _range_inputs(tile_range: TileRange, static_shapes: bool, arguments: list[Any]) -> tuple:
+    """The range's key; appends its runtime begins, then ends, to the arguments."""
+    begins: list[int | None] = []
+    for bound in tile_range.begins:
+        if type(bound) is int and not static_shapes:  # the usual begin: 0 is compiled in, others are runtime
+            if bound == 0:
+                begins.append(0)
+            else:
+                begins.append(None)
+                arguments.append(bound)
+        else:
+            begins.append(_other_bound("begin", bound, static_shapes, arguments))
+    ends: list[int | None] = []
+    for bound in tile_range.ends:
+        if type(bound) is int and not static_shapes:  # the usual end: a runtime int
+            ends.append(None)
+            arguments.append(bound)
+        else:
+            ends.append(_other_bound("end", bound, static_shapes, arguments))
+    return (tile_range.is_grid, tile_range.multi_dim, tuple(tile_range.block_sizes), tuple(begins), tuple(ends),
+            tile_range.site)
+
+
+def _other_bound(kind: str, bound: Any, static_shapes: bool, arguments: list[Any]) -> int | None:
+    """A compiled-in bound's value; else None, and the bound is appended to the arguments."""
+    if compiled_in(kind, bound, static_shapes):
+        return int(bound)
+    # int() of a tensor-valued bound (`hl.tile(0, lengths.amax())`) syncs with the device: the
+    # grid size must be known on the host to launch
+    arguments.append(int(bound))
+    return None
+
+
+_CONFIG_KEYS: dict[int, tuple[Any, str]] = {}
+_CONFIG_KEYS_MAX = 4096
+
+
+def config_key(config: Any) -> str:
+    """`repr(config)`, remembered per Config object: repr costs a few microseconds a call.
+
+    Relies on a Config being immutable once built (`merged` makes a new one); mutating one in
+    place (`config["block_sizes"][0] = 64`) after a call would keep its old key. Entries hold
+    their Config, so an id is never reused while its entry lives; the table is emptied when it
+    grows past a bound (tuning runs build many Configs).
+    """
+    entry = _CONFIG_KEYS.get(id(config))
+    if entry is not None and entry[0] is config:
+        return entry[1]
+    if len(_CONFIG_KEYS) >= _CONFIG_KEYS_MAX:
+        _CONFIG_KEYS.clear()
+    key = repr(config)
+    _CONFIG_KEYS[id(config)] = (config, key)
+    return key
+
+
+_DEVICE_TYPES: dict[torch.device, str] = {}
+
+
+def device_type(device: torch.device) -> str:
+    """`device.type` ('cpu', 'cuda'), remembered per device: the attribute costs ~0.3 us a read."""
+    kind = _DEVICE_TYPES.get(device)
+    if kind is None:
+        kind = _DEVICE_TYPES[device] = device.type
+    return kind
