@@ -5,6 +5,7 @@ Config(block_sizes=[64, 32], num_warps=4)
 """
 from __future__ import annotations
 
+import copy
 from typing import Any, Mapping
 
 from tessera.exc import ConfigError
@@ -49,12 +50,14 @@ class Config(Mapping[str, Any]):
             values["num_warps"] = num_warps
         if num_stages is not None:
             values["num_stages"] = num_stages
-        values.update(kwargs)
+        values.update(copy.deepcopy(kwargs))  # the caller's lists stay theirs
         _validate(values)
         self._values = values
 
     def __getitem__(self, key: str) -> Any:
-        return self._values[key]
+        value = self._values[key]
+        # a copy: a Config is immutable (its cache key is computed once per object)
+        return copy.deepcopy(value) if isinstance(value, list) else value
 
     def __iter__(self):
         return iter(self._values)
@@ -77,7 +80,7 @@ class Config(Mapping[str, Any]):
         return Config(**{**self._values, **updates})
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self._values)
+        return copy.deepcopy(self._values)
 
 
 def _validate(values: dict[str, Any]) -> None:
