@@ -5,7 +5,8 @@ denominator `l_i` and an output accumulator `acc` are carried across the loop ov
 tiles, rescaled whenever the max grows. `causal` is a compile-time flag that masks keys after
 the query (`torch.where` on tile indices, no data-dependent branching). The head dimension is
 specialized so the accumulator has a fixed width; each program handles one (batch, head)
-pair (`block_size=[1, None]`) and a tunable block of queries.
+pair (`block_size=[1, None]`, indexed with `tile_b.begin` so every tile is 2-D) and a tunable
+block of queries.
 """
 
 from __future__ import annotations
@@ -32,24 +33,25 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     qk_scale = 1.4426950408889634 / math.sqrt(head_dim)
     stop_at_diagonal = causal and m_dim <= n_dim  # with m > n, tile_m.end could pass the last key
     for tile_b, tile_m in hl.tile([q_view.size(0), m_dim], block_size=[1, None]):
-        m_i = hl.full([tile_b, tile_m], float("-inf"), dtype=torch.float32)
-        l_i = hl.zeros([tile_b, tile_m], dtype=torch.float32)
-        acc = hl.zeros([tile_b, tile_m, head_dim], dtype=torch.float32)
-        q_tile = q_view[tile_b, tile_m, :]
+        b = tile_b.begin  # one (batch, head) pair per program: index it, so tiles stay 2-D
+        m_i = hl.full([tile_m], float("-inf"), dtype=torch.float32)
+        l_i = hl.zeros([tile_m], dtype=torch.float32)
+        acc = hl.zeros([tile_m, head_dim], dtype=torch.float32)
+        q_tile = q_view[b, tile_m, :]
         # causal: keys after the tile's last query are all masked, so the loop stops there
         for tile_n in hl.tile(0, tile_m.end if stop_at_diagonal else n_dim):
-            scores = hl.dot(q_tile, k_view[tile_b, :, tile_n], out_dtype=torch.float32) * qk_scale
+            scores = hl.dot(q_tile, k_view[b, :, tile_n], out_dtype=torch.float32) * qk_scale
             if causal:
                 visible = tile_m.index[:, None] >= tile_n.index[None, :]
-                scores = torch.where(visible[None, :, :], scores, float("-inf"))
+                scores = torch.where(visible, scores, float("-inf"))
             m_new = torch.maximum(m_i, torch.amax(scores, dim=-1))
-            p = torch.exp2(scores - m_new[:, :, None])
+            p = torch.exp2(scores - m_new[:, None])
             alpha = torch.exp2(m_i - m_new)
             l_i = l_i * alpha + torch.sum(p, dim=-1)
-            v_tile = v_view[tile_b, tile_n, :]
-            acc = hl.dot(p.to(v_tile.dtype), v_tile, acc=acc * alpha[:, :, None])
+            v_tile = v_view[b, tile_n, :]
+            acc = hl.dot(p.to(v_tile.dtype), v_tile, acc=acc * alpha[:, None])
             m_i = m_new
-        out[tile_b, tile_m, :] = (acc / l_i[:, :, None]).to(out.dtype)
+        out[b, tile_m, :] = (acc / l_i[:, None]).to(out.dtype)
     return out.view(q.size())
 
 
