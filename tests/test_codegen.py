@@ -78,6 +78,19 @@ def test_no_mask_where_the_block_divides_the_extent(device: torch.device) -> Non
     assert "mask_t0 = idx_t0 < 63" in tail and "mask_r0 = idx_r0 < 100" in tail
 
 
+def test_block_pointers_with_every_check_proven_away(device: torch.device) -> None:
+    """Static shapes that the blocks divide: no boundary check, so no padding option (Triton's
+    tensor-pointer rewrite rejects padding without a check), and a transposed operand's unit
+    stride comes first in `order`."""
+    kernel = tessera.kernel(matmul, static_shapes=True, dot_precision="ieee")
+    x, y = torch.randn(32, 64, device=device), torch.randn(16, 64, device=device).t()
+    config = tessera.Config(block_sizes=[16, 16, 16], indexing="block_ptr")
+    code = kernel.bind(x, y).to_triton_code(config)
+    assert "boundary_check=()" in code and "padding_option" not in code
+    assert "strides=(1, 64), offsets=(k1_0, offset_1), block_shape=(16, 16), order=(0, 1)" in code
+    torch.testing.assert_close(kernel.bind(x, y).run(config), x @ y, atol=5e-3, rtol=5e-3)
+
+
 def test_dynamic_sizes_are_always_masked(device: torch.device) -> None:
     code = tessera.kernel(row_softmax).bind(torch.randn(64, 128, device=device)).to_triton_code(
         tessera.Config(block_sizes=[16]))

@@ -239,7 +239,10 @@ def _load(emitter: Emitter, node: Node) -> None:
         if strategy == "tensor_descriptor":
             text = f"{_descriptor_name(emitter, access)}.load({access.descriptor_offsets()})"
         else:
-            text = f"tl.load({access.block_pointer()}, boundary_check={access.boundary_check()}, padding_option='zero')"
+            # padding without a boundary check makes Triton's tensor-pointer rewrite emit an
+            # invalid masked load (static shapes prove every check away)
+            padding = ", padding_option='zero'" if access.checked else ""
+            text = f"tl.load({access.block_pointer()}, boundary_check={access.boundary_check()}{padding})"
         if len(access.kept_shape) != len(node.shape):
             text = f"tl.reshape({text}, {emitter.block_shape(node.shape)})"
         emitter.line(f"{node.name} = {text}")

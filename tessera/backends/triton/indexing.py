@@ -91,7 +91,9 @@ class BlockAccess:
         return [stride for stride in self.strides[:-1] if not isinstance(stride, (int, sympy.Integer))]
 
     def block_pointer(self) -> str:
-        order = _items(list(reversed(range(len(self.blocks)))))
+        # fastest-varying dim first: the one with unit stride (a transposed operand's is not the last)
+        unit = [d for d, stride in enumerate(self.strides) if sympy.sympify(stride) == 1][:1]
+        order = _items(unit + [d for d in reversed(range(len(self.blocks))) if d not in unit])
         return (f"tl.make_block_ptr({self.base()}, shape=({_items(self.bounds)}), strides=({_items(self.strides)}), "
                 f"offsets=({_items(self.offsets)}), block_shape=({_items(self.blocks)}), order=({order}))")
 
