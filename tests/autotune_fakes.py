@@ -7,7 +7,8 @@ function here is module level. A candidate's fault is chosen by its launch setti
     num_warps=16 -> bench worker dies      num_stages=3 -> kernel raises
     num_stages=4 -> wrong result (caught by the accuracy gate)
 
-`echo_setup` and `session_echo_setup` drive WorkerGroup directly (tasks "crash", "hang", "raise").
+`echo_setup` and `session_echo_setup` drive WorkerGroup directly (tasks "crash", "hang", "raise");
+`warm_echo_setup` has a warm-up that works, kills its process or hangs.
 """
 from __future__ import annotations
 
@@ -103,3 +104,31 @@ class _SessionEcho:
 
 def session_echo_setup(marker: str) -> _SessionEcho:
     return _SessionEcho(marker)
+
+
+def slow_echo_setup(payload: Any) -> Callable[[Any], Any]:
+    time.sleep(30)
+    return echo_setup(payload)
+
+
+class _WarmEcho:
+    """Answers (warmed up before the task?, task, pid); its warm-up does `behaviour`: "ok"
+    (takes 0.3 s), "crash" (kills the process) or "hang"."""
+
+    def __init__(self, behaviour: str) -> None:
+        self.behaviour = behaviour
+        self.warmed = False
+
+    def warm_up(self) -> str:
+        if self.behaviour == "crash":
+            os._exit(7)
+        time.sleep(3600 if self.behaviour == "hang" else 0.3)
+        self.warmed = True
+        return "warmed"
+
+    def __call__(self, task: Any) -> Any:
+        return (self.warmed, task, os.getpid())
+
+
+def warm_echo_setup(behaviour: str) -> _WarmEcho:
+    return _WarmEcho(behaviour)

@@ -15,7 +15,7 @@ import torch
 
 import tessera
 from tessera import exc, settings
-from tessera.autotune import disk_cache
+from tessera.autotune import compile_pool, disk_cache, prewarm
 from tessera.autotune import workers
 from tessera.autotune.bench_worker import BenchSession, BenchTask, BenchWorkerSpec, accuracy_error, bench_worker_setup
 from tessera.autotune.heuristics import heuristic_config
@@ -70,7 +70,13 @@ def test_loop_orders_and_l2_grouping_appear_only_for_multi_dim_tile_loops():
 def test_reduction_loops_offer_one_block_or_power_of_two_chunks():
     facts = KernelFacts(tunables=(), reduction_extents=(1000,))
     space = ConfigSpace.from_facts(facts, enabled={"reduction_loops"})
-    assert space.axis("reduction_loops[0]").choices == (None, 32, 64, 128, 256, 512)
+    assert space.axis("reduction_loops[0]").choices == (32, 64, 128, 256, 512, None)
+
+
+def test_the_neighbour_of_one_block_is_the_largest_chunk_not_the_smallest():
+    space = ConfigSpace.from_facts(KernelFacts(tunables=(), reduction_extents=(4096,)), enabled={"reduction_loops"})
+    assert space.default()["reduction_loops"] == [None]
+    assert [c["reduction_loops"] for c in space.neighbors(space.default())] == [[2048]]
 
 
 def test_keys_the_backend_does_not_honour_stay_out_of_the_space():
@@ -342,6 +348,89 @@ def test_a_worker_found_broken_when_the_session_starts_is_replaced_and_the_task_
         group.close()
 
 
+def test_a_task_waits_for_its_workers_warm_up():
+    group = WorkerGroup("test-warm", 1, setup=autotune_fakes.warm_echo_setup, payload="ok", task_timeout=60)
+    try:
+        [outcome] = _run_all(group, {0: "a"})
+        assert outcome.kind == "ok" and outcome.value[:2] == (True, "a")
+        assert group.warm_up and not group.workers[0].warming and group.first_warm_at is not None
+    finally:
+        group.close()
+
+
+def test_a_worker_that_dies_warming_up_is_blamed_not_its_task_and_later_workers_skip_the_warm_up():
+    group = WorkerGroup("test-warm-crash", 1, setup=autotune_fakes.warm_echo_setup, payload="crash", task_timeout=60)
+    try:
+        outcomes = _run_all(group, {0: "a", 1: "b"})
+        assert sorted((o.task_id, o.kind, o.value[:2]) for o in outcomes) == [(0, "ok", (False, "a")),
+                                                                             (1, "ok", (False, "b"))]
+        assert not group.warm_up and group.restarts == 1
+    finally:
+        group.close()
+
+
+def test_a_hanging_warm_up_holds_a_task_only_for_the_warm_up_wait():
+    group = WorkerGroup("test-warm-hang", 1, setup=autotune_fakes.warm_echo_setup, payload="hang", task_timeout=60)
+    group.warm_up_wait = 0.5
+    try:
+        [outcome] = _run_all(group, {0: "a"})
+        assert outcome.kind == "ok" and outcome.value[:2] == (False, "a")
+    finally:
+        group.close()
+
+
+def test_closing_does_not_wait_for_workers_still_setting_up():
+    group = WorkerGroup("test-slow-start", 1, setup=autotune_fakes.slow_echo_setup, payload="p", task_timeout=60)
+    group.start()
+    deadline = time.monotonic() + 60
+    while not group.workers[0].alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process = group.workers[0].process
+    begun = time.monotonic()
+    group.close()
+    assert time.monotonic() - begun < 1.5 and not process.is_alive()
+
+
+def test_a_prestarted_group_is_leased_with_the_workers_it_started():
+    workers.shutdown_pools()
+    group = workers.prestart_group("test-prestart", 2, setup=autotune_fakes.echo_setup, payload="p", task_timeout=60)
+    assert group is not None and group.prestarted and not group.leased and workers.has_group("test-prestart")
+    assert workers.prestart_group("test-prestart", 2, setup=autotune_fakes.echo_setup, payload="p",
+                                  task_timeout=60) is None
+    deadline = time.monotonic() + 120
+    while not all(w.started for w in group.workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids = {w.process.pid for w in group.workers}
+    leased = _echo_group("test-prestart", 2)
+    try:
+        assert leased is group and group.head_start is not None and not group.prestarted
+        assert {o.value for o in _run_all(leased, {0: "pid", 1: "pid"})} <= pids
+    finally:
+        release_group(leased)
+
+
+def test_a_prestarted_group_nobody_leases_is_stopped_after_the_idle_time(monkeypatch):
+    monkeypatch.setattr(workers, "IDLE_SHUTDOWN_S", 0.3)
+    group = workers.prestart_group("test-prestart-idle", 1, setup=autotune_fakes.echo_setup, payload="p",
+                                   task_timeout=60)
+    assert group is not None
+    deadline = time.monotonic() + 20
+    while workers.has_group("test-prestart-idle") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not workers.has_group("test-prestart-idle") and not group.workers
+
+
+def test_a_warm_group_is_remade_when_the_workers_environment_changed(monkeypatch, tmp_path):
+    first = _echo_group("test-environ")
+    release_group(first)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # e.g. set by the program after it defined a kernel
+    second = _echo_group("test-environ")
+    try:
+        assert second is not first and not first.workers
+    finally:
+        release_group(second)
+
+
 def test_workers_are_started_without_importing_the_main_module():
     from multiprocessing import spawn
     workers._install_main_filter()
@@ -535,6 +624,7 @@ def test_disk_cache_ignores_an_entry_whose_config_no_longer_validates():
 
 def test_a_second_process_reuses_the_tuned_config_from_disk_without_tuning(monkeypatch):
     monkeypatch.setenv("TESSERA_AUTOTUNE_EFFORT", "quick")  # conftest turns tuning off for other tests
+    monkeypatch.setenv("TESSERA_PREWARM", "0")  # defining the kernel below must not start workers (on a GPU)
     kernel = tessera.kernel(add.fn)
     x = torch.randn(8, 8)
     calls = []
@@ -578,3 +668,78 @@ def test_the_decorator_line_is_valid_python_that_rebuilds_the_config():
     line = decorator_line(config)
     assert line.startswith("@tessera.kernel(config=tessera.Config(")
     assert eval(line[len("@tessera.kernel(config="):-1], {"tessera": tessera}) == config
+
+
+# ---------------------------------------------------------------------------------------------
+# Prewarm: workers started when a kernel that will likely tune is defined
+# ---------------------------------------------------------------------------------------------
+
+def _defined_kernels(monkeypatch) -> list:
+    submitted: list = []
+    monkeypatch.setattr(prewarm, "_submit", submitted.append)
+    return submitted
+
+
+def test_defining_a_kernel_that_will_likely_tune_asks_for_the_workers(monkeypatch):
+    submitted = _defined_kernels(monkeypatch)
+    with settings.override(autotune_effort=None):
+        tuned = tessera.kernel(add.fn)
+        tessera.kernel(config=Config(block_sizes=[4, 4]))(add.fn)    # a config: no tuning
+        tessera.kernel(mode="interpret")(add.fn)                     # never tunes
+        tessera.kernel(autotune_effort="none")(add.fn)
+        with settings.override(prewarm=False):
+            tessera.kernel(add.fn)
+        with settings.override(mode="eager"):
+            tessera.kernel(add.fn)
+    tessera.kernel(add.fn)  # the test suite's TESSERA_AUTOTUNE_EFFORT=none
+    assert submitted == [tuned]
+
+
+def test_defining_a_kernel_never_raises_from_prewarm(monkeypatch):
+    def broken(kernel):
+        raise RuntimeError("injected")
+    monkeypatch.setattr(prewarm, "_likely_to_tune", broken)
+    assert tessera.kernel(add.fn)(torch.ones(2, 2), torch.ones(2, 2)).sum() == 8
+
+
+def test_prewarm_hashes_the_source_as_the_kernel_does():
+    assert prewarm.source_hash(add.fn) == add.source_hash
+
+
+def _cuda_present(monkeypatch) -> TuneOptions:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    workers.shutdown_pools()
+    return TuneOptions(compile_workers=1, compile_setup=autotune_fakes.echo_setup,
+                       bench_setup=autotune_fakes.echo_setup)
+
+
+def test_prewarm_starts_the_compile_pool_and_bench_worker_a_tuning_run_will_lease(monkeypatch):
+    options = _cuda_present(monkeypatch)
+    try:
+        assert prewarm.consider(add, options).startswith("will likely tune")
+        compile_pool, bench = workers._pools["compile"], workers._pools["bench"]
+        assert compile_pool.prestarted and compile_pool.payload == "compiled" and len(compile_pool.workers) == 1
+        assert bench.prestarted and bench.payload == BenchWorkerSpec("compiled", "cuda:0")
+        assert prewarm.consider(softmax, options) == "the workers are running already"
+    finally:
+        workers.shutdown_pools()
+
+
+def test_prewarm_leaves_the_workers_off_when_the_disk_cache_has_configs_for_the_kernel(monkeypatch):
+    options = _cuda_present(monkeypatch)
+    key = disk_cache.CacheKey(prewarm.source_hash(add.fn), "spec", "NVIDIA H100 80GB HBM3", torch.__version__,
+                              disk_cache._triton_version())
+    disk_cache.store(key, Config(block_sizes=[4, 4]), time_ms=1.0, effort="quick")
+    assert disk_cache.has_entry_for(key.source_hash)
+    assert disk_cache.has_entry_for(key.source_hash, frozenset({key.device_name}))
+    assert not disk_cache.has_entry_for(key.source_hash, frozenset({"another GPU"}))
+    assert prewarm.consider(add, options).startswith("the disk cache has tuned configs")
+    assert not workers.has_group("compile") and not workers.has_group("bench")
+
+
+def test_interpret_mode_workers_have_no_warm_up_and_the_warm_up_source_is_written_once():
+    assert not hasattr(compile_pool.compile_worker_setup("interpret"), "warm_up")
+    assert bench_worker_setup(BenchWorkerSpec("interpret")).warm_up is None
+    path = compile_pool.warm_up_source_path()
+    assert open(path).read() == compile_pool.WARM_UP_SOURCE and compile_pool.warm_up_source_path() == path

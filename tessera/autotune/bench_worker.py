@@ -12,6 +12,10 @@ then time with CUDA events as `triton.testing.do_bench` does: warm-up, a 256 MB 
 each run so every run starts with a cold L2, median of the runs. In interpret mode (CPU) the
 same path uses wall-clock time and few runs, so CI exercises it end to end.
 
+Right after setup (compiled mode) the worker compiles and launches a tiny kernel once, on its
+warm-up thread (`warm_up`, see workers.py), so the first candidate does not pay for what a
+process's first launch costs (Triton's cache key, its launcher, loading a module on the GPU).
+
 A CUDA error (an illegal memory access poisons the CUDA context) ends the worker after it
 reports; the parent starts a fresh one. A worker kept warm between runs checks its CUDA
 context at the start of each session, so a poisoned one is never reused.
@@ -26,7 +30,7 @@ from typing import Any, Callable
 
 import torch
 
-from tessera.autotune.compile_pool import load_function, set_triton_mode
+from tessera.autotune.compile_pool import WARM_UP_NAME, load_function, set_triton_mode, warm_up_source_path
 from tessera.autotune.workers import FatalWorkerError
 from tessera.runtime.plan import KernelPlan
 
@@ -159,13 +163,27 @@ class BenchHandler:
         self.spec = spec
         self.session: BenchSession | None = None
         self.flush: torch.Tensor | None = None
+        self.warm_up: Callable[[], str] | None = None  # interpret mode: nothing to warm up
         if spec.mode == "compiled":
+            self.warm_up = self._launch_warm_up_kernel
             from tessera.autotune.compile_pool import warm_triton_driver
             device = torch.device(spec.device)
             torch.cuda.set_device(device)
             self.flush = torch.empty(spec.flush_bytes // 4, dtype=torch.int32, device=device)  # creates the context
             torch.cuda.synchronize()
             warm_triton_driver()
+
+    def _launch_warm_up_kernel(self) -> str:
+        """Compile and run the warm-up kernel once, on this worker's GPU."""
+        begun = time.perf_counter()
+        device = torch.device(self.spec.device)
+        with torch.cuda.device(device):  # the current device is per thread
+            function = load_function(warm_up_source_path(), WARM_UP_NAME)
+            x = torch.zeros(128, dtype=torch.bfloat16, device=device)
+            out = torch.empty(128, dtype=torch.float32, device=device)
+            function[(1,)](x, out, 128, num_warps=4, num_stages=2)
+            torch.cuda.synchronize(device)
+        return f"first launch {time.perf_counter() - begun:.2f} s"
 
     def begin_session(self, session: BenchSession) -> None:
         self.session = None

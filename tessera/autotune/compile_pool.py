@@ -9,12 +9,19 @@ whether their address is 16-byte aligned (part of Triton's specialization), so t
 `TensorStandIn`s and stay small. In interpret mode there is nothing to compile: importing the
 module catches what can be caught early.
 
+A process's first compile costs seconds more than the next ones (Triton hashes its own 400 MB
+library for its cache key, imports its code generator, loads its backend), so a compiled-mode
+worker compiles a tiny kernel (`WARM_UP_SOURCE`) on a thread as soon as it is set up
+(`warm_up`, see workers.py): when the pool started before the candidates came (a warm pool, or
+one prestarted when the kernel was defined, prewarm.py), their first compile is a warm one.
+
 >>> pool = WorkerGroup("compile", 8, setup=compile_worker_setup, payload="compiled", task_timeout=60)
 >>> pool.submit(candidate_id, compile_task(plan))     # doctest: +SKIP
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib.util
 import os
 import sys
@@ -23,7 +30,25 @@ from typing import Any, Callable
 
 import torch
 
+from tessera import settings
 from tessera.runtime.plan import KernelPlan
+
+WARM_UP_NAME = "tessera_warm_up"
+WARM_UP_SOURCE = '''# Written by Tessera: each autotuning worker compiles it once when it starts (compile_pool.py).
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+
+@triton.jit
+def tessera_warm_up(x, out, n):
+    offsets = tl.program_id(0) * 128 + tl.arange(0, 128)
+    mask = offsets < n
+    values = tl.load(x + offsets, mask=mask, other=0).to(tl.float32)
+    values = tl.exp(values - tl.max(values, 0))
+    tl.store(out + offsets, values / tl.sum(values, 0), mask=mask)
+'''
+"""Like a generated kernel: the same imports, masked loads and stores, a row reduction."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,14 +113,56 @@ def compile_worker_setup(mode: str) -> Callable[[list[CompileLaunch]], float]:
 
     Everything a first compile would otherwise pay for happens here, while the parent is still
     tracing: CUDA's driver, Triton's driver utilities (a small C module, built once per machine)
-    and the GPU's target.
+    and the GPU's target; then, on the worker's warm-up thread, a first compile.
     """
     set_triton_mode(mode)
     import triton  # noqa: F401
     if mode == "compiled":
         torch.cuda.init()
         warm_triton_driver()
-    return _compile_launches if mode == "compiled" else _import_launches
+        return _CompileHandler()
+    return _import_launches
+
+
+class _CompileHandler:
+    """Compiles candidates (compiled mode); `warm_up` runs once, off the worker's main thread."""
+
+    def __call__(self, launches: list[CompileLaunch]) -> float:
+        return _compile_launches(launches)
+
+    def warm_up(self) -> str:
+        return warm_up_compiler()
+
+
+def warm_up_compiler() -> str:
+    """Compile the warm-up kernel the way a candidate compiles; says how long its parts took.
+
+    It may be in Triton's cache already (then nothing is compiled): what is warmed is mostly
+    per process (Triton's cache key, which hashes its library; its code generator's imports).
+    """
+    begun = time.perf_counter()
+    try:
+        from triton.runtime.cache import triton_key  # Triton-internal: only timed here, if present
+        triton_key()
+    except Exception:  # noqa: BLE001 - the compile below computes it anyway
+        pass
+    keyed = time.perf_counter()
+    stand_ins = (TensorStandIn(torch.bfloat16, True), TensorStandIn(torch.float32, True), 128)
+    _compile_launches([CompileLaunch(warm_up_source_path(), WARM_UP_NAME, stand_ins, 4, 2)])
+    return f"Triton's cache key {keyed - begun:.2f} s, then compile {time.perf_counter() - keyed:.2f} s"
+
+
+def warm_up_source_path() -> str:
+    """The warm-up kernel's file, next to the generated kernels (Triton reads sources from files)."""
+    digest = hashlib.sha256(WARM_UP_SOURCE.encode()).hexdigest()[:16]
+    path = os.path.join(settings.get("cache_dir"), "tessera_generated", f"{WARM_UP_NAME}_{digest}_gpu.py")
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temporary = f"{path}.{os.getpid()}.tmp"  # every worker may write it at once
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(WARM_UP_SOURCE)
+        os.replace(temporary, path)
+    return path
 
 
 def warm_triton_driver() -> None:
@@ -135,5 +202,5 @@ def _import_launches(launches: list[CompileLaunch]) -> float:
     return time.perf_counter() - start
 
 
-__all__ = ["CompileLaunch", "TensorStandIn", "compile_task", "compile_worker_setup", "load_function",
-           "warm_triton_driver"]
+__all__ = ["WARM_UP_NAME", "CompileLaunch", "TensorStandIn", "compile_task", "compile_worker_setup", "load_function",
+           "warm_triton_driver", "warm_up_compiler", "warm_up_source_path"]

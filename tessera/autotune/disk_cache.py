@@ -100,6 +100,44 @@ def lookup(key: CacheKey, at_least: str = "none") -> CacheEntry | None:
     return entry
 
 
+def has_entry_for(source_hash: str, device_names: frozenset[str] | None = None) -> bool:
+    """Whether any entry holds a config of the kernel with this source hash, tuned with this
+    process's torch and Triton (on one of `device_names`, or on any GPU if None).
+
+    What prewarm.py asks when a kernel is defined: no call's specialization is known then. The
+    directory is read once per change (its modification time), not once per kernel.
+    """
+    return any(hash_ == source_hash and (device_names is None or name in device_names)
+               for hash_, name in _tuned_kernels(os.path.join(settings.get("cache_dir"), "autotune")))
+
+
+_scans: dict[str, tuple[int, frozenset[tuple[str, str]]]] = {}
+
+
+def _tuned_kernels(directory: str) -> frozenset[tuple[str, str]]:
+    """(source hash, GPU name) of the entries in `directory` made with this torch and Triton."""
+    try:
+        stamp = os.stat(directory).st_mtime_ns
+    except OSError:
+        return frozenset()
+    if directory in _scans and _scans[directory][0] == stamp:
+        return _scans[directory][1]
+    found = set()
+    versions = (torch.__version__, _triton_version())
+    for name in os.listdir(directory):
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8") as handle:
+                key = json.load(handle)["key"]
+            if (key["torch_version"], key["triton_version"]) == versions:
+                found.add((key["source_hash"], key["device_name"]))
+        except (OSError, ValueError, TypeError, KeyError):
+            continue  # a temporary file, a foreign or broken entry
+    _scans[directory] = (stamp, frozenset(found))
+    return _scans[directory][1]
+
+
 def store(key: CacheKey, config: Config, *, time_ms: float, effort: str) -> str:
     """Write the entry atomically; returns its path."""
     path = _path(key)
@@ -118,4 +156,4 @@ def store(key: CacheKey, config: Config, *, time_ms: float, effort: str) -> str:
     return path
 
 
-__all__ = ["CacheEntry", "CacheKey", "device_name", "lookup", "make_key", "store"]
+__all__ = ["CacheEntry", "CacheKey", "device_name", "has_entry_for", "lookup", "make_key", "store"]

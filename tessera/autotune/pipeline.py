@@ -89,8 +89,9 @@ class Timeline:
     """When each phase of a run ended (seconds since the run began), logged as it happens.
 
     Events: workers_requested, traced, first_batch_planned, reference_done, compile_worker_ready,
-    bench_worker_ready, first_compiled, first_timed, search_done, final_done; plus durations
-    (`*_s`: planning, reference) and counts (warm/cold workers, candidates).
+    bench_worker_ready, compile_worker_warm / bench_worker_warm (its warm-up done), first_compiled,
+    first_timed, search_done, final_done; plus durations (`*_s`: planning, reference; and
+    `*_pool_head_start_s`: how long before the run its group was prestarted, see prewarm.py).
     """
 
     def __init__(self, name: str) -> None:
@@ -194,6 +195,23 @@ def reference_config(space: ConfigSpace, start: Config) -> Config:
     return config
 
 
+@dataclasses.dataclass(frozen=True)
+class GroupSpec:
+    """One worker group a tuning run leases (what `prewarm` starts ahead of it, too)."""
+
+    name: str
+    size: int
+    setup: Callable[[Any], Any]
+    payload: Any
+    timeout: float
+
+
+def worker_groups(options: TuneOptions, mode: str, device: str) -> list[GroupSpec]:
+    """The compile pool and the bench worker of a run in `mode` on `device` (e.g. 'cuda:0')."""
+    return [GroupSpec("compile", options.compile_workers, options.compile_setup, mode, options.compile_timeout_s),
+            GroupSpec("bench", 1, options.bench_setup, BenchWorkerSpec(mode, device), options.run_timeout_s)]
+
+
 class CandidateRunner:
     """Turns configs into times through the compile pool and the bench worker."""
 
@@ -218,21 +236,22 @@ class CandidateRunner:
         """Lease the worker groups: warm ones answer at once, cold ones start in the background."""
         mode = self.bound.mode
         device = str(self.bound.device) if mode == "compiled" else "cpu"
-        self.compile_pool = self._lease("compile", self.options.compile_workers, self.options.compile_setup, mode,
-                                        self.options.compile_timeout_s)
-        self.bench = self._lease("bench", 1, self.options.bench_setup, BenchWorkerSpec(mode, device),
-                                 self.options.run_timeout_s)
+        compile_spec, bench_spec = worker_groups(self.options, mode, device)
+        self.compile_pool = self._lease(compile_spec)  # one at a time: `close` releases what was leased
+        self.bench = self._lease(bench_spec)
         self.timeline.mark("workers_requested")
         for group in (self.compile_pool, self.bench):
+            if group.head_start is not None:
+                self.timeline.add(f"{group.name}_pool_head_start_s", group.head_start)
             if group.has_ready_worker():
                 self.timeline.mark(f"{group.name}_worker_ready", detail="warm")
 
-    def _lease(self, name: str, size: int, setup: Callable[[Any], Any], payload: Any, timeout: float) -> WorkerGroup:
+    def _lease(self, spec: GroupSpec) -> WorkerGroup:
+        options = dict(setup=spec.setup, payload=spec.payload, task_timeout=spec.timeout, log=progress.log,
+                       start_method=self.options.start_method)
         if self.options.warm_pool:
-            return leased_group(name, size, setup=setup, payload=payload, task_timeout=timeout, log=progress.log,
-                                start_method=self.options.start_method)
-        group = WorkerGroup(name, size, setup=setup, payload=payload, task_timeout=timeout, log=progress.log,
-                            start_method=self.options.start_method)
+            return leased_group(spec.name, spec.size, **options)
+        group = WorkerGroup(spec.name, spec.size, **options)
         group.start()
         return group
 
@@ -361,6 +380,8 @@ class CandidateRunner:
         for group in (self.compile_pool, self.bench):
             if group.first_ready_at is not None:
                 self.timeline.mark(f"{group.name}_worker_ready", at=group.first_ready_at)
+            if group.first_warm_at is not None:
+                self.timeline.mark(f"{group.name}_worker_warm", at=group.first_warm_at)
 
     def _finish(self, outcome: Outcome) -> None:
         candidate = self.candidates[outcome.task_id]
@@ -456,4 +477,4 @@ def _as_bytes(storage: torch.UntypedStorage) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage, 0, (storage.nbytes(),), (1,))
 
 
-__all__ = ["CandidateRunner", "TuneOptions", "TuneResult", "decorator_line", "tune"]
+__all__ = ["CandidateRunner", "GroupSpec", "TuneOptions", "TuneResult", "decorator_line", "tune", "worker_groups"]

@@ -22,9 +22,17 @@ CUDA: seconds), so:
   imports), so the tuning thread traces and plans while workers start.
 - children never import the user's `__main__` (spawn would re-run a script's top level in each
   worker: slow, and a script without a main guard would tune recursively).
+- a handler may have `warm_up()`: the child runs it on a thread right after setup (before any
+  task arrives, when the group started early), e.g. compiling a tiny kernel so the process's
+  first real compile does not pay Triton's one-time costs. A task waits for it (at most
+  `WARM_UP_WAIT_S`). A warm-up that fails is ignored; a worker that dies or hangs while warming
+  up is blamed, not its task: the task is queued again and the group's later workers skip the
+  warm-up.
 - `leased_group()` keeps one warm group per name for the whole process: the next kernel's
-  tuning reuses its workers (shut down at exit). A lease polls every worker first, so a worker
-  that died while idle is replaced, never handed out. Per-run state (the bench worker's inputs
+  tuning reuses its workers (shut down at exit). `prestart_group()` starts one before any run
+  needs it (see prewarm.py), under the same idle shutdown. A group started before the program
+  changed a variable that matters to workers (`WORKER_ENVIRONMENT`) is remade. A lease polls
+  every worker first, so a worker that died while idle is replaced, never handed out. Per-run state (the bench worker's inputs
   and reference) travels as a *session* (`set_session`), sent to each worker before its first
   task of the run, again to a replacement, and dropped when the lease ends. A group left
   unleased for `IDLE_SHUTDOWN_S` is stopped, so a long program does not keep idle workers
@@ -58,6 +66,11 @@ interpreter runs, and each child decides that from its mode."""
 SESSION_ATTEMPTS = 3     # workers a session may kill before the run's tasks fail instead
 CLOSE_GRACE = 2.0        # seconds idle workers get to exit on their own before they are killed
 IDLE_SHUTDOWN_S = 120.0  # a warm group nobody leased for this long is stopped (its CUDA memory freed)
+WARM_UP_WAIT_S = 15.0    # longest a task waits for its worker's warm-up before it runs anyway
+WORKER_ENVIRONMENT = ("CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR", "TRITON_HOME", "TESSERA_CACHE_DIR")
+"""Environment variables a warm group must have been started with to be reused: the ones a
+program may set after it defined a kernel that change what a worker does. (Not a wider set:
+torch and Triton set some themselves, e.g. CUDA_MODULE_LOADING when CUDA starts.)"""
 
 
 class FatalWorkerError(RuntimeError):
@@ -81,11 +94,13 @@ class Outcome:
 # -- the child ---------------------------------------------------------------------------------
 
 def _worker_main(connection: Any, setup: Callable[[Any], Callable[[Any], Any]], payload: Any,
-                 environ: dict[str, str]) -> None:
+                 environ: dict[str, str], warm_up_wait: float | None = None) -> None:
     """Body of a worker process: set up once, then answer sessions and tasks until told to stop.
 
     Messages in: ("task", id, task), ("session", id, payload or None to end it), None to exit.
-    Messages out: ("ready", None, setup seconds), ("setup_error", None, text),
+    Messages out: ("ready", None, (setup seconds, whether a warm-up follows)), ("setup_error",
+    None, text), ("warm", None, (seconds, detail)) once the handler's `warm_up` returned (it runs
+    on a thread unless `warm_up_wait` is None; a task waits for it at most that long),
     ("ok" | "error", task id, value or text), ("session_ok" | "session_error", session id, text),
     ("unusable", session id, text) before exiting when the process cannot serve the session.
     """
@@ -93,12 +108,28 @@ def _worker_main(connection: Any, setup: Callable[[Any], Callable[[Any], Any]], 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which then ends us
     os.environ.clear()  # the parent's environment now (a fork server's child has the server's)
     os.environ.update(environ)
+    lock = threading.Lock()  # the warm-up thread sends too
+
+    def send(message: Any) -> None:
+        try:
+            with lock:
+                connection.send(message)
+        except OSError:  # the parent is gone (e.g. it exited while we set up): leave quietly
+            os._exit(0)
+
     try:
         handler = setup(payload)
     except BaseException as error:  # noqa: BLE001 - reported to the parent, never raised there
-        connection.send(("setup_error", None, _describe(error)))
+        send(("setup_error", None, _describe(error)))
         return
-    connection.send(("ready", None, time.perf_counter() - begun))
+
+    warm_up = getattr(handler, "warm_up", None) if warm_up_wait is not None else None
+    warm = threading.Event()
+    send(("ready", None, (time.perf_counter() - begun, callable(warm_up))))
+    if callable(warm_up):
+        threading.Thread(target=_warm_up, args=(warm_up, warm, send), name="tessera-warm-up", daemon=True).start()
+    else:
+        warm.set()
     while True:
         try:
             message = connection.recv()
@@ -111,14 +142,26 @@ def _worker_main(connection: Any, setup: Callable[[Any], Callable[[Any], Any]], 
         try:
             if kind == "session":
                 _switch_session(handler, body)
-                connection.send(("session_ok", ident, None))
+                send(("session_ok", ident, None))
             else:
-                connection.send(("ok", ident, handler(body)))
+                warm.wait(warm_up_wait)  # a warm-up that overruns does not hold the task longer
+                send(("ok", ident, handler(body)))
         except FatalWorkerError as error:
-            connection.send(("unusable" if kind == "session" else failed, ident, _describe(error)))
+            send(("unusable" if kind == "session" else failed, ident, _describe(error)))
             os._exit(3)  # the process state is broken: do not run another task in it
         except BaseException as error:  # noqa: BLE001
-            connection.send((failed, ident, _describe(error)))
+            send((failed, ident, _describe(error)))
+
+
+def _warm_up(warm_up: Callable[[], Any], done: threading.Event, send: Callable[[Any], None]) -> None:
+    """Run the handler's warm-up (best effort: a failure only means the first task pays instead)."""
+    begun = time.perf_counter()
+    try:
+        detail = str(warm_up() or "")
+    except Exception as error:  # noqa: BLE001
+        detail = f"failed, ignored: {_describe(error)}"
+    send(("warm", None, (time.perf_counter() - begun, detail)))
+    done.set()  # after the message: a crash in the task that follows is the task's
 
 
 def _switch_session(handler: Any, payload: Any) -> None:
@@ -134,6 +177,11 @@ def _describe(error: BaseException) -> str:
 
 
 # -- starting processes ------------------------------------------------------------------------
+
+def _environment() -> dict[str, str]:
+    """The environment variables that decide how a worker behaves (its GPU, Triton's caches, ...)."""
+    return {key: os.environ[key] for key in WORKER_ENVIRONMENT if key in os.environ}
+
 
 _starting = threading.local()
 
@@ -197,14 +245,16 @@ class _Worker:
         self.group = group
         parent_end, child_end = group.context.Pipe()
         self.connection = parent_end
-        self.process = group.context.Process(target=_worker_main,
-                                             args=(child_end, group.setup, group.payload, dict(os.environ)),
-                                             daemon=True, name=f"tessera-{group.name}")
+        warm_up_wait = group.warm_up_wait if group.warm_up else None
+        self.process = group.context.Process(
+            target=_worker_main, daemon=True, name=f"tessera-{group.name}",
+            args=(child_end, group.setup, group.payload, dict(os.environ), warm_up_wait))
         self.lock = threading.Lock()
         self.started = False            # set by the starter thread once the process runs
         self.start_error: str | None = None
         self.cancelled = False
         self.ready = False
+        self.warming = False            # ready, and its warm-up (if any) has not reported yet
         self.task: tuple[Any, Any, int] | None = None  # (task id, task, lease it belongs to)
         self.session: int | None = None  # id of the session last sent to it
         self.session_confirmed = False
@@ -224,6 +274,8 @@ class _Worker:
                     finally:
                         _starting.active = False
                     self.started = True
+                    if self.cancelled:  # killed while it was starting (see `kill`)
+                        self.process.kill()
             except BaseException as error:  # noqa: BLE001 - reported as this worker's crash
                 self.start_error = f"{type(error).__name__}: {error}"
             finally:
@@ -242,9 +294,15 @@ class _Worker:
             self.deadline = time.monotonic() + timeout
 
     def kill(self) -> None:
-        with self.lock:
-            self.cancelled = True
-            started = self.started
+        self.cancelled = True
+        # A start may be waiting for the fork server (seconds, at first): do not wait for it
+        # (a program exiting right after it defined a kernel would); `launch` kills the
+        # process once it runs.
+        if not self.lock.acquire(timeout=0.1):
+            self.connection.close()
+            return
+        started = self.started
+        self.lock.release()
         if started:
             if self.process.is_alive():
                 self.process.kill()
@@ -262,7 +320,7 @@ class WorkerGroup:
 
     def __init__(self, name: str, size: int, *, setup: Callable[[Any], Callable[[Any], Any]], payload: Any,
                  task_timeout: float, log: Callable[[str], None] | None = None,
-                 start_method: str = START_METHOD) -> None:
+                 start_method: str = START_METHOD, warm_up: bool = True) -> None:
         self.name = name
         self.size = max(1, size)
         self.setup = setup
@@ -275,12 +333,19 @@ class WorkerGroup:
         self.workers: list[_Worker] = []
         self.finished: list[Outcome] = []
         self.restarts = 0
+        self.warm_up = warm_up          # workers run their handler's warm_up (off once one dies doing it)
+        self.warm_up_wait = WARM_UP_WAIT_S
+        self.environ = _environment()   # what its workers were started with (see leased_group)
+        self.created = time.monotonic()
+        self.prestarted = False         # started by prestart_group, not leased yet
+        self.head_start: float | None = None
         self.setup_failure: str | None = None
         self.lease = 0
         self.leased = False
         self.pooled = False
         self.lease_started = time.monotonic()
         self.first_ready_at: float | None = None  # this lease: when a worker first could take a task
+        self.first_warm_at: float | None = None   # this lease: when a worker first finished its warm-up
         self._session_ids = itertools.count(1)
         self.session: tuple[int, Any] | None = None
         self.session_failure: str | None = None
@@ -311,9 +376,15 @@ class WorkerGroup:
             self._retire(worker)
         warm = sum(worker.ready for worker in self.workers)
         self.first_ready_at = self.lease_started if warm else None
+        warmed = any(worker.ready and not worker.warming for worker in self.workers)
+        self.first_warm_at = self.lease_started if warmed else None
         self.start()
+        # a prestarted group's first lease: how long its workers had to start before the run
+        self.head_start = self.lease_started - self.created if self.prestarted else None
+        self.prestarted = False
+        started = "" if self.head_start is None else f", prestarted {self.head_start:.2f} s before"
         self.log(f"{self.name}: {warm} warm worker(s) reused, {len(self.workers) - warm} starting "
-                 f"({self.start_method})")
+                 f"({self.start_method}{started})")
 
     def end_lease(self) -> list[Any]:
         """The run is over: drop queued tasks (returned), forget running ones, end the session.
@@ -328,17 +399,18 @@ class WorkerGroup:
         return dropped
 
     def close(self) -> None:
-        """Stop every worker: idle ones exit on their own, busy or stuck ones are killed."""
+        """Stop every worker: idle ones exit on their own; busy, stuck or still starting ones
+        (a program that exits while its workers import: no waiting for them) are killed."""
         self.queue.clear()
-        for worker in self.workers:
-            if worker.alive() and worker.task is None:
-                try:
-                    worker.send(None)
-                except (OSError, ValueError):
-                    pass
+        idle = [worker for worker in self.workers if worker.ready and worker.task is None and worker.alive()]
+        for worker in idle:
+            try:
+                worker.send(None)
+            except (OSError, ValueError):
+                pass
         deadline = time.monotonic() + CLOSE_GRACE
         for worker in self.workers:
-            if worker.alive() and worker.task is None:
+            if worker in idle:
                 worker.process.join(timeout=max(0.0, deadline - time.monotonic()))
             worker.kill()
         self.workers.clear()
@@ -445,6 +517,8 @@ class WorkerGroup:
                 return
             if kind == "ready":
                 self._became_ready(worker, value)
+            elif kind == "warm":
+                self._became_warm(worker, value)
             elif kind == "setup_error":
                 self.setup_failure = value
                 self._lost(worker, "error", f"{self.name} worker failed to start: {value}")
@@ -468,7 +542,8 @@ class WorkerGroup:
             limit = self.task_timeout if worker.ready else STARTUP_TIMEOUT
             self._lost(worker, "timeout", f"no answer within {limit:.0f} s; worker killed")
 
-    def _became_ready(self, worker: _Worker, setup_seconds: float) -> None:
+    def _became_ready(self, worker: _Worker, value: tuple[float, bool]) -> None:
+        setup_seconds, worker.warming = value
         worker.ready = True
         now = time.monotonic()
         if worker.task is not None:
@@ -479,6 +554,18 @@ class WorkerGroup:
         if ready == 1 or ready == len(self.workers):
             self.log(f"{self.name}: {ready}/{len(self.workers)} worker(s) ready, {now - worker.created:.2f} s "
                      f"after start (its setup took {setup_seconds:.2f} s)")
+        if not worker.warming and self.first_warm_at is None:
+            self.first_warm_at = now  # nothing to warm up
+
+    def _became_warm(self, worker: _Worker, value: tuple[float, str]) -> None:
+        seconds, detail = value
+        worker.warming = False
+        if self.first_warm_at is None:
+            self.first_warm_at = time.monotonic()
+        warm = sum(w.ready and not w.warming for w in self.workers)
+        if warm == 1 or warm == len(self.workers):
+            self.log(f"{self.name}: {warm}/{len(self.workers)} worker(s) warmed up; this one in {seconds:.2f} s"
+                     + (f" ({detail})" if detail else ""))
 
     def _lost(self, worker: _Worker, kind: str, message: str) -> None:
         """Report the worker's task (if any) as failed and replace the worker."""
@@ -486,15 +573,22 @@ class WorkerGroup:
         self.workers.remove(worker)
         self.restarts += 1
         task = worker.task
+        # died or hung warming up (its task, if any, had not begun): the warm-up's fault, and
+        # its replacements go without one
+        warming = worker.warming and kind in ("crash", "timeout")
+        if warming and self.warm_up:
+            self.warm_up = False
+            self.log(f"{self.name}: a worker was lost during its warm-up ({message}); later workers skip it")
         # died setting up the run (e.g. a CUDA context poisoned earlier): not its task's fault
-        setting_up = (kind == "crash" and self.session is not None and worker.session == self.session[0]
-                      and not worker.session_confirmed and self.session_failure is None)
+        setting_up = (not warming and kind == "crash" and self.session is not None
+                      and worker.session == self.session[0] and not worker.session_confirmed
+                      and self.session_failure is None)
         if setting_up:
             self.session_crashes += 1
             if self.session_crashes >= SESSION_ATTEMPTS:
                 self.session_failure = f"{self.session_crashes} {self.name} workers died setting up the run"
         if task is not None and task[2] == self.lease:
-            if setting_up and self.session_failure is None:
+            if warming or (setting_up and self.session_failure is None):
                 self.queue.appendleft(task[:2])
             else:
                 self.finished.append(Outcome(task[0], kind, message=message))
@@ -560,15 +654,12 @@ def leased_group(name: str, size: int, *, setup: Callable[[Any], Callable[[Any],
                  start_method: str = START_METHOD) -> WorkerGroup:
     """This process's warm group `name`, leased to one run; give it back with `release_group`.
 
-    The group is made on first use and remade when the setup, payload (e.g. the mode) or start
-    method differ. While it is leased, another caller (a second thread tuning) gets a private
-    group that `release_group` closes.
+    The group is made on first use and remade when the setup, payload (e.g. the mode), start
+    method or worker environment differ. While it is leased, another caller (a second thread
+    tuning) gets a private group that `release_group` closes.
     """
-    global _shutdown_registered, _pools_pid
     with _pools_lock:
-        if _pools_pid != os.getpid():  # a forked child: those workers belong to the parent
-            _pools.clear()
-            _pools_pid = os.getpid()
+        _forget_parent_pools()
         group = _pools.get(name)
         if group is not None and group.leased:
             private = WorkerGroup(name, size, setup=setup, payload=payload, task_timeout=task_timeout, log=log,
@@ -576,18 +667,68 @@ def leased_group(name: str, size: int, *, setup: Callable[[Any], Callable[[Any],
             private.begin_lease(size=size, task_timeout=task_timeout, log=log)
             return private
         if group is not None and (group.setup is not setup or group.payload != payload
-                                  or group.start_method != start_method):
+                                  or group.start_method != start_method or group.environ != _environment()):
             group.close()
             group = None
         if group is None:
-            group = _pools[name] = WorkerGroup(name, size, setup=setup, payload=payload, task_timeout=task_timeout,
-                                               log=log, start_method=start_method)
-            group.pooled = True
-            if not _shutdown_registered:
-                atexit.register(shutdown_pools)
-                _shutdown_registered = True
+            group = _new_pool(name, size, setup=setup, payload=payload, task_timeout=task_timeout, log=log,
+                              start_method=start_method)
         group.begin_lease(size=size, task_timeout=task_timeout, log=log)
         return group
+
+
+def prestart_group(name: str, size: int, *, setup: Callable[[Any], Callable[[Any], Any]], payload: Any,
+                   task_timeout: float, log: Callable[[str], None] | None = None,
+                   start_method: str = START_METHOD) -> WorkerGroup | None:
+    """Start this process's warm group `name` now, before a run leases it; None if there is one.
+
+    Its workers start (and warm up) in the background; the first `leased_group` with the same
+    setup, payload and start method gets them. Nobody leasing it within `IDLE_SHUTDOWN_S`
+    stops it, as after a run.
+    """
+    with _pools_lock:
+        _forget_parent_pools()
+        if name in _pools:
+            return None
+        group = _new_pool(name, size, setup=setup, payload=payload, task_timeout=task_timeout, log=log,
+                          start_method=start_method)
+        group.prestarted = True
+        group.start()
+    _close_when_idle(group)
+    return group
+
+
+def has_group(name: str) -> bool:
+    """Whether this process has a warm group `name` (leased or not)."""
+    with _pools_lock:
+        _forget_parent_pools()
+        return name in _pools
+
+
+def _forget_parent_pools() -> None:
+    """In a forked child, the groups (and their workers) belong to the parent. Call with the lock."""
+    global _pools_pid
+    if _pools_pid != os.getpid():
+        _pools.clear()
+        _pools_pid = os.getpid()
+
+
+def _new_pool(name: str, size: int, **options: Any) -> WorkerGroup:
+    """A pooled group registered under `name` (stopped at exit). Call with the lock."""
+    global _shutdown_registered
+    group = _pools[name] = WorkerGroup(name, size, **options)
+    group.pooled = True
+    if not _shutdown_registered:
+        atexit.register(shutdown_pools)
+        _shutdown_registered = True
+    return group
+
+
+def _close_when_idle(group: WorkerGroup) -> None:
+    """Stop `group` after `IDLE_SHUTDOWN_S` unless a run leases it meanwhile."""
+    timer = threading.Timer(IDLE_SHUTDOWN_S, _close_if_idle, args=(group, group.lease))
+    timer.daemon = True
+    timer.start()
 
 
 def release_group(group: WorkerGroup) -> list[Any]:
@@ -597,9 +738,7 @@ def release_group(group: WorkerGroup) -> list[Any]:
     """
     if group.pooled:
         dropped = group.end_lease()
-        timer = threading.Timer(IDLE_SHUTDOWN_S, _close_if_idle, args=(group, group.lease))
-        timer.daemon = True
-        timer.start()
+        _close_when_idle(group)
         return dropped
     dropped = group.cancel_queued()
     group.close()
@@ -623,5 +762,5 @@ def shutdown_pools() -> None:
         group.close()
 
 
-__all__ = ["FatalWorkerError", "Outcome", "WorkerGroup", "leased_group", "release_group", "shutdown_pools",
-           "wait_for"]
+__all__ = ["FatalWorkerError", "Outcome", "WorkerGroup", "has_group", "leased_group", "prestart_group",
+           "release_group", "shutdown_pools", "wait_for"]

@@ -78,6 +78,8 @@ class Kernel:
         self.config_choices: dict[Any, Config] = {}
         # idle (runner, host interpreter) pairs by (mode, Config key, device), see run_compiled
         self.spare_runners: dict[tuple, tuple[Any, Any]] = {}
+        from tessera.autotune.prewarm import kernel_defined
+        kernel_defined(self)  # a kernel that will likely tune starts the tuning workers now (never raises)
 
     @functools.cached_property
     def source(self) -> KernelSource:
