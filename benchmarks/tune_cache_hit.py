@@ -147,7 +147,7 @@ def _tune_role(names: list[str], effort: str, smoke: bool, gap_s: float) -> dict
                         pool = f"pre{phases['compile_pool_head_start_s']:.1f}s"
                     row.update(tune_s=result.seconds, config=result.config.to_dict(), tuned_ms=result.time_ms,
                                candidates=len(result.search.trials), failures=result.failures,
-                               phases=phases, pool=pool)
+                               phases=phases, pool=pool, started_by=_started_by(phases))
                 row["max_err"] = max_error(out, example.reference(*inputs))
                 started = time.perf_counter()
                 example.run(*inputs)
@@ -258,9 +258,16 @@ def _run_role(role: str, names: list[str], options: argparse.Namespace, env: dic
         os.unlink(result_path)
 
 
+def _started_by(phases: dict[str, Any]) -> str:
+    """How the run's workers were started: 'fork' / 'forkserver' for the compile pool and the bench
+    worker ('compile/bench' when they differ)."""
+    compile_, bench = phases.get("compile_started_by", "-"), phases.get("bench_started_by", "-")
+    return compile_ if compile_ == bench else f"{compile_}/{bench}"
+
+
 def _table(report: dict[str, Any]) -> str:
     reuse = {row["kernel"]: row for row in report["reuse"].get("kernels", [])}
-    lines = [f"{'kernel':<15} {'pool':<8} {'tune wall s':>11} {'def->res s':>10} {'pipeline s':>10} {'cands':>5} "
+    lines = [f"{'kernel':<15} {'pool':<8} {'started by':<10} {'tune wall s':>11} {'def->res s':>10} {'pipeline s':>10} {'cands':>5} "
              f"{'fail':>4} {'2nd proc s':>10} {'raw s':>6} {'tuned again':>11} {'disk hit':>8} {'same cfg':>8}"
              "  verdict"]
     for row in report["tune"]:
@@ -275,7 +282,8 @@ def _table(report: dict[str, Any]) -> str:
         reuse_ok = raw < REUSE_TARGET_S and other.get("tuned") is False and served
         verdict = ("ok" if tune_ok else f"TUNE > {TUNE_TARGET_S:.0f} s") + ", " + \
                   ("ok" if reuse_ok else f"REUSE >= {REUSE_TARGET_S:.0f} s or tuned")
-        lines.append(f"{row['kernel']:<15} {row.get('pool', '-'):<8} {row['first_call_s']:>11.2f} "
+        lines.append(f"{row['kernel']:<15} {row.get('pool', '-'):<8} {row.get('started_by', '-'):<10} "
+                     f"{row['first_call_s']:>11.2f} "
                      f"{row.get('definition_to_result_s', float('nan')):>10.2f} "
                      f"{row.get('tune_s', float('nan')):>10.2f} {row.get('candidates', 0):>5} "
                      f"{sum(row.get('failures', {}).values()):>4} {other.get('first_call_s', float('nan')):>10.3f} "

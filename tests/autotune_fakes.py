@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from tessera.autotune.bench_worker import BenchHandler, BenchResult, BenchTask, accuracy_error
 from tessera.autotune.compile_pool import compile_worker_setup
+from tessera.autotune import workers
 from tessera.autotune.workers import FatalWorkerError
 
 
@@ -63,6 +64,35 @@ def faulty_bench_setup(spec: Any) -> BenchHandler:
 
 def failing_setup(payload: Any) -> Callable[[Any], Any]:
     raise ImportError("injected setup failure")
+
+
+def fork_fragile_setup(payload: Any) -> Callable[[Any], Any]:
+    """Like a worker forked after the parent initialized CUDA (a race with the user's thread)."""
+    if workers.in_forked_worker():
+        raise RuntimeError("Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, "
+                           "you must use the 'spawn' start method")
+    return echo_setup(payload)
+
+
+def fork_stuck_setup(payload: Any) -> Callable[[Any], Any]:
+    """Like a forked worker stuck on a lock its parent's other thread held at the fork."""
+    if workers.in_forked_worker():
+        time.sleep(3600)
+    return echo_setup(payload)
+
+
+def state_setup(payload: Any) -> Callable[[Any], Any]:
+    """Answers with what a forked worker should (not) have of its parent."""
+    import multiprocessing
+    import sys
+
+    import torch
+
+    def handle(task: Any) -> Any:
+        return {"forked": workers.in_forked_worker(), "parent": multiprocessing.parent_process() is not None,
+                "pools": dict(workers._pools), "threads": torch.get_num_threads(), "pid": os.getpid(),
+                "torch_preloaded": "torch" in sys.modules}
+    return handle
 
 
 def echo_setup(payload: Any) -> Callable[[Any], Any]:

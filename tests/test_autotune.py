@@ -228,6 +228,98 @@ def test_worker_group_reports_errors_timeouts_and_crashes_and_keeps_working():
         group.close()
 
 
+def _fork_allowed(monkeypatch) -> None:
+    """As in a process that imported torch and has not touched CUDA (and no fork failed yet)."""
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(workers, "_cuda_driver_initialized", lambda: False)
+    monkeypatch.setattr(workers, "_fork_failed", None)
+
+
+def test_workers_are_forked_while_cuda_is_untouched_and_keep_nothing_of_the_parent(monkeypatch):
+    _fork_allowed(monkeypatch)
+    assert workers.fork_hazard() is None
+    group = WorkerGroup("test-fork", 2, setup=autotune_fakes.state_setup, payload=None, task_timeout=60)
+    other = WorkerGroup("test-other", 1, setup=autotune_fakes.echo_setup, payload="p", task_timeout=60)
+    try:
+        other.start()  # its pipes are open here when the first group forks
+        outcomes = _run_all(group, {0: "state", 1: "state"})
+        assert [o.kind for o in outcomes] == ["ok", "ok"]
+        state = outcomes[0].value
+        assert state["forked"] and state["parent"] and state["pools"] == {} and state["threads"] == 1
+        assert state["pid"] != os.getpid() and group.start_methods() == "fork"
+        # the forked children closed the other group's pipe ends they inherited: a worker still
+        # sees EOF (and exits) when its parent's end closes, as when the tuning process dies
+        assert [o.kind for o in _run_all(other, {0: "a"})] == ["ok"]
+        other.workers[0].connection.close()
+        other.workers[0].process.join(timeout=20)
+        assert other.workers[0].process.exitcode == 0
+    finally:
+        group.close()
+        other.close()
+    assert all(not worker.process.is_alive() for worker in group.workers)
+
+
+def test_workers_come_from_the_fork_server_once_cuda_is_initialized_or_when_forced(monkeypatch):
+    monkeypatch.setattr(workers, "_cuda_driver_initialized", lambda: False)
+    monkeypatch.setattr(workers, "_fork_failed", None)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert workers.fork_hazard() == "CUDA is initialized in this process"
+    group = WorkerGroup("test-no-fork", 1, setup=autotune_fakes.state_setup, payload=None, task_timeout=60)
+    try:
+        [outcome] = _run_all(group, {0: "state"})
+        assert outcome.ok and not outcome.value["forked"] and outcome.value["parent"]
+        assert group.start_methods() == "forkserver" and "CUDA" in group.workers[0].fork_skipped
+    finally:
+        group.close()
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(workers, "_cuda_driver_initialized", lambda: True)
+    assert workers.fork_hazard() == "the CUDA driver is initialized in this process"
+    monkeypatch.setattr(workers, "_cuda_driver_initialized", lambda: False)
+    forced = WorkerGroup("test-forced", 1, setup=autotune_fakes.echo_setup, payload="p", task_timeout=60,
+                         start_method="forkserver")
+    try:
+        assert [o.kind for o in _run_all(forced, {0: "a"})] == ["ok"] and forced.start_methods() == "forkserver"
+    finally:
+        forced.close()
+    with pytest.raises(ValueError, match="start_method"):
+        WorkerGroup("test-bad", 1, setup=autotune_fakes.echo_setup, payload="p", task_timeout=60, start_method="fork")
+
+
+def test_no_fork_while_another_thread_initializes_cuda(monkeypatch):
+    _fork_allowed(monkeypatch)
+    with torch.cuda._initialization_lock:  # as `torch.cuda._lazy_init` on the user's thread
+        assert workers._fork_start(None) == "CUDA is being initialized in this process"
+
+
+def test_a_forked_worker_that_cannot_use_cuda_is_replaced_from_the_fork_server(monkeypatch):
+    # the race: the user's thread initialized CUDA while a worker was forked (injected: the
+    # forked child's setup fails as torch's would); its task runs in the replacement
+    _fork_allowed(monkeypatch)
+    messages: list[str] = []
+    group = WorkerGroup("test-fork-race", 1, setup=autotune_fakes.fork_fragile_setup, payload="p", task_timeout=60,
+                        log=messages.append)
+    try:
+        outcomes = _run_all(group, {0: "a", 1: "b"})
+        assert sorted((o.task_id, o.kind, o.value) for o in outcomes) == [(0, "ok", ("p", "a")), (1, "ok", ("p", "b"))]
+        assert group.start_methods() == "forkserver" and group.restarts == 1 and group.setup_failure is None
+        assert "re-initialize CUDA" in workers._fork_failed and workers.fork_hazard().startswith("a forked worker")
+        assert any("forked worker cannot use CUDA" in message for message in messages)
+    finally:
+        group.close()
+
+
+def test_a_forked_worker_stuck_in_setup_is_replaced_from_the_fork_server(monkeypatch):
+    # e.g. a lock held by another thread of the parent at the fork (injected: setup sleeps)
+    _fork_allowed(monkeypatch)
+    monkeypatch.setattr(workers, "FORK_STARTUP_TIMEOUT", 1.0)
+    group = WorkerGroup("test-fork-stuck", 1, setup=autotune_fakes.fork_stuck_setup, payload="p", task_timeout=60)
+    try:
+        assert [(o.kind, o.value) for o in _run_all(group, {0: "a"})] == [("ok", ("p", "a"))]
+        assert group.start_methods() == "forkserver" and "after the fork" in workers._fork_failed
+    finally:
+        group.close()
+
+
 def test_a_worker_that_cannot_start_fails_its_tasks_instead_of_restarting_forever():
     group = WorkerGroup("broken", 1, setup=autotune_fakes.failing_setup, payload=None, task_timeout=20)
     try:
@@ -488,6 +580,8 @@ def test_a_second_tuning_in_the_process_reuses_the_warm_workers():
     assert {w.process.pid for name in ("compile", "bench") for w in workers._pools[name].workers} == pids
     assert result.phases["bench_worker_ready"] < 0.01 and result.phases["compile_worker_ready"] < 0.01
     assert result.phases["first_timed"] < result.phases["final_done"]
+    expected = "fork" if workers.fork_hazard() is None else "forkserver"  # fork: no CUDA on a CI machine
+    assert result.phases["compile_started_by"] == result.phases["bench_started_by"] == expected
 
 
 def test_waiting_for_workers_to_start_is_not_charged_to_the_budget():
@@ -707,7 +801,7 @@ def test_prewarm_hashes_the_source_as_the_kernel_does():
 
 
 def _cuda_present(monkeypatch) -> TuneOptions:
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
     workers.shutdown_pools()
     return TuneOptions(compile_workers=1, compile_setup=autotune_fakes.echo_setup,

@@ -10,7 +10,8 @@ What a run waits for is start-up, so the order is chosen to overlap it: the work
 leased first (warm ones from an earlier run in this process, else they start in the background),
 then the parent traces the kernel, plans the first batch (for "quick": the seed and its
 neighbours) and hands each candidate to the compile pool as soon as it is planned, then
-computes the eager reference while the workers compile, then sends it to the bench worker.
+computes the accuracy reference while the workers compile (eager mode, or the heuristic Config
+compiled when eager would take too long), then sends it to the bench worker.
 The time budget counts from there: waiting for workers to start is not charged to it.
 `TESSERA_LOG=autotune` prints when each phase ends (and a summary line per run).
 
@@ -63,7 +64,7 @@ class TuneOptions:
     compile_setup: Callable[[Any], Any] = compile_worker_setup
     bench_setup: Callable[[Any], Any] = bench_worker_setup
     progress: bool | None = None    # None: when stderr is a terminal
-    start_method: str = "forkserver"  # or "spawn"; never "fork" (the tuning process holds CUDA state)
+    start_method: str = "auto"      # fork while CUDA is untouched here, else "forkserver"; or force one (workers.py)
     warm_pool: bool = True          # keep the workers for the next kernel tuned in this process
 
 
@@ -74,7 +75,7 @@ class TuneResult:
     search: SearchResult
     failures: dict[str, int]
     seconds: float
-    phases: dict[str, float] = dataclasses.field(default_factory=dict)  # see Timeline
+    phases: dict[str, float | str] = dataclasses.field(default_factory=dict)  # see Timeline
 
 
 @dataclasses.dataclass
@@ -91,13 +92,15 @@ class Timeline:
     Events: workers_requested, traced, first_batch_planned, reference_done, compile_worker_ready,
     bench_worker_ready, compile_worker_warm / bench_worker_warm (its warm-up done), first_compiled,
     first_timed, search_done, final_done; plus durations (`*_s`: planning, reference; and
-    `*_pool_head_start_s`: how long before the run its group was prestarted, see prewarm.py).
+    `*_pool_head_start_s`: how long before the run its group was prestarted, see prewarm.py),
+    and `compile_started_by` / `bench_started_by`: how its workers were started ('fork',
+    'forkserver', 'spawn', or several joined by '+').
     """
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.begun = time.monotonic()
-        self.phases: dict[str, float] = {}
+        self.phases: dict[str, float | str] = {}
 
     def mark(self, event: str, at: float | None = None, detail: str = "") -> None:
         """Record `event` the first time it happens."""
@@ -105,6 +108,10 @@ class Timeline:
             return
         self.phases[event] = round((time.monotonic() if at is None else at) - self.begun, 4)
         progress.log(f"{self.name}: {event} at {self.phases[event]:.2f} s" + (f" ({detail})" if detail else ""))
+
+    def note(self, key: str, value: str) -> None:
+        """Record a fact that is not a time (e.g. `compile_started_by`: 'fork' or 'forkserver')."""
+        self.phases[key] = value
 
     def add(self, key: str, value: float) -> None:
         self.phases[key] = round(self.phases.get(key, 0.0) + value, 4)
@@ -133,7 +140,7 @@ def tune(bound: Any, *, effort: str, budget_seconds: float, seeds: list[Config] 
             space.validate(config)
         heuristic = heuristic_config(space)
         starts = list(seeds or []) if only_seeds else [heuristic] + list(seeds or [])
-        runner.attach(working, reference_config(space, heuristic))
+        runner.attach(working, reference_config(space, heuristic), heuristic)
         runner.timeline.mark("traced")
         result = search(space, runner.evaluate, effort="none" if only_seeds else effort, seeds=starts,
                         budget_seconds=budget_seconds, seed=settings.get("autotune_seed") if seed is None else seed,
@@ -226,6 +233,7 @@ class CandidateRunner:
         self.compile_pool: WorkerGroup | None = None
         self.bench: WorkerGroup | None = None
         self.reference_config: Config | None = None
+        self.fallback_config: Config | None = None
         self._session_sent = False
         self._held: list[tuple[int, Any]] = []  # compiled before the bench session was sent
         self.stalled = 0.0  # seconds spent waiting for workers to start: not charged to the budget
@@ -244,7 +252,8 @@ class CandidateRunner:
             if group.head_start is not None:
                 self.timeline.add(f"{group.name}_pool_head_start_s", group.head_start)
             if group.has_ready_worker():
-                self.timeline.mark(f"{group.name}_worker_ready", detail="warm")
+                self.timeline.mark(f"{group.name}_worker_ready", detail=f"warm, started by {group.start_methods()}")
+                self.timeline.note(f"{group.name}_started_by", group.start_methods())
 
     def _lease(self, spec: GroupSpec) -> WorkerGroup:
         options = dict(setup=spec.setup, payload=spec.payload, task_timeout=spec.timeout, log=progress.log,
@@ -255,8 +264,10 @@ class CandidateRunner:
         group.start()
         return group
 
-    def attach(self, working: Any, reference_config: Config | None) -> None:
-        """The bound kernel on tuning copies, and the Config its eager reference runs with."""
+    def attach(self, working: Any, reference_config: Config | None, fallback: Config | None = None) -> None:
+        """The bound kernel on tuning copies, the Config its eager reference runs with, and the
+        Config whose compiled result is the reference when eager would take too long."""
+        self.fallback_config = fallback
         self.bound = working
         self.reference_config = reference_config
 
@@ -336,14 +347,19 @@ class CandidateRunner:
             return
         assert self.bench is not None
         begun = time.monotonic()
-        reference = _eager_reference(self.bound, self.reference_config)
+        source = self.reference_config
+        if self.fallback_config is not None and not _eager_is_affordable(self.bound, self.reference_config):
+            source = None  # the heuristic Config, compiled: what this call would run without tuning
+        reference = (_eager_reference(self.bound, self.reference_config) if source is not None
+                     else _compiled_reference(self.bound, self.fallback_config))
         self.bench.set_session(BenchSession(self.bound.tuning_storages, reference))
         self._session_sent = True
         for number, task in self._held:
             self.bench.submit(number, task)
         self._held.clear()
         self.timeline.add("reference_s", time.monotonic() - begun)
-        self.timeline.mark("reference_done", detail=f"eager with {self.reference_config}")
+        self.timeline.mark("reference_done", detail=f"eager with {self.reference_config}" if source is not None
+                           else f"compiled with {self.fallback_config} (eager would take too long)")
 
     def _plan_and_compile(self, config: Config) -> int:
         number = next(self._ids)
@@ -379,7 +395,9 @@ class CandidateRunner:
                 self._finish(outcome)
         for group in (self.compile_pool, self.bench):
             if group.first_ready_at is not None:
-                self.timeline.mark(f"{group.name}_worker_ready", at=group.first_ready_at)
+                self.timeline.mark(f"{group.name}_worker_ready", at=group.first_ready_at,
+                                   detail=f"started by {group.start_methods()}")
+                self.timeline.note(f"{group.name}_started_by", group.start_methods())
             if group.first_warm_at is not None:
                 self.timeline.mark(f"{group.name}_worker_warm", at=group.first_warm_at)
 
@@ -414,6 +432,37 @@ class CandidateRunner:
         done = [c for c in self.candidates.values() if c.status != "pending"]
         times = [c.time_ms for c in done if c.time_ms is not None]
         self.progress.update(len(done), sum(c.time_ms is None for c in done), min(times) if times else None)
+
+
+EAGER_REFERENCE_TILES = 4096
+"""Above this many eager tile iterations (programs x inner-loop steps) the accuracy reference is
+the heuristic Config's compiled result: eager attention at 4x32x4096x4096 took 3 minutes."""
+
+
+def _eager_is_affordable(working: Any, config: Config | None) -> bool:
+    """Whether eager mode runs `config` in at most EAGER_REFERENCE_TILES tile iterations (a plan:
+    its launches' program counts times the steps of each inner loop)."""
+    try:
+        plan = working.plan(config or Config())
+    except Exception:  # noqa: BLE001 - then let the eager run itself report what is wrong
+        return True
+    programs = sum(math.prod(launch.grid) for launch in plan.launches)
+    blocks = list((config or Config()).get("block_sizes") or [])
+    steps = math.prod(-(-max(dim.extent, 1) // max(blocks[dim.index] if dim.index < len(blocks) else 1, 1))
+                      for dim in plan.tunables if dim.role == "loop")
+    return programs * steps <= EAGER_REFERENCE_TILES
+
+
+def _compiled_reference(working: Any, config: Config) -> list[torch.Tensor]:
+    """The compiled result of `config` on the tuning copies (restored afterwards)."""
+    try:
+        result = working.run(config)
+        shared = {w.untyped_storage().data_ptr() for w, _ in working.tuning_storages}
+        return [t.clone() if t.untyped_storage().data_ptr() in shared else t for t in flatten_tensors(result)]
+    finally:
+        with torch.no_grad():
+            for copy, pristine in working.tuning_storages:
+                copy.copy_(pristine)
 
 
 def _eager_reference(working: Any, config: Config | None) -> list[torch.Tensor]:

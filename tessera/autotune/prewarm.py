@@ -12,8 +12,9 @@ the user's thread: it goes on only when
   own) is not "none", and its mode (`mode=`, else TESSERA_MODE) is "compiled" or left to the
   device.
 
-Then a daemon thread checks that CUDA is available (`torch.cuda.is_available()`, which does not
-initialize CUDA in this process), that the workers are not running already, and that the disk
+Then a daemon thread checks that CUDA is available (`torch.cuda.device_count()`, which asks
+NVML: it initializes neither torch's CUDA nor the driver in this process, so the workers can
+still be forked from it, see workers.py), that the workers are not running already, and that the disk
 cache holds no tuned config for the kernel's source with this torch and Triton (on this GPU,
 when CUDA is initialized already): then the kernel will likely tune, and the thread starts the
 compile pool and the bench worker (`workers.prestart_group`) with the settings a tuning run
@@ -88,8 +89,8 @@ def _work() -> None:
 def consider(kernel: Any, options: Any = None) -> str:
     """Start the workers if `kernel` will likely tune (see the module docstring); says what it did."""
     import torch
-    if not torch.cuda.is_available():
-        return "no CUDA: workers not started"
+    if torch.cuda.device_count() <= 0:  # not `is_available()`: it initializes the driver, and then no
+        return "no CUDA: workers not started"  # worker could be forked from this process (workers.py)
     from tessera.autotune import disk_cache, workers
     if workers.has_group("compile") and workers.has_group("bench"):
         return "the workers are running already"

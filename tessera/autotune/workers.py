@@ -14,10 +14,20 @@ process must not be reused (the worker reports the error, then exits).
 Start-up is what a tuning run waits for (a fresh process imports torch and Triton and sets up
 CUDA: seconds), so:
 
-- children come from a fork server that imported torch and Tessera's worker modules once
-  (`PRELOAD`; "spawn" where there is none). Triton is imported by each child, after it picked
-  the interpreter or not. Nothing forks the tuning process itself: its CUDA context would not
-  survive a fork.
+- with the default start method "auto", a worker is forked from this process when that is
+  safe at that moment (`fork_hazard`): torch is imported here and neither torch nor the CUDA
+  driver is initialized in this process (typically: the workers prestarted when a kernel is
+  defined, before the program made CUDA tensors). A forked child has torch imported already
+  (ready in well under a second instead of a fresh interpreter's seconds) and initializes CUDA
+  itself, as PyTorch's DataLoader workers do. The check and the fork happen under torch's CUDA
+  initialization lock, so no thread of this process initializes CUDA meanwhile; a forked child
+  whose CUDA is unusable anyway (the driver initialized by something else) reports it at setup
+  and is replaced by a worker from the fork server, and this process forks no more workers.
+  A forked child closes the pipes of the other workers it inherited, runs torch on one CPU
+  thread (the parent's OpenMP pool does not survive a fork) and leaves with `os._exit`.
+- otherwise (CUDA initialized here, or start_method="forkserver") children come from a fork
+  server that imported torch and Tessera's worker modules once (`PRELOAD`; "spawn" where there
+  is none). Triton is imported by each child, after it picked the interpreter or not.
 - `Process.start()` runs on a background thread (the first one waits for the fork server's
   imports), so the tuning thread traces and plans while workers start.
 - children never import the user's `__main__` (spawn would re-run a script's top level in each
@@ -45,6 +55,7 @@ CUDA: seconds), so:
 from __future__ import annotations
 
 import atexit
+import ctypes
 import dataclasses
 import itertools
 import multiprocessing
@@ -52,14 +63,21 @@ import multiprocessing.connection
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 import traceback
+import weakref
 from collections import deque
 from typing import Any, Callable
 
 STARTUP_TIMEOUT = 180.0  # importing torch and triton in a fresh process, on a loaded machine
-START_METHOD = "forkserver"
+STARTING_POLL_S = 0.25       # how often a wait looks again while a worker's process is being started
+FORK_STARTUP_TIMEOUT = 60.0  # a forked worker not ready by then is presumed stuck on a lock copied
+# mid-use from another thread of the parent (e.g. an import): replaced from the fork server
+START_METHOD = "auto"
+START_METHODS = ("auto", "forkserver", "spawn")
+"""'auto': fork this process where safe (see `fork_hazard`), else the fork server; the others force one."""
 PRELOAD = ("torch", "tessera.autotune.workers", "tessera.autotune.compile_pool", "tessera.autotune.bench_worker")
 """What the fork server imports once for every child. Not triton: importing it fixes whether its
 interpreter runs, and each child decides that from its mode."""
@@ -94,7 +112,29 @@ class Outcome:
 # -- the child ---------------------------------------------------------------------------------
 
 def _worker_main(connection: Any, setup: Callable[[Any], Callable[[Any], Any]], payload: Any,
-                 environ: dict[str, str], warm_up_wait: float | None = None) -> None:
+                 environ: dict[str, str], warm_up_wait: float | None = None, forked: bool = False) -> None:
+    """A worker process's body; a forked one leaves with `os._exit` (none of the parent's exit
+    handlers or multiprocessing's exit function run in it)."""
+    if not forked:
+        _serve(connection, setup, payload, environ, warm_up_wait, forked)
+        return
+    code = 0
+    try:
+        _serve(connection, setup, payload, environ, warm_up_wait, forked)
+    except BaseException:  # noqa: BLE001 - as multiprocessing would: print, exit with 1
+        code = 1
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+def _serve(connection: Any, setup: Callable[[Any], Callable[[Any], Any]], payload: Any,
+           environ: dict[str, str], warm_up_wait: float | None, forked: bool) -> None:
     """Body of a worker process: set up once, then answer sessions and tasks until told to stop.
 
     Messages in: ("task", id, task), ("session", id, payload or None to end it), None to exit.
@@ -102,9 +142,13 @@ def _worker_main(connection: Any, setup: Callable[[Any], Callable[[Any], Any]], 
     None, text), ("warm", None, (seconds, detail)) once the handler's `warm_up` returned (it runs
     on a thread unless `warm_up_wait` is None; a task waits for it at most that long),
     ("ok" | "error", task id, value or text), ("session_ok" | "session_error", session id, text),
-    ("unusable", session id, text) before exiting when the process cannot serve the session.
+    ("unusable", session id, text) before exiting when the process cannot serve the session;
+    ("fork_unusable", None, text) instead of "setup_error" when a forked child's CUDA cannot be
+    used (the parent then starts its replacement from the fork server).
     """
     begun = time.perf_counter()
+    if forked:
+        _become_forked_worker(connection)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which then ends us
     os.environ.clear()  # the parent's environment now (a fork server's child has the server's)
     os.environ.update(environ)
@@ -117,10 +161,15 @@ def _worker_main(connection: Any, setup: Callable[[Any], Callable[[Any], Any]], 
         except OSError:  # the parent is gone (e.g. it exited while we set up): leave quietly
             os._exit(0)
 
+    if forked and _in_bad_fork():
+        send(("fork_unusable", None, "CUDA was initialized in the parent before the fork"))
+        return
     try:
         handler = setup(payload)
     except BaseException as error:  # noqa: BLE001 - reported to the parent, never raised there
-        send(("setup_error", None, _describe(error)))
+        text = _describe(error)
+        fork_trouble = forked and (_in_bad_fork() or any(marker in text for marker in _FORK_CUDA_MARKERS))
+        send(("fork_unusable" if fork_trouble else "setup_error", None, text))
         return
 
     warm_up = getattr(handler, "warm_up", None) if warm_up_wait is not None else None
@@ -151,6 +200,52 @@ def _worker_main(connection: Any, setup: Callable[[Any], Callable[[Any], Any]], 
             os._exit(3)  # the process state is broken: do not run another task in it
         except BaseException as error:  # noqa: BLE001
             send((failed, ident, _describe(error)))
+
+
+_FORK_CUDA_MARKERS = ("forked subprocess", "CUDA", "cuda", "initialization error")
+"""A forked child's setup error with one of these is blamed on the fork: retried in a fresh process."""
+
+_forked_worker = False  # this process is a worker forked from the tuning process
+
+
+def in_forked_worker() -> bool:
+    """Whether this process is a worker forked from the tuning process (not from the fork server)."""
+    return _forked_worker
+
+
+def _become_forked_worker(own: Any) -> None:
+    """First thing in a forked child: undo what it must not keep of the parent."""
+    global _forked_worker
+    _forked_worker = True
+    for connection in list(_connections):  # the other workers' pipes: their EOFs must not wait for us
+        if connection is not own:
+            try:
+                connection.close()
+            except OSError:
+                pass
+    _connections.clear()
+    if "torch" in sys.modules:
+        import torch
+        lock = getattr(torch.cuda, "_initialization_lock", None)
+        if lock is not None and lock.locked():  # the parent held it while forking (`_fork_start`)
+            try:
+                lock.release()
+            except RuntimeError:
+                pass
+        try:
+            torch.set_num_threads(1)  # the parent's OpenMP threads are not here (as DataLoader workers)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _in_bad_fork() -> bool:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    try:
+        return bool(torch.cuda._is_in_bad_fork())
+    except Exception:  # noqa: BLE001 - a torch without it
+        return False
 
 
 def _warm_up(warm_up: Callable[[], Any], done: threading.Event, send: Callable[[Any], None]) -> None:
@@ -206,12 +301,95 @@ def _install_main_filter() -> None:
 
 
 def _context(start_method: str) -> Any:
+    """The context of workers not forked from this process ('auto' falls back to the fork server)."""
+    if start_method not in START_METHODS:
+        raise ValueError(f"start_method must be one of {', '.join(START_METHODS)}, not {start_method!r}")
     import torch.multiprocessing  # registers the reductions that share tensors between processes
-    if start_method == "forkserver" and "forkserver" in multiprocessing.get_all_start_methods():
+    if start_method in ("auto", "forkserver") and "forkserver" in multiprocessing.get_all_start_methods():
         context = torch.multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(list(PRELOAD))  # no effect once the server runs
         return context
     return torch.multiprocessing.get_context("spawn")
+
+
+_connections: weakref.WeakSet[Any] = weakref.WeakSet()  # both ends of every worker's pipe (a forked child closes them)
+_fork_failed: str | None = None  # why forking workers stopped in this process (a forked child's CUDA failed)
+_libcuda: Any = None
+
+
+def fork_hazard() -> str | None:
+    """Why forking a worker from this process now would not be safe or useful (None: it is).
+
+    Forking needs torch imported (what the child would otherwise import) and CUDA untouched in
+    this process: a child cannot use CUDA once the parent initialized it (torch's CUDA state, or
+    only the driver: `torch.cuda.is_available()` calls `cuInit`).
+    """
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return "no fork on this platform"
+    if _fork_failed is not None:
+        return f"a forked worker could not use CUDA ({_fork_failed})"
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return "torch is not imported in this process"
+    if torch.cuda.is_initialized() or _in_bad_fork():
+        return "CUDA is initialized in this process"
+    if _cuda_driver_initialized():
+        return "the CUDA driver is initialized in this process"
+    return None
+
+
+def _cuda_driver_initialized() -> bool:
+    """Whether this process called `cuInit` (asked without calling it: before it, the driver
+    answers every call but a few with CUDA_ERROR_NOT_INITIALIZED). False without a driver."""
+    global _libcuda
+    if _libcuda is None:
+        try:
+            _libcuda = ctypes.CDLL("libcuda.so.1")
+        except OSError:
+            _libcuda = False
+    if _libcuda is False:
+        return False
+    try:
+        count = ctypes.c_int(0)
+        return _libcuda.cuDeviceGetCount(ctypes.byref(count)) != 3  # 3: CUDA_ERROR_NOT_INITIALIZED
+    except Exception:  # noqa: BLE001 - an odd driver: do not fork
+        return True
+
+
+def _fork_start(process: Any) -> str | None:
+    """Start `process` (of the fork context) if forking is safe now; else say why not.
+
+    Checked and forked while holding torch's CUDA initialization lock: no thread of this process
+    can be initializing CUDA (torch's way) during the fork. A thread already holding it is doing
+    so: no fork. The child inherits the lock held and releases it (`_become_forked_worker`).
+    """
+    torch = sys.modules.get("torch")
+    lock = getattr(getattr(torch, "cuda", None), "_initialization_lock", None)
+    if lock is None:
+        return fork_hazard() or "torch has no CUDA initialization lock"
+    if not lock.acquire(blocking=False):
+        return "CUDA is being initialized in this process"
+    try:
+        hazard = fork_hazard()
+        if hazard is None:
+            process.start()
+        return hazard
+    finally:
+        lock.release()
+
+
+def _forking_failed(reason: str) -> None:
+    global _fork_failed
+    _fork_failed = reason
+
+
+def _after_fork_in_child() -> None:
+    """Any fork of this process: the groups, their locks and the starter thread stay the parent's."""
+    global _pools_lock, _starter, _pools_pid
+    _pools_lock = threading.Lock()
+    _starter = _Starter()
+    _pools.clear()
+    _pools_pid = os.getpid()
 
 
 class _Starter:
@@ -244,11 +422,15 @@ class _Worker:
     def __init__(self, group: WorkerGroup) -> None:
         self.group = group
         parent_end, child_end = group.context.Pipe()
+        _connections.add(parent_end)
+        _connections.add(child_end)
         self.connection = parent_end
         warm_up_wait = group.warm_up_wait if group.warm_up else None
-        self.process = group.context.Process(
-            target=_worker_main, daemon=True, name=f"tessera-{group.name}",
-            args=(child_end, group.setup, group.payload, dict(os.environ), warm_up_wait))
+        self.args = (child_end, group.setup, group.payload, dict(os.environ), warm_up_wait)
+        self.process = group.context.Process(target=_worker_main, daemon=True, name=f"tessera-{group.name}",
+                                             args=self.args)
+        self.method: str | None = None  # how it was started: 'fork', 'forkserver' or 'spawn'
+        self.fork_skipped: str | None = None  # why an 'auto' group's worker was not forked
         self.lock = threading.Lock()
         self.started = False            # set by the starter thread once the process runs
         self.start_error: str | None = None
@@ -267,12 +449,25 @@ class _Worker:
         with self.lock:
             try:
                 if not self.cancelled:
-                    _install_main_filter()
-                    _starting.active = True
-                    try:
-                        self.process.start()
-                    finally:
-                        _starting.active = False
+                    forked = False
+                    if self.group.start_method == "auto":
+                        import torch.multiprocessing
+                        process = torch.multiprocessing.get_context("fork").Process(
+                            target=_worker_main, daemon=True, name=f"tessera-{self.group.name}",
+                            args=self.args + (True,))
+                        self.fork_skipped = _fork_start(process)
+                        if self.fork_skipped is None:
+                            self.process, forked = process, True
+                    if not forked:
+                        _install_main_filter()
+                        _starting.active = True
+                        try:
+                            self.process.start()
+                        finally:
+                            _starting.active = False
+                    self.method = "fork" if forked else self.process._start_method or "fork"
+                    if forked:
+                        self.deadline = min(self.deadline, time.monotonic() + FORK_STARTUP_TIMEOUT)
                     self.started = True
                     if self.cancelled:  # killed while it was starting (see `kill`)
                         self.process.kill()
@@ -384,7 +579,8 @@ class WorkerGroup:
         self.prestarted = False
         started = "" if self.head_start is None else f", prestarted {self.head_start:.2f} s before"
         self.log(f"{self.name}: {warm} warm worker(s) reused, {len(self.workers) - warm} starting "
-                 f"({self.start_method}{started})")
+                 f"(start method {self.start_method}{'' if not warm else '; started by ' + self.start_methods()}"
+                 f"{started})")
 
     def end_lease(self) -> list[Any]:
         """The run is over: drop queued tasks (returned), forget running ones, end the session.
@@ -452,6 +648,10 @@ class WorkerGroup:
     def busy(self) -> bool:
         return bool(self.queue) or any(self._current(worker) for worker in self.workers)
 
+    def start_methods(self) -> str:
+        """How its started workers were started: e.g. 'fork', 'forkserver' or 'fork+forkserver'."""
+        return "+".join(sorted({w.method for w in self.workers if w.started and w.method})) or "none"
+
     def has_ready_worker(self) -> bool:
         return any(worker.ready for worker in self.workers)
 
@@ -460,6 +660,10 @@ class WorkerGroup:
 
     def next_deadline(self) -> float | None:
         deadlines = [w.deadline for w in self.workers if w.task is not None or not w.ready]
+        if any(not w.started and w.start_error is None for w in self.workers):
+            # not started yet: its process sentinel cannot be waited on, and a forked one gets a
+            # shorter deadline once it runs (`launch`): look again soon
+            deadlines.append(time.monotonic() + STARTING_POLL_S)
         return min(deadlines) if deadlines else None
 
     def collect(self) -> list[Outcome]:
@@ -519,6 +723,12 @@ class WorkerGroup:
                 self._became_ready(worker, value)
             elif kind == "warm":
                 self._became_warm(worker, value)
+            elif kind == "fork_unusable":
+                _forking_failed(value)
+                self.log(f"{self.name}: a forked worker cannot use CUDA ({value}); replacing it with one "
+                         f"from the fork server, and forking no more workers")
+                self._lost(worker, "crash", f"{self.name} forked worker unusable: {value}", retry=True)
+                return
             elif kind == "setup_error":
                 self.setup_failure = value
                 self._lost(worker, "error", f"{self.name} worker failed to start: {value}")
@@ -538,6 +748,12 @@ class WorkerGroup:
                                          Outcome(ident, "error", message=value))
         if not worker.process.is_alive():
             self._lost(worker, "crash", f"{self.name} worker exited (code {self._exit_code(worker)})")
+        elif time.monotonic() >= worker.deadline and not worker.ready and worker.method == "fork":
+            reason = f"not ready {FORK_STARTUP_TIMEOUT:.0f} s after the fork"
+            _forking_failed(reason)
+            self.log(f"{self.name}: a forked worker was {reason}; replacing it with one from the fork server, "
+                     "and forking no more workers")
+            self._lost(worker, "timeout", f"{self.name} forked worker {reason}", retry=True)
         elif time.monotonic() >= worker.deadline and (worker.task is not None or not worker.ready):
             limit = self.task_timeout if worker.ready else STARTUP_TIMEOUT
             self._lost(worker, "timeout", f"no answer within {limit:.0f} s; worker killed")
@@ -552,8 +768,9 @@ class WorkerGroup:
         if self.first_ready_at is None:
             self.first_ready_at = now
         if ready == 1 or ready == len(self.workers):
+            skipped = f"; not forked: {worker.fork_skipped}" if worker.fork_skipped else ""
             self.log(f"{self.name}: {ready}/{len(self.workers)} worker(s) ready, {now - worker.created:.2f} s "
-                     f"after start (its setup took {setup_seconds:.2f} s)")
+                     f"after start (its setup took {setup_seconds:.2f} s; started by {worker.method}{skipped})")
         if not worker.warming and self.first_warm_at is None:
             self.first_warm_at = now  # nothing to warm up
 
@@ -567,8 +784,10 @@ class WorkerGroup:
             self.log(f"{self.name}: {warm}/{len(self.workers)} worker(s) warmed up; this one in {seconds:.2f} s"
                      + (f" ({detail})" if detail else ""))
 
-    def _lost(self, worker: _Worker, kind: str, message: str) -> None:
-        """Report the worker's task (if any) as failed and replace the worker."""
+    def _lost(self, worker: _Worker, kind: str, message: str, retry: bool = False) -> None:
+        """Report the worker's task (if any) as failed and replace the worker; with `retry` (the
+        worker was not to blame, e.g. a forked one whose CUDA failed) its task is queued again
+        and the replacement starts even while the group is not leased."""
         worker.kill()
         self.workers.remove(worker)
         self.restarts += 1
@@ -588,7 +807,7 @@ class WorkerGroup:
             if self.session_crashes >= SESSION_ATTEMPTS:
                 self.session_failure = f"{self.session_crashes} {self.name} workers died setting up the run"
         if task is not None and task[2] == self.lease:
-            if warming or (setting_up and self.session_failure is None):
+            if retry or warming or (setting_up and self.session_failure is None):
                 self.queue.appendleft(task[:2])
             else:
                 self.finished.append(Outcome(task[0], kind, message=message))
@@ -599,7 +818,7 @@ class WorkerGroup:
         if failure is not None:
             # every worker would fail the same way: fail the queue instead of looping on restarts
             self.finished += [Outcome(task_id, "error", message=message) for task_id in self.cancel_queued()]
-        elif self.leased or self.queue:
+        elif self.leased or self.queue or retry:
             self.start()  # warm up the replacement now, not when the next task needs it
 
     @staticmethod
@@ -762,5 +981,7 @@ def shutdown_pools() -> None:
         group.close()
 
 
-__all__ = ["FatalWorkerError", "Outcome", "WorkerGroup", "has_group", "leased_group", "prestart_group",
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+__all__ = ["START_METHODS", "fork_hazard", "in_forked_worker", "FatalWorkerError", "Outcome", "WorkerGroup", "has_group", "leased_group", "prestart_group",
            "release_group", "shutdown_pools", "wait_for"]

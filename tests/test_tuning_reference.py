@@ -1,0 +1,28 @@
+"""Which accuracy reference a tuning run uses: eager when affordable, else the heuristic compiled.
+
+Eager mode costs Python time per tile; a big kernel (attention at 4x32x4096x4096) took minutes
+there, so above `EAGER_REFERENCE_TILES` tile iterations the reference is the compiled result of
+the Config the call would run without tuning.
+"""
+from __future__ import annotations
+
+import torch
+
+import tessera
+from examples.add import add
+from tessera.autotune import pipeline
+
+
+def test_eager_reference_only_when_its_tile_count_is_affordable() -> None:
+    bound = add.bind(torch.randn(256, 256), torch.randn(256, 256))
+    assert pipeline._eager_is_affordable(bound, tessera.Config(block_sizes=[64, 64]))  # 16 programs
+    assert not pipeline._eager_is_affordable(bound, tessera.Config(block_sizes=[2, 2]))  # 16384 programs
+
+
+def test_compiled_reference_matches_and_restores_the_tuning_copies() -> None:
+    x, y = torch.randn(7, 13), torch.randn(7, 13)
+    working = pipeline._bind_on_copies(add.bind(x, y))
+    (reference,) = pipeline._compiled_reference(working, tessera.Config(block_sizes=[4, 8]))
+    torch.testing.assert_close(reference, x + y)
+    for copy, pristine in working.tuning_storages:
+        assert torch.equal(copy, pristine)
