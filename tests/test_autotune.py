@@ -285,6 +285,21 @@ def test_workers_come_from_the_fork_server_once_cuda_is_initialized_or_when_forc
         WorkerGroup("test-bad", 1, setup=autotune_fakes.echo_setup, payload="p", task_timeout=60, start_method="fork")
 
 
+def test_workers_started_inside_forking_here_are_forked_before_it_returns(monkeypatch):
+    """At kernel definition CUDA is untouched; a moment later the program may initialize it, so
+    prewarm forks on its own thread rather than leaving it to the starter thread."""
+    _fork_allowed(monkeypatch)
+    group = WorkerGroup("test-fork-here", 2, setup=autotune_fakes.state_setup, payload=None, task_timeout=60)
+    try:
+        with workers.forking_here():
+            group.start()
+        assert all(worker.started and worker.method == "fork" for worker in group.workers)
+        outcomes = _run_all(group, {0: "state", 1: "state"})
+        assert [o.kind for o in outcomes] == ["ok", "ok"] and all(o.value["forked"] for o in outcomes)
+    finally:
+        group.close()
+
+
 def test_no_fork_while_another_thread_initializes_cuda(monkeypatch):
     _fork_allowed(monkeypatch)
     with torch.cuda._initialization_lock:  # as `torch.cuda._lazy_init` on the user's thread

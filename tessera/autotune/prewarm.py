@@ -46,7 +46,14 @@ def kernel_defined(kernel: Any) -> None:
     """The hook `Kernel.__init__` calls; cheap, and never raises."""
     try:
         if _likely_to_tune(kernel):
-            _submit(kernel)
+            from tessera.autotune import workers
+            if workers.fork_hazard() is None and not workers.has_group("compile"):
+                # CUDA is untouched now: fork the workers here (tens of ms), before the program
+                # initializes CUDA and only the slow fork server (a fresh torch import) is left
+                with workers.forking_here():
+                    _log(f"{kernel.fn.__name__}: {consider(kernel)}")
+            else:
+                _submit(kernel)
     except Exception as error:  # noqa: BLE001 - prewarming is an optimization, never an error
         _log(f"not started for {getattr(kernel, '__name__', kernel)}: {type(error).__name__}: {error}")
 

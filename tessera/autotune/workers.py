@@ -55,6 +55,7 @@ CUDA: seconds), so:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import dataclasses
 import itertools
@@ -69,7 +70,7 @@ import time
 import traceback
 import weakref
 from collections import deque
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 STARTUP_TIMEOUT = 180.0  # importing torch and triton in a fresh process, on a loaded machine
 STARTING_POLL_S = 0.25       # how often a wait looks again while a worker's process is being started
@@ -317,6 +318,20 @@ _fork_failed: str | None = None  # why forking workers stopped in this process (
 _libcuda: Any = None
 
 
+_fork_here = threading.local()
+
+
+@contextlib.contextmanager
+def forking_here() -> Iterator[None]:
+    """Workers of 'auto' groups started inside are forked at once on this thread when safe (see
+    `fork_hazard`), not later on the starter thread, by which time CUDA may be initialized."""
+    _fork_here.active = True
+    try:
+        yield
+    finally:
+        _fork_here.active = False
+
+
 def fork_hazard() -> str | None:
     """Why forking a worker from this process now would not be safe or useful (None: it is).
 
@@ -442,22 +457,35 @@ class _Worker:
         self.session_confirmed = False
         self.created = time.monotonic()
         self.deadline = self.created + STARTUP_TIMEOUT
+        if getattr(_fork_here, "active", False) and group.start_method == "auto":
+            # fork on the caller's thread, now: CUDA is untouched at this moment, maybe not later
+            with self.lock:
+                forked = self._try_fork()
+            if forked:
+                child_end.close()
+                return
         _starter.submit(self, child_end)
+
+    def _try_fork(self) -> bool:
+        """Fork this worker from this process if that is safe now (`fork_hazard`). Call with the lock."""
+        import torch.multiprocessing
+        process = torch.multiprocessing.get_context("fork").Process(
+            target=_worker_main, daemon=True, name=f"tessera-{self.group.name}", args=self.args + (True,))
+        self.fork_skipped = _fork_start(process)
+        if self.fork_skipped is not None:
+            return False
+        self.process, self.method, self.started = process, "fork", True
+        self.deadline = min(self.deadline, time.monotonic() + FORK_STARTUP_TIMEOUT)
+        return True
 
     def launch(self, child_end: Any) -> None:
         """Start the process (on the starter thread); a failure closes the pipe, which the parent sees."""
         with self.lock:
             try:
+                if self.started:  # forked already, on the thread that made it
+                    return
                 if not self.cancelled:
-                    forked = False
-                    if self.group.start_method == "auto":
-                        import torch.multiprocessing
-                        process = torch.multiprocessing.get_context("fork").Process(
-                            target=_worker_main, daemon=True, name=f"tessera-{self.group.name}",
-                            args=self.args + (True,))
-                        self.fork_skipped = _fork_start(process)
-                        if self.fork_skipped is None:
-                            self.process, forked = process, True
+                    forked = self.group.start_method == "auto" and self._try_fork()
                     if not forked:
                         _install_main_filter()
                         _starting.active = True
@@ -465,9 +493,7 @@ class _Worker:
                             self.process.start()
                         finally:
                             _starting.active = False
-                    self.method = "fork" if forked else self.process._start_method or "fork"
-                    if forked:
-                        self.deadline = min(self.deadline, time.monotonic() + FORK_STARTUP_TIMEOUT)
+                        self.method = self.process._start_method or "fork"
                     self.started = True
                     if self.cancelled:  # killed while it was starting (see `kill`)
                         self.process.kill()
