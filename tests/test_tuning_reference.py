@@ -13,14 +13,14 @@ from examples.add import add
 from tessera.autotune import pipeline
 
 
-def test_eager_reference_only_when_its_tile_count_is_affordable() -> None:
-    bound = add.bind(torch.randn(256, 256), torch.randn(256, 256))
+def test_eager_reference_only_when_its_tile_count_is_affordable(device: torch.device) -> None:
+    bound = add.bind(torch.randn(256, 256, device=device), torch.randn(256, 256, device=device))
     assert pipeline._eager_is_affordable(bound, tessera.Config(block_sizes=[64, 64]))  # 16 programs
     assert not pipeline._eager_is_affordable(bound, tessera.Config(block_sizes=[2, 2]))  # 16384 programs
 
 
-def test_compiled_reference_matches_and_restores_the_tuning_copies() -> None:
-    x, y = torch.randn(7, 13), torch.randn(7, 13)
+def test_compiled_reference_matches_and_restores_the_tuning_copies(device: torch.device) -> None:
+    x, y = torch.randn(7, 13, device=device), torch.randn(7, 13, device=device)
     working = pipeline._bind_on_copies(add.bind(x, y))
     (reference,) = pipeline._compiled_reference(working, tessera.Config(block_sizes=[4, 8]))
     torch.testing.assert_close(reference, x + y)
