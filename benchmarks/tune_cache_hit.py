@@ -116,7 +116,7 @@ def _tune_role(names: list[str], effort: str, smoke: bool, gap_s: float) -> dict
     import torch
     from examples._harness import max_error
     from tessera import settings
-    from tessera.autotune import workers
+    from tessera.autotune.pool import shutdown_pools
     recorder = _Recorder()
     device = "cpu" if smoke else "cuda"
     rows = []
@@ -157,7 +157,7 @@ def _tune_role(names: list[str], effort: str, smoke: bool, gap_s: float) -> dict
                 row["error"] = f"{type(error).__name__}: {error}"
             print(f"[bench] tune {name}: {json.dumps(row, default=str)}", file=sys.stderr, flush=True)
             rows.append(row)
-    workers.shutdown_pools()
+    shutdown_pools()
     return {"machine": _machine(), "kernels": rows}
 
 

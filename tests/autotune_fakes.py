@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from tessera.autotune.bench_worker import BenchHandler, BenchResult, BenchTask, accuracy_error
 from tessera.autotune.compile_pool import compile_worker_setup
-from tessera.autotune import workers
+from tessera.autotune import forking, pool
 from tessera.autotune.workers import FatalWorkerError
 
 
@@ -68,7 +68,7 @@ def failing_setup(payload: Any) -> Callable[[Any], Any]:
 
 def fork_fragile_setup(payload: Any) -> Callable[[Any], Any]:
     """Like a worker forked after the parent initialized CUDA (a race with the user's thread)."""
-    if workers.in_forked_worker():
+    if forking.in_forked_worker():
         raise RuntimeError("Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, "
                            "you must use the 'spawn' start method")
     return echo_setup(payload)
@@ -76,7 +76,7 @@ def fork_fragile_setup(payload: Any) -> Callable[[Any], Any]:
 
 def fork_stuck_setup(payload: Any) -> Callable[[Any], Any]:
     """Like a forked worker stuck on a lock its parent's other thread held at the fork."""
-    if workers.in_forked_worker():
+    if forking.in_forked_worker():
         time.sleep(3600)
     return echo_setup(payload)
 
@@ -89,8 +89,8 @@ def state_setup(payload: Any) -> Callable[[Any], Any]:
     import torch
 
     def handle(task: Any) -> Any:
-        return {"forked": workers.in_forked_worker(), "parent": multiprocessing.parent_process() is not None,
-                "pools": dict(workers._pools), "threads": torch.get_num_threads(), "pid": os.getpid(),
+        return {"forked": forking.in_forked_worker(), "parent": multiprocessing.parent_process() is not None,
+                "pools": dict(pool._pools), "threads": torch.get_num_threads(), "pid": os.getpid(),
                 "torch_preloaded": "torch" in sys.modules}
     return handle
 

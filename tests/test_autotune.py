@@ -16,14 +16,15 @@ import torch
 import tessera
 from tessera import exc, settings
 from tessera.autotune import compile_pool, disk_cache, prewarm
-from tessera.autotune import workers
+from tessera.autotune import forking, pool, workers
 from tessera.autotune.bench_worker import BenchSession, BenchTask, BenchWorkerSpec, accuracy_error, bench_worker_setup
 from tessera.autotune.heuristics import heuristic_config
 from tessera.autotune.pipeline import (CandidateRunner, TuneOptions, _Candidate, _eager_reference, decorator_line,
                                        reference_config, tune)
 from tessera.autotune.search import search
 from tessera.autotune.space import ConfigSpace, KernelFacts
-from tessera.autotune.workers import WorkerGroup, leased_group, release_group
+from tessera.autotune.pool import leased_group, release_group
+from tessera.autotune.workers import WorkerGroup
 from tessera.config import Config
 from tessera.runtime import tuning
 from tessera.runtime.plan import TunableDim
@@ -231,13 +232,13 @@ def test_worker_group_reports_errors_timeouts_and_crashes_and_keeps_working():
 def _fork_allowed(monkeypatch) -> None:
     """As in a process that imported torch and has not touched CUDA (and no fork failed yet)."""
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
-    monkeypatch.setattr(workers, "_cuda_driver_initialized", lambda: False)
-    monkeypatch.setattr(workers, "_fork_failed", None)
+    monkeypatch.setattr(forking, "_cuda_driver_initialized", lambda: False)
+    monkeypatch.setattr(forking, "_fork_failed", None)
 
 
 def test_workers_are_forked_while_cuda_is_untouched_and_keep_nothing_of_the_parent(monkeypatch):
     _fork_allowed(monkeypatch)
-    assert workers.fork_hazard() is None
+    assert forking.fork_hazard() is None
     group = WorkerGroup("test-fork", 2, setup=autotune_fakes.state_setup, payload=None, task_timeout=60)
     other = WorkerGroup("test-other", 1, setup=autotune_fakes.echo_setup, payload="p", task_timeout=60)
     try:
@@ -260,10 +261,10 @@ def test_workers_are_forked_while_cuda_is_untouched_and_keep_nothing_of_the_pare
 
 
 def test_workers_come_from_the_fork_server_once_cuda_is_initialized_or_when_forced(monkeypatch):
-    monkeypatch.setattr(workers, "_cuda_driver_initialized", lambda: False)
-    monkeypatch.setattr(workers, "_fork_failed", None)
+    monkeypatch.setattr(forking, "_cuda_driver_initialized", lambda: False)
+    monkeypatch.setattr(forking, "_fork_failed", None)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    assert workers.fork_hazard() == "CUDA is initialized in this process"
+    assert forking.fork_hazard() == "CUDA is initialized in this process"
     group = WorkerGroup("test-no-fork", 1, setup=autotune_fakes.state_setup, payload=None, task_timeout=60)
     try:
         [outcome] = _run_all(group, {0: "state"})
@@ -272,9 +273,9 @@ def test_workers_come_from_the_fork_server_once_cuda_is_initialized_or_when_forc
     finally:
         group.close()
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
-    monkeypatch.setattr(workers, "_cuda_driver_initialized", lambda: True)
-    assert workers.fork_hazard() == "the CUDA driver is initialized in this process"
-    monkeypatch.setattr(workers, "_cuda_driver_initialized", lambda: False)
+    monkeypatch.setattr(forking, "_cuda_driver_initialized", lambda: True)
+    assert forking.fork_hazard() == "the CUDA driver is initialized in this process"
+    monkeypatch.setattr(forking, "_cuda_driver_initialized", lambda: False)
     forced = WorkerGroup("test-forced", 1, setup=autotune_fakes.echo_setup, payload="p", task_timeout=60,
                          start_method="forkserver")
     try:
@@ -291,7 +292,7 @@ def test_workers_started_inside_forking_here_are_forked_before_it_returns(monkey
     _fork_allowed(monkeypatch)
     group = WorkerGroup("test-fork-here", 2, setup=autotune_fakes.state_setup, payload=None, task_timeout=60)
     try:
-        with workers.forking_here():
+        with forking.forking_here():
             group.start()
         assert all(worker.started and worker.method == "fork" for worker in group.workers)
         outcomes = _run_all(group, {0: "state", 1: "state"})
@@ -303,7 +304,7 @@ def test_workers_started_inside_forking_here_are_forked_before_it_returns(monkey
 def test_no_fork_while_another_thread_initializes_cuda(monkeypatch):
     _fork_allowed(monkeypatch)
     with torch.cuda._initialization_lock:  # as `torch.cuda._lazy_init` on the user's thread
-        assert workers._fork_start(None) == "CUDA is being initialized in this process"
+        assert forking._fork_start(None) == "CUDA is being initialized in this process"
 
 
 def test_a_forked_worker_that_cannot_use_cuda_is_replaced_from_the_fork_server(monkeypatch):
@@ -317,7 +318,7 @@ def test_a_forked_worker_that_cannot_use_cuda_is_replaced_from_the_fork_server(m
         outcomes = _run_all(group, {0: "a", 1: "b"})
         assert sorted((o.task_id, o.kind, o.value) for o in outcomes) == [(0, "ok", ("p", "a")), (1, "ok", ("p", "b"))]
         assert group.start_methods() == "forkserver" and group.restarts == 1 and group.setup_failure is None
-        assert "re-initialize CUDA" in workers._fork_failed and workers.fork_hazard().startswith("a forked worker")
+        assert "re-initialize CUDA" in forking._fork_failed and forking.fork_hazard().startswith("a forked worker")
         assert any("forked worker cannot use CUDA" in message for message in messages)
     finally:
         group.close()
@@ -330,7 +331,7 @@ def test_a_forked_worker_stuck_in_setup_is_replaced_from_the_fork_server(monkeyp
     group = WorkerGroup("test-fork-stuck", 1, setup=autotune_fakes.fork_stuck_setup, payload="p", task_timeout=60)
     try:
         assert [(o.kind, o.value) for o in _run_all(group, {0: "a"})] == [("ok", ("p", "a"))]
-        assert group.start_methods() == "forkserver" and "after the fork" in workers._fork_failed
+        assert group.start_methods() == "forkserver" and "after the fork" in forking._fork_failed
     finally:
         group.close()
 
@@ -404,7 +405,7 @@ def test_shutdown_stops_every_warm_worker_and_a_later_lease_starts_afresh():
     _run_all(group, {0: "a", 1: "b"})
     processes = [w.process for w in group.workers]
     release_group(group)
-    workers.shutdown_pools()
+    pool.shutdown_pools()
     assert processes and not any(process.is_alive() for process in processes)
     again = _echo_group("test-shutdown")
     try:
@@ -415,7 +416,7 @@ def test_shutdown_stops_every_warm_worker_and_a_later_lease_starts_afresh():
 
 
 def test_a_warm_group_nobody_leases_again_is_stopped_after_the_idle_time(monkeypatch):
-    monkeypatch.setattr(workers, "IDLE_SHUTDOWN_S", 0.2)
+    monkeypatch.setattr(pool, "IDLE_SHUTDOWN_S", 0.2)
     group = _echo_group("test-idle")
     _run_all(group, {0: "a"})
     process = group.workers[0].process
@@ -423,7 +424,7 @@ def test_a_warm_group_nobody_leases_again_is_stopped_after_the_idle_time(monkeyp
     deadline = time.monotonic() + 20
     while process.is_alive() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not process.is_alive() and "test-idle" not in workers._pools
+    assert not process.is_alive() and "test-idle" not in pool._pools
 
 
 def test_every_worker_gets_the_run_session_before_its_task_and_a_replacement_gets_it_again(tmp_path):
@@ -499,10 +500,10 @@ def test_closing_does_not_wait_for_workers_still_setting_up():
 
 
 def test_a_prestarted_group_is_leased_with_the_workers_it_started():
-    workers.shutdown_pools()
-    group = workers.prestart_group("test-prestart", 2, setup=autotune_fakes.echo_setup, payload="p", task_timeout=60)
-    assert group is not None and group.prestarted and not group.leased and workers.has_group("test-prestart")
-    assert workers.prestart_group("test-prestart", 2, setup=autotune_fakes.echo_setup, payload="p",
+    pool.shutdown_pools()
+    group = pool.prestart_group("test-prestart", 2, setup=autotune_fakes.echo_setup, payload="p", task_timeout=60)
+    assert group is not None and group.prestarted and not group.leased and pool.has_group("test-prestart")
+    assert pool.prestart_group("test-prestart", 2, setup=autotune_fakes.echo_setup, payload="p",
                                   task_timeout=60) is None
     deadline = time.monotonic() + 120
     while not all(w.started for w in group.workers) and time.monotonic() < deadline:
@@ -517,14 +518,14 @@ def test_a_prestarted_group_is_leased_with_the_workers_it_started():
 
 
 def test_a_prestarted_group_nobody_leases_is_stopped_after_the_idle_time(monkeypatch):
-    monkeypatch.setattr(workers, "IDLE_SHUTDOWN_S", 0.3)
-    group = workers.prestart_group("test-prestart-idle", 1, setup=autotune_fakes.echo_setup, payload="p",
+    monkeypatch.setattr(pool, "IDLE_SHUTDOWN_S", 0.3)
+    group = pool.prestart_group("test-prestart-idle", 1, setup=autotune_fakes.echo_setup, payload="p",
                                    task_timeout=60)
     assert group is not None
     deadline = time.monotonic() + 20
-    while workers.has_group("test-prestart-idle") and time.monotonic() < deadline:
+    while pool.has_group("test-prestart-idle") and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not workers.has_group("test-prestart-idle") and not group.workers
+    assert not pool.has_group("test-prestart-idle") and not group.workers
 
 
 def test_a_warm_group_is_remade_when_the_workers_environment_changed(monkeypatch, tmp_path):
@@ -590,12 +591,12 @@ def test_a_second_tuning_in_the_process_reuses_the_warm_workers():
     x, y = torch.randn(16, 32), torch.randn(16, 32)
     options = TuneOptions(compile_workers=1, rep_ms=1, final_rep_ms=1, progress=False)
     tune(add.bind(x, y), effort="none", budget_seconds=60, options=options)
-    pids = {w.process.pid for name in ("compile", "bench") for w in workers._pools[name].workers}
+    pids = {w.process.pid for name in ("compile", "bench") for w in pool._pools[name].workers}
     result = tune(softmax.bind(torch.randn(8, 16)), effort="none", budget_seconds=60, options=options)
-    assert {w.process.pid for name in ("compile", "bench") for w in workers._pools[name].workers} == pids
+    assert {w.process.pid for name in ("compile", "bench") for w in pool._pools[name].workers} == pids
     assert result.phases["bench_worker_ready"] < 0.01 and result.phases["compile_worker_ready"] < 0.01
     assert result.phases["first_timed"] < result.phases["final_done"]
-    expected = "fork" if workers.fork_hazard() is None else "forkserver"  # fork: no CUDA on a CI machine
+    expected = "fork" if forking.fork_hazard() is None else "forkserver"  # fork: no CUDA on a CI machine
     assert result.phases["compile_started_by"] == result.phases["bench_started_by"] == expected
 
 
@@ -818,7 +819,7 @@ def test_prewarm_hashes_the_source_as_the_kernel_does():
 def _cuda_present(monkeypatch) -> TuneOptions:
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
-    workers.shutdown_pools()
+    pool.shutdown_pools()
     return TuneOptions(compile_workers=1, compile_setup=autotune_fakes.echo_setup,
                        bench_setup=autotune_fakes.echo_setup)
 
@@ -827,12 +828,12 @@ def test_prewarm_starts_the_compile_pool_and_bench_worker_a_tuning_run_will_leas
     options = _cuda_present(monkeypatch)
     try:
         assert prewarm.consider(add, options).startswith("will likely tune")
-        compile_pool, bench = workers._pools["compile"], workers._pools["bench"]
+        compile_pool, bench = pool._pools["compile"], pool._pools["bench"]
         assert compile_pool.prestarted and compile_pool.payload == "compiled" and len(compile_pool.workers) == 1
         assert bench.prestarted and bench.payload == BenchWorkerSpec("compiled", "cuda:0")
         assert prewarm.consider(softmax, options) == "the workers are running already"
     finally:
-        workers.shutdown_pools()
+        pool.shutdown_pools()
 
 
 def test_prewarm_leaves_the_workers_off_when_the_disk_cache_has_configs_for_the_kernel(monkeypatch):
@@ -844,7 +845,7 @@ def test_prewarm_leaves_the_workers_off_when_the_disk_cache_has_configs_for_the_
     assert disk_cache.has_entry_for(key.source_hash, frozenset({key.device_name}))
     assert not disk_cache.has_entry_for(key.source_hash, frozenset({"another GPU"}))
     assert prewarm.consider(add, options).startswith("the disk cache has tuned configs")
-    assert not workers.has_group("compile") and not workers.has_group("bench")
+    assert not pool.has_group("compile") and not pool.has_group("bench")
 
 
 def test_interpret_mode_workers_have_no_warm_up_and_the_warm_up_source_is_written_once():

@@ -12,8 +12,8 @@ from typing import Any
 _EXPORTS = {"heuristic_config": "heuristics", "TuneOptions": "pipeline", "TuneResult": "pipeline",
             "decorator_line": "pipeline", "tune": "pipeline", "ENABLED_KEYS": "space", "ConfigSpace": "space",
             "KernelFacts": "space"}
-_SUBMODULES = frozenset({"bench_worker", "compile_pool", "disk_cache", "heuristics", "pipeline", "prewarm",
-                         "progress", "search", "space", "workers"})
+_SUBMODULES = frozenset({"bench_worker", "compile_pool", "disk_cache", "forking", "heuristics", "pipeline", "pool",
+                         "prewarm", "progress", "search", "space", "workers"})
 
 
 def __getattr__(name: str) -> Any:

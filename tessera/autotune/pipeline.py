@@ -43,7 +43,8 @@ from tessera.autotune.compile_pool import compile_task, compile_worker_setup
 from tessera.autotune.heuristics import heuristic_config
 from tessera.autotune.search import SearchResult, search
 from tessera.autotune.space import ConfigSpace
-from tessera.autotune.workers import Outcome, WorkerGroup, leased_group, release_group, wait_for
+from tessera.autotune.pool import leased_group, release_group
+from tessera.autotune.workers import Outcome, WorkerGroup, wait_for
 from tessera.config import Config
 
 REFERENCE_TILES = 256
@@ -64,7 +65,7 @@ class TuneOptions:
     compile_setup: Callable[[Any], Any] = compile_worker_setup
     bench_setup: Callable[[Any], Any] = bench_worker_setup
     progress: bool | None = None    # None: when stderr is a terminal
-    start_method: str = "auto"      # fork while CUDA is untouched here, else "forkserver"; or force one (workers.py)
+    start_method: str = "auto"      # fork while CUDA is untouched here, else "forkserver"; or force one (forking.py)
     warm_pool: bool = True          # keep the workers for the next kernel tuned in this process
 
 

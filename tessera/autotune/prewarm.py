@@ -14,12 +14,12 @@ the user's thread: it goes on only when
 
 Then a daemon thread checks that CUDA is available (`torch.cuda.device_count()`, which asks
 NVML: it initializes neither torch's CUDA nor the driver in this process, so the workers can
-still be forked from it, see workers.py), that the workers are not running already, and that the disk
+still be forked from it, see forking.py), that the workers are not running already, and that the disk
 cache holds no tuned config for the kernel's source with this torch and Triton (on this GPU,
 when CUDA is initialized already): then the kernel will likely tune, and the thread starts the
-compile pool and the bench worker (`workers.prestart_group`) with the settings a tuning run
+compile pool and the bench worker (`pool.prestart_group`) with the settings a tuning run
 uses, so that run finds them started and warmed up. Workers nobody uses stop after
-`workers.IDLE_SHUTDOWN_S`. Nothing here raises into the user's code: a failure is logged
+`pool.IDLE_SHUTDOWN_S`. Nothing here raises into the user's code: a failure is logged
 (TESSERA_LOG=autotune) and the first tuning run starts its workers itself, as before.
 
 >>> @tessera.kernel            # doctest: +SKIP
@@ -46,11 +46,11 @@ def kernel_defined(kernel: Any) -> None:
     """The hook `Kernel.__init__` calls; cheap, and never raises."""
     try:
         if _likely_to_tune(kernel):
-            from tessera.autotune import workers
-            if workers.fork_hazard() is None and not workers.has_group("compile"):
+            from tessera.autotune import forking, pool
+            if forking.fork_hazard() is None and not pool.has_group("compile"):
                 # CUDA is untouched now: fork the workers here (tens of ms), before the program
                 # initializes CUDA and only the slow fork server (a fresh torch import) is left
-                with workers.forking_here():
+                with forking.forking_here():
                     _log(f"{kernel.fn.__name__}: {consider(kernel)}")
             else:
                 _submit(kernel)
@@ -97,9 +97,9 @@ def consider(kernel: Any, options: Any = None) -> str:
     """Start the workers if `kernel` will likely tune (see the module docstring); says what it did."""
     import torch
     if torch.cuda.device_count() <= 0:  # not `is_available()`: it initializes the driver, and then no
-        return "no CUDA: workers not started"  # worker could be forked from this process (workers.py)
-    from tessera.autotune import disk_cache, workers
-    if workers.has_group("compile") and workers.has_group("bench"):
+        return "no CUDA: workers not started"  # worker could be forked from this process (forking.py)
+    from tessera.autotune import disk_cache, pool
+    if pool.has_group("compile") and pool.has_group("bench"):
         return "the workers are running already"
     names = (frozenset(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
              if torch.cuda.is_initialized() else None)  # asking the name would initialize CUDA
@@ -109,8 +109,8 @@ def consider(kernel: Any, options: Any = None) -> str:
     options = options or TuneOptions()
     device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_initialized() else "cuda:0"
     for group in worker_groups(options, "compiled", device):
-        workers.prestart_group(group.name, group.size, setup=group.setup, payload=group.payload,
-                               task_timeout=group.timeout, log=_log, start_method=options.start_method)
+        pool.prestart_group(group.name, group.size, setup=group.setup, payload=group.payload,
+                            task_timeout=group.timeout, log=_log, start_method=options.start_method)
     return f"will likely tune: started the autotuning workers for {device} in the background"
 
 

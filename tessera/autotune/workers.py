@@ -15,16 +15,10 @@ Start-up is what a tuning run waits for (a fresh process imports torch and Trito
 CUDA: seconds), so:
 
 - with the default start method "auto", a worker is forked from this process when that is
-  safe at that moment (`fork_hazard`): torch is imported here and neither torch nor the CUDA
-  driver is initialized in this process (typically: the workers prestarted when a kernel is
-  defined, before the program made CUDA tensors). A forked child has torch imported already
-  (ready in well under a second instead of a fresh interpreter's seconds) and initializes CUDA
-  itself, as PyTorch's DataLoader workers do. The check and the fork happen under torch's CUDA
-  initialization lock, so no thread of this process initializes CUDA meanwhile; a forked child
-  whose CUDA is unusable anyway (the driver initialized by something else) reports it at setup
-  and is replaced by a worker from the fork server, and this process forks no more workers.
-  A forked child closes the pipes of the other workers it inherited, runs torch on one CPU
-  thread (the parent's OpenMP pool does not survive a fork) and leaves with `os._exit`.
+  safe at that moment (forking.py says when, and what a forked child undoes of its parent): it
+  has torch imported already, ready in well under a second instead of a fresh interpreter's
+  seconds. A forked child whose CUDA is unusable is replaced by a worker from the fork server,
+  and this process forks no more workers. A forked child leaves with `os._exit`.
 - otherwise (CUDA initialized here, or start_method="forkserver") children come from a fork
   server that imported torch and Tessera's worker modules once (`PRELOAD`; "spawn" where there
   is none). Triton is imported by each child, after it picked the interpreter or not.
@@ -38,25 +32,17 @@ CUDA: seconds), so:
   `WARM_UP_WAIT_S`). A warm-up that fails is ignored; a worker that dies or hangs while warming
   up is blamed, not its task: the task is queued again and the group's later workers skip the
   warm-up.
-- `leased_group()` keeps one warm group per name for the whole process: the next kernel's
-  tuning reuses its workers (shut down at exit). `prestart_group()` starts one before any run
-  needs it (see prewarm.py), under the same idle shutdown. A group started before the program
-  changed a variable that matters to workers (`WORKER_ENVIRONMENT`) is remade. A lease polls
-  every worker first, so a worker that died while idle is replaced, never handed out. Per-run state (the bench worker's inputs
-  and reference) travels as a *session* (`set_session`), sent to each worker before its first
-  task of the run, again to a replacement, and dropped when the lease ends. A group left
-  unleased for `IDLE_SHUTDOWN_S` is stopped, so a long program does not keep idle workers
-  (and the bench worker's CUDA context) after its kernels are tuned.
+- a group is leased to one run at a time (`begin_lease`, `end_lease`; pool.py keeps one warm
+  group per name for the whole process). Per-run state (the bench worker's inputs and
+  reference) travels as a *session* (`set_session`), sent to each worker before its first task
+  of the run, again to a replacement, and dropped when the lease ends.
 
->>> group = leased_group("compile", 4, setup=my_setup, payload="compiled", task_timeout=30)  # doctest: +SKIP
->>> group.submit(0, task); outcomes = group.wait_all()                                      # doctest: +SKIP
->>> release_group(group)                                                                     # doctest: +SKIP
+>>> group = WorkerGroup("compile", 4, setup=my_setup, payload="compiled", task_timeout=30)  # doctest: +SKIP
+>>> group.submit(0, task); outcomes = group.wait_all()                                   # doctest: +SKIP
+>>> group.close()                                                                         # doctest: +SKIP
 """
 from __future__ import annotations
 
-import atexit
-import contextlib
-import ctypes
 import dataclasses
 import itertools
 import multiprocessing
@@ -68,9 +54,10 @@ import sys
 import threading
 import time
 import traceback
-import weakref
 from collections import deque
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
+
+from tessera.autotune import forking
 
 STARTUP_TIMEOUT = 180.0  # importing torch and triton in a fresh process, on a loaded machine
 STARTING_POLL_S = 0.25       # how often a wait looks again while a worker's process is being started
@@ -78,13 +65,12 @@ FORK_STARTUP_TIMEOUT = 60.0  # a forked worker not ready by then is presumed stu
 # mid-use from another thread of the parent (e.g. an import): replaced from the fork server
 START_METHOD = "auto"
 START_METHODS = ("auto", "forkserver", "spawn")
-"""'auto': fork this process where safe (see `fork_hazard`), else the fork server; the others force one."""
+"""'auto': fork this process where safe (see `forking.fork_hazard`), else the fork server; the others force one."""
 PRELOAD = ("torch", "tessera.autotune.workers", "tessera.autotune.compile_pool", "tessera.autotune.bench_worker")
 """What the fork server imports once for every child. Not triton: importing it fixes whether its
 interpreter runs, and each child decides that from its mode."""
 SESSION_ATTEMPTS = 3     # workers a session may kill before the run's tasks fail instead
 CLOSE_GRACE = 2.0        # seconds idle workers get to exit on their own before they are killed
-IDLE_SHUTDOWN_S = 120.0  # a warm group nobody leased for this long is stopped (its CUDA memory freed)
 WARM_UP_WAIT_S = 15.0    # longest a task waits for its worker's warm-up before it runs anyway
 WORKER_ENVIRONMENT = ("CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR", "TRITON_HOME", "TESSERA_CACHE_DIR")
 """Environment variables a warm group must have been started with to be reused: the ones a
@@ -149,7 +135,7 @@ def _serve(connection: Any, setup: Callable[[Any], Callable[[Any], Any]], payloa
     """
     begun = time.perf_counter()
     if forked:
-        _become_forked_worker(connection)
+        forking._become_forked_worker(connection)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which then ends us
     os.environ.clear()  # the parent's environment now (a fork server's child has the server's)
     os.environ.update(environ)
@@ -162,14 +148,14 @@ def _serve(connection: Any, setup: Callable[[Any], Callable[[Any], Any]], payloa
         except OSError:  # the parent is gone (e.g. it exited while we set up): leave quietly
             os._exit(0)
 
-    if forked and _in_bad_fork():
+    if forked and forking._in_bad_fork():
         send(("fork_unusable", None, "CUDA was initialized in the parent before the fork"))
         return
     try:
         handler = setup(payload)
     except BaseException as error:  # noqa: BLE001 - reported to the parent, never raised there
         text = _describe(error)
-        fork_trouble = forked and (_in_bad_fork() or any(marker in text for marker in _FORK_CUDA_MARKERS))
+        fork_trouble = forked and (forking._in_bad_fork() or any(marker in text for marker in forking._FORK_CUDA_MARKERS))
         send(("fork_unusable" if fork_trouble else "setup_error", None, text))
         return
 
@@ -201,52 +187,6 @@ def _serve(connection: Any, setup: Callable[[Any], Callable[[Any], Any]], payloa
             os._exit(3)  # the process state is broken: do not run another task in it
         except BaseException as error:  # noqa: BLE001
             send((failed, ident, _describe(error)))
-
-
-_FORK_CUDA_MARKERS = ("forked subprocess", "CUDA", "cuda", "initialization error")
-"""A forked child's setup error with one of these is blamed on the fork: retried in a fresh process."""
-
-_forked_worker = False  # this process is a worker forked from the tuning process
-
-
-def in_forked_worker() -> bool:
-    """Whether this process is a worker forked from the tuning process (not from the fork server)."""
-    return _forked_worker
-
-
-def _become_forked_worker(own: Any) -> None:
-    """First thing in a forked child: undo what it must not keep of the parent."""
-    global _forked_worker
-    _forked_worker = True
-    for connection in list(_connections):  # the other workers' pipes: their EOFs must not wait for us
-        if connection is not own:
-            try:
-                connection.close()
-            except OSError:
-                pass
-    _connections.clear()
-    if "torch" in sys.modules:
-        import torch
-        lock = getattr(torch.cuda, "_initialization_lock", None)
-        if lock is not None and lock.locked():  # the parent held it while forking (`_fork_start`)
-            try:
-                lock.release()
-            except RuntimeError:
-                pass
-        try:
-            torch.set_num_threads(1)  # the parent's OpenMP threads are not here (as DataLoader workers)
-        except Exception:  # noqa: BLE001
-            pass
-
-
-def _in_bad_fork() -> bool:
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return False
-    try:
-        return bool(torch.cuda._is_in_bad_fork())
-    except Exception:  # noqa: BLE001 - a torch without it
-        return False
 
 
 def _warm_up(warm_up: Callable[[], Any], done: threading.Event, send: Callable[[Any], None]) -> None:
@@ -313,100 +253,6 @@ def _context(start_method: str) -> Any:
     return torch.multiprocessing.get_context("spawn")
 
 
-_connections: weakref.WeakSet[Any] = weakref.WeakSet()  # both ends of every worker's pipe (a forked child closes them)
-_fork_failed: str | None = None  # why forking workers stopped in this process (a forked child's CUDA failed)
-_libcuda: Any = None
-
-
-_fork_here = threading.local()
-
-
-@contextlib.contextmanager
-def forking_here() -> Iterator[None]:
-    """Workers of 'auto' groups started inside are forked at once on this thread when safe (see
-    `fork_hazard`), not later on the starter thread, by which time CUDA may be initialized."""
-    _fork_here.active = True
-    try:
-        yield
-    finally:
-        _fork_here.active = False
-
-
-def fork_hazard() -> str | None:
-    """Why forking a worker from this process now would not be safe or useful (None: it is).
-
-    Forking needs torch imported (what the child would otherwise import) and CUDA untouched in
-    this process: a child cannot use CUDA once the parent initialized it (torch's CUDA state, or
-    only the driver: `torch.cuda.is_available()` calls `cuInit`).
-    """
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return "no fork on this platform"
-    if _fork_failed is not None:
-        return f"a forked worker could not use CUDA ({_fork_failed})"
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return "torch is not imported in this process"
-    if torch.cuda.is_initialized() or _in_bad_fork():
-        return "CUDA is initialized in this process"
-    if _cuda_driver_initialized():
-        return "the CUDA driver is initialized in this process"
-    return None
-
-
-def _cuda_driver_initialized() -> bool:
-    """Whether this process called `cuInit` (asked without calling it: before it, the driver
-    answers every call but a few with CUDA_ERROR_NOT_INITIALIZED). False without a driver."""
-    global _libcuda
-    if _libcuda is None:
-        try:
-            _libcuda = ctypes.CDLL("libcuda.so.1")
-        except OSError:
-            _libcuda = False
-    if _libcuda is False:
-        return False
-    try:
-        count = ctypes.c_int(0)
-        return _libcuda.cuDeviceGetCount(ctypes.byref(count)) != 3  # 3: CUDA_ERROR_NOT_INITIALIZED
-    except Exception:  # noqa: BLE001 - an odd driver: do not fork
-        return True
-
-
-def _fork_start(process: Any) -> str | None:
-    """Start `process` (of the fork context) if forking is safe now; else say why not.
-
-    Checked and forked while holding torch's CUDA initialization lock: no thread of this process
-    can be initializing CUDA (torch's way) during the fork. A thread already holding it is doing
-    so: no fork. The child inherits the lock held and releases it (`_become_forked_worker`).
-    """
-    torch = sys.modules.get("torch")
-    lock = getattr(getattr(torch, "cuda", None), "_initialization_lock", None)
-    if lock is None:
-        return fork_hazard() or "torch has no CUDA initialization lock"
-    if not lock.acquire(blocking=False):
-        return "CUDA is being initialized in this process"
-    try:
-        hazard = fork_hazard()
-        if hazard is None:
-            process.start()
-        return hazard
-    finally:
-        lock.release()
-
-
-def _forking_failed(reason: str) -> None:
-    global _fork_failed
-    _fork_failed = reason
-
-
-def _after_fork_in_child() -> None:
-    """Any fork of this process: the groups, their locks and the starter thread stay the parent's."""
-    global _pools_lock, _starter, _pools_pid
-    _pools_lock = threading.Lock()
-    _starter = _Starter()
-    _pools.clear()
-    _pools_pid = os.getpid()
-
-
 class _Starter:
     """One daemon thread that starts worker processes in order, off the tuning thread."""
 
@@ -431,14 +277,20 @@ class _Starter:
 _starter = _Starter()
 
 
+def _after_fork_in_child() -> None:
+    """Any fork of this process: the starter thread stays the parent's."""
+    global _starter
+    _starter = _Starter()
+
+
 class _Worker:
     """One process of a group, with the task it is running and that task's deadline."""
 
     def __init__(self, group: WorkerGroup) -> None:
         self.group = group
         parent_end, child_end = group.context.Pipe()
-        _connections.add(parent_end)
-        _connections.add(child_end)
+        forking._connections.add(parent_end)
+        forking._connections.add(child_end)
         self.connection = parent_end
         warm_up_wait = group.warm_up_wait if group.warm_up else None
         self.args = (child_end, group.setup, group.payload, dict(os.environ), warm_up_wait)
@@ -457,7 +309,7 @@ class _Worker:
         self.session_confirmed = False
         self.created = time.monotonic()
         self.deadline = self.created + STARTUP_TIMEOUT
-        if getattr(_fork_here, "active", False) and group.start_method == "auto":
+        if getattr(forking._fork_here, "active", False) and group.start_method == "auto":
             # fork on the caller's thread, now: CUDA is untouched at this moment, maybe not later
             with self.lock:
                 forked = self._try_fork()
@@ -467,11 +319,11 @@ class _Worker:
         _starter.submit(self, child_end)
 
     def _try_fork(self) -> bool:
-        """Fork this worker from this process if that is safe now (`fork_hazard`). Call with the lock."""
+        """Fork this worker from this process if that is safe now (`forking.fork_hazard`). Call with the lock."""
         import torch.multiprocessing
         process = torch.multiprocessing.get_context("fork").Process(
             target=_worker_main, daemon=True, name=f"tessera-{self.group.name}", args=self.args + (True,))
-        self.fork_skipped = _fork_start(process)
+        self.fork_skipped = forking._fork_start(process)
         if self.fork_skipped is not None:
             return False
         self.process, self.method, self.started = process, "fork", True
@@ -536,7 +388,7 @@ class WorkerGroup:
 
     Tasks past `task_timeout` seconds (counted from when a ready worker got them) are killed and
     reported as 'timeout'; a worker that dies is reported as 'crash' and replaced. Used alone
-    (`start`, `submit`, `wait_all`, `close`) or as a warm group leased per run (`leased_group`).
+    (`start`, `submit`, `wait_all`, `close`) or as a warm group leased per run (`pool.leased_group`).
     """
 
     def __init__(self, name: str, size: int, *, setup: Callable[[Any], Callable[[Any], Any]], payload: Any,
@@ -556,7 +408,7 @@ class WorkerGroup:
         self.restarts = 0
         self.warm_up = warm_up          # workers run their handler's warm_up (off once one dies doing it)
         self.warm_up_wait = WARM_UP_WAIT_S
-        self.environ = _environment()   # what its workers were started with (see leased_group)
+        self.environ = _environment()   # what its workers were started with (see pool.leased_group)
         self.created = time.monotonic()
         self.prestarted = False         # started by prestart_group, not leased yet
         self.head_start: float | None = None
@@ -750,7 +602,7 @@ class WorkerGroup:
             elif kind == "warm":
                 self._became_warm(worker, value)
             elif kind == "fork_unusable":
-                _forking_failed(value)
+                forking._forking_failed(value)
                 self.log(f"{self.name}: a forked worker cannot use CUDA ({value}); replacing it with one "
                          f"from the fork server, and forking no more workers")
                 self._lost(worker, "crash", f"{self.name} forked worker unusable: {value}", retry=True)
@@ -776,7 +628,7 @@ class WorkerGroup:
             self._lost(worker, "crash", f"{self.name} worker exited (code {self._exit_code(worker)})")
         elif time.monotonic() >= worker.deadline and not worker.ready and worker.method == "fork":
             reason = f"not ready {FORK_STARTUP_TIMEOUT:.0f} s after the fork"
-            _forking_failed(reason)
+            forking._forking_failed(reason)
             self.log(f"{self.name}: a forked worker was {reason}; replacing it with one from the fork server, "
                      "and forking no more workers")
             self._lost(worker, "timeout", f"{self.name} forked worker {reason}", retry=True)
@@ -886,128 +738,6 @@ def wait_for(*groups: WorkerGroup, until: float | None = None) -> None:
         time.sleep(min(timeout, 0.05))
 
 
-# -- the process-wide warm groups --------------------------------------------------------------
-
-_pools: dict[str, WorkerGroup] = {}
-_pools_lock = threading.Lock()
-_pools_pid = os.getpid()
-_shutdown_registered = False
-
-
-def leased_group(name: str, size: int, *, setup: Callable[[Any], Callable[[Any], Any]], payload: Any,
-                 task_timeout: float, log: Callable[[str], None] | None = None,
-                 start_method: str = START_METHOD) -> WorkerGroup:
-    """This process's warm group `name`, leased to one run; give it back with `release_group`.
-
-    The group is made on first use and remade when the setup, payload (e.g. the mode), start
-    method or worker environment differ. While it is leased, another caller (a second thread
-    tuning) gets a private group that `release_group` closes.
-    """
-    with _pools_lock:
-        _forget_parent_pools()
-        group = _pools.get(name)
-        if group is not None and group.leased:
-            private = WorkerGroup(name, size, setup=setup, payload=payload, task_timeout=task_timeout, log=log,
-                                  start_method=start_method)
-            private.begin_lease(size=size, task_timeout=task_timeout, log=log)
-            return private
-        if group is not None and (group.setup is not setup or group.payload != payload
-                                  or group.start_method != start_method or group.environ != _environment()):
-            group.close()
-            group = None
-        if group is None:
-            group = _new_pool(name, size, setup=setup, payload=payload, task_timeout=task_timeout, log=log,
-                              start_method=start_method)
-        group.begin_lease(size=size, task_timeout=task_timeout, log=log)
-        return group
-
-
-def prestart_group(name: str, size: int, *, setup: Callable[[Any], Callable[[Any], Any]], payload: Any,
-                   task_timeout: float, log: Callable[[str], None] | None = None,
-                   start_method: str = START_METHOD) -> WorkerGroup | None:
-    """Start this process's warm group `name` now, before a run leases it; None if there is one.
-
-    Its workers start (and warm up) in the background; the first `leased_group` with the same
-    setup, payload and start method gets them. Nobody leasing it within `IDLE_SHUTDOWN_S`
-    stops it, as after a run.
-    """
-    with _pools_lock:
-        _forget_parent_pools()
-        if name in _pools:
-            return None
-        group = _new_pool(name, size, setup=setup, payload=payload, task_timeout=task_timeout, log=log,
-                          start_method=start_method)
-        group.prestarted = True
-        group.start()
-    _close_when_idle(group)
-    return group
-
-
-def has_group(name: str) -> bool:
-    """Whether this process has a warm group `name` (leased or not)."""
-    with _pools_lock:
-        _forget_parent_pools()
-        return name in _pools
-
-
-def _forget_parent_pools() -> None:
-    """In a forked child, the groups (and their workers) belong to the parent. Call with the lock."""
-    global _pools_pid
-    if _pools_pid != os.getpid():
-        _pools.clear()
-        _pools_pid = os.getpid()
-
-
-def _new_pool(name: str, size: int, **options: Any) -> WorkerGroup:
-    """A pooled group registered under `name` (stopped at exit). Call with the lock."""
-    global _shutdown_registered
-    group = _pools[name] = WorkerGroup(name, size, **options)
-    group.pooled = True
-    if not _shutdown_registered:
-        atexit.register(shutdown_pools)
-        _shutdown_registered = True
-    return group
-
-
-def _close_when_idle(group: WorkerGroup) -> None:
-    """Stop `group` after `IDLE_SHUTDOWN_S` unless a run leases it meanwhile."""
-    timer = threading.Timer(IDLE_SHUTDOWN_S, _close_if_idle, args=(group, group.lease))
-    timer.daemon = True
-    timer.start()
-
-
-def release_group(group: WorkerGroup) -> list[Any]:
-    """End a lease: a pooled group stays warm for the next run, a private one is closed.
-
-    Returns the ids of tasks that were still queued.
-    """
-    if group.pooled:
-        dropped = group.end_lease()
-        _close_when_idle(group)
-        return dropped
-    dropped = group.cancel_queued()
-    group.close()
-    return dropped
-
-
-def _close_if_idle(group: WorkerGroup, lease: int) -> None:
-    """Stop a warm group that was not leased again since `lease` ended."""
-    with _pools_lock:
-        if _pools.get(group.name) is group and not group.leased and group.lease == lease:
-            del _pools[group.name]
-            group.close()
-
-
-def shutdown_pools() -> None:
-    """Stop every warm worker of this process (registered with atexit)."""
-    with _pools_lock:
-        groups = list(_pools.values())
-        _pools.clear()
-    for group in groups:
-        group.close()
-
-
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-__all__ = ["START_METHODS", "fork_hazard", "in_forked_worker", "FatalWorkerError", "Outcome", "WorkerGroup", "has_group", "leased_group", "prestart_group",
-           "release_group", "shutdown_pools", "wait_for"]
+__all__ = ["START_METHODS", "FatalWorkerError", "Outcome", "WorkerGroup", "wait_for"]
