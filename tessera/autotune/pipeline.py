@@ -456,41 +456,37 @@ def _eager_is_affordable(working: Any, config: Config | None) -> bool:
 
 def _compiled_reference(working: Any, config: Config) -> list[torch.Tensor]:
     """The compiled result of `config` on the tuning copies (restored afterwards)."""
+    return _result_on_copies(working, lambda: working.run(config))
+
+
+def _eager_reference(working: Any, config: Config | None) -> list[torch.Tensor]:
+    """The kernel's eager result on the tuning copies, run with `config` (big blocks: fast).
+
+    Falls back to the kernel's default blocks (`BoundKernel.reference`) if that run fails.
+    """
+    from tessera.runtime.eager import run_eager
+    kernel = working.kernel
+    if config is not None:
+        try:
+            return _result_on_copies(working, lambda: run_eager(kernel.fn, working.args, working.kwargs,
+                                                                kernel.block_slots(), config, working.device))
+        except Exception as error:  # noqa: BLE001 - the default blocks below say what is really wrong
+            progress.log(f"eager reference with {config} failed ({type(error).__name__}); using default blocks")
+    return flatten_tensors(working.reference())
+
+
+def _result_on_copies(working: Any, run: Any) -> list[torch.Tensor]:
+    """The tensors `run()` returns on the tuning copies. The copies are restored from their
+    pristine twins afterwards (an in-place kernel wrote them), and an output that aliases one of
+    them is cloned first."""
     try:
-        result = working.run(config)
+        result = run()
         shared = {w.untyped_storage().data_ptr() for w, _ in working.tuning_storages}
         return [t.clone() if t.untyped_storage().data_ptr() in shared else t for t in flatten_tensors(result)]
     finally:
         with torch.no_grad():
             for copy, pristine in working.tuning_storages:
                 copy.copy_(pristine)
-
-
-def _eager_reference(working: Any, config: Config | None) -> list[torch.Tensor]:
-    """The kernel's eager result on the tuning copies, run with `config` (big blocks: fast).
-
-    Falls back to the kernel's default blocks (`BoundKernel.reference`) if that run fails. The
-    copies are restored from their pristine twins afterwards (an in-place kernel wrote them), and
-    an output that aliases one of them is cloned first.
-    """
-    from tessera.runtime.eager import run_eager
-    kernel = working.kernel
-    reference: list[torch.Tensor] | None = None
-    if config is not None:
-        try:
-            result = run_eager(kernel.fn, working.args, working.kwargs, kernel.block_slots(), config, working.device)
-            shared = {w.untyped_storage().data_ptr() for w, _ in working.tuning_storages}
-            reference = [t.clone() if t.untyped_storage().data_ptr() in shared else t
-                         for t in flatten_tensors(result)]
-        except Exception as error:  # noqa: BLE001 - the default blocks below say what is really wrong
-            progress.log(f"eager reference with {config} failed ({type(error).__name__}); using default blocks")
-        finally:
-            with torch.no_grad():
-                for copy, pristine in working.tuning_storages:
-                    copy.copy_(pristine)
-    if reference is None:
-        reference = flatten_tensors(working.reference())
-    return reference
 
 
 # -- tuning copies of the arguments ------------------------------------------------------------

@@ -141,13 +141,17 @@ class Tracer:
             self._full_axes[extent] = axis
             return axis
         block = next_power_of_two(actual)
-        if isinstance(extent, sympy.Basic) and not extent.is_Integer:
-            # the block is baked into the code: reuse this variant only for extents in its bucket
-            self.symbols.guard(sympy.And(extent <= block, extent > block // 2) if block > 1 else sympy.Le(extent, 1),
-                               f"whole dimension of size {extent} fits block {block}")
+        self._guard_block_bucket(extent, block)
         axis = Axis(name, sympy.Integer(0), extent, block, needs_mask=not (sympy.Integer(block) == extent))
         self._full_axes[extent] = axis
         return axis
+
+    def _guard_block_bucket(self, extent: Any, block: int) -> None:
+        """A whole dim held in one block of `block` lanes: the block is baked into the code, so the
+        variant is reused only for extents in its power-of-two bucket."""
+        if isinstance(extent, sympy.Basic) and not extent.is_Integer:
+            self.symbols.guard(sympy.And(extent <= block, extent > block // 2) if block > 1 else sympy.Le(extent, 1),
+                               f"whole dimension of size {extent} fits block {block}")
 
     def _row_chunk(self, extent: Any, actual: int) -> int | None:
         """The chunk of this loop's first whole row, or None to hold it in one block."""
@@ -170,18 +174,18 @@ class Tracer:
             return
         extent = self.looped_row.end
         block = next_power_of_two(self.symbols.evaluate(extent))
-        if isinstance(extent, sympy.Basic) and not extent.is_Integer:
-            self.symbols.guard(sympy.And(extent <= block, extent > block // 2),
-                               f"whole dimension of size {extent} fits block {block}")
+        self._guard_block_bucket(extent, block)
         for axis in self.looped_axes():  # axes are shared by reference: every node follows
             axis.begin, axis.block, axis.needs_mask = sympy.Integer(0), block, not (sympy.Integer(block) == extent)
         self.looped_row = None
 
     def looped_axes(self) -> set[Axis]:
         """The looped row's axis and the whole-dim axes unified with it."""
-        if self.looped_row is None:
-            return set()
-        return {axis for axis in self._full_axes.values() if self.canonical_axis(axis) is self.looped_row}
+        return set() if self.looped_row is None else self._row_axes(self.looped_row)
+
+    def _row_axes(self, row: Axis) -> set[Axis]:
+        """`row` and the whole-dim axes broadcasting unified with it."""
+        return {axis for axis in self._full_axes.values() if self.canonical_axis(axis) is row}
 
     def loopable_row_length(self) -> int:
         """The length of this loop's first whole row if `reduction_loops` could chunk it, else 0
@@ -190,8 +194,7 @@ class Tracer:
         if not self._full_axes:
             return 0
         first = next(iter(self._full_axes.values()))
-        row = {axis for axis in self._full_axes.values() if self.canonical_axis(axis) is first}
-        if why_not_loopable(self.root, row) is not None:
+        if why_not_loopable(self.root, self._row_axes(first)) is not None:
             return 0
         try:
             return int(self.symbols.evaluate(first.end))
