@@ -324,18 +324,21 @@ def test_dot_of_bf16_tiles_returns_float32(device):
     assert dtypes == [torch.float32]
 
 
+def dot_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """`a @ b` as float32 through hl.dot with a float32 accumulator (made a kernel per test)."""
+    m, k = a.size()
+    out = torch.empty(m, b.size(1), dtype=torch.float32, device=a.device)
+    for tile_m, tile_n in hl.tile([m, b.size(1)]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = hl.dot(a[tile_m, tile_k], b[tile_k, tile_n], acc=acc)
+        out[tile_m, tile_n] = acc
+    return out
+
+
 def test_dot_accumulates_bf16_products_in_float32(device):
     # 512 products of 1 * 1: a bf16 sum stops growing at 256, a float32 sum reaches 512.
-    @eager_kernel(tessera.Config(block_sizes=[16, 16, 64]))
-    def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        m, k = a.size()
-        out = torch.empty(m, b.size(1), dtype=torch.float32, device=a.device)
-        for tile_m, tile_n in hl.tile([m, b.size(1)]):
-            acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-            for tile_k in hl.tile(k):
-                acc = hl.dot(a[tile_m, tile_k], b[tile_k, tile_n], acc=acc)
-            out[tile_m, tile_n] = acc
-        return out
+    matmul = eager_kernel(tessera.Config(block_sizes=[16, 16, 64]))(dot_matmul)
 
     a = torch.ones(2, 512, dtype=torch.bfloat16, device=device)
     b = torch.ones(512, 3, dtype=torch.bfloat16, device=device)
@@ -345,16 +348,7 @@ def test_dot_accumulates_bf16_products_in_float32(device):
 
 
 def test_dot_matches_a_float32_matmul_of_the_bf16_inputs(device):
-    @eager_kernel(tessera.Config(block_sizes=[16, 16, 32]))
-    def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        m, k = a.size()
-        out = torch.empty(m, b.size(1), dtype=torch.float32, device=a.device)
-        for tile_m, tile_n in hl.tile([m, b.size(1)]):
-            acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-            for tile_k in hl.tile(k):
-                acc = hl.dot(a[tile_m, tile_k], b[tile_k, tile_n], acc=acc)
-            out[tile_m, tile_n] = acc
-        return out
+    matmul = eager_kernel(tessera.Config(block_sizes=[16, 16, 32]))(dot_matmul)
 
     a = torch.randn(40, 70, device=device).bfloat16()
     b = torch.randn(70, 20, device=device).bfloat16()
