@@ -121,7 +121,7 @@ def user_location(skip: int = 1) -> SourceLocation | None:
 
 
 Site = tuple[str, int, int]  # (file, line, col) of a call: matches the AST node of that call
-_FRAME_FACTS: dict[tuple[types.CodeType, int], tuple[Site, SourceLocation]] = {}
+_FRAME_FACTS: dict[tuple[int, int], tuple[types.CodeType, tuple[Site, SourceLocation]]] = {}
 _FRAME_FACTS_MAX = 4096  # emptied when full: kernels defined in a loop keep making new code objects
 
 
@@ -143,16 +143,17 @@ def site_and_location(frame: types.FrameType) -> tuple[Site, SourceLocation]:
     remembered.
     """
     code = frame.f_code
-    key = (code, frame.f_lasti)
-    facts = _FRAME_FACTS.get(key)
-    if facts is None:
-        position = code_position(code, frame.f_lasti)
-        line, _, col, _ = position if position is not None else (frame.f_lineno, 0, 0, 0)
-        facts = ((code.co_filename, line or frame.f_lineno, col or 0), SourceLocation.from_frame(frame))
-        if not code.co_name.startswith("_tessera_"):
-            if len(_FRAME_FACTS) >= _FRAME_FACTS_MAX:
-                _FRAME_FACTS.clear()
-            _FRAME_FACTS[key] = facts
+    key = (id(code), frame.f_lasti)  # hashing a code object hashes its bytecode and constants
+    known = _FRAME_FACTS.get(key)
+    if known is not None and known[0] is code:  # the code object is held, so its id is not reused
+        return known[1]
+    position = code_position(code, frame.f_lasti)
+    line, _, col, _ = position if position is not None else (frame.f_lineno, 0, 0, 0)
+    facts = ((code.co_filename, line or frame.f_lineno, col or 0), SourceLocation.from_frame(frame))
+    if not code.co_name.startswith("_tessera_"):
+        if len(_FRAME_FACTS) >= _FRAME_FACTS_MAX:
+            _FRAME_FACTS.clear()
+        _FRAME_FACTS[key] = (code, facts)
     return facts
 
 

@@ -90,8 +90,13 @@ def _call_site() -> tuple[str, int, int] | None:
 
 def _site_and_location() -> tuple[tuple[str, int, int] | None, Any]:
     """The call site and source location of the user's `hl.tile` / `hl.grid` call (cached per site)."""
-    frame = _caller_frame()
+    frame = sys._getframe(2)
+    if is_internal_file(frame.f_code.co_filename):  # called through a helper of ours
+        frame = _caller_frame()
     return site_and_location(frame) if frame is not None else (None, None)
+
+
+_SIZE_TYPES = (list, tuple, torch.Size)
 
 
 def _as_list(value: Any) -> tuple[list[Any], bool]:
@@ -124,7 +129,12 @@ def tile(begin_or_end: Any, end_or_none: Any = None, block_size: Any = None) -> 
     >>> for tile_m, tile_n in hl.tile([m, n]):    # doctest: +SKIP
     ...     out[tile_m, tile_n] = x[tile_m, tile_n] + 1
     """
-    interpreter.current("tile")
+    if not interpreter.running():
+        interpreter.current("tile")  # raises NotInKernelError
+    if end_or_none is None and block_size is None and type(begin_or_end) in _SIZE_TYPES:  # hl.tile(x.size())
+        ends = list(begin_or_end)
+        count = len(ends)
+        return TileRange([0] * count, ends, [None] * count, True, False, *_site_and_location())
     begins, ends, multi = _normalize_range(begin_or_end, end_or_none, "tile")
     if block_size is None:
         sizes, multi_b = [None] * len(ends), False

@@ -28,6 +28,7 @@ from tessera.language.tile import TileRange
 from tessera.runtime import eager_state, interpreter
 from tessera.runtime.call_keys import compiled_in, config_key, device_type, launch_inputs, needs_int64
 from tessera.runtime.eager import EagerInterpreter
+from tessera.runtime.exact_facts import Memo, launch_facts
 from tessera.runtime.marking import static_dims
 from tessera.runtime.plan import LaunchRecord, TunableDim
 from tessera.trace.proxy import TensorProxy
@@ -139,9 +140,48 @@ class VariantStore:
     variants: dict[tuple, list[Variant]] = dataclasses.field(default_factory=dict)
     hits: int = 0
     misses: int = 0
+    # launch decisions by exact facts (exact_facts.py), one memo per (mode, Config key)
+    memos: dict[tuple[str, str], Memo] = dataclasses.field(default_factory=dict)
 
     def count(self) -> int:
         return sum(len(v) for v in self.variants.values())
+
+    def memo_for(self, mode: str, config_key: str) -> Memo:
+        memo = self.memos.get((mode, config_key))
+        if memo is None:
+            memo = self.memos[(mode, config_key)] = Memo()
+        return memo
+
+
+class RememberedLaunch:
+    """The keyed path's decision for one launch's exact facts: variant, grid, argument list.
+
+    Holds no tensor: the argument list keeps a hole where each tensor goes, filled from the
+    captured values of the launch being served (the k-th tensor argument is the k-th tensor
+    value, as `launch_inputs` lays them out).
+    """
+
+    __slots__ = ("variant", "grid", "arguments", "tensor_slots", "binary")
+
+    def __init__(self, variant: Variant, values: list[Any], arguments: list[Any], grid: tuple[int, ...]) -> None:
+        self.variant = variant
+        self.grid = grid
+        tensor_values = [index for index, value in enumerate(values) if isinstance(value, torch.Tensor)]
+        tensor_positions = [index for index, value in enumerate(arguments) if isinstance(value, torch.Tensor)]
+        assert len(tensor_values) == len(tensor_positions), "launch_inputs lays out one argument per tensor"
+        self.tensor_slots = tuple(zip(tensor_positions, tensor_values))
+        self.arguments = [None if isinstance(value, torch.Tensor) else value for value in arguments]
+        self.binary: list[Any] = [None, None]  # [device, binary] once the launcher knows them
+
+    def run(self, runner: "CompiledRunner", values: list[Any]) -> None:
+        arguments = self.arguments.copy()
+        for position, index in self.tensor_slots:
+            arguments[position] = values[index]
+        variant = self.variant
+        if variant.launcher is not None and variant.launched and min(self.grid) > 0:
+            variant.launcher.launch_remembered(self.grid, arguments, self.binary)
+        else:
+            runner._run(variant, arguments, self.grid)
 
 
 class LazySlotTable:
@@ -187,31 +227,44 @@ class CompiledRunner:
         self.static_shapes: bool = kernel.settings.static_shapes
         self.slots = slots if slots is not None else LazySlotTable(kernel)
         self.store = store if store is not None else kernel.store
+        self.memo = self.store.memo_for(mode, self.config_key)
         self.recorder = recorder
         self.tunables: dict[int, TunableDim] = {}
+        self.host: Any = None  # the host interpreter of a kernel's spare runner (see run_compiled)
         self.launch_dims: dict[int, int] = {}
         self.loopable_rows: dict[int, int] = {}
 
     def launch(self, tile_range: TileRange, body: Callable[..., Any]) -> None:
         """Run one top-level tile loop: the first variant under its key whose guards hold, else a new one.
 
-        The hit path reads each captured value once (`launch_inputs`), hashes the key, checks the
-        guards and launches: no tracing, no sympy.
+        A launch with the exact facts of an earlier one repeats its decision (exact_facts.py);
+        otherwise the keyed path reads each captured value once (`launch_inputs`), hashes the key,
+        checks the guards and launches: no tracing, no sympy.
         """
-        values = [cell.cell_contents for cell in (body.__closure__ or ())]
+        values = [cell.cell_contents for cell in body.__closure__ or ()]
+        # id: a code object hashes its bytecode; the kernel holds its loop bodies, so ids stay unique
+        facts = launch_facts(id(body.__code__), values, tile_range) if self.recorder is None else None
+        if facts is not None:
+            known = self.memo.get(facts)
+            if known is not None:
+                self.store.hits += 1
+                return known.run(self, values)
         values_key, range_key, arguments = launch_inputs(values, tile_range, self.static_shapes)
         key = (body.__code__.co_firstlineno, self.mode, self.config_key, range_key, values_key)
         variants = self.store.variants.get(key)
-        if variants is not None:
-            for variant in variants:
-                if variant.guard(*arguments):
-                    self.store.hits += 1
-                    return self._run(variant, arguments)
-        self._compile_and_run(key, variants or [], values, tile_range, body, arguments)
+        variant = next((v for v in variants if v.guard(*arguments)), None) if variants is not None else None
+        if variant is None:
+            variant = self._compile(key, variants or [], values, tile_range, body)
+        else:
+            self.store.hits += 1
+        grid = variant.grid(*arguments)
+        self._run(variant, arguments, grid)
+        if facts is not None:  # ran: the next launch with these facts repeats this decision
+            self.memo.remember(facts, RememberedLaunch(variant, values, arguments, grid))
 
-    def _compile_and_run(self, key: tuple, variants: list[Variant], values: list[Any], tile_range: TileRange,
-                         body: Callable[..., Any], arguments: list[Any]) -> None:
-        """A miss: refuse past `max_variants`, else trace and compile a variant, log why, run it."""
+    def _compile(self, key: tuple, variants: list[Variant], values: list[Any], tile_range: TileRange,
+                 body: Callable[..., Any]) -> Variant:
+        """A miss: refuse past `max_variants`, else trace and compile a variant and log why."""
         self.store.misses += 1
         total = self.store.count()
         if total >= self.kernel.settings.max_variants:  # checked first: a refused variant is not compiled
@@ -226,10 +279,9 @@ class CompiledRunner:
             reason = "first compile" if not variants else "guards failed: " + "; ".join(variants[-1].guard_text)
             print(f"[tessera] compiling {self.kernel.fn.__name__} variant {total + 1} ({reason})", file=sys.stderr)
         self.store.variants.setdefault(key, variants).append(variant)
-        self._run(variant, arguments)
+        return variant
 
-    def _run(self, variant: Variant, arguments: list[Any]) -> None:
-        grid = variant.grid(*arguments)
+    def _run(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...]) -> None:
         if self.recorder is not None:
             self.launch_dims[variant.launch_index] = variant.launch_ndim
             self.loopable_rows[variant.launch_index] = variant.loopable_row
@@ -479,6 +531,28 @@ class _HostInterpreter(EagerInterpreter):
 def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Config, device: torch.device,
                  runner: CompiledRunner | None = None) -> Any:
     """Run the kernel's host code; each top-level tile loop launches a cached Triton kernel."""
+    if runner is not None:  # a BoundKernel's planning or timing runner
+        _check_device(mode, device)
+        return _run_host_code(kernel, runner, _HostInterpreter(runner.slots, config, device, runner), args, kwargs)
+    # A call takes the kernel's idle runner when it has the call's mode, Config and device, else
+    # a spare one from kernel.spare_runners, else a new one (building one costs about 2 us). A
+    # runner is taken out while in use, so a nested or concurrent call gets its own.
+    runner = kernel.idle_runner
+    if runner is not None and runner.config is config and runner.mode == mode and runner.host.device == device:
+        kernel.idle_runner = None
+        _restart(runner)
+    else:
+        runner = _spare_runner(kernel, mode, config, device)
+    try:
+        return _run_host_code(kernel, runner, runner.host, args, kwargs)
+    finally:
+        idle = kernel.idle_runner
+        if idle is not None:
+            kernel.spare_runners[(idle.mode, idle.config_key, idle.host.device)] = idle
+        kernel.idle_runner = runner
+
+
+def _check_device(mode: str, device: torch.device) -> None:
     kind = device_type(device)
     if mode == "compiled" and kind != "cuda":
         raise exc.TesseraError(f"mode 'compiled' needs CUDA tensors, got tensors on {device}",
@@ -486,30 +560,29 @@ def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Conf
     if mode == "interpret" and kind != "cpu":
         raise exc.TesseraError(f"mode 'interpret' runs on CPU tensors, got tensors on {device}",
                                location=user_location(), hint="use mode='compiled' for CUDA tensors")
-    if runner is not None:
-        return _run_host_code(kernel, runner, _HostInterpreter(runner.slots, config, device, runner), args, kwargs)
-    # A call takes the kernel's spare runner for its mode, Config and device (building one costs
-    # about 2 us). It is taken out while in use, so a nested or concurrent call builds its own.
-    key = (mode, config_key(config), device)
-    spare = kernel.spare_runners.pop(key, None)
-    if spare is None:
+
+
+def _spare_runner(kernel: Any, mode: str, config: Config, device: torch.device) -> CompiledRunner:
+    """The kernel's spare runner for this mode, Config and device, restarted; else a new one."""
+    _check_device(mode, device)
+    runner = kernel.spare_runners.pop((mode, config_key(config), device), None)
+    if runner is None:
         runner = CompiledRunner(kernel, mode, config)
-        spare = (runner, _HostInterpreter(runner.slots, config, device, runner))
+        runner.host = _HostInterpreter(runner.slots, config, device, runner)
     else:
-        _restart(*spare)
-    try:
-        return _run_host_code(kernel, spare[0], spare[1], args, kwargs)
-    finally:
-        kernel.spare_runners[key] = spare
+        _restart(runner)
+    return runner
 
 
-def _restart(runner: CompiledRunner, host: _HostInterpreter) -> None:
+def _restart(runner: CompiledRunner) -> None:
     """Make a spare runner and its host interpreter serve a new call: nothing of the last call stays."""
-    runner.store = runner.kernel.store  # kernel.reset() replaces the store
+    if runner.store is not runner.kernel.store:  # kernel.reset() replaced it
+        runner.store = runner.kernel.store
+        runner.memo = runner.store.memo_for(runner.mode, runner.config_key)
     runner.slots.reset()  # type: ignore[union-attr]  (spare runners make their own LazySlotTable)
     if runner.tunables:
         runner.tunables = {}
-    host.loop_depth = 0
+    runner.host.loop_depth = 0
 
 
 def _run_host_code(kernel: Any, runner: CompiledRunner, host: _HostInterpreter, args: tuple, kwargs: dict) -> Any:
@@ -517,7 +590,7 @@ def _run_host_code(kernel: Any, runner: CompiledRunner, host: _HostInterpreter, 
     eager_state.push_device(host.device)
     interpreter.push(host)  # a plain push/pop: interpreter.activate builds a generator per call
     try:
-        return kernel.rewritten().function(*args, **kwargs)
+        return (kernel._rewritten or kernel.rewritten()).function(*args, **kwargs)
     finally:
         interpreter.pop()
         eager_state.pop_device()

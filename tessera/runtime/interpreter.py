@@ -52,6 +52,11 @@ def public_name(fallback: str) -> str:
     return name
 
 
+def running() -> bool:
+    """Whether some kernel is running (cheaper than `current` on hot paths)."""
+    return bool(_stack)
+
+
 def active() -> Interpreter | None:
     return _stack[-1] if _stack else None
 

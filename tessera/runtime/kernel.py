@@ -20,7 +20,7 @@ from tessera.runtime.call_keys import device_type
 from tessera.runtime.compiled import (VariantStore, device_if_helper, device_loop_helper, launch_helper,
                                       run_compiled)
 from tessera.runtime.eager import run_eager
-from tessera.runtime.tuning import config_for_call
+from tessera.runtime.tuning import ConfigChoices, config_for_call
 
 MODES = ("eager", "interpret", "compiled")
 _DEFAULT_CONFIG = Config()  # Config is immutable; one object keeps its cache-key repr stable
@@ -74,10 +74,10 @@ class Kernel:
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
         self._rewritten: RewrittenKernel | None = None
         self.store = VariantStore()
-        # the Config each call runs with, by `tuning._fast_key` of its arguments (see tuning.py)
-        self.config_choices: dict[Any, Config] = {}
-        # idle (runner, host interpreter) pairs by (mode, Config key, device), see run_compiled
-        self.spare_runners: dict[tuple, tuple[Any, Any]] = {}
+        self.config_choices = ConfigChoices()  # the Config each call runs with (see tuning.py)
+        # runners between calls (see run_compiled): the last one used, and others by (mode, Config key, device)
+        self.idle_runner: Any = None
+        self.spare_runners: dict[tuple, Any] = {}
         from tessera.autotune.prewarm import kernel_defined
         kernel_defined(self)  # a kernel that will likely tune starts the tuning workers now (never raises)
 
@@ -131,6 +131,7 @@ class Kernel:
     def reset(self) -> None:
         """Forget every compiled variant (and the counts)."""
         self.store = VariantStore()
+        self.idle_runner = None
         self.spare_runners = {}
 
     @functools.cached_property

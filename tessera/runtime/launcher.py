@@ -154,17 +154,41 @@ class TritonLauncher:
         except (TypeError, AttributeError):  # an argument of another kind than on the first call
             return self._launch_through_triton(grid, arguments, None)
         binary = self.binaries.get(key)
-        runtime = self._runtime_knobs  # a profiler's hooks need triton's own launch path
-        if binary is not None and not (runtime.launch_enter_hook.calls or runtime.launch_exit_hook.calls
-                                       or self.function.pre_run_hooks):
-            call, prefix = binary
-            if len(grid) == 1:
-                call(grid[0], 1, 1, self._current_stream(device), *prefix, *arguments)
-            else:
-                call(*grid, *_GRID_PADDING[len(grid)], self._current_stream(device), *prefix, *arguments)
-            self.fast_launches += 1
+        if binary is None or not self._call_binary(binary, device, grid, arguments):
+            self._launch_through_triton(grid, arguments, key)
+
+    def launch_remembered(self, grid: tuple[int, ...], arguments: Sequence[Any], memory: list[Any]) -> None:
+        """`launch`, for a caller whose int arguments are the same on every call that passes this
+        `memory` (a list [device, binary] the launcher fills): a repeat skips the binary key."""
+        if memory[1] is not None:
+            device = self._current_device()
+            if device == memory[0] and self._call_binary(memory[1], device, grid, arguments):
+                return
+        self.launch(grid, arguments)
+        if self._key is None:
             return
-        self._launch_through_triton(grid, arguments, key)
+        device = self._current_device()
+        try:  # the fast path applies: remember the binary the launch used
+            binary = self.binaries.get(self._key(device, *arguments))
+        except (TypeError, AttributeError):
+            return
+        if binary is not None:
+            memory[0], memory[1] = device, binary
+
+    def _call_binary(self, binary: tuple[Callable[..., Any], tuple], device: int, grid: tuple[int, ...],
+                     arguments: Sequence[Any]) -> bool:
+        """Launch `binary` directly; False (nothing launched) while launch or pre-run hooks are set:
+        a profiler's hooks need triton's own launch path."""
+        runtime = self._runtime_knobs
+        if runtime.launch_enter_hook.calls or runtime.launch_exit_hook.calls or self.function.pre_run_hooks:
+            return False
+        call, prefix = binary
+        if len(grid) == 1:
+            call(grid[0], 1, 1, self._current_stream(device), *prefix, *arguments)
+        else:
+            call(*grid, *_GRID_PADDING[len(grid)], self._current_stream(device), *prefix, *arguments)
+        self.fast_launches += 1
+        return True
 
     def _launch_first(self, grid: tuple[int, ...], arguments: Sequence[Any]) -> None:
         """Build the key function on the first call; without a fast path, launch the usual way."""

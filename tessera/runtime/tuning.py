@@ -22,6 +22,27 @@ from typing import Any
 from tessera import exc, settings
 from tessera.config import Config
 from tessera.runtime.call_keys import argument_key
+from tessera.runtime.exact_facts import Memo, exact_facts
+
+
+class ConfigChoices:
+    """The Config each call of one kernel runs with, by `_fast_key` of its arguments, with an
+    exact-facts memo in front (exact_facts.py): a repeat call skips building the key."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[Any, Config] = {}
+        self.by_facts = Memo()
+
+    def __len__(self) -> int:
+        return len(self.by_key)
+
+    def set(self, key: Any, config: Config) -> None:
+        self.by_key[key] = config
+        self.by_facts.clear()  # a memo entry may repeat the choice this replaces
+
+    def clear(self) -> None:
+        self.by_key.clear()
+        self.by_facts.clear()
 
 
 def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config:
@@ -31,11 +52,20 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
         return given
     if mode == "eager":
         return kernel.default_config()
+    choices = kernel.config_choices
+    facts = None if kwargs else exact_facts(args, mode)
+    if facts is not None:
+        facts = tuple(facts)
+        config = choices.by_facts.get(facts)
+        if config is not None:
+            return config
     fast_key = _fast_key(kernel, mode, args, kwargs)
-    config = kernel.config_choices.get(fast_key)
+    config = choices.by_key.get(fast_key)
     if config is None:
         config = _cover_every_slot(kernel, _choose(kernel, mode, kernel.bind(*args, **kwargs)))
-        kernel.config_choices[fast_key] = config
+        choices.set(fast_key, config)
+    if facts is not None:
+        choices.by_facts.remember(facts, config)
     return config
 
 
@@ -58,7 +88,7 @@ def autotune(kernel: Any, args: tuple, kwargs: dict) -> Config:
     bound = kernel.bind(*args, **kwargs)
     effort = _effort(kernel)
     config = _tune_and_store(kernel, bound, "quick" if effort == "none" else effort)
-    kernel.config_choices[_fast_key(kernel, bound.mode, args, kwargs)] = config
+    kernel.config_choices.set(_fast_key(kernel, bound.mode, args, kwargs), config)
     return config
 
 

@@ -51,7 +51,11 @@ class SymbolTable:
             return expr
         if self.on_device(expr):
             raise DeviceScalarError(f"{expr} depends on values loaded inside the kernel")
-        value = sympy.sympify(expr.xreplace(self.values))
+        try:
+            value = sympy.sympify(expr.xreplace(self.values))
+        except TypeError:  # sympy refuses to compare a NaN; Python's answer (False) is the kernel's
+            names = sorted(expr.free_symbols, key=str)
+            return sympy.lambdify(names, expr, modules="math")(*(self.values[name] for name in names))
         return int(value) if value.is_Integer else (bool(value) if value in (sympy.true, sympy.false) else float(value))
 
     def guard(self, condition: sympy.Basic, reason: str) -> None:

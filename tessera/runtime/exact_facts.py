@@ -1,0 +1,85 @@
+"""Exact-facts memos: the hit path's shortcut past cache keys and guards.
+
+A cache key (call_keys.py) abstracts the arguments (unit strides, size buckets, int64 need) so
+that one variant serves many shapes, and a variant's guards then check what the key left out.
+Building the key and checking the guards costs microseconds a call. Programs call a kernel with
+the same shapes again and again, so in front of each keyed lookup sits a memo keyed by the
+*exact* facts the keyed path reads:
+
+- a tensor: dtype, shape, strides, 16-byte alignment of its data pointer, `mark_static` dims;
+- an int, float, bool, None, str, dtype or `hl.specialize`d int: its type and value.
+
+Every decision the keyed path makes for a launch (the key, which variant's guards hold, the
+grid, the int arguments) and for a call (its Config) is a function of these facts, so a memo hit
+repeats the keyed path's decision without redoing it. Anything else (a list of tensors, an
+object without a value-based hash, a NaN, a tensor-valued loop bound) has no exact facts, and
+the call takes the keyed path.
+
+>>> exact_facts([torch.empty(4, 8), 3])                             # doctest: +SKIP
+(torch.float32, torch.Size([4, 8]), (8, 1), 0, None, <class 'int'>, 3)
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from tessera.runtime.call_keys import _KINDS, FLOAT, INT, OTHER, SPECIALIZED, TENSOR, kind_of
+from tessera.runtime.marking import STATIC_DIMS_ATTRIBUTE
+
+
+def exact_facts(values: Sequence[Any], head: Any = None) -> list[Any] | None:
+    """The exact facts of `values` as a flat list starting with `head`; None if one has none.
+
+    Flat, so that hashing the key is one pass: a tensor contributes five entries starting with
+    a dtype, any other value two starting with its type, so two different value lists never
+    give the same facts.
+    """
+    facts: list[Any] = [head]
+    append = facts.append
+    for value in values:
+        kind = _KINDS.get(type(value))  # kind_of, inlined: this runs for every value of every call
+        if kind is None:
+            kind = kind_of(value)
+        if kind == TENSOR:
+            facts += (value.dtype, value.shape, value.stride(), value.data_ptr() & 15,
+                      getattr(value, STATIC_DIMS_ATTRIBUTE, None))
+        elif kind == OTHER or (kind == FLOAT and value != value):  # no value-based identity; NaN
+            return None
+        else:
+            append(type(value))
+            append(value)
+    return facts
+
+
+def launch_facts(code: Any, values: Sequence[Any], tile_range: Any) -> tuple | None:
+    """The exact facts of one launch: its loop body, captured values and iteration space."""
+    facts = exact_facts(values, code)
+    if facts is None:
+        return None
+    append = facts.append
+    append(tile_range.site)
+    append(tile_range.is_grid)
+    append(tile_range.multi_dim)
+    append(len(tile_range.ends))
+    facts += tile_range.block_sizes
+    for bound in (*tile_range.begins, *tile_range.ends):
+        if type(bound) is int:
+            append(bound)
+        elif kind_of(bound) in (INT, SPECIALIZED):
+            append(type(bound))
+            append(bound)
+        else:
+            return None  # a tensor (read back on every call) or a symbolic bound
+    return tuple(facts)
+
+
+class Memo(dict):
+    """A dict that empties itself when full: exact shapes may change on every call."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        super().__init__()
+        self.capacity = capacity
+
+    def remember(self, key: Any, value: Any) -> None:
+        if len(self) >= self.capacity:
+            self.clear()
+        self[key] = value

@@ -1,0 +1,149 @@
+"""The exact-facts memos in front of the keyed hit path (tessera/runtime/exact_facts.py).
+
+A repeat launch (or call) with the same exact facts repeats the keyed path's decision. These
+tests change one fact at a time after a run of memo hits and check that the result is still
+right and the cache counts say the change was seen; and that the memo holds no tensor.
+"""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+import torch
+
+import tessera
+import tessera.language as hl
+from tessera.runtime.exact_facts import Memo, exact_facts, launch_facts
+from tessera.runtime.tuning import ConfigChoices
+
+GIVEN = tessera.Config(block_sizes=[8, 8])
+
+
+def summed(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(a)
+    for tile_m, tile_n in hl.tile(out.size()):
+        out[tile_m, tile_n] = a[tile_m, tile_n] + b[tile_m, tile_n]
+    return out
+
+
+def scaled_if_positive(x: torch.Tensor, factor: float) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        if factor > 0:  # a host condition on a float: the variant is guarded on it
+            out[tile] = x[tile] * factor
+        else:
+            out[tile] = x[tile]
+    return out
+
+
+def expected_scaled(x: torch.Tensor, factor: float) -> torch.Tensor:
+    return x * factor if factor > 0 else x
+
+
+def test_the_same_tensor_twice_then_two_tensors(device: torch.device) -> None:
+    kernel = tessera.kernel(summed, config=GIVEN)
+    x, y = torch.randn(5, 7, device=device), torch.randn(5, 7, device=device)
+    for a, b in ((x, x), (x, x), (x, y), (y, x), (y, y), (x, y)):
+        torch.testing.assert_close(kernel(a, b), a + b)
+    assert kernel.cache_info() == (5, 1, 1)
+
+
+def test_a_guard_on_a_float_is_decided_per_value(device: torch.device) -> None:
+    kernel = tessera.kernel(scaled_if_positive, config=tessera.Config(block_sizes=[8]))
+    x = torch.randn(20, device=device)
+    for factor in (2.0, 2.0, -1.0, -1.0, 3.0, -2.0, 2.0):
+        torch.testing.assert_close(kernel(x, factor), expected_scaled(x, factor))
+    assert kernel.cache_info().variants == 2
+
+
+def test_a_nan_argument_is_never_remembered(device: torch.device) -> None:
+    kernel = tessera.kernel(scaled_if_positive, config=tessera.Config(block_sizes=[8]))
+    x = torch.randn(9, device=device)
+    for _ in range(3):
+        torch.testing.assert_close(kernel(x, float("nan")), x, equal_nan=True)
+    assert all(len(memo) == 0 for memo in kernel.store.memos.values())
+    assert len(kernel.config_choices.by_facts) == 0  # a given config= skips the choice; here: nothing kept
+
+
+def test_in_place_metadata_changes_are_seen(device: torch.device) -> None:
+    kernel = tessera.kernel(summed, config=GIVEN)
+    x = torch.randn(6, 10, device=device)
+    for _ in range(3):
+        torch.testing.assert_close(kernel(x, x), x + x)
+    x.t_()  # the same object, now column-major
+    torch.testing.assert_close(kernel(x, x), x + x)
+    x.resize_(3, 4)  # and now a smaller contiguous tensor
+    torch.testing.assert_close(kernel(x, x), x + x)
+    assert kernel.cache_info().variants == 2  # row-major (twice) and column-major
+
+
+def test_mark_static_after_hits_builds_a_new_variant(device: torch.device) -> None:
+    kernel = tessera.kernel(summed, config=GIVEN)
+    x = torch.randn(4, 6, device=device)
+    kernel(x, x)
+    kernel(x, x)
+    marked = tessera.mark_static(x, dims=[1])
+    torch.testing.assert_close(kernel(marked, marked), x + x)
+    assert kernel.cache_info() == (1, 2, 2)
+
+
+def test_the_memo_holds_no_tensor(device: torch.device) -> None:
+    kernel = tessera.kernel(summed, config=GIVEN)
+    x = torch.randn(3, 3, device=device)
+    kernel(x, x)
+    out = kernel(x, x)
+    alive = weakref.ref(out)
+    del out
+    gc.collect()
+    assert alive() is None
+
+
+def test_the_config_choice_is_remembered_and_forgotten() -> None:
+    choices = ConfigChoices()
+    facts = tuple(exact_facts([torch.empty(2, 3)], "interpret") or ())
+    choices.by_facts.remember(facts, GIVEN)
+    choices.set(("interpret", (), ()), tessera.Config(block_sizes=[16, 16]))
+    assert len(choices) == 1 and len(choices.by_facts) == 0  # a new choice may replace the remembered one
+    choices.by_facts.remember(facts, GIVEN)
+    choices.clear()
+    assert len(choices) == 0 and len(choices.by_facts) == 0
+
+
+def test_exact_facts_tell_values_apart() -> None:
+    base = torch.empty(4, 8)
+    assert exact_facts([base]) == exact_facts([torch.empty(4, 8)])
+    different = [base.t(), base[:, :4], base.view(8, 4), base.double(), base.view(-1)[1:29].view(4, 7)]
+    for other in different:
+        assert exact_facts([base]) != exact_facts([other])
+    assert exact_facts([1]) != exact_facts([True])  # equal values of different types
+    assert exact_facts([2]) != exact_facts([2.0])
+    assert exact_facts([[base]]) is None  # a list of tensors takes the keyed path
+    assert exact_facts([float("nan")]) is None
+
+
+def test_launch_facts_refuse_tensor_bounds() -> None:
+    from tessera.language.tile import TileRange
+    plain = TileRange([0], [8], [None], False, False, ("f", 1, 0))
+    assert launch_facts(1, [], plain) is not None
+    from_tensor = TileRange([0], [torch.tensor(8)], [None], False, False, ("f", 1, 0))
+    assert launch_facts(1, [], from_tensor) is None
+
+
+def test_a_full_memo_empties_itself() -> None:
+    memo = Memo(capacity=3)
+    for key in range(7):
+        memo.remember(key, key)
+    assert len(memo) <= 3 and memo[6] == 6
+
+
+def test_repeat_launches_skip_the_binary_key(device: torch.device) -> None:
+    if device.type != "cuda":
+        pytest.skip("compiled mode only: the launcher runs Triton binaries")
+    kernel = tessera.kernel(summed, config=GIVEN)
+    x = torch.randn(5, 7, device=device)
+    for _ in range(5):
+        kernel(x, x)
+    torch.cuda.synchronize()
+    launcher = next(v for vs in kernel.store.variants.values() for v in vs).launcher
+    assert launcher.enabled and launcher.fast_launches == 5 and launcher.slow_launches == 1
