@@ -4,16 +4,18 @@
     PYTHONPATH=. python benchmarks/dispatch.py --smoke        # CPU, Triton's interpreter, few calls
 
 The kernel is an add of two [1, 16] tensors: one program, so the GPU finishes each launch long
-before the host can issue the next and the time per call is the host's. Rows:
+before the host can issue the next and the time per call is the host's. Two Tessera kernels are
+each measured against a hand-written Triton wrapper that runs the same host code around the
+same `@triton.jit` add (`_triton_kernels.add_2d`) launched the usual way (JITFunction.run: bind,
+specialize, key, launch):
 
-- torch eager: `x + y`, for scale;
-- triton launch: `add_2d[grid](...)` into a preallocated output, launched the usual way
-  (JITFunction.run: bind, specialize, key, launch);
-- triton wrapper: a Python function that allocates the output and launches `add_2d`, which is
-  what Tessera's `add(x, y)` does, so this is the row Tessera is measured against;
-- tessera: `examples.add.add(x, y)` in compiled mode (host code, cache key, guard, launch);
-- tessera launcher: just the launch of Tessera's variant through `TritonLauncher`, when the
-  runtime has one (the arguments captured from a real call).
+- `tessera add_same_shape(x, y)` (host code: allocate the output) against "triton wrapper
+  (allocate + launch)";
+- `tessera add(x, y)` of examples/add.py (host code: broadcast, promote dtypes, allocate)
+  against "triton wrapper (broadcast + promote + allocate + launch)".
+
+Other rows, for scale: torch eager `x + y`; the Triton launch alone into a preallocated output;
+Tessera's launcher alone (the arguments captured from a real call), when the runtime has one.
 
 Method: after warm-up calls (compiles), each sample synchronizes, times `--calls` back-to-back
 calls with `time.perf_counter`, synchronizes again before stopping the clock, and divides. No
@@ -85,6 +87,8 @@ def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any
     import torch
 
     import _triton_kernels
+    import tessera
+    import tessera.language as hl
     from examples.add import add
 
     def synchronize() -> None:
@@ -108,13 +112,32 @@ def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any
                                             BLOCK_M=block, BLOCK_N=block)
         return result
 
+    def triton_broadcasting_wrapper(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        a, b = torch.broadcast_tensors(a, b)  # examples/add.py's host code, line for line
+        result = torch.empty(a.shape, dtype=torch.promote_types(a.dtype, b.dtype), device=a.device)
+        m, n = result.shape
+        launch_grid = (triton.cdiv(m, block), triton.cdiv(n, block))
+        _triton_kernels.add_2d[launch_grid](a, b, result, m, n, a.stride(0), b.stride(0), result.stride(0),
+                                            BLOCK_M=block, BLOCK_N=block)
+        return result
+
+    @tessera.kernel
+    def add_same_shape(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        result = torch.empty(a.shape, dtype=a.dtype, device=a.device)  # the wrapper's host code
+        for tile in hl.tile(result.size()):
+            result[tile] = a[tile] + b[tile]
+        return result
+
     import triton
     expected = x + y
     rows: list[tuple[str, Callable[[], Any], str]] = [
         ("torch eager (x + y)", lambda: x + y, ""),
         ("triton launch (preallocated out)", triton_launch, ""),
-        ("triton wrapper (allocate + launch)", triton_wrapper, "baseline"),
-        ("tessera add(x, y)", lambda: add(x, y), ""),
+        ("triton wrapper (allocate + launch)", triton_wrapper, "baseline of add_same_shape"),
+        ("tessera add_same_shape(x, y)", lambda: add_same_shape(x, y), "vs allocate + launch"),
+        ("triton wrapper (broadcast + promote + allocate + launch)", lambda: triton_broadcasting_wrapper(x, y),
+         "baseline of add"),
+        ("tessera add(x, y)", lambda: add(x, y), "vs broadcast + promote + allocate + launch"),
     ]
     for name, function, _ in rows:  # warm-up compiles, and checks each row computes the sum
         for _ in range(warmup):
@@ -133,11 +156,18 @@ def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any
     for name, function, note in rows:
         results.append({"name": name, "us_per_call": time_per_call(function, calls, repeats, synchronize),
                         "note": note})
-    baseline = next(r["us_per_call"] for r in results if r["note"] == "baseline")
+    by_name = {r["name"]: r["us_per_call"] for r in results}
+    same_shape = by_name["triton wrapper (allocate + launch)"]
     for row in results:
-        row["vs_triton_wrapper"] = round(row["us_per_call"] / baseline, 3)
+        row["vs_triton_wrapper"] = round(row["us_per_call"] / same_shape, 3)
+    comparisons = {
+        "add_same_shape": round(by_name["tessera add_same_shape(x, y)"] / same_shape, 3),
+        "add": round(by_name["tessera add(x, y)"]
+                     / by_name["triton wrapper (broadcast + promote + allocate + launch)"], 3),
+    }
+    for row in results:
         row["us_per_call"] = round(row["us_per_call"], 3)
-    info: dict[str, Any] = {"cache_info": list(add.cache_info())}
+    info: dict[str, Any] = {"tessera_vs_same_host_code": comparisons, "cache_info": list(add.cache_info())}
     if launch is not None:
         info["launcher"] = {"enabled": launch[0].enabled, "fast_launches": launch[0].fast_launches,
                             "slow_launches": launch[0].slow_launches}
@@ -173,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * width + "-+---------+------------------")
     for row in result["rows"]:
         print(f"{row['name']:<{width}} | {row['us_per_call']:7.2f} | {row['vs_triton_wrapper']:.2f}x")
+    for kernel, ratio in result["tessera_vs_same_host_code"].items():
+        print(f"tessera {kernel} / triton wrapper with the same host code: {ratio:.2f}x")
     print(f"device: {result['device']}; tessera cache_info {result['cache_info']}"
           + (f"; launcher {result['launcher']}" if "launcher" in result else "; no fast launcher in this runtime"))
     os.makedirs(args.out, exist_ok=True)
