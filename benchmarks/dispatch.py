@@ -20,7 +20,7 @@ Tessera's launcher alone (the arguments captured from a real call), when the run
 Method: after warm-up calls (compiles), each sample synchronizes, times `--calls` back-to-back
 calls with `time.perf_counter`, synchronizes again before stopping the clock, and divides. No
 CUDA graphs. The median of `--repeats` samples is reported. Writes `<name>.json` under `--out`
-(default benchmarks/results; name `dispatch_h100` on CUDA, `dispatch_cpu_smoke` with --smoke).
+(default benchmarks/results; name `dispatch_<gpu>` on CUDA, e.g. `dispatch_h100`, `dispatch_cpu_smoke` with --smoke).
 """
 from __future__ import annotations
 
@@ -69,17 +69,22 @@ def _capture_tessera_launch(kernel: Any, args: tuple) -> tuple[Any, tuple, list]
         return None
     launcher = launchers[0]
     captured: list[tuple[tuple, list]] = []
-    original = launcher.launch
+    methods = [name for name in ("launch", "launch_remembered") if hasattr(launcher, name)]
+    originals = {name: getattr(launcher, name) for name in methods}
 
-    def recording(grid: tuple, arguments: list) -> None:
-        captured.append((grid, list(arguments)))
-        original(grid, arguments)
+    def recorder(original: Callable[..., None]) -> Callable[..., None]:
+        def recording(grid: tuple, arguments: list, *rest: Any) -> None:
+            captured.append((grid, list(arguments)))
+            original(grid, arguments, *rest)
+        return recording
 
-    launcher.launch = recording
+    for name in methods:
+        setattr(launcher, name, recorder(originals[name]))
     try:
         kernel(*args)
     finally:
-        del launcher.launch  # back to the class's method
+        for name in methods:
+            delattr(launcher, name)  # back to the class's methods
     return (launcher, *captured[0]) if captured else None
 
 
@@ -174,6 +179,14 @@ def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any
     return {"rows": results, **info}
 
 
+def _device_tag(device_name: str) -> str:
+    """'h100' for 'NVIDIA H100 80GB HBM3', 'h200' for 'NVIDIA H200': result files name their GPU."""
+    for word in device_name.lower().split():
+        if word[:1] in "abhlv" and word[1:].isdigit():
+            return word
+    return "gpu"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=None, help="calls per sample (default 2000; smoke 5)")
@@ -208,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device: {result['device']}; tessera cache_info {result['cache_info']}"
           + (f"; launcher {result['launcher']}" if "launcher" in result else "; no fast launcher in this runtime"))
     os.makedirs(args.out, exist_ok=True)
-    name = args.name or ("dispatch_cpu_smoke" if args.smoke else "dispatch_h100")
+    name = args.name or ("dispatch_cpu_smoke" if args.smoke else "dispatch_" + _device_tag(result["device"]))
     path = os.path.join(args.out, f"{name}.json")
     with open(path, "w") as handle:
         json.dump(result, handle, indent=2)

@@ -63,13 +63,47 @@ _overrides: list[dict[str, Any]] = []
 
 
 def get(name: str) -> Any:
-    """The current value of a setting: innermost override, else the environment, else default."""
-    for layer in reversed(_overrides):
-        if name in layer:
-            return layer[name]
+    """The current value of a setting: innermost override, else the environment, else default.
+
+    Read afresh on every call (kernels read `mode` on every call): a change to `os.environ`
+    takes effect at once.
+    """
+    if _overrides:
+        for layer in reversed(_overrides):
+            if name in layer:
+                return layer[name]
     setting = _BY_NAME[name]
-    text = os.environ.get(setting.env)
+    text = _read_environment(setting.env)
     return setting.default if text is None else setting.parse(text)
+
+
+def _read_environment(variable: str) -> str | None:
+    """`os.environ.get(variable)`, without its per-read key encoding where CPython allows.
+
+    `os.environ.get` encodes the key and decodes the value on every read (about 1 us); a
+    kernel call reads TESSERA_MODE once. CPython's `os.environ` keeps the encoded mapping in
+    `_data`, updated in place by every assignment; where that is not so (another Python, a
+    replaced `os.environ`), the plain read is used.
+    """
+    environ = os.environ
+    if environ is not _environ_parts[0]:
+        data = getattr(environ, "_data", None)
+        encode, decode = getattr(environ, "encodekey", None), getattr(environ, "decodevalue", None)
+        usable = isinstance(data, dict) and encode is not None and decode is not None
+        _environ_parts[:] = [environ, data if usable else None, encode, decode]
+        _ENCODED_KEYS.clear()
+    _, data, encode, decode = _environ_parts
+    if data is None:
+        return environ.get(variable)
+    key = _ENCODED_KEYS.get(variable)
+    if key is None:
+        key = _ENCODED_KEYS[variable] = encode(variable)
+    raw = data.get(key)
+    return None if raw is None else decode(raw)
+
+
+_environ_parts: list[Any] = [None, None, None, None]  # os.environ, and its mapping and codecs when usable
+_ENCODED_KEYS: dict[str, Any] = {}
 
 
 def log_enabled(topic: str) -> bool:

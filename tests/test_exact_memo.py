@@ -146,4 +146,4 @@ def test_repeat_launches_skip_the_binary_key(device: torch.device) -> None:
         kernel(x, x)
     torch.cuda.synchronize()
     launcher = next(v for vs in kernel.store.variants.values() for v in vs).launcher
-    assert launcher.enabled and launcher.fast_launches == 5 and launcher.slow_launches == 1
+    assert launcher.enabled and launcher.fast_launches == 4 and launcher.slow_launches == 1  # the first launch compiles
