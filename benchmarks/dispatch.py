@@ -19,7 +19,8 @@ Tessera's launcher alone (the arguments captured from a real call), when the run
 
 Method: after warm-up calls (compiles), each sample synchronizes, times `--calls` back-to-back
 calls with `time.perf_counter`, synchronizes again before stopping the clock, and divides. No
-CUDA graphs. The median of `--repeats` samples is reported. Writes `<name>.json` under `--out`
+CUDA graphs. Rows are sampled in turns (one sample of each per round), and the median of `--repeats`
+samples is reported with the quartiles (`us_p25`, `us_p75`): a difference inside that spread is noise. Writes `<name>.json` under `--out`
 (default benchmarks/results; name `dispatch_<gpu>` on CUDA, e.g. `dispatch_h100`, `dispatch_cpu_smoke` with --smoke).
 """
 from __future__ import annotations
@@ -47,17 +48,25 @@ def _setup(smoke: bool) -> None:
             sys.path.insert(0, path)
 
 
-def time_per_call(function: Callable[[], Any], calls: int, repeats: int, synchronize: Callable[[], None]) -> float:
-    """Median over `repeats` samples of (wall time of `calls` calls) / calls, in microseconds."""
-    samples = []
+def sample_per_call(function: Callable[[], Any], calls: int, synchronize: Callable[[], None]) -> float:
+    """Wall time of `calls` back-to-back calls, divided by `calls`, in microseconds."""
+    synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        function()
+    synchronize()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def interleaved_samples(functions: list[Callable[[], Any]], calls: int, repeats: int,
+                        synchronize: Callable[[], None]) -> list[list[float]]:
+    """`repeats` samples of each function, taken in turns (one of each per round), so that a slow
+    drift of the machine's speed touches every row alike."""
+    samples: list[list[float]] = [[] for _ in functions]
     for _ in range(repeats):
-        synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            function()
-        synchronize()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(samples)
+        for function, taken in zip(functions, samples):
+            taken.append(sample_per_call(function, calls, synchronize))
+    return samples
 
 
 def _capture_tessera_launch(kernel: Any, args: tuple) -> tuple[Any, tuple, list] | None:
@@ -158,9 +167,11 @@ def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any
         for _ in range(warmup):
             launcher.launch(tessera_grid, arguments)
     results = []
-    for name, function, note in rows:
-        results.append({"name": name, "us_per_call": time_per_call(function, calls, repeats, synchronize),
-                        "note": note})
+    samples = interleaved_samples([function for _, function, _ in rows], calls, repeats, synchronize)
+    for (name, _, note), taken in zip(rows, samples):
+        quartiles = statistics.quantiles(taken, n=4)
+        results.append({"name": name, "us_per_call": statistics.median(taken), "note": note,
+                        "us_p25": round(quartiles[0], 3), "us_p75": round(quartiles[2], 3)})
     by_name = {r["name"]: r["us_per_call"] for r in results}
     same_shape = by_name["triton wrapper (allocate + launch)"]
     for row in results:
@@ -212,10 +223,11 @@ def main(argv: list[str] | None = None) -> int:
         python=platform.python_version(), torch=torch.__version__, triton=triton.__version__,
         calls=calls, repeats=repeats, smoke=args.smoke)
     width = max(len(row["name"]) for row in result["rows"])
-    print(f"{'variant':<{width}} | us/call | vs triton wrapper")
-    print("-" * width + "-+---------+------------------")
+    print(f"{'variant':<{width}} | us/call | p25-p75       | vs triton wrapper")
+    print("-" * width + "-+---------+---------------+------------------")
     for row in result["rows"]:
-        print(f"{row['name']:<{width}} | {row['us_per_call']:7.2f} | {row['vs_triton_wrapper']:.2f}x")
+        spread = f"{row['us_p25']:6.2f}-{row['us_p75']:6.2f}"
+        print(f"{row['name']:<{width}} | {row['us_per_call']:7.2f} | {spread} | {row['vs_triton_wrapper']:.2f}x")
     for kernel, ratio in result["tessera_vs_same_host_code"].items():
         print(f"tessera {kernel} / triton wrapper with the same host code: {ratio:.2f}x")
     print(f"device: {result['device']}; tessera cache_info {result['cache_info']}"
