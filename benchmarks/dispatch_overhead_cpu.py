@@ -131,21 +131,24 @@ def measure(calls: int, repeats: int) -> dict[str, Any]:
     row("_common_device", lambda: _common_device("add", (x, y), {}))
     row("Kernel.mode_for", lambda: add.mode_for(x.device))
     config = tuning.config_for_call(add, "interpret", (x, y), {})
-    row("tuning.config_for_call (argument key, lookup)", lambda: tuning.config_for_call(add, "interpret", (x, y), {}))
+    row("tuning.config_for_call (exact facts, lookup)", lambda: tuning.config_for_call(add, "interpret", (x, y), {}))
     launch = _capture_launch(add, (x, y))
     if launch is not None:
         runner, tile_range, body = launch
         row("hl.tile(out.size())", _tile_call(runner, config, x))
-        row("CompiledRunner.launch (key, arguments, guard, grid)", lambda: runner.launch(tile_range, body))
+        row("CompiledRunner.launch (memo hit: facts, lookup, arguments)", lambda: runner.launch(tile_range, body))
         values = [cell.cell_contents for cell in (body.__closure__ or ())]
         static = add.settings.static_shapes
-        row("  call_keys.launch_inputs (key, arguments)", lambda: call_keys.launch_inputs(values, tile_range, static))
+        if hasattr(runner, "memo"):
+            from tessera.runtime.exact_facts import launch_facts
+            row("  exact_facts.launch_facts", lambda: launch_facts(id(body.__code__), values, tile_range))
+        row("  keyed path: call_keys.launch_inputs", lambda: call_keys.launch_inputs(values, tile_range, static),
+            "a memo miss")
         _, _, arguments = call_keys.launch_inputs(values, tile_range, static)
         variant = _variant_lists(add)[0][0]
-        row("  variant guard + grid", lambda: (variant.guard(*arguments), variant.grid(*arguments)))
+        row("  keyed path: variant guard + grid", lambda: (variant.guard(*arguments), variant.grid(*arguments)))
         row("  launcher binary key (ints only)", _launcher_key(arguments, key_pointers=False),
-            f"{len(arguments)} arguments")
-        row("  launcher binary key (ints + pointers)", _launcher_key(arguments, key_pointers=True))
+            f"{len(arguments)} arguments; a remembered launch skips it")
     return {"rows": rows, "total_us": total, "handwritten_us": baseline,
             "tessera_over_handwritten": round(total / baseline, 2), "launches_stubbed": _StubLaunch.launches}
 

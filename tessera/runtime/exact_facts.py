@@ -55,20 +55,25 @@ def launch_facts(code: Any, values: Sequence[Any], tile_range: Any) -> tuple | N
     facts = exact_facts(values, code)
     if facts is None:
         return None
-    append = facts.append
-    append(tile_range.site)
-    append(tile_range.is_grid)
-    append(tile_range.multi_dim)
-    append(len(tile_range.ends))
+    begins, ends = tile_range.begins, tile_range.ends
+    facts += (tile_range.site, tile_range.is_grid, tile_range.multi_dim, len(ends))
     facts += tile_range.block_sizes
-    for bound in (*tile_range.begins, *tile_range.ends):
-        if type(bound) is int:
-            append(bound)
-        elif kind_of(bound) in (INT, SPECIALIZED):
-            append(type(bound))
-            append(bound)
-        else:
+    for bounds in (begins, ends):
+        for bound in bounds:
+            if type(bound) is not int:
+                return _with_typed_bounds(facts, begins, ends)
+    facts += begins
+    facts += ends
+    return tuple(facts)
+
+
+def _with_typed_bounds(facts: list[Any], begins: Sequence[Any], ends: Sequence[Any]) -> tuple | None:
+    """Finish `launch_facts` when some bound is not a plain int: every bound with its type."""
+    for bound in (*begins, *ends):
+        kind = kind_of(bound)
+        if kind != INT and kind != SPECIALIZED:
             return None  # a tensor (read back on every call) or a symbolic bound
+        facts += (type(bound), bound)
     return tuple(facts)
 
 
