@@ -1,10 +1,11 @@
 """Per-call cache keys: what a kernel call or a launch is keyed by, built without tracing.
 
-Every call computes these, hit or miss, so they are written for speed: each tensor's metadata
+A call whose exact facts repeat an earlier call's skips these (exact_facts.py); every other call
+computes them, so they are written for speed: each tensor's metadata
 is read once, facts derived from a layout (unit strides, int64 need, size buckets) are computed
 once per (shape, strides), a value's kind is decided once per Python type (not by an isinstance
 chain per value), and a launch's key and kernel arguments come out of one pass over its captured
-values (`launch_inputs`). What a key holds is the contract of README "Cache key":
+values (`launch_inputs`). What a key holds is the contract of README "Cache key, guards and the hit path":
 
 - tensor: dtype, rank, which dims have unit stride, whether int64 indexing is needed, the
   (dim, size, stride) of pinned dims (`static_shapes`, `mark_static`), 16-byte alignment;

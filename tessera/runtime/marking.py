@@ -12,9 +12,9 @@ STATIC_DIMS_ATTRIBUTE = "_tessera_static_dims"
 def mark_static(tensor: torch.Tensor, dims: Sequence[int] | None = None) -> torch.Tensor:
     """Return `tensor`, marked so that the listed dims (all if None) are compile-time constants.
 
-    The mark is recorded on the tensor object (an attribute); kernels read it when they build
-    their cache key. Until compiled specialization lands (see README, "Limits"), eager mode
-    ignores the mark, which cannot change its results.
+    The mark is recorded on the tensor object (an attribute); interpret and compiled modes read
+    it when they build their cache key. Eager mode ignores it (a constant cannot change eager
+    results).
 
     >>> x = tessera.mark_static(torch.empty(8, 4), dims=[1])   # doctest: +SKIP
     """
