@@ -147,3 +147,24 @@ def test_repeat_launches_skip_the_binary_key(device: torch.device) -> None:
     torch.cuda.synchronize()
     launcher = next(v for vs in kernel.store.variants.values() for v in vs).launcher
     assert launcher.enabled and launcher.fast_launches == 4 and launcher.slow_launches == 1  # the first launch compiles
+
+
+def test_threads_calling_one_kernel_each_see_their_own_call(device: torch.device) -> None:
+    import threading
+    kernel = tessera.kernel(summed, config=GIVEN)
+    failures: list[BaseException] = []
+
+    def work(rows: int) -> None:
+        try:
+            for _ in range(6):
+                a, b = torch.randn(rows, 3, device=device), torch.randn(rows, 3, device=device)
+                torch.testing.assert_close(kernel(a, b), a + b)
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=work, args=(rows,)) for rows in (1, 5, 9, 17)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []

@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import os
 import sys
+import threading
 import traceback
 from typing import Any, Callable
 
@@ -31,6 +32,7 @@ from tessera.runtime.eager import EagerInterpreter
 from tessera.runtime.exact_facts import Memo, launch_facts
 from tessera.runtime.marking import static_dims
 from tessera.runtime.plan import LaunchRecord, TunableDim
+from tessera.thread_state import ThreadStack
 from tessera.trace.proxy import TensorProxy
 from tessera.trace.symbols import SymbolTable
 from tessera.trace.tracer import Tracer
@@ -308,6 +310,9 @@ class CompiledRunner:
         try:  # the first launch compiles; the interpreter runs Python: both can fail in our code
             if variant.launcher is not None:  # goes through JITFunction.run and keeps the binary
                 variant.launcher.launch(grid, arguments)
+            elif self.mode == "interpret":
+                with _INTERPRETER_LOCK:  # Triton's interpreter keeps the running grid in globals
+                    variant.function[grid](*arguments, num_warps=variant.num_warps, num_stages=variant.num_stages)
             else:
                 variant.function[grid](*arguments, num_warps=variant.num_warps, num_stages=variant.num_stages)
         except exc.TesseraError:
@@ -351,6 +356,8 @@ class CompiledRunner:
             launcher=launcher, launch_index=launch_index, launch_ndim=len(tracer.grid_dims),
             loopable_row=tracer.loopable_row_length())
 
+
+_INTERPRETER_LOCK = threading.Lock()  # one interpreted launch at a time per process
 
 _AS_INT = sympy.Function("_tessera_as_int")  # printed as a call of int() by _grid_function
 
@@ -473,14 +480,14 @@ def load_generated(name: str, source: str, interpret: bool) -> tuple[Any, str]:
     return getattr(module, name), path
 
 
-_runners: list[CompiledRunner] = []
+_runners = ThreadStack()  # of CompiledRunner; one per thread
 
 
 def launch_helper(tile_range: Any, body: Callable[..., Any]) -> None:
     """What a rewritten top-level tile loop calls."""
     if not isinstance(tile_range, TileRange):
         raise exc.UnsupportedSyntaxError("a tile loop must iterate hl.tile(...) or hl.grid(...)", location=user_location())
-    _runners[-1].launch(tile_range, body)
+    _runners.items[-1].launch(tile_range, body)
 
 
 def device_loop_helper(tile_range: Any, body: Callable[..., Any], carried: tuple) -> tuple:
@@ -536,20 +543,31 @@ def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Conf
         return _run_host_code(kernel, runner, _HostInterpreter(runner.slots, config, device, runner), args, kwargs)
     # A call takes the kernel's idle runner when it has the call's mode, Config and device, else
     # a spare one from kernel.spare_runners, else a new one (building one costs about 2 us). A
-    # runner is taken out while in use, so a nested or concurrent call gets its own.
-    runner = kernel.idle_runner
+    # runner is taken out while in use (list.pop and dict.pop are atomic), so a nested or
+    # concurrent call gets its own.
+    try:
+        runner = kernel.idle_runners.pop()
+    except IndexError:
+        runner = None
     if runner is not None and runner.config is config and runner.mode == mode and runner.host.device == device:
-        kernel.idle_runner = None
         _restart(runner)
     else:
+        if runner is not None:
+            _keep_spare(kernel, runner)
         runner = _spare_runner(kernel, mode, config, device)
     try:
         return _run_host_code(kernel, runner, runner.host, args, kwargs)
     finally:
-        idle = kernel.idle_runner
-        if idle is not None:
-            kernel.spare_runners[(idle.mode, idle.config_key, idle.host.device)] = idle
-        kernel.idle_runner = runner
+        while kernel.idle_runners:  # a nested call's runner went back first
+            try:
+                _keep_spare(kernel, kernel.idle_runners.pop())
+            except IndexError:
+                break
+        kernel.idle_runners.append(runner)
+
+
+def _keep_spare(kernel: Any, runner: CompiledRunner) -> None:
+    kernel.spare_runners[(runner.mode, runner.config_key, runner.host.device)] = runner
 
 
 def _check_device(mode: str, device: torch.device) -> None:
@@ -586,7 +604,7 @@ def _restart(runner: CompiledRunner) -> None:
 
 
 def _run_host_code(kernel: Any, runner: CompiledRunner, host: _HostInterpreter, args: tuple, kwargs: dict) -> Any:
-    _runners.append(runner)
+    _runners.items.append(runner)
     eager_state.push_device(host.device)
     interpreter.push(host)  # a plain push/pop: interpreter.activate builds a generator per call
     try:
@@ -594,4 +612,4 @@ def _run_host_code(kernel: Any, runner: CompiledRunner, host: _HostInterpreter, 
     finally:
         interpreter.pop()
         eager_state.pop_device()
-        _runners.pop()
+        _runners.items.pop()

@@ -3,16 +3,18 @@ from __future__ import annotations
 
 import torch
 
-_devices: list[torch.device] = []
+from tessera.thread_state import ThreadStack
+
+_devices = ThreadStack()  # of torch.device; one per thread
 
 
 def device() -> torch.device:
-    return _devices[-1] if _devices else torch.device("cpu")
+    return _devices.items[-1] if _devices.items else torch.device("cpu")
 
 
 def push_device(value: torch.device) -> None:
-    _devices.append(value)
+    _devices.items.append(value)
 
 
 def pop_device() -> None:
-    _devices.pop()
+    _devices.items.pop()

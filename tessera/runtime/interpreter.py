@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 from tessera import exc
 from tessera.frontend.location import is_internal_file, user_location
+from tessera.thread_state import ThreadStack
 
 _LANGUAGE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "language")
 
@@ -28,17 +29,17 @@ class Interpreter(Protocol):
                     bounds: list[tuple[int, int | None]]) -> list[Any]: ...
 
 
-_stack: list[Interpreter] = []
+_stack = ThreadStack()  # of Interpreter; one per thread
 
 
 def current(what: str) -> Interpreter:
     """The active interpreter, or a located error naming `what` if no kernel is running."""
-    if not _stack:
+    if not _stack.items:
         raise exc.NotInKernelError(
             public_name(what), location=user_location(),
             hint="decorate the function that contains this call with @tessera.kernel; "
                  "on the host use the torch equivalent (e.g. torch.zeros for hl.zeros)")
-    return _stack[-1]
+    return _stack.items[-1]
 
 
 def public_name(fallback: str) -> str:
@@ -54,26 +55,26 @@ def public_name(fallback: str) -> str:
 
 def running() -> bool:
     """Whether some kernel is running (cheaper than `current` on hot paths)."""
-    return bool(_stack)
+    return bool(_stack.items)
 
 
 def active() -> Interpreter | None:
-    return _stack[-1] if _stack else None
+    return _stack.items[-1] if _stack.items else None
 
 
 def push(interpreter: Interpreter) -> None:
     """Make `interpreter` the active one until the matching `pop` (the hot path of a launch)."""
-    _stack.append(interpreter)
+    _stack.items.append(interpreter)
 
 
 def pop() -> None:
-    _stack.pop()
+    _stack.items.pop()
 
 
 @contextlib.contextmanager
 def activate(interpreter: Interpreter) -> Iterator[None]:
-    _stack.append(interpreter)
+    _stack.items.append(interpreter)
     try:
         yield
     finally:
-        _stack.pop()
+        _stack.items.pop()

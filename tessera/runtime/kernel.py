@@ -76,7 +76,7 @@ class Kernel:
         self.store = VariantStore()
         self.config_choices = ConfigChoices()  # the Config each call runs with (see tuning.py)
         # runners between calls (see run_compiled): the last one used, and others by (mode, Config key, device)
-        self.idle_runner: Any = None
+        self.idle_runners: list[Any] = []
         self.spare_runners: dict[tuple, Any] = {}
         from tessera.autotune.prewarm import kernel_defined
         kernel_defined(self)  # a kernel that will likely tune starts the tuning workers now (never raises)
@@ -131,7 +131,7 @@ class Kernel:
     def reset(self) -> None:
         """Forget every compiled variant (and the counts)."""
         self.store = VariantStore()
-        self.idle_runner = None
+        self.idle_runners = []
         self.spare_runners = {}
 
     @functools.cached_property

@@ -21,16 +21,17 @@ from tessera.ir.primitive import Primitive
 from tessera.language.tile import TileRange, static_bounds
 from tessera.runtime.block_sizes import choose_block_sizes
 from tessera.runtime.plan import TunableDim
+from tessera.thread_state import ThreadStack
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
 from tessera.trace.symbols import SymbolTable
 
-_current: list[Tracer] = []
+_current = ThreadStack()  # of Tracer; one per thread
 
 
 def current_tracer() -> Tracer:
-    if not _current:
+    if not _current.items:
         raise exc.TesseraError("internal error: no kernel is being traced")
-    return _current[-1]
+    return _current.items[-1]
 
 
 def is_constant(value: Any) -> bool:
@@ -331,12 +332,12 @@ class Tracer:
         function = types.FunctionType(body.__code__, body.__globals__, body.__name__, body.__defaults__,
                                       tuple(types.CellType(value) for value in cells))
         from tessera.runtime import interpreter
-        _current.append(self)
+        _current.items.append(self)
         try:
             with interpreter.activate(self):
                 function(target)
         finally:
-            _current.pop()
+            _current.items.pop()
 
     def device_loop(self, tile_range: TileRange, body: Callable[..., Any], carried: tuple) -> tuple:
         """Trace an inner loop: carried values enter as loop variables and leave as results."""
