@@ -2,7 +2,8 @@
 
 Each test calls one gallery kernel (add, softmax, layer_norm_fwd, layer_norm_bwd, matmul) with a
 seeded random sequence of inputs: sizes that grow, shrink, drop to 1 or 0, land on primes and on
-block boundaries, in every dtype and in contiguous, transposed and sliced layouts. Every result is
+block boundaries, in every dtype and in contiguous, transposed and sliced layouts; a quarter of the
+calls repeat an earlier call's exact layouts in new tensors (the exact-facts memo). Every result is
 checked against PyTorch, so a variant reused for inputs it was not compiled for shows up as a
 wrong answer. The mode follows the device (interpret on CPU, compiled on CUDA).
 
@@ -82,6 +83,16 @@ def _layout(rng: random.Random, tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+def _same_layout(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy with the same sizes, strides, storage offset (so the same pointer alignment) and
+    values, in new memory: a repeat call whose exact facts match an earlier one."""
+    elements = tensor.untyped_storage().nbytes() // tensor.element_size()
+    buffer = torch.full((elements,), float("nan"), dtype=tensor.dtype, device=tensor.device)
+    copy = buffer.as_strided(tensor.size(), tensor.stride(), tensor.storage_offset())
+    copy.copy_(tensor.detach())  # a leaf, like the original (the autograd reference needs one)
+    return copy
+
+
 def _describe(inputs: tuple[Any, ...]) -> str:
     return ", ".join(f"{tuple(t.shape)}/{t.stride()}/{t.dtype}" if isinstance(t, torch.Tensor) else repr(t)
                      for t in inputs)
@@ -131,11 +142,17 @@ def fuzz(target: FuzzTarget, device: torch.device, calls: int, seed: int = 0, la
     kernel = target.make_kernel()
     make = target.make_inputs(rng, device, largest or largest_size(device))
     report = FuzzReport(target.name)
+    recent: list[tuple[torch.dtype, tuple[Any, ...]]] = []
     for call in range(calls):
         if deadline is not None and time.monotonic() > deadline:
             break
-        dtype = rng.choice(_DTYPES)
-        inputs = tuple(_layout(rng, t) if isinstance(t, torch.Tensor) else t for t in make(dtype))
+        if recent and rng.random() < 0.25:  # an earlier call's exact layouts, in new tensors
+            dtype, earlier = rng.choice(recent)
+            inputs = tuple(_same_layout(t) if isinstance(t, torch.Tensor) else t for t in earlier)
+        else:
+            dtype = rng.choice(_DTYPES)
+            inputs = tuple(_layout(rng, t) if isinstance(t, torch.Tensor) else t for t in make(dtype))
+            recent = (recent + [(dtype, inputs)])[-8:]
         report.calls += 1
         try:
             assert_close(kernel(*inputs), target.reference(*inputs), target.tolerances[dtype], target.name)

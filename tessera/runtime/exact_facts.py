@@ -7,16 +7,17 @@ the same shapes again and again, so in front of each keyed lookup sits a memo ke
 *exact* facts the keyed path reads:
 
 - a tensor: dtype, shape, strides, 16-byte alignment of its data pointer, `mark_static` dims;
-- an int, float, bool, None, str, dtype or `hl.specialize`d int: its type and value.
+- an int, float, bool, None, str, dtype, `hl.specialize`d int or other hashable object (a
+  helper function the loop calls): its type and value.
 
 Every decision the keyed path makes for a launch (the key, which variant's guards hold, the
 grid, the int arguments) and for a call (its Config) is a function of these facts, so a memo hit
 repeats the keyed path's decision without redoing it. Anything else (a list of tensors, an
-object without a value-based hash, a NaN, a tensor-valued loop bound) has no exact facts, and
-the call takes the keyed path.
+unhashable object, a NaN, a tensor-valued loop bound) has no exact facts, and the call takes the
+keyed path.
 
 >>> exact_facts([torch.empty(4, 8), 3])                             # doctest: +SKIP
-(torch.float32, torch.Size([4, 8]), (8, 1), 0, None, <class 'int'>, 3)
+[None, torch.float32, torch.Size([4, 8]), (8, 1), 0, None, <class 'int'>, 3]
 """
 from __future__ import annotations
 
@@ -42,8 +43,14 @@ def exact_facts(values: Sequence[Any], head: Any = None) -> list[Any] | None:
         if kind == TENSOR:
             facts += (value.dtype, value.shape, value.stride(), value.data_ptr() & 15,
                       getattr(value, STATIC_DIMS_ATTRIBUTE, None))
-        elif kind == OTHER or (kind == FLOAT and value != value):  # no value-based identity; NaN
+        elif kind == FLOAT and value != value:  # NaN: never equal to itself
             return None
+        elif kind == OTHER:  # a helper function, a module, any other object: keyed by value if hashable
+            try:
+                hash(value)
+            except TypeError:
+                return None
+            facts += (type(value), value)
         else:
             append(type(value))
             append(value)
