@@ -39,10 +39,14 @@ class BoundKernel:
         return f"<bound {self.kernel!r} mode={self.mode}>"
 
     def specialization_key(self) -> str:
-        """What a tuned config is cached under: dtypes, ranks, layouts and size buckets."""
+        """What a tuned config is cached under: dtypes, ranks, layouts, size buckets and the
+        values the host code pins with hl.specialize."""
         static = self.kernel.settings.static_shapes
         parts = [argument_key(v, static) for v in self.args] + \
                 [(k, argument_key(v, static)) for k, v in sorted(self.kwargs.items())]
+        pinned = self.kernel.pinned_values(self.args, self.kwargs)
+        if pinned:  # (kept out of the digest when empty: existing disk caches stay valid)
+            parts.append(("pinned", pinned))
         return hashlib.sha256(repr((self.mode, parts)).encode()).hexdigest()[:20]
 
     def run(self, config: Config | None = None) -> Any:

@@ -15,6 +15,7 @@ from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
 from tessera.frontend.location import strip_internal_frames, user_location
 from tessera.frontend.rewrite import DEVICE_IF, DEVICE_LOOP, LAUNCH, RewrittenKernel, rewrite_kernel
 from tessera.frontend.source import KernelSource
+from tessera.frontend.specialized import pinned_values, specialized_arguments
 from tessera.language.tile import grid, tile
 from tessera.runtime.call_keys import device_type
 from tessera.runtime.compiled import (VariantStore, device_if_helper, device_loop_helper, launch_helper,
@@ -89,6 +90,16 @@ class Kernel:
     def _scanned_block_slots(self) -> BlockSlotTable:
         # the AST scan costs ~150 us; it runs once, and each call gets a copy to learn into
         return scan_block_slots(self.source, self.source.resolver())
+
+    @functools.cached_property
+    def specialized_arguments(self) -> tuple[tuple[str, int | None], ...]:
+        """The argument sizes and ints the host code pins with hl.specialize (see frontend/specialized.py)."""
+        return specialized_arguments(self.source, self.source.resolver())
+
+    def pinned_values(self, args: tuple, kwargs: dict) -> tuple:
+        """This call's values of `specialized_arguments`: part of the key its Config is chosen by."""
+        pinned = self.specialized_arguments
+        return pinned_values(pinned, tuple(self.signature.parameters), args, kwargs) if pinned else ()
 
     def block_slots(self) -> BlockSlotTable:
         """A fresh table of which Config.block_sizes entry each tile call uses."""

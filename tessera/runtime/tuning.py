@@ -151,7 +151,7 @@ def _fast_key(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Any:
     """A cheap per-call key with the same meaning as `BoundKernel.specialization_key()` (no hashing)."""
     static = kernel.settings.static_shapes
     named = tuple([(k, argument_key(v, static)) for k, v in sorted(kwargs.items())]) if kwargs else ()
-    return (mode, tuple([argument_key(a, static) for a in args]), named)
+    return (mode, tuple([argument_key(a, static) for a in args]), named, kernel.pinned_values(args, kwargs))
 
 
 def _log(message: str) -> None:

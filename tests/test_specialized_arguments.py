@@ -1,0 +1,76 @@
+"""The Config choice is keyed by the argument sizes the host code pins with `hl.specialize`.
+
+A Config chosen for one pinned width (row blocks of 32 at width 64) must not serve another
+(width 5632): the source tells which argument sizes are pinned (frontend/specialized.py).
+"""
+from __future__ import annotations
+
+import torch
+
+import tessera
+import tessera.language as hl
+from examples import attention, layer_norm
+from tessera.runtime.tuning import heuristic_for
+
+
+def many_forms(x: torch.Tensor, y: torch.Tensor, k: int, scale: float) -> torch.Tensor:
+    m, n = x.shape
+    width = y.size(-1)
+    hl.specialize(n)
+    hl.specialize(width)
+    hl.specialize(k)
+    hl.specialize(x.shape[0])
+    total = x.size(0) + 1  # arithmetic: not followed
+    hl.specialize(total)
+    for step in range(2):  # a loop variable is no alias
+        hl.specialize(step)
+    out = torch.empty_like(x)
+    for tile in hl.tile(out.size()):
+        out[tile] = x[tile] * scale
+    return out
+
+
+def rebound(x: torch.Tensor) -> torch.Tensor:
+    n = x.size(1)
+    n = n + 0  # bound twice: no alias
+    hl.specialize(n)
+    out = torch.empty_like(x)
+    for tile in hl.tile(out.size()):
+        out[tile] = x[tile]
+    return out
+
+
+def test_the_source_forms_that_pin_an_argument() -> None:
+    assert tessera.kernel(many_forms).specialized_arguments == (("x", 1), ("y", -1), ("k", None), ("x", 0))
+    assert tessera.kernel(rebound).specialized_arguments == ()
+    assert layer_norm.layer_norm_bwd.specialized_arguments == (("x", 1),)
+    assert attention.attention.specialized_arguments == (("q", -1),)
+
+
+def test_pinned_values_of_a_call() -> None:
+    kernel = tessera.kernel(many_forms)
+    x, y = torch.empty(3, 5), torch.empty(2, 7)
+    assert kernel.pinned_values((x, y, 4, 1.0), {}) == (5, 7, 4, 3)
+    assert kernel.pinned_values((x,), {"y": y, "k": 9, "scale": 1.0}) == (5, 7, 9, 3)
+    assert kernel.pinned_values((x, None, 4, 1.0), {}) == (5, None, 4, 3)  # unreadable: None, no error
+
+
+def test_each_pinned_width_gets_its_own_config(device: torch.device) -> None:
+    kernel = tessera.kernel(layer_norm.layer_norm_bwd.fn)
+    narrow = layer_norm.make_bwd_inputs(37, 64, dtype=torch.float32, device=str(device))
+    wide = layer_norm.make_bwd_inputs(37, 1000, dtype=torch.float32, device=str(device))
+    for inputs in (narrow, wide):
+        expected = layer_norm.reference_bwd(*inputs)
+        for got, want in zip(kernel(*inputs), expected):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert len(kernel.config_choices) == 2
+    chosen = set(kernel.config_choices.by_key.values())
+    assert chosen == {heuristic_for(kernel.bind(*narrow)), heuristic_for(kernel.bind(*wide))}
+    assert kernel.bind(*narrow).specialization_key() != kernel.bind(*wide).specialization_key()
+
+
+def test_unpinned_sizes_still_share_a_config(device: torch.device) -> None:
+    kernel = tessera.kernel(layer_norm.layer_norm_bwd.fn)
+    for rows in (5, 37, 64):
+        kernel(*layer_norm.make_bwd_inputs(rows, 64, dtype=torch.float32, device=str(device)))
+    assert len(kernel.config_choices) == 1
