@@ -1,19 +1,16 @@
 """Compiled and interpreted modes: each top-level tile loop becomes a cached Triton kernel.
 
-At a launch the captured host values are turned into a key (dtypes, ranks, unit strides,
-int64 need, constants); the variants under that key are tried in order and the first whose
-guards hold runs. A miss traces the loop body, generates Triton source, writes it to a file
-under the cache directory and imports it (Triton reads kernel source from files).
+A launch whose exact facts repeat an earlier one's repeats its decision (exact_facts.py). Else the
+captured host values are turned into a key (dtypes, ranks, unit strides, int64 need, constants);
+the variants under that key (variants.py) are tried in order and the first whose guards hold
+runs. A miss traces the loop body, generates Triton source, writes it to a file under the cache
+directory and imports it (generated_modules.py).
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import importlib.util
-import os
 import sys
 import threading
-import traceback
 from typing import Any, Callable
 
 import sympy
@@ -29,38 +26,17 @@ from tessera.language.tile import TileRange
 from tessera.runtime import eager_state, interpreter
 from tessera.runtime.call_keys import compiled_in, config_key, device_type, launch_inputs, needs_int64
 from tessera.runtime.eager import EagerInterpreter
-from tessera.runtime.exact_facts import Memo, launch_facts
+from tessera.runtime.exact_facts import launch_facts
+from tessera.runtime.generated_modules import backend_error, load_generated
 from tessera.runtime.marking import static_dims
 from tessera.runtime.plan import LaunchRecord, TunableDim
+from tessera.runtime.variants import RememberedLaunch, Variant, VariantStore
 from tessera.thread_state import ThreadStack
 from tessera.trace.proxy import TensorProxy
 from tessera.trace.symbols import SymbolTable
 from tessera.trace.tracer import Tracer
 
 _RESERVED = {"tl", "triton", "libdevice", "pid", "min", "max", "range", "float", "int"}
-
-
-@dataclasses.dataclass
-class Variant:
-    """One compiled kernel: its guard check, argument builder, grid and Triton function."""
-
-    guard: Callable[..., bool]   # of the kernel arguments (tensors ignored): True when every guard holds
-    symbols: list[sympy.Symbol]
-    function: Any
-    grid: Callable[..., tuple[int, ...]]  # of the kernel arguments, like guard
-    source: str
-    path: str
-    num_warps: int
-    num_stages: int
-    guard_text: list[str]
-    tunables: list[TunableDim] = dataclasses.field(default_factory=list)
-    locations: dict[int, Any] = dataclasses.field(default_factory=dict)  # generated line -> kernel line
-    launch_location: Any = None
-    launched: bool = False
-    launch_index: int = 0   # which top-level tile loop (source order)
-    launch_ndim: int = 1    # dims its programs tile
-    loopable_row: int = 0   # length of the whole dimension reduction_loops may chunk (0: none can be)
-    launcher: Any = None  # compiled mode: a TritonLauncher, so repeat launches skip JITFunction.run
 
 
 class LaunchBinding:
@@ -133,57 +109,6 @@ class LaunchBinding:
 
 def _safe_name(name: str) -> str:
     return f"{name}_" if name in _RESERVED or name.startswith(("idx_", "mask_", "offset_", "v")) else name
-
-
-@dataclasses.dataclass
-class VariantStore:
-    """Compiled variants by launch key, with hit/miss counts (one per kernel, one per tuning run)."""
-
-    variants: dict[tuple, list[Variant]] = dataclasses.field(default_factory=dict)
-    hits: int = 0
-    misses: int = 0
-    # launch decisions by exact facts (exact_facts.py), one memo per (mode, Config key)
-    memos: dict[tuple[str, str], Memo] = dataclasses.field(default_factory=dict)
-
-    def count(self) -> int:
-        return sum(len(v) for v in self.variants.values())
-
-    def memo_for(self, mode: str, config_key: str) -> Memo:
-        memo = self.memos.get((mode, config_key))
-        if memo is None:
-            memo = self.memos[(mode, config_key)] = Memo()
-        return memo
-
-
-class RememberedLaunch:
-    """The keyed path's decision for one launch's exact facts: variant, grid, argument list.
-
-    Holds no tensor: the argument list keeps a hole where each tensor goes, filled from the
-    captured values of the launch being served (the k-th tensor argument is the k-th tensor
-    value, as `launch_inputs` lays them out).
-    """
-
-    __slots__ = ("variant", "grid", "arguments", "tensor_slots", "binary")
-
-    def __init__(self, variant: Variant, values: list[Any], arguments: list[Any], grid: tuple[int, ...]) -> None:
-        self.variant = variant
-        self.grid = grid
-        tensor_values = [index for index, value in enumerate(values) if isinstance(value, torch.Tensor)]
-        tensor_positions = [index for index, value in enumerate(arguments) if isinstance(value, torch.Tensor)]
-        assert len(tensor_values) == len(tensor_positions), "launch_inputs lays out one argument per tensor"
-        self.tensor_slots = tuple(zip(tensor_positions, tensor_values))
-        self.arguments = [None if isinstance(value, torch.Tensor) else value for value in arguments]
-        self.binary: list[Any] = [None, None]  # [device, binary] once the launcher knows them
-
-    def run(self, runner: "CompiledRunner", values: list[Any]) -> None:
-        arguments = self.arguments.copy()
-        for position, index in self.tensor_slots:
-            arguments[position] = values[index]
-        variant = self.variant
-        if variant.launcher is not None and variant.launched and min(self.grid) > 0:
-            variant.launcher.launch_remembered(self.grid, arguments, self.binary)
-        else:
-            runner._run(variant, arguments, self.grid)
 
 
 class LazySlotTable:
@@ -260,7 +185,7 @@ class CompiledRunner:
         else:
             self.store.hits += 1
         grid = variant.grid(*arguments)
-        self._run(variant, arguments, grid)
+        self.run_variant(variant, arguments, grid)
         if facts is not None:  # ran: the next launch with these facts repeats this decision
             self.memo.remember(facts, RememberedLaunch(variant, values, arguments, grid))
 
@@ -283,7 +208,8 @@ class CompiledRunner:
         self.store.variants.setdefault(key, variants).append(variant)
         return variant
 
-    def _run(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...]) -> None:
+    def run_variant(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...]) -> None:
+        """Launch `variant` (or, planning, record the launch); the first launch compiles it."""
         if self.recorder is not None:
             self.launch_dims[variant.launch_index] = variant.launch_ndim
             self.loopable_rows[variant.launch_index] = variant.loopable_row
@@ -318,7 +244,7 @@ class CompiledRunner:
         except exc.TesseraError:
             raise
         except Exception as error:
-            raise _backend_error(error, variant) from error
+            raise backend_error(error, variant) from error
         variant.launched = True
 
     def _build(self, names: tuple[str, ...], values: list[Any], tile_range: TileRange, body: Callable[..., Any],
@@ -372,41 +298,6 @@ def _grid_function(parameters: list[sympy.Symbol], sizes: list[Any]) -> Callable
     return sympy.lambdify(parameters, clamped, modules=[{"_tessera_as_int": int}, "math"])
 
 
-def _backend_error(error: BaseException, variant: Variant) -> exc.TesseraError:
-    """A Triton failure on generated code, pointed at the kernel line that produced it."""
-    line = _generated_line(error, variant)
-    location = variant.launch_location
-    if line is not None:
-        earlier = [number for number in variant.locations if number <= line]
-        if earlier:
-            location = variant.locations[max(earlier)]
-    summary = str(error).strip().splitlines()
-    text = summary[-1] if summary else type(error).__name__
-    where = f"{variant.path}:{line}" if line is not None else variant.path
-    return exc.BackendCompileError(
-        f"{type(error).__name__}: {text[:300]}", location=location,
-        hint=f"this is a Tessera bug; the generated source is {where}. Run the kernel with mode='eager' "
-             "meanwhile, and please report it with that file")
-
-
-def _generated_line(error: BaseException, variant: Variant) -> int | None:
-    """The line of the generated file where Triton failed, from tracebacks or the error's AST node."""
-    seen: BaseException | None = error
-    while seen is not None:
-        node = getattr(seen, "node", None)
-        if node is not None and hasattr(node, "lineno") and getattr(seen, "src", None):
-            # Triton numbers the lines of the function's own source, which starts at its `def`
-            header = f"def {variant.function.__name__}("
-            first = next(i for i, text in enumerate(variant.source.splitlines()) if text.startswith(header))
-            return first + node.lineno
-        lines = [lineno for frame, lineno in traceback.walk_tb(seen.__traceback__)
-                 if frame.f_code.co_filename == variant.path]
-        if lines:
-            return lines[-1]
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
 def _launch_index(body: Callable[..., Any]) -> int:
     """Which top-level tile loop (in source order) a rewritten body is: `_tessera_body_<n>`."""
     suffix = body.__name__.rsplit("_", 1)[-1]
@@ -418,66 +309,6 @@ def _programs_cap(mode: str) -> int:
     if mode == "interpret" or not torch.cuda.is_available():
         return 4
     return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-
-
-def _ensure_triton(interpret: bool) -> None:
-    """Import Triton in the process's mode: its interpreter is chosen once, at import time.
-
-    Triton's own library (tl.sum, tl.cdiv, ...) is made of @triton.jit functions created when
-    triton is imported, and the interpreter can only call interpreted ones; so a process runs
-    either interpreted kernels (CPU tensors) or compiled ones (CUDA tensors), not both.
-    """
-    if "triton" not in sys.modules:
-        if interpret:
-            os.environ["TRITON_INTERPRET"] = "1"
-        import triton.language  # noqa: F401
-    from triton.runtime.interpreter import InterpretedFunction
-    import triton.language.standard as standard
-    interpreted = isinstance(standard.cdiv, InterpretedFunction)
-    if interpreted != interpret:
-        wanted = "interpret" if interpret else "compiled"
-        raise exc.TesseraError(
-            f"mode {wanted!r} needs Triton imported {'with' if interpret else 'without'} its interpreter, "
-            "but this process imported it the other way",
-            hint="run interpret mode (CPU tensors) and compiled mode (CUDA tensors) in separate processes; "
-                 "set TRITON_INTERPRET=1 before importing triton for interpret mode")
-
-
-_allocator_set = False
-
-
-def _ensure_descriptor_allocator() -> None:
-    """Device-side TMA descriptors need scratch memory; Triton asks the host for it."""
-    global _allocator_set
-    if not _allocator_set:
-        import triton
-
-        def allocate(size: int, alignment: int, stream: Any) -> torch.Tensor:
-            return torch.empty(size, dtype=torch.int8, device="cuda")
-        triton.set_allocator(allocate)
-        _allocator_set = True
-
-
-def load_generated(name: str, source: str, interpret: bool) -> tuple[Any, str]:
-    """Write generated source to a file and import it (Triton reads sources from files)."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    directory = os.path.join(settings.get("cache_dir"), "tessera_generated")
-    os.makedirs(directory, exist_ok=True)
-    module_name = f"{name}_{digest}_{'interp' if interpret else 'gpu'}"
-    path = os.path.join(directory, f"{module_name}.py")
-    if not os.path.exists(path):
-        temporary = f"{path}.{os.getpid()}.tmp"
-        with open(temporary, "w") as handle:
-            handle.write(source)
-        os.replace(temporary, path)
-    _ensure_triton(interpret)
-    if not interpret and "make_tensor_descriptor" in source:
-        _ensure_descriptor_allocator()
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name), path
 
 
 _runners = ThreadStack()  # of CompiledRunner; one per thread
