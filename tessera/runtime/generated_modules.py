@@ -10,6 +10,7 @@ import hashlib
 import importlib.util
 import os
 import sys
+import threading
 import traceback
 from typing import Any
 
@@ -65,7 +66,8 @@ def load_generated(name: str, source: str, interpret: bool) -> tuple[Any, str]:
     module_name = f"{name}_{digest}_{'interp' if interpret else 'gpu'}"
     path = os.path.join(directory, f"{module_name}.py")
     if not os.path.exists(path):
-        temporary = f"{path}.{os.getpid()}.tmp"
+        # one temporary per thread: two threads compiling the same variant must not share one
+        temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
         with open(temporary, "w") as handle:
             handle.write(source)
         os.replace(temporary, path)
