@@ -248,7 +248,7 @@ def test_a_second_tuning_in_the_process_reuses_the_warm_workers():
     result = tune(softmax.bind(torch.randn(8, 16)), effort="none", budget_seconds=60, options=options)
     assert {w.process.pid for name in ("compile", "bench") for w in pool._pools[name].workers} == pids
     assert result.phases["bench_worker_ready"] < 0.01 and result.phases["compile_worker_ready"] < 0.01
-    assert result.phases["first_timed"] < result.phases["final_done"]
+    assert result.phases["first_timed"] <= result.phases["final_done"]  # phases are rounded to milliseconds
     expected = "fork" if forking.fork_hazard() is None else "forkserver"  # fork: no CUDA on a CI machine
     assert result.phases["compile_started_by"] == result.phases["bench_started_by"] == expected
 
