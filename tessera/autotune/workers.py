@@ -6,8 +6,8 @@ poisoned by an illegal memory access) is reported as a crash and the worker is r
 the same setup payload. The parent never blocks on a single worker: it waits on all of them
 at once (`waitables()`), then `collect()`s what finished.
 
-A worker is `setup(payload) -> handler`, then `handler(task)` per task; `setup` is a module-level
-function (children unpickle it by name). A handler that takes sessions (below) also has
+A worker is `setup(payload) -> handler`, then `handler(task)` per task (the child's side is
+worker_process.py); `setup` is a module-level function (children unpickle it by name). A handler that takes sessions (below) also has
 `begin_session(payload)` and `end_session()`. A handler raises `FatalWorkerError` when its
 process must not be reused (the worker reports the error, then exits).
 
@@ -49,15 +49,13 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import queue
-import signal
-import sys
 import threading
 import time
-import traceback
 from collections import deque
 from typing import Any, Callable
 
 from tessera.autotune import forking
+from tessera.autotune.worker_process import FatalWorkerError, _worker_main
 
 STARTUP_TIMEOUT = 180.0  # importing torch and triton in a fresh process, on a loaded machine
 STARTING_POLL_S = 0.25       # how often a wait looks again while a worker's process is being started
@@ -66,7 +64,8 @@ FORK_STARTUP_TIMEOUT = 60.0  # a forked worker not ready by then is presumed stu
 START_METHOD = "auto"
 START_METHODS = ("auto", "forkserver", "spawn")
 """'auto': fork this process where safe (see `forking.fork_hazard`), else the fork server; the others force one."""
-PRELOAD = ("torch", "tessera.autotune.workers", "tessera.autotune.compile_pool", "tessera.autotune.bench_worker")
+PRELOAD = ("torch", "tessera.autotune.workers", "tessera.autotune.worker_process", "tessera.autotune.compile_pool",
+           "tessera.autotune.bench_worker")
 """What the fork server imports once for every child. Not triton: importing it fixes whether its
 interpreter runs, and each child decides that from its mode."""
 SESSION_ATTEMPTS = 3     # workers a session may kill before the run's tasks fail instead
@@ -76,10 +75,6 @@ WORKER_ENVIRONMENT = ("CUDA_VISIBLE_DEVICES", "TRITON_CACHE_DIR", "TRITON_HOME",
 """Environment variables a warm group must have been started with to be reused: the ones a
 program may set after it defined a kernel that change what a worker does. (Not a wider set:
 torch and Triton set some themselves, e.g. CUDA_MODULE_LOADING when CUDA starts.)"""
-
-
-class FatalWorkerError(RuntimeError):
-    """Raised by a handler when its process is unusable after this task (e.g. a CUDA fault)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,122 +89,6 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.kind == "ok"
-
-
-# -- the child ---------------------------------------------------------------------------------
-
-def _worker_main(connection: Any, setup: Callable[[Any], Callable[[Any], Any]], payload: Any,
-                 environ: dict[str, str], warm_up_wait: float | None = None, forked: bool = False) -> None:
-    """A worker process's body; a forked one leaves with `os._exit` (none of the parent's exit
-    handlers or multiprocessing's exit function run in it)."""
-    if not forked:
-        _serve(connection, setup, payload, environ, warm_up_wait, forked)
-        return
-    code = 0
-    try:
-        _serve(connection, setup, payload, environ, warm_up_wait, forked)
-    except BaseException:  # noqa: BLE001 - as multiprocessing would: print, exit with 1
-        code = 1
-        traceback.print_exc()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001
-                pass
-        os._exit(code)
-
-
-def _serve(connection: Any, setup: Callable[[Any], Callable[[Any], Any]], payload: Any,
-           environ: dict[str, str], warm_up_wait: float | None, forked: bool) -> None:
-    """Body of a worker process: set up once, then answer sessions and tasks until told to stop.
-
-    Messages in: ("task", id, task), ("session", id, payload or None to end it), None to exit.
-    Messages out: ("ready", None, (setup seconds, whether a warm-up follows)), ("setup_error",
-    None, text), ("warm", None, (seconds, detail)) once the handler's `warm_up` returned (it runs
-    on a thread unless `warm_up_wait` is None; a task waits for it at most that long),
-    ("ok" | "error", task id, value or text), ("session_ok" | "session_error", session id, text),
-    ("unusable", session id, text) before exiting when the process cannot serve the session;
-    ("fork_unusable", None, text) instead of "setup_error" when a forked child's CUDA cannot be
-    used (the parent then starts its replacement from the fork server).
-    """
-    begun = time.perf_counter()
-    if forked:
-        forking._become_forked_worker(connection)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which then ends us
-    os.environ.clear()  # the parent's environment now (a fork server's child has the server's)
-    os.environ.update(environ)
-    lock = threading.Lock()  # the warm-up thread sends too
-
-    def send(message: Any) -> None:
-        try:
-            with lock:
-                connection.send(message)
-        except OSError:  # the parent is gone (e.g. it exited while we set up): leave quietly
-            os._exit(0)
-
-    if forked and forking._in_bad_fork():
-        send(("fork_unusable", None, "CUDA was initialized in the parent before the fork"))
-        return
-    try:
-        handler = setup(payload)
-    except BaseException as error:  # noqa: BLE001 - reported to the parent, never raised there
-        text = _describe(error)
-        fork_trouble = forked and (forking._in_bad_fork() or any(marker in text for marker in forking._FORK_CUDA_MARKERS))
-        send(("fork_unusable" if fork_trouble else "setup_error", None, text))
-        return
-
-    warm_up = getattr(handler, "warm_up", None) if warm_up_wait is not None else None
-    warm = threading.Event()
-    send(("ready", None, (time.perf_counter() - begun, callable(warm_up))))
-    if callable(warm_up):
-        threading.Thread(target=_warm_up, args=(warm_up, warm, send), name="tessera-warm-up", daemon=True).start()
-    else:
-        warm.set()
-    while True:
-        try:
-            message = connection.recv()
-        except (EOFError, OSError):
-            return
-        if message is None:
-            return
-        kind, ident, body = message
-        failed = "session_error" if kind == "session" else "error"
-        try:
-            if kind == "session":
-                _switch_session(handler, body)
-                send(("session_ok", ident, None))
-            else:
-                warm.wait(warm_up_wait)  # a warm-up that overruns does not hold the task longer
-                send(("ok", ident, handler(body)))
-        except FatalWorkerError as error:
-            send(("unusable" if kind == "session" else failed, ident, _describe(error)))
-            os._exit(3)  # the process state is broken: do not run another task in it
-        except BaseException as error:  # noqa: BLE001
-            send((failed, ident, _describe(error)))
-
-
-def _warm_up(warm_up: Callable[[], Any], done: threading.Event, send: Callable[[Any], None]) -> None:
-    """Run the handler's warm-up (best effort: a failure only means the first task pays instead)."""
-    begun = time.perf_counter()
-    try:
-        detail = str(warm_up() or "")
-    except Exception as error:  # noqa: BLE001
-        detail = f"failed, ignored: {_describe(error)}"
-    send(("warm", None, (time.perf_counter() - begun, detail)))
-    done.set()  # after the message: a crash in the task that follows is the task's
-
-
-def _switch_session(handler: Any, payload: Any) -> None:
-    if payload is None:
-        getattr(handler, "end_session", lambda: None)()
-    else:
-        handler.begin_session(payload)
-
-
-def _describe(error: BaseException) -> str:
-    lines = traceback.format_exception_only(type(error), error)
-    return "".join(lines).strip()
 
 
 # -- starting processes ------------------------------------------------------------------------
