@@ -32,7 +32,7 @@ _INT32_LIMIT = 2 ** 31 - 1
 # Kinds of captured values, in the order value_key tests them (a bool is an int, a
 # SpecializedInt is an int: the more specific kind must win).
 TENSOR, SPECIALIZED, CONSTANT, INT, FLOAT, OTHER = range(6)
-_KINDS: dict[type, int] = {}
+KINDS_BY_TYPE: dict[type, int] = {}  # filled by kind_of; read directly on hot paths (exact_facts.py)
 
 
 def _classify(cls: type) -> int:
@@ -52,9 +52,9 @@ def _classify(cls: type) -> int:
 def kind_of(value: Any) -> int:
     """The kind of a captured value; decided once per type, then a dict lookup."""
     cls = type(value)
-    kind = _KINDS.get(cls)
+    kind = KINDS_BY_TYPE.get(cls)
     if kind is None:
-        kind = _KINDS[cls] = _classify(cls)
+        kind = KINDS_BY_TYPE[cls] = _classify(cls)
     return kind
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from tessera.runtime.call_keys import _KINDS, FLOAT, INT, OTHER, SPECIALIZED, TENSOR, kind_of
+from tessera.runtime.call_keys import FLOAT, INT, KINDS_BY_TYPE, OTHER, SPECIALIZED, TENSOR, kind_of
 from tessera.runtime.marking import STATIC_DIMS_ATTRIBUTE
 
 
@@ -37,7 +37,7 @@ def exact_facts(values: Sequence[Any], head: Any = None) -> list[Any] | None:
     facts: list[Any] = [head]
     append = facts.append
     for value in values:
-        kind = _KINDS.get(type(value))  # kind_of, inlined: this runs for every value of every call
+        kind = KINDS_BY_TYPE.get(type(value))  # kind_of, inlined: this runs for every value of every call
         if kind is None:
             kind = kind_of(value)
         if kind == TENSOR:
