@@ -127,6 +127,10 @@ def measure(calls: int, repeats: int) -> dict[str, Any]:
     total = row("tessera add(x, y), launch stubbed", lambda: add(x, y), f"{stubbed} variant(s) stubbed")
     baseline = row("hand-written wrapper, launch stubbed", lambda: _handwritten_wrapper(_StubLaunch())(x, y),
                    "broadcast + empty + argument list")
+    shapes = [(torch.randn(1, n), torch.randn(1, n)) for n in range(2, 2 + calls)]
+    turn = iter(range(10 ** 9))
+    row("tessera add, a new shape on every call", lambda: add(*shapes[next(turn) % len(shapes)]),
+        "the exact-facts memo misses, then stands aside")
     row("Kernel._check_arguments (signature.bind)", lambda: add._check_arguments((x, y), {}))
     row("_common_device", lambda: _common_device("add", (x, y), {}))
     row("Kernel.mode_for", lambda: add.mode_for(x.device))

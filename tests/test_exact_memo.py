@@ -168,3 +168,26 @@ def test_threads_calling_one_kernel_each_see_their_own_call(device: torch.device
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+def test_a_memo_that_keeps_missing_stands_aside_then_tries_again() -> None:
+    memo = Memo()
+    for key in range(Memo.MISSES_BEFORE_BYPASS):
+        assert memo.wanted() and memo.lookup(key) is None
+        memo.remember(key, key)
+    assert [memo.wanted() for _ in range(Memo.BYPASS_CALLS)] == [False] * Memo.BYPASS_CALLS
+    assert memo.wanted() and memo.lookup(3) == 3  # tried again: remembered values are still there
+    assert memo.misses_in_a_row == 0
+
+
+def test_changing_shapes_then_a_steady_one(device: torch.device) -> None:
+    kernel = tessera.kernel(summed, config=GIVEN)
+    for cols in range(1, 40):  # a new shape on every call: the memo stands aside
+        a, b = torch.randn(2, cols, device=device), torch.randn(2, cols, device=device)
+        torch.testing.assert_close(kernel(a, b), a + b)
+    memo = next(iter(kernel.store.memos.values()))
+    assert memo.bypass_left > 0
+    a, b = torch.randn(3, 5, device=device), torch.randn(3, 5, device=device)
+    for _ in range(memo.bypass_left + 3):  # steady: once the bypass ends, it is remembered again
+        torch.testing.assert_close(kernel(a, b), a + b)
+    assert memo.bypass_left == 0 and memo.lookup(next(iter(memo))) is not None

@@ -170,9 +170,10 @@ class CompiledRunner:
         """
         values = [cell.cell_contents for cell in body.__closure__ or ()]
         # id: a code object hashes its bytecode; the kernel holds its loop bodies, so ids stay unique
-        facts = launch_facts(id(body.__code__), values, tile_range) if self.recorder is None else None
+        memo = self.memo
+        facts = launch_facts(id(body.__code__), values, tile_range) if self.recorder is None and memo.wanted() else None
         if facts is not None:
-            known = self.memo.get(facts)
+            known = memo.lookup(facts)
             if known is not None:
                 self.store.hits += 1
                 return known.run(self, values)

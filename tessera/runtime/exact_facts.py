@@ -85,11 +85,42 @@ def _with_typed_bounds(facts: list[Any], begins: Sequence[Any], ends: Sequence[A
 
 
 class Memo(dict):
-    """A dict that empties itself when full: exact shapes may change on every call."""
+    """A dict that empties itself when full, and stands aside while it does not pay.
+
+    Exact shapes may change on every call (a sequence length per batch): then every lookup
+    misses, and reading the facts and remembering each decision is pure overhead. After
+    `MISSES_BEFORE_BYPASS` misses in a row the memo is bypassed for the next `BYPASS_CALLS`
+    calls (`wanted()` is False: the caller takes the keyed path without reading facts), then
+    tried again.
+    """
+
+    MISSES_BEFORE_BYPASS = 16
+    BYPASS_CALLS = 256
 
     def __init__(self, capacity: int = 1024) -> None:
         super().__init__()
         self.capacity = capacity
+        self.misses_in_a_row = 0
+        self.bypass_left = 0
+
+    def wanted(self) -> bool:
+        """Whether this call should read its facts and look them up."""
+        if self.bypass_left:
+            self.bypass_left -= 1
+            return False
+        return True
+
+    def lookup(self, key: Any) -> Any:
+        """The remembered value, or None (a miss, counted towards a bypass)."""
+        value = self.get(key)
+        if value is not None:
+            self.misses_in_a_row = 0
+            return value
+        self.misses_in_a_row += 1
+        if self.misses_in_a_row >= self.MISSES_BEFORE_BYPASS:
+            self.misses_in_a_row = 0
+            self.bypass_left = self.BYPASS_CALLS
+        return None
 
     def remember(self, key: Any, value: Any) -> None:
         if len(self) >= self.capacity:

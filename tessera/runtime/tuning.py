@@ -53,10 +53,10 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
     if mode == "eager":
         return kernel.default_config()
     choices = kernel.config_choices
-    facts = None if kwargs else exact_facts(args, mode)
+    facts = exact_facts(args, mode) if not kwargs and choices.by_facts.wanted() else None
     if facts is not None:
         facts = tuple(facts)
-        config = choices.by_facts.get(facts)
+        config = choices.by_facts.lookup(facts)
         if config is not None:
             return config
     fast_key = _fast_key(kernel, mode, args, kwargs)

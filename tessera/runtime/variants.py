@@ -76,11 +76,16 @@ class RememberedLaunch:
     def __init__(self, variant: Variant, values: list[Any], arguments: list[Any], grid: tuple[int, ...]) -> None:
         self.variant = variant
         self.grid = grid
+        template = list(arguments)
+        tensor_positions = []
+        for position, value in enumerate(arguments):
+            if isinstance(value, torch.Tensor):
+                tensor_positions.append(position)
+                template[position] = None
         tensor_values = [index for index, value in enumerate(values) if isinstance(value, torch.Tensor)]
-        tensor_positions = [index for index, value in enumerate(arguments) if isinstance(value, torch.Tensor)]
         assert len(tensor_values) == len(tensor_positions), "launch_inputs lays out one argument per tensor"
         self.tensor_slots = tuple(zip(tensor_positions, tensor_values))
-        self.arguments = [None if isinstance(value, torch.Tensor) else value for value in arguments]
+        self.arguments = template
         self.binary: list[Any] = [None, None]  # [device, binary] once the launcher knows them
 
     def run(self, runner: "CompiledRunner", values: list[Any]) -> None:
