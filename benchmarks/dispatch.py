@@ -15,7 +15,8 @@ specialize, key, launch):
   against "triton wrapper (broadcast + promote + allocate + launch)".
 
 Other rows, for scale: torch eager `x + y`; the Triton launch alone into a preallocated output;
-Tessera's launcher alone (the arguments captured from a real call), when the runtime has one.
+the add_same_shape pair with a new width (1..97) on every call, where Tessera's exact-facts memo
+misses; Tessera's launcher alone (the arguments captured from a real call), when the runtime has one.
 
 Method: after warm-up calls (compiles), each sample synchronizes, times `--calls` back-to-back
 calls with `time.perf_counter`, synchronizes again before stopping the clock, and divides. No
@@ -26,6 +27,7 @@ samples is reported with the quartiles (`us_p25`, `us_p75`): a difference inside
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -118,11 +120,11 @@ def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any
     def triton_launch() -> None:
         _triton_kernels.add_2d[grid](x, y, out, 1, 16, 16, 16, 16, BLOCK_M=block, BLOCK_N=block)
 
-    def triton_wrapper() -> torch.Tensor:
-        result = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    def triton_wrapper(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        result = torch.empty(a.shape, dtype=a.dtype, device=a.device)
         m, n = result.shape
         launch_grid = (triton.cdiv(m, block), triton.cdiv(n, block))
-        _triton_kernels.add_2d[launch_grid](x, y, result, m, n, x.stride(0), y.stride(0), result.stride(0),
+        _triton_kernels.add_2d[launch_grid](a, b, result, m, n, a.stride(0), b.stride(0), result.stride(0),
                                             BLOCK_M=block, BLOCK_N=block)
         return result
 
@@ -147,7 +149,7 @@ def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any
     rows: list[tuple[str, Callable[[], Any], str]] = [
         ("torch eager (x + y)", lambda: x + y, ""),
         ("triton launch (preallocated out)", triton_launch, ""),
-        ("triton wrapper (allocate + launch)", triton_wrapper, "baseline of add_same_shape"),
+        ("triton wrapper (allocate + launch)", lambda: triton_wrapper(x, y), "baseline of add_same_shape"),
         ("tessera add_same_shape(x, y)", lambda: add_same_shape(x, y), "vs allocate + launch"),
         ("triton wrapper (broadcast + promote + allocate + launch)", lambda: triton_broadcasting_wrapper(x, y),
          "baseline of add"),
@@ -160,6 +162,15 @@ def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any
         if result is not None and not torch.allclose(result, expected):
             raise AssertionError(f"{name} computed a wrong sum")
     torch.testing.assert_close(out, expected)
+    # A new width on every call (a sequence length per batch): Tessera's exact-facts memo misses.
+    widths = [(torch.randn(1, n, device=device), torch.randn(1, n, device=device)) for n in range(1, 98)]
+    for name, function in (("triton wrapper (allocate + launch), a new width every call", triton_wrapper),
+                           ("tessera add_same_shape, a new width every call", add_same_shape)):
+        for a, b in widths:  # warm-up: every width once (compiles), each sum checked
+            torch.testing.assert_close(function(a, b), a + b)
+        turn = itertools.count()
+        rows.append((name, lambda function=function, turn=turn: function(*widths[next(turn) % len(widths)]),
+                     "informative"))
     launch = _capture_tessera_launch(add, (x, y))
     if launch is not None:
         launcher, tessera_grid, arguments = launch
@@ -180,6 +191,9 @@ def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any
         "add_same_shape": round(by_name["tessera add_same_shape(x, y)"] / same_shape, 3),
         "add": round(by_name["tessera add(x, y)"]
                      / by_name["triton wrapper (broadcast + promote + allocate + launch)"], 3),
+        "add_same_shape, a new width every call": round(
+            by_name["tessera add_same_shape, a new width every call"]
+            / by_name["triton wrapper (allocate + launch), a new width every call"], 3),
     }
     for row in results:
         row["us_per_call"] = round(row["us_per_call"], 3)
