@@ -1,11 +1,11 @@
-"""Per-thread stacks of call state (the active interpreter, runner, device, tracer).
+"""Per-thread stacks of call state (the active interpreter, the active tracer).
 
 Kernels may be called from several threads at once (data loaders, one thread per stream). What a
 call pushes while it runs must be seen only by that call: each stack is a `threading.local`, so
 every thread has its own.
 
->>> _runners = ThreadStack()
->>> _runners.items.append("runner")
+>>> _stack = ThreadStack()
+>>> _stack.items.append(interpreter)
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from tessera.frontend.block_slots import BlockSlotTable
 from tessera.frontend.location import user_location
 from tessera.language.constexpr import SpecializedInt
 from tessera.language.tile import TileRange
-from tessera.runtime import eager_state, interpreter
+from tessera.runtime import interpreter
 from tessera.runtime.call_keys import compiled_in, config_key, device_type, launch_inputs, needs_int64
 from tessera.runtime.eager import EagerInterpreter
 from tessera.runtime.exact_facts import launch_facts
@@ -31,7 +31,6 @@ from tessera.runtime.generated_modules import backend_error, load_generated
 from tessera.runtime.marking import static_dims
 from tessera.runtime.plan import LaunchRecord, TunableDim
 from tessera.runtime.variants import RememberedLaunch, Variant, VariantStore
-from tessera.thread_state import ThreadStack
 from tessera.trace.proxy import TensorProxy
 from tessera.trace.symbols import SymbolTable
 from tessera.trace.tracer import Tracer
@@ -312,14 +311,11 @@ def _programs_cap(mode: str) -> int:
     return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 
 
-_runners = ThreadStack()  # of CompiledRunner; one per thread
-
-
 def launch_helper(tile_range: Any, body: Callable[..., Any]) -> None:
     """What a rewritten top-level tile loop calls."""
     if not isinstance(tile_range, TileRange):
         raise exc.UnsupportedSyntaxError("a tile loop must iterate hl.tile(...) or hl.grid(...)", location=user_location())
-    _runners.items[-1].launch(tile_range, body)
+    interpreter.active().runner.launch(tile_range, body)  # the host interpreter of this call
 
 
 def device_loop_helper(tile_range: Any, body: Callable[..., Any], carried: tuple) -> tuple:
@@ -372,7 +368,7 @@ def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Conf
     """Run the kernel's host code; each top-level tile loop launches a cached Triton kernel."""
     if runner is not None:  # a BoundKernel's planning or timing runner
         _check_device(mode, device)
-        return _run_host_code(kernel, runner, _HostInterpreter(runner.slots, config, device, runner), args, kwargs)
+        return _run_host_code(kernel, _HostInterpreter(runner.slots, config, device, runner), args, kwargs)
     # A call takes the kernel's idle runner when it has the call's mode, Config and device, else
     # a spare one from kernel.spare_runners, else a new one (building one costs about 2 us). A
     # runner is taken out while in use (list.pop and dict.pop are atomic), so a nested or
@@ -388,7 +384,7 @@ def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Conf
             _keep_spare(kernel, runner)
         runner = _spare_runner(kernel, mode, config, device)
     try:
-        return _run_host_code(kernel, runner, runner.host, args, kwargs)
+        return _run_host_code(kernel, runner.host, args, kwargs)
     finally:
         while kernel.idle_runners:  # a nested call's runner went back first
             try:
@@ -435,13 +431,10 @@ def _restart(runner: CompiledRunner) -> None:
     runner.host.loop_depth = 0
 
 
-def _run_host_code(kernel: Any, runner: CompiledRunner, host: _HostInterpreter, args: tuple, kwargs: dict) -> Any:
-    _runners.items.append(runner)
-    eager_state.push_device(host.device)
+def _run_host_code(kernel: Any, host: _HostInterpreter, args: tuple, kwargs: dict) -> Any:
+    """The kernel's host code, with `host` (which holds this call's runner) as the active interpreter."""
     interpreter.push(host)  # a plain push/pop: interpreter.activate builds a generator per call
     try:
         return (kernel._rewritten or kernel.rewritten()).function(*args, **kwargs)
     finally:
         interpreter.pop()
-        eager_state.pop_device()
-        _runners.items.pop()

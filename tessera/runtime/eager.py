@@ -21,7 +21,7 @@ from tessera.frontend.location import user_location
 from tessera.ir.primitive import Primitive
 from tessera.language.math import exact_matmul, product_dtype
 from tessera.language.tile import Tile, TileRange
-from tessera.runtime import eager_indexing, eager_state, interpreter
+from tessera.runtime import eager_indexing, interpreter
 from tessera.runtime.block_sizes import choose_block_sizes
 
 
@@ -142,9 +142,5 @@ def run_eager(fn: Callable[..., Any], args: tuple, kwargs: dict, slots: BlockSlo
               config: Config, device: torch.device) -> Any:
     """Call the kernel function in eager mode."""
     eager = EagerInterpreter(slots, config, device)
-    eager_state.push_device(device)
-    try:
-        with interpreter.activate(eager), EagerTorchMode():
-            return fn(*args, **kwargs)
-    finally:
-        eager_state.pop_device()
+    with interpreter.activate(eager), EagerTorchMode():
+        return fn(*args, **kwargs)

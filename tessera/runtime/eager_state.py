@@ -1,20 +1,13 @@
-"""State of the eager call in progress: its device (eager rules allocate there)."""
+"""The device of the eager call in progress (eager rules such as `hl.full` allocate there)."""
 from __future__ import annotations
 
 import torch
 
-from tessera.thread_state import ThreadStack
+from tessera.runtime import interpreter
 
-_devices = ThreadStack()  # of torch.device; one per thread
+_CPU = torch.device("cpu")
 
 
 def device() -> torch.device:
-    return _devices.items[-1] if _devices.items else torch.device("cpu")
-
-
-def push_device(value: torch.device) -> None:
-    _devices.items.append(value)
-
-
-def pop_device() -> None:
-    _devices.items.pop()
+    """The running eager or host interpreter's device; CPU when none is running."""
+    return getattr(interpreter.active(), "device", _CPU)
