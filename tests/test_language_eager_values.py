@@ -5,6 +5,8 @@ for tiles, iteration order and block sizes). Each test is one behaviour, named a
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import pytest
 import torch
 
@@ -337,9 +339,11 @@ def dot_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def test_dot_accumulates_bf16_products_in_float32(device):
-    # 512 products of 1 * 1: a bf16 sum stops growing at 256, a float32 sum reaches 512.
-    matmul = eager_kernel(tessera.Config(block_sizes=[16, 16, 64]))(dot_matmul)
+    _assert_sums_512_ones_in_float32(eager_kernel(tessera.Config(block_sizes=[16, 16, 64]))(dot_matmul), device)
 
+
+def _assert_sums_512_ones_in_float32(matmul: Callable[..., torch.Tensor], device: torch.device) -> None:
+    """512 products of 1 * 1: a bf16 sum stops growing at 256, a float32 sum reaches 512."""
     a = torch.ones(2, 512, dtype=torch.bfloat16, device=device)
     b = torch.ones(512, 3, dtype=torch.bfloat16, device=device)
     out = matmul(a, b)
@@ -368,11 +372,7 @@ def test_addmm_of_a_float32_accumulator_and_bf16_tiles_accumulates_in_float32(de
             out[tile_m, tile_n] = acc
         return out
 
-    a = torch.ones(2, 512, dtype=torch.bfloat16, device=device)
-    b = torch.ones(512, 3, dtype=torch.bfloat16, device=device)
-    out = matmul(a, b)
-    assert out.dtype == torch.float32
-    assert torch.equal(out, torch.full([2, 3], 512.0, device=device))
+    _assert_sums_512_ones_in_float32(matmul, device)
 
 
 def test_addmm_in_a_kernel_matches_a_float32_reference(device):

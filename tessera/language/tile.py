@@ -100,7 +100,7 @@ _SIZE_TYPES = (list, tuple, torch.Size)
 
 
 def _as_list(value: Any) -> tuple[list[Any], bool]:
-    if isinstance(value, (list, tuple, torch.Size)):
+    if isinstance(value, _SIZE_TYPES):
         return list(value), True
     return [value], False
 
@@ -129,8 +129,7 @@ def tile(begin_or_end: Any, end_or_none: Any = None, block_size: Any = None) -> 
     >>> for tile_m, tile_n in hl.tile([m, n]):    # doctest: +SKIP
     ...     out[tile_m, tile_n] = x[tile_m, tile_n] + 1
     """
-    if not interpreter.running():
-        interpreter.current("tile")  # raises NotInKernelError
+    interpreter.current("tile")
     if end_or_none is None and block_size is None and type(begin_or_end) in _SIZE_TYPES:  # hl.tile(x.size())
         ends = list(begin_or_end)
         count = len(ends)

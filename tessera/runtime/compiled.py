@@ -208,8 +208,13 @@ class CompiledRunner:
         self.store.variants.setdefault(key, variants).append(variant)
         return variant
 
-    def run_variant(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...]) -> None:
-        """Launch `variant` (or, planning, record the launch); the first launch compiles it."""
+    def run_variant(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...],
+                    remembered_binary: list[Any] | None = None) -> None:
+        """Launch `variant` (or, planning, record the launch); the first launch compiles it.
+
+        `remembered_binary` is a `RememberedLaunch`'s memory of the Triton binary its (fixed) int
+        arguments select, for `TritonLauncher.launch_remembered`.
+        """
         if self.recorder is not None:
             self.launch_dims[variant.launch_index] = variant.launch_ndim
             self.loopable_rows[variant.launch_index] = variant.loopable_row
@@ -227,8 +232,11 @@ class CompiledRunner:
             return
         if min(grid) <= 0:
             return
-        if variant.launched and variant.launcher is not None:
-            variant.launcher.launch(grid, arguments)  # the hit path: no JITFunction.run
+        if variant.launched and variant.launcher is not None:  # the hit path: no JITFunction.run
+            if remembered_binary is None:
+                variant.launcher.launch(grid, arguments)
+            else:
+                variant.launcher.launch_remembered(grid, arguments, remembered_binary)
             return
         if variant.launched and self.mode == "compiled":
             variant.function[grid](*arguments, num_warps=variant.num_warps, num_stages=variant.num_stages)

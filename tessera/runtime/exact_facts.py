@@ -43,18 +43,22 @@ def exact_facts(values: Sequence[Any], head: Any = None) -> list[Any] | None:
         if kind == TENSOR:
             facts += (value.dtype, value.shape, value.stride(), value.data_ptr() & 15,
                       getattr(value, STATIC_DIMS_ATTRIBUTE, None))
-        elif kind == FLOAT and value != value:  # NaN: never equal to itself
+            continue
+        if kind == FLOAT and value != value:  # NaN: never equal to itself
             return None
-        elif kind == OTHER:  # a helper function, a module, any other object: keyed by value if hashable
-            try:
-                hash(value)
-            except TypeError:
-                return None
-            facts += (type(value), value)
-        else:
-            append(type(value))
-            append(value)
+        if kind == OTHER and not _hashable(value):  # a helper function, a module: keyed by value if hashable
+            return None
+        append(type(value))
+        append(value)
     return facts
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def launch_facts(code: Any, values: Sequence[Any], tile_range: Any) -> tuple | None:

@@ -53,11 +53,6 @@ def public_name(fallback: str) -> str:
     return name
 
 
-def running() -> bool:
-    """Whether some kernel is running (cheaper than `current` on hot paths)."""
-    return bool(_stack.items)
-
-
 def active() -> Interpreter | None:
     return _stack.items[-1] if _stack.items else None
 

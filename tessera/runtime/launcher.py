@@ -144,18 +144,24 @@ class TritonLauncher:
         """Whether repeat calls can skip JITFunction.run (False: every call goes through it)."""
         return self._enabled
 
-    def launch(self, grid: tuple[int, ...], arguments: Sequence[Any]) -> None:
-        """Run the kernel on `grid` (1 to 3 program counts) with `arguments` in parameter order."""
+    def launch(self, grid: tuple[int, ...], arguments: Sequence[Any]) -> tuple | None:
+        """Run the kernel on `grid` (1 to 3 program counts) with `arguments` in parameter order.
+
+        Returns the binary key this launch used (it starts with the device), or None where the
+        fast path does not apply.
+        """
         if self._key is None:
             return self._launch_first(grid, arguments)
         device = self._current_device()
         try:
             key = self._key(device, *arguments)
         except (TypeError, AttributeError):  # an argument of another kind than on the first call
-            return self._launch_through_triton(grid, arguments, None)
+            self._launch_through_triton(grid, arguments, None)
+            return None
         binary = self.binaries.get(key)
         if binary is None or not self._call_binary(binary, device, grid, arguments):
             self._launch_through_triton(grid, arguments, key)
+        return key
 
     def launch_remembered(self, grid: tuple[int, ...], arguments: Sequence[Any], memory: list[Any]) -> None:
         """`launch`, for a caller whose int arguments are the same on every call that passes this
@@ -164,16 +170,10 @@ class TritonLauncher:
             device = self._current_device()
             if device == memory[0] and self._call_binary(memory[1], device, grid, arguments):
                 return
-        self.launch(grid, arguments)
-        if self._key is None:
-            return
-        device = self._current_device()
-        try:  # the fast path applies: remember the binary the launch used
-            binary = self.binaries.get(self._key(device, *arguments))
-        except (TypeError, AttributeError):
-            return
-        if binary is not None:
-            memory[0], memory[1] = device, binary
+        key = self.launch(grid, arguments)
+        binary = self.binaries.get(key) if key is not None else None
+        if binary is not None:  # the fast path applies: remember the binary the launch used
+            memory[0], memory[1] = key[0], binary
 
     def _call_binary(self, binary: tuple[Callable[..., Any], tuple], device: int, grid: tuple[int, ...],
                      arguments: Sequence[Any]) -> bool:
@@ -190,7 +190,7 @@ class TritonLauncher:
         self.fast_launches += 1
         return True
 
-    def _launch_first(self, grid: tuple[int, ...], arguments: Sequence[Any]) -> None:
+    def _launch_first(self, grid: tuple[int, ...], arguments: Sequence[Any]) -> tuple | None:
         """Build the key function on the first call; without a fast path, launch the usual way."""
         if self._enabled:
             self._key = self._build_key(arguments)
@@ -200,6 +200,7 @@ class TritonLauncher:
             self._enabled = False
         self.slow_launches += 1
         self.function[grid](*arguments, **self.options)
+        return None
 
     def _build_key(self, arguments: Sequence[Any]) -> Callable[..., tuple] | None:
         kinds = [argument_kind(value) for value in arguments]

@@ -92,8 +92,4 @@ class RememberedLaunch:
         arguments = self.arguments.copy()
         for position, index in self.tensor_slots:
             arguments[position] = values[index]
-        variant = self.variant
-        if variant.launcher is not None and variant.launched and min(self.grid) > 0:
-            variant.launcher.launch_remembered(self.grid, arguments, self.binary)
-        else:
-            runner.run_variant(variant, arguments, self.grid)
+        runner.run_variant(self.variant, arguments, self.grid, self.binary)
