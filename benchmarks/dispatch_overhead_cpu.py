@@ -160,7 +160,8 @@ def measure(calls: int, repeats: int) -> dict[str, Any]:
 def _tile_call(runner: Any, config: Any, x: torch.Tensor) -> Callable[[], Any]:
     """`hl.tile(x.size())` as the add kernel's host code calls it (inside a running call)."""
     import tessera.language as hl
-    from tessera.runtime import compiled, interpreter
+    from tessera.ir import interpreter
+    from tessera.runtime import compiled
 
     host = compiled._HostInterpreter(runner.slots, config, x.device, runner)
 

@@ -6,7 +6,7 @@ raised from user code. Errors pickle, so autotune workers can report them.
 """
 from __future__ import annotations
 
-from tessera.frontend.location import SourceLocation
+from tessera.location import SourceLocation
 
 
 class TesseraError(Exception):

@@ -24,7 +24,7 @@ from tessera.autotune.search import search
 from tessera.autotune.space import ConfigSpace, KernelFacts
 from tessera.config import Config
 from tessera.runtime import tuning
-from tessera.runtime.plan import TunableDim
+from tessera.ir.tunables import TunableDim
 
 import autotune_fakes
 from examples.add import add

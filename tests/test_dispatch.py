@@ -13,7 +13,7 @@ import torch
 import tessera
 import tessera.language as hl
 from tessera import exc
-from tessera.frontend.location import user_location
+from tessera.location import user_location
 from tessera.runtime import call_keys
 from tessera.trace.tracer import Tracer
 
@@ -174,7 +174,7 @@ def test_launch_arguments_follow_the_kernel_parameters(device: torch.device) -> 
 
 
 def hl_range(begins: list[int], ends: list[int]) -> object:
-    from tessera.language.tile import TileRange
+    from tessera.ir.tile_range import TileRange
     return TileRange(begins, ends, [None] * len(ends), True, False, ("f.py", 1, 0))
 
 

@@ -123,7 +123,7 @@ def test_exact_facts_tell_values_apart() -> None:
 
 
 def test_launch_facts_refuse_tensor_bounds() -> None:
-    from tessera.language.tile import TileRange
+    from tessera.ir.tile_range import TileRange
     plain = TileRange([0], [8], [None], False, False, ("f", 1, 0))
     assert launch_facts(1, [], plain) is not None
     from_tensor = TileRange([0], [torch.tensor(8)], [None], False, False, ("f", 1, 0))

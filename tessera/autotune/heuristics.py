@@ -23,7 +23,7 @@ import torch  # noqa: F401  (the doctest's dtypes)
 
 from tessera.autotune.space import Axis, ConfigSpace, KernelFacts
 from tessera.config import Config
-from tessera.runtime.plan import TunableDim
+from tessera.ir.tunables import TunableDim
 
 ELEMENTWISE_BYTES_PER_PROGRAM = 8192
 ROW_ELEMENTS_PER_PROGRAM = 4096

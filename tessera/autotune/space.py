@@ -23,7 +23,8 @@ import torch
 
 from tessera.config import default_block_size, INDEXING_STRATEGIES, PID_TYPES, Config, _is_power_of_two
 from tessera.exc import ConfigError
-from tessera.runtime.plan import KernelPlan, TunableDim
+from tessera.ir.tunables import TunableDim
+from tessera.runtime.plan import KernelPlan
 
 ENABLED_KEYS: frozenset[str] = frozenset({"block_sizes", "num_warps", "num_stages", "loop_orders", "l2_grouping",
                                           "pid_type", "indexing", "reduction_loops"})

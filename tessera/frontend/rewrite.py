@@ -35,7 +35,7 @@ import types
 from typing import Any, Callable
 
 from tessera import exc
-from tessera.frontend.location import SourceLocation
+from tessera.location import SourceLocation
 from tessera.frontend.source import KernelSource
 
 LAUNCH = "_tessera_launch"

@@ -14,7 +14,7 @@ from typing import Any
 import sympy
 import torch
 
-from tessera.frontend.location import SourceLocation
+from tessera.location import SourceLocation
 
 
 @dataclasses.dataclass(eq=False)

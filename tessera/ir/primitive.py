@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from tessera.runtime import interpreter as _interpreter
+from tessera.ir import interpreter as _interpreter
 
 ALL_PRIMITIVES: dict[str, Primitive] = {}
 

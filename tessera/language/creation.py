@@ -7,7 +7,7 @@ import torch
 
 from tessera.ir.primitive import Primitive
 from tessera.language.tile import Tile
-from tessera.runtime import eager_state
+from tessera.ir import interpreter
 
 ShapeArg = Sequence[Any]  # tiles, ints, or block sizes
 
@@ -49,7 +49,7 @@ def _extent(dim: Any, position: int) -> int:
 def dynamic_allocation_error(position: int, what: str) -> Any:
     """The error for a register allocation whose size is only known at run time."""
     from tessera import exc
-    from tessera.frontend.location import user_location
+    from tessera.location import user_location
     return exc.DynamicAllocationError(
         f"hl.zeros/hl.full: dimension {position} is {what}, only known at run time, but a tile lives in "
         "registers, whose size must be known when the kernel is compiled",
@@ -64,7 +64,7 @@ full_p = Primitive("full")
 
 @full_p.def_eager
 def _full_eager(shape: tuple, value: Any, *, dtype: torch.dtype) -> torch.Tensor:
-    return torch.full([_extent(d, i) for i, d in enumerate(shape)], value, dtype=dtype, device=eager_state.device())
+    return torch.full([_extent(d, i) for i, d in enumerate(shape)], value, dtype=dtype, device=interpreter.device())
 
 
 arange_p = Primitive("arange")
@@ -72,12 +72,12 @@ arange_p = Primitive("arange")
 
 @arange_p.def_eager
 def _arange_eager(begin: Any, end: Any, *, step: int, dtype: torch.dtype) -> torch.Tensor:
-    return torch.arange(int(begin), int(end), step, dtype=dtype, device=eager_state.device())
+    return torch.arange(int(begin), int(end), step, dtype=dtype, device=interpreter.device())
 
 
 def _full_trace(tracer: Any, shape: tuple, value: Any, *, dtype: torch.dtype) -> Any:
     from tessera import exc
-    from tessera.frontend.location import user_location
+    from tessera.location import user_location
     from tessera.ir.graph import UNIT
     from tessera.trace.proxy import TileProxy, _AxisSize
     from tessera.trace.proxy import TileValue
@@ -104,7 +104,7 @@ full_p.def_trace(_full_trace)
 
 def _arange_trace(tracer: Any, begin: Any, end: Any, *, step: int, dtype: torch.dtype) -> Any:
     from tessera import exc
-    from tessera.frontend.location import user_location
+    from tessera.location import user_location
     if not (isinstance(begin, int) and isinstance(end, int)):
         raise exc.DynamicAllocationError("hl.arange bounds must be compile-time ints", location=user_location(),
                                          hint="use tile.index for the indices of a tile")

@@ -55,7 +55,7 @@ def _dot_eager(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None, *,
 
 def _dot_trace(tracer: Any, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtype | None) -> Any:
     from tessera import exc
-    from tessera.frontend.location import user_location
+    from tessera.location import user_location
     if a.dim() != b.dim() or a.dim() not in (2, 3):
         raise exc.ShapeMismatchError(f"hl.dot needs two 2-D or two 3-D tiles, got ranks {a.dim()} and {b.dim()}",
                                      location=user_location())

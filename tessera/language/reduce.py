@@ -11,7 +11,7 @@ import torch
 
 from tessera import exc
 from tessera.backends.triton.rules import register_triton
-from tessera.frontend.location import user_location
+from tessera.location import user_location
 from tessera.ir.graph import UNIT
 from tessera.language.elementwise import apply_elementwise
 from tessera.trace.proxy import TileValue, register_torch

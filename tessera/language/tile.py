@@ -14,10 +14,11 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from tessera import exc
-from tessera.frontend.location import frame_site, is_internal_file, site_and_location, user_location
-from tessera.runtime import interpreter
+from tessera.location import frame_site, is_internal_file, site_and_location, user_location
+from tessera.ir import interpreter
+from tessera.ir.tile_range import TileRange, static_int
 
-Extent = Any  # an int, a 0-d integer tensor, a runtime scalar, or a symbolic size
+
 
 
 @dataclasses.dataclass
@@ -51,27 +52,6 @@ class Tile:
 
     def __repr__(self) -> str:
         return f"Tile({self.begin}:{self.end}, block_size={self.block_size}, id={self.id})"
-
-
-@dataclasses.dataclass
-class TileRange:
-    """The iteration space of one `hl.tile` / `hl.grid` call."""
-
-    begins: list[Extent]
-    ends: list[Extent]
-    block_sizes: list[Any]          # per dim: an int/symbol, or None until the interpreter assigns one
-    multi_dim: bool                 # yields tuples (list argument) rather than single tiles
-    is_grid: bool
-    site: tuple[str, int, int] | None  # (file, line, col) of the call, keys its block-size slots
-    location: Any = None
-
-    def __iter__(self) -> Iterator[Any]:
-        active = interpreter.current("grid" if self.is_grid else "tile")
-        return active.iterate_grid(self) if self.is_grid else active.iterate_tiles(self)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.ends)
 
 
 def _caller_frame() -> FrameType | None:
@@ -171,15 +151,7 @@ def register_block_size(min_or_max: Any, max_or_none: Any = None) -> Any:
     """
     active = interpreter.current("register_block_size")
     low, high = (1, min_or_max) if max_or_none is None else (min_or_max, max_or_none)
-    return active.block_sizes(_call_site(), 1, [(_static_int(low) or 1, _static_int(high))])[0]
-
-
-def _static_int(value: Any) -> int | None:
-    """`value` as an int when the host knows it (a 0-d host tensor costs a sync); else None."""
-    try:
-        return int(value)
-    except (TypeError, ValueError, RuntimeError, exc.TesseraError):  # runtime scalars of the device
-        return None
+    return active.block_sizes(_call_site(), 1, [(static_int(low) or 1, static_int(high))])[0]
 
 
 def static_range(begin_or_end: int, end: int | None = None, step: int = 1) -> range:
@@ -188,12 +160,3 @@ def static_range(begin_or_end: int, end: int | None = None, step: int = 1) -> ra
     >>> for i in hl.static_range(4): ...         # doctest: +SKIP
     """
     return range(begin_or_end) if end is None else range(begin_or_end, end, step)
-
-
-def static_bounds(tile_range: TileRange) -> list[tuple[int, int | None]]:
-    """Per dim (min, max) bounds a block size must fit: at least 1, at most the extent if known."""
-    bounds = []
-    for begin, end in zip(tile_range.begins, tile_range.ends):
-        b, e = _static_int(begin), _static_int(end)
-        bounds.append((1, e - b if b is not None and e is not None else None))
-    return bounds

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import torch
 
 from tessera.language.constexpr import SpecializedInt
-from tessera.language.tile import TileRange
+from tessera.ir.tile_range import TileRange
 from tessera.runtime.marking import STATIC_DIMS_ATTRIBUTE
 
 _INT32_LIMIT = 2 ** 31 - 1

@@ -20,16 +20,17 @@ from tessera import exc, settings
 from tessera.backends.triton.program_ids import host_grid, mapping_for, program_count_exprs
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
-from tessera.frontend.location import user_location
+from tessera.location import user_location
 from tessera.language.constexpr import SpecializedInt
-from tessera.language.tile import TileRange
-from tessera.runtime import interpreter
+from tessera.ir.tile_range import TileRange
+from tessera.ir import interpreter
 from tessera.runtime.call_keys import compiled_in, config_key, device_type, launch_inputs, needs_int64
 from tessera.runtime.eager import EagerInterpreter
 from tessera.runtime.exact_facts import launch_facts
 from tessera.runtime.generated_modules import backend_error, load_generated
 from tessera.runtime.marking import static_dims
-from tessera.runtime.plan import LaunchRecord, TunableDim
+from tessera.ir.tunables import TunableDim
+from tessera.runtime.plan import LaunchRecord
 from tessera.runtime.variants import RememberedLaunch, Variant, VariantStore
 from tessera.trace.proxy import TensorProxy
 from tessera.trace.symbols import SymbolTable

@@ -17,12 +17,14 @@ from torch.overrides import TorchFunctionMode
 from tessera import exc
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
-from tessera.frontend.location import user_location
+from tessera.location import user_location
 from tessera.ir.primitive import Primitive
 from tessera.language.math import exact_matmul, product_dtype
-from tessera.language.tile import Tile, TileRange
-from tessera.runtime import eager_indexing, interpreter
-from tessera.runtime.block_sizes import choose_block_sizes
+from tessera.ir.tile_range import TileRange
+from tessera.language.tile import Tile
+from tessera.ir import interpreter
+from tessera.runtime import eager_indexing
+from tessera.trace.block_sizes import choose_block_sizes
 
 
 class EagerInterpreter:
@@ -48,7 +50,7 @@ class EagerInterpreter:
         return choose_block_sizes(self.slots, self.config, site, count, bounds)
 
     def _resolved_blocks(self, tile_range: TileRange) -> list[int]:
-        from tessera.language.tile import static_bounds
+        from tessera.ir.tile_range import static_bounds
         tunable = [i for i, block in enumerate(tile_range.block_sizes) if block is None]
         blocks = list(tile_range.block_sizes)
         if tunable:

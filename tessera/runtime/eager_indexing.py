@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from tessera import exc
-from tessera.frontend.location import user_location
+from tessera.location import user_location
 from tessera.language.tile import Tile
 
 Index = tuple[Any, ...]

@@ -12,7 +12,7 @@ import torch
 from tessera import exc, settings
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
-from tessera.frontend.location import strip_internal_frames, user_location
+from tessera.location import strip_internal_frames, user_location
 from tessera.frontend.rewrite import DEVICE_IF, DEVICE_LOOP, LAUNCH, RewrittenKernel, rewrite_kernel
 from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments

@@ -17,22 +17,7 @@ from typing import Any
 import torch
 
 from tessera.config import Config
-
-
-@dataclasses.dataclass(frozen=True)
-class TunableDim:
-    """One entry of `Config.block_sizes`, with what the trace learned about it.
-
-    `extent` is this call's size of the dimension the block tiles (the largest one seen when a
-    slot tiles several loops); `min_block` is the smallest legal block (16 for a dimension that
-    feeds `tl.dot`); `role` is 'launch' (tiles program ids), 'loop' (an inner device loop) or
-    'reduction' (a reduced dimension).
-    """
-
-    index: int
-    extent: int
-    min_block: int
-    role: str
+from tessera.ir.tunables import TunableDim
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ import sympy
 import torch
 
 from tessera.runtime.exact_facts import Memo
-from tessera.runtime.plan import TunableDim
+from tessera.ir.tunables import TunableDim
 
 if TYPE_CHECKING:
     from tessera.runtime.compiled import CompiledRunner

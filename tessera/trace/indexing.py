@@ -13,7 +13,7 @@ import sympy
 import torch
 
 from tessera import exc
-from tessera.frontend.location import user_location
+from tessera.location import user_location
 from tessera.ir.graph import UNIT, Axis, Node
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
 from tessera.trace.tracer import Tracer

@@ -8,7 +8,7 @@ import sympy
 import torch
 
 from tessera import exc
-from tessera.frontend.location import user_location
+from tessera.location import user_location
 
 
 @dataclasses.dataclass

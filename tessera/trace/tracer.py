@@ -15,12 +15,12 @@ import torch
 from tessera import exc
 from tessera.config import DEFAULT_ROW_CHUNK, ONE_BLOCK_ROW_LIMIT, Config, reduction_loop_of
 from tessera.frontend.block_slots import BlockSlotTable
-from tessera.frontend.location import user_location
+from tessera.location import user_location
 from tessera.ir.graph import UNIT, Axis, Block, Node
 from tessera.ir.primitive import Primitive
-from tessera.language.tile import TileRange, static_bounds
-from tessera.runtime.block_sizes import choose_block_sizes
-from tessera.runtime.plan import TunableDim
+from tessera.ir.tile_range import TileRange, static_bounds
+from tessera.trace.block_sizes import choose_block_sizes
+from tessera.ir.tunables import TunableDim
 from tessera.thread_state import ThreadStack
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
 from tessera.trace.symbols import SymbolTable
@@ -331,7 +331,7 @@ class Tracer:
         target = tuple(targets) if tile_range.multi_dim else targets[0]
         function = types.FunctionType(body.__code__, body.__globals__, body.__name__, body.__defaults__,
                                       tuple(types.CellType(value) for value in cells))
-        from tessera.runtime import interpreter
+        from tessera.ir import interpreter
         _current.items.append(self)
         try:
             with interpreter.activate(self):

@@ -10,15 +10,18 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
+import torch
+
 from tessera import exc
-from tessera.frontend.location import is_internal_file, user_location
+from tessera.location import is_internal_file, user_location
 from tessera.thread_state import ThreadStack
 
 _LANGUAGE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "language")
+_CPU = torch.device("cpu")
 
 if TYPE_CHECKING:
     from tessera.ir.primitive import Primitive
-    from tessera.language.tile import TileRange
+    from tessera.ir.tile_range import TileRange
 
 
 class Interpreter(Protocol):
@@ -73,3 +76,9 @@ def activate(interpreter: Interpreter) -> Iterator[None]:
         yield
     finally:
         _stack.items.pop()
+
+
+def device() -> torch.device:
+    """The running eager or host interpreter's device (eager rules such as `hl.full` allocate
+    there); CPU when none is running."""
+    return getattr(active(), "device", _CPU)

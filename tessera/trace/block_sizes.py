@@ -4,7 +4,7 @@ from __future__ import annotations
 from tessera import exc
 from tessera.config import Config, default_block_size
 from tessera.frontend.block_slots import BlockSlotTable, Site
-from tessera.frontend.location import user_location
+from tessera.location import user_location
 
 
 def choose_block_sizes(slots: BlockSlotTable, config: Config, site: Site | None, count: int,

@@ -1,0 +1,52 @@
+"""The iteration space of one `hl.tile` / `hl.grid` call, as data.
+
+`hl.tile(...)` builds a `TileRange`; iterating it asks the active interpreter what that means
+(real slices in eager mode, symbols while tracing).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterator
+
+from tessera import exc
+from tessera.ir import interpreter
+
+Extent = Any  # an int, a 0-d integer tensor, a runtime scalar, or a symbolic size
+
+
+@dataclasses.dataclass
+class TileRange:
+    """The iteration space of one `hl.tile` / `hl.grid` call."""
+
+    begins: list[Extent]
+    ends: list[Extent]
+    block_sizes: list[Any]          # per dim: an int/symbol, or None until the interpreter assigns one
+    multi_dim: bool                 # yields tuples (list argument) rather than single tiles
+    is_grid: bool
+    site: tuple[str, int, int] | None  # (file, line, col) of the call, keys its block-size slots
+    location: Any = None
+
+    def __iter__(self) -> Iterator[Any]:
+        active = interpreter.current("grid" if self.is_grid else "tile")
+        return active.iterate_grid(self) if self.is_grid else active.iterate_tiles(self)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.ends)
+
+
+def static_int(value: Any) -> int | None:
+    """`value` as an int when the host knows it (a 0-d host tensor costs a sync); else None."""
+    try:
+        return int(value)
+    except (TypeError, ValueError, RuntimeError, exc.TesseraError):  # runtime scalars of the device
+        return None
+
+
+def static_bounds(tile_range: TileRange) -> list[tuple[int, int | None]]:
+    """Per dim (min, max) bounds a block size must fit: at least 1, at most the extent if known."""
+    bounds = []
+    for begin, end in zip(tile_range.begins, tile_range.ends):
+        b, e = static_int(begin), static_int(end)
+        bounds.append((1, e - b if b is not None and e is not None else None))
+    return bounds
