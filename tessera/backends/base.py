@@ -1,0 +1,87 @@
+"""What a backend must provide: the boundary between the compiler and a code generator.
+
+The compiler hands a backend a finished `KernelIR` (traced, passes applied) and a `Config`; the
+backend checks what it supports, lowers the IR to source, loads that source into something
+callable, and launches it. The runtime and the autotuner talk to backends only through this
+protocol, so a second backend is one more implementation of it, not a fork of the compiler.
+
+    backend = backends.get("triton")
+    backend.check(ir, options)                     # UnsupportedOperationError at the user's line
+    lowered = backend.lower(ir, config, options)   # source text + what the host needs to launch it
+    loaded = backend.load(lowered, options)        # the callable kernel
+    loaded.launch(grid, arguments)                 # run it
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+import sympy
+
+from tessera.config import Config
+from tessera.ir.graph import KernelIR
+
+if TYPE_CHECKING:
+    from tessera.location import SourceLocation
+
+
+@dataclasses.dataclass(frozen=True)
+class LoweringOptions:
+    """How to lower, besides the Config: the mode and the kernel settings a backend reads.
+
+    `interpret` is True when the code runs on the CPU (Triton's interpreter, Pallas's
+    `interpret=True`); `dot_precision` is the kernel's `dot_precision=` setting.
+    """
+
+    interpret: bool
+    dot_precision: str = "tf32"
+
+
+@dataclasses.dataclass(frozen=True)
+class LoweredKernel:
+    """A lowered launch: source text plus what the host needs to run it.
+
+    `guards` are conditions the generated code relies on beyond the IR's own (a layout the chosen
+    Config needs, e.g. TMA's 16-byte strides): the runtime checks them with the IR's guards.
+    `grid` holds the launch grid's sizes as expressions over the IR's host symbols.
+    `locations` maps 1-based lines of `source` to the kernel line that produced them.
+    """
+
+    name: str
+    source: str
+    grid: tuple[sympy.Expr, ...]
+    guards: tuple[tuple[sympy.Basic, str], ...] = ()
+    locations: dict[int, SourceLocation] = dataclasses.field(default_factory=dict)
+    launch_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # e.g. num_warps
+
+
+class LoadedKernel(Protocol):
+    """A lowered kernel made callable: `launch(grid, arguments)` runs it once."""
+
+    path: str              # where the source lives (errors and `to_code` read it)
+    function_name: str
+
+    def launch(self, grid: tuple[int, ...], arguments: list[Any], memory: list[Any] | None = None) -> None:
+        """Run the kernel; `memory` is the caller's slot for a binary it may remember between calls."""
+
+
+class Backend(Protocol):
+    """One code generator. `tessera.backends.get(name)` returns the registered instance."""
+
+    name: str
+
+    def check(self, ir: KernelIR, options: LoweringOptions) -> None:
+        """Raise `UnsupportedOperationError` (at the node's line) for what this backend cannot run."""
+
+    def lower(self, ir: KernelIR, config: Config, options: LoweringOptions) -> LoweredKernel:
+        """The IR under `config` as source text, deterministic for equal inputs."""
+
+    def load(self, lowered: LoweredKernel, options: LoweringOptions) -> LoadedKernel:
+        """Make the lowered source callable (write it, import it, build the fast launcher)."""
+
+    def compile_error(self, error: BaseException, lowered: LoweredKernel, loaded: LoadedKernel,
+                      fallback: SourceLocation | None) -> Exception:
+        """A failure of the backend's compiler on generated code, as a located TesseraError."""
+
+
+BackendFactory = Callable[[], Backend]
