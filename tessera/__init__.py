@@ -9,6 +9,6 @@ __version__ = "0.1.0"
 from tessera import exc, language  # noqa: E402
 from tessera.config import Config  # noqa: E402
 from tessera.runtime.kernel import Kernel, kernel  # noqa: E402
-from tessera.runtime.marking import mark_static  # noqa: E402
+from tessera.marking import mark_static  # noqa: E402
 
 __all__ = ["Config", "Kernel", "exc", "kernel", "language", "mark_static"]

@@ -174,11 +174,8 @@ def test_if_on_a_tile_of_conditions_is_an_error(device: torch.device) -> None:
 
 
 def test_triton_failure_is_a_located_backend_error(device: torch.device, monkeypatch: pytest.MonkeyPatch) -> None:
-    import dataclasses
-
-    from tessera.language import elementwise
-    broken = dataclasses.replace(elementwise._BY_NAME["sin"], template="tl.no_such_function({0})")
-    monkeypatch.setitem(elementwise._BY_NAME, "sin", broken)
+    from tessera.backends.triton import lowering
+    monkeypatch.setitem(lowering.ELEMENTWISE_TEMPLATES, "sin", "tl.no_such_function({0})")
 
     def uses_sin(x: torch.Tensor) -> torch.Tensor:
         out = torch.empty_like(x)

@@ -402,7 +402,7 @@ def test_debug_raw_keeps_tesseras_frames_for_developers():
     with settings.override(debug="raw"):
         error = raised_by(lambda: tile_past_the_end(torch.zeros(8), 40))
     frames = tessera_frames(error)
-    assert os.path.join("runtime", "eager_indexing.py") in frames
+    assert os.path.join("language", "eager_indexing.py") in frames
 
 
 # ---------------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ class Recorder:
         self.carried: list[tuple[str, ...]] = []   # per device loop call, the carried names
         self.branches: list[tuple[str, ...]] = []  # per `if`, the names its branches return
 
-    def launch(self, tile_range: range, body: Callable[..., Any]) -> None:
+    def launch(self, tile_range: range, body: Callable[..., Any], launch_index: int) -> None:
         for target in tile_range:
             body(target)
 

@@ -53,6 +53,7 @@ class LoweredKernel:
     guards: tuple[tuple[sympy.Basic, str], ...] = ()
     locations: dict[int, SourceLocation] = dataclasses.field(default_factory=dict)
     launch_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # e.g. num_warps
+    location: SourceLocation | None = None  # the tile loop's line, for errors no generated line explains
 
 
 class LoadedKernel(Protocol):

@@ -7,7 +7,7 @@
         out[tile] = acc                        return (acc,)
                                            (acc,) = _tessera_device_loop(hl.tile(m), _tessera_loop_1, (acc,))
                                            out[tile] = acc
-                                       _tessera_launch(hl.tile(n), _tessera_body_0)
+                                       _tessera_launch(hl.tile(n), _tessera_body_0, 0)
 
 A top-level tile loop becomes a launch of a body function; the host values it reads are that
 function's free variables (its closure), so Python does the free-variable analysis. An inner
@@ -37,6 +37,7 @@ from typing import Any, Callable
 from tessera import exc
 from tessera.location import SourceLocation
 from tessera.frontend.source import KernelSource
+from tessera.language.control import UNDEFINED
 
 LAUNCH = "_tessera_launch"
 DEVICE_LOOP = "_tessera_device_loop"
@@ -44,17 +45,6 @@ DEVICE_IF = "_tessera_if"  # (condition, then_fn, else_fn, values) -> values
 UNDEFINED_NAME = "_tessera_undefined"
 
 
-class _Undefined:
-    """The value of a name an `if` may bind that was not bound before it."""
-
-    def __repr__(self) -> str:
-        return "<undefined>"
-
-    def __reduce__(self) -> str:
-        return "UNDEFINED"
-
-
-UNDEFINED = _Undefined()
 
 
 @dataclasses.dataclass
@@ -193,13 +183,15 @@ class _Rewriter:
 
     def launch(self, loop: ast.For) -> list[ast.stmt]:
         self._check_jumps(loop.body, innermost_is_tile=True)
-        # launch bodies count on their own: n in _tessera_body_<n> is the loop's ordinal, which
-        # the runtime reads to pick Config.loop_orders[n]
-        name = f"_tessera_body_{self.launch_counter}"
+        # launch bodies count on their own: the loop's ordinal is passed to the launch, which
+        # picks its entries of per-loop Config keys (loop_orders[n], reduction_loops[n])
+        ordinal = self.launch_counter
+        name = f"_tessera_body_{ordinal}"
         self.launch_counter += 1
         body = self.device_block(loop.body, _assigned_names([ast.Assign([loop.target], ast.Constant(0))]))
         function = _make_function(name, loop.target, [], body, loop)
-        call = ast.Expr(ast.Call(ast.Name(LAUNCH, ast.Load()), [loop.iter, ast.Name(name, ast.Load())], []))
+        call = ast.Expr(ast.Call(ast.Name(LAUNCH, ast.Load()), [loop.iter, ast.Name(name, ast.Load()),
+                                                                 ast.Constant(ordinal)], []))
         return [function, ast.copy_location(call, loop)]
 
     def _check_jumps(self, statements: list[ast.stmt], innermost_is_tile: bool) -> None:

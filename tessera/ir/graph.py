@@ -1,65 +1,305 @@
-"""The tile IR: axes, nodes, blocks, and a deterministic text form.
+"""The tile IR: ops, axes, nodes, blocks and the traced kernel (`KernelIR`), all frozen values.
 
 A value's shape is a tuple of `Axis` objects, one per dimension. An axis is an iteration
-dimension of the kernel: a tile of a loop (`tile_m`), a whole tensor dimension read with `:`, or
-the unit axis of a size-1 dimension. Two dimensions broadcast together when they are the same
-axis or one of them is the unit axis, PyTorch's rule with identity instead of equal ints.
-Extents are sympy expressions over the kernel's symbols; blocks are the register sizes.
+dimension of the kernel: a tile of a top-level loop (`LAUNCH`), a tile of an inner loop (`LOOP`),
+a whole tensor dimension read with `:` (`WHOLE`), or the unit axis of a size-1 dimension. Two
+dimensions broadcast together when they are the same axis or one of them is the unit axis:
+PyTorch's rule with identity instead of equal ints. Extents are sympy expressions over the
+kernel's symbols; blocks are register sizes.
+
+Everything here is immutable: passes build new nodes (`dataclasses.replace`, `substitute_axes`)
+instead of editing old ones, so a `KernelIR` handed to a backend never changes under it.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import enum
+import types
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import sympy
 import torch
 
-from tessera.location import SourceLocation
+if TYPE_CHECKING:
+    from tessera.location import SourceLocation
 
 
-@dataclasses.dataclass(eq=False)
+class Op(enum.Enum):
+    """What a node computes. Each backend has one lowering per op."""
+
+    # values computed lane by lane
+    ELEMENTWISE = "elementwise"  # params: fn (an elementwise op name), compute (dtype it computes in)
+    CAST = "cast"
+    SYMBOLIC = "symbolic"        # a 0-d value of a sympy expression (loop variables, loaded scalars); params: expr
+    # creation
+    FULL = "full"                # inputs: (fill value,)
+    ARANGE = "arange"            # params: begin, step
+    TILE_INDEX = "tile_index"    # the indices of an axis; params: axis
+    # memory
+    LOAD = "load"                # inputs: (mask | None,); params: tensor, accesses, eviction_policy
+    STORE = "store"              # inputs: (value, mask | None); params: tensor, accesses, atomic, sem
+    # reductions and products
+    REDUCE = "reduce"            # params: fn, dim, keepdim, axis, accumulate
+    DOT = "dot"                  # inputs: (a, b, acc | None); params: accumulate, k_axis, small
+    # layout
+    VIEW = "view"                # adds/removes unit axes; params: what
+    PERMUTE = "permute"          # params: order
+    BROADCAST = "broadcast"
+    # control flow
+    LOOP = "loop"                # inputs: entry values; params: loops, carried, outputs; blocks: (body,)
+    CARRIED = "carried"          # a loop-carried value inside its loop (inputs: (entry,))
+
+
+MEMORY_OPS = frozenset({Op.LOAD, Op.STORE})
+LAYOUT_OPS = frozenset({Op.VIEW, Op.PERMUTE, Op.BROADCAST})
+CONTROL_OPS = frozenset({Op.LOOP, Op.CARRIED})
+
+
+class AxisKind(enum.Enum):
+    LAUNCH = "launch"  # a tile of a top-level loop: its offset comes from the program id
+    LOOP = "loop"      # a tile of an inner device loop: its offset is the loop variable
+    WHOLE = "whole"    # a whole dimension read with `:` (one block, or chunks under reduction_loops)
+    UNIT = "unit"      # a dimension of size 1
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class Axis:
-    """One iteration dimension: indices `begin + arange(block)`, valid where `< end`."""
+    """One iteration dimension: indices `begin + arange(block)`, valid where `< end`.
+
+    `range_begin`/`range_end` are the bounds of the loop the axis tiles (`hl.tile(begin, end)`);
+    for a whole dimension they are 0 and its size. Axes compare by identity.
+    """
 
     name: str
-    begin: sympy.Expr          # first index (device expression, e.g. offset of the tile)
+    kind: AxisKind
+    begin: sympy.Expr          # first index of the block (e.g. the tile's offset)
     end: sympy.Expr            # one past the last valid index
-    block: int                 # register size (power of two)
+    block: int                 # register size (a power of two)
     needs_mask: bool = True    # False when the block provably divides the extent
+    range_begin: Any = 0
+    range_end: Any = None
 
     def __repr__(self) -> str:
         return self.name
 
     @property
     def is_unit(self) -> bool:
-        return self.block == 1 and self.name == "1"
+        return self.kind is AxisKind.UNIT
+
+    @property
+    def is_tile(self) -> bool:
+        """A tile of a loop (its element count varies on the tail tile)."""
+        return self.kind in (AxisKind.LAUNCH, AxisKind.LOOP)
 
 
-UNIT = Axis("1", sympy.Integer(0), sympy.Integer(1), 1, needs_mask=False)
+UNIT = Axis("1", AxisKind.UNIT, sympy.Integer(0), sympy.Integer(1), 1, needs_mask=False,
+            range_end=sympy.Integer(1))
 
 
-@dataclasses.dataclass(eq=False)
-class Node:
-    """One operation. `inputs` are Nodes or Python constants; `blocks` hold loop bodies."""
+class AccessKind(enum.Enum):
+    AXIS = "axis"      # the dimension is indexed by an axis's index vector
+    SCALAR = "scalar"  # by one symbolic int
+    VALUE = "value"    # by a tile value of indices (a gather or scatter)
 
-    op: str
-    inputs: list[Any]
-    shape: tuple[Axis, ...]
-    dtype: torch.dtype | None
-    params: dict[str, Any] = dataclasses.field(default_factory=dict)
-    location: SourceLocation | None = None
-    name: str = ""
-    blocks: list[Block] = dataclasses.field(default_factory=list)
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DimAccess:
+    """How one dimension of a tensor is addressed by a load or store."""
+
+    kind: AccessKind
+    axis: Axis | None = None     # AXIS: the axis whose index vector gives the offsets
+    scalar: Any = None           # SCALAR: a symbolic int
+    value: Node | None = None    # VALUE: the index tile value
+    bound: Any = None            # an extra `index < bound` mask where no guard could prove it
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TensorRef:
+    """A tensor argument, or a view of one (offset, sizes, strides relative to the argument).
+
+    `limits` are flat-offset bounds accesses must stay under (a reshape to more elements than
+    its source); `conditions` are (position, size) pairs a scalar index must satisfy.
+    `aligned16`: the pointer is 16-byte aligned for this variant (part of the cache key).
+    """
+
+    name: str
+    dtype: torch.dtype
+    sizes: tuple[Any, ...]
+    strides: tuple[Any, ...]
+    offset: Any = sympy.Integer(0)
+    limits: tuple[Any, ...] = ()
+    conditions: tuple[tuple[Any, Any], ...] = ()
+    aligned16: bool = False
+
+    @property
+    def is_view(self) -> bool:
+        """A view with an offset or access checks (not a plain argument)."""
+        return self.offset != 0 or bool(self.limits) or bool(self.conditions)
 
     def __repr__(self) -> str:
-        return self.name or f"<{self.op}>"
+        return self.name
 
 
-@dataclasses.dataclass(eq=False)
+@dataclasses.dataclass(frozen=True, eq=False)
+class LoopDim:
+    """One dimension of an inner loop: `for variable in range(begin, end, step)`; `axis` is the
+    tile it defines (None for `hl.grid` loops, whose variable is the index itself)."""
+
+    variable: sympy.Symbol
+    begin: Any
+    end: Any
+    step: int
+    axis: Axis | None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Node:
+    """One operation. `inputs` are Nodes or constants; `blocks` hold loop bodies."""
+
+    op: Op
+    inputs: tuple[Any, ...]
+    shape: tuple[Axis, ...]
+    dtype: torch.dtype | None
+    params: Mapping[str, Any] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
+    location: SourceLocation | None = None
+    name: str = ""
+    blocks: tuple[Block, ...] = ()
+
+    def __repr__(self) -> str:
+        return self.name or f"<{self.op.value}>"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class Block:
-    """A straight-line list of nodes (a kernel body or a loop body)."""
+    """A straight-line sequence of nodes (a kernel body or a loop body)."""
 
-    nodes: list[Node] = dataclasses.field(default_factory=list)
+    nodes: tuple[Node, ...] = ()
+
+
+def freeze_params(params: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Params as a read-only mapping, lists turned into tuples."""
+    return types.MappingProxyType({key: _freeze(value) for key, value in params.items()})
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class GridDim:
+    """One dimension of the launch grid: program p covers `begin + p * step`."""
+
+    begin: Any
+    end: Any
+    step: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RowLoop:
+    """The whole row a launch processes in chunks (`reduction_loops`), and whether the Config
+    asked for it (`requested`) or the row is merely long (then it may go back to one block)."""
+
+    axis: Axis
+    requested: bool
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class KernelIR:
+    """One traced top-level tile loop: what a backend lowers.
+
+    `parameters` are the kernel's parameter names in order; `symbols` the host symbols among
+    them (sizes, strides, scalars) with their dtypes. `guards` are conditions on those symbols
+    the IR relies on, checked before a compiled variant is reused. `row_loop` is the whole row
+    processed in chunks; `row_schedule` (set by the `schedule_row_passes` pass) says in which
+    pass each node runs.
+    """
+
+    name: str
+    parameters: tuple[str, ...]
+    symbols: Mapping[sympy.Symbol, torch.dtype]
+    body: Block
+    grid: tuple[GridDim, ...]
+    launch_axes: tuple[Axis, ...]
+    whole_axes: tuple[Axis, ...]
+    guards: tuple[tuple[sympy.Basic, str], ...] = ()
+    int64_indexing: bool = False
+    launch_index: int = 0
+    row_loop: RowLoop | None = None
+    row_schedule: tuple[Any, ...] | None = None  # of Node | rolling.ChunkPass
+    # the host symbols' values in the call that was traced: a backend may specialize its code
+    # on them (e.g. TMA for strides that are multiples of 16 bytes) if it adds a guard
+    example: Mapping[sympy.Symbol, Any] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
+    location: SourceLocation | None = None  # the top-level tile loop's line
+
+    def replace(self, **changes: Any) -> KernelIR:
+        return dataclasses.replace(self, **changes)
+
+    def nodes(self) -> Iterator[Node]:
+        """Every node, loop bodies included, in body order."""
+        return walk(self.body)
+
+    def __str__(self) -> str:
+        from tessera.ir.printer import format_kernel  # the printer imports this module
+        return format_kernel(self)
+
+
+def walk(block: Block) -> Iterator[Node]:
+    for node in block.nodes:
+        yield node
+        for inner in node.blocks:
+            yield from walk(inner)
+
+
+def substitute_axes(block: Block, axes: Mapping[Axis, Axis]) -> Block:
+    """`block` with every axis in `axes` replaced (shapes, params, accesses, loop dims); nodes
+    that change are rebuilt and every use follows them."""
+    if not axes:
+        return block
+    return _Substitution(axes).block(block)
+
+
+class _Substitution:
+    def __init__(self, axes: Mapping[Axis, Axis]) -> None:
+        self.axes = axes
+        self.nodes: dict[Node, Node] = {}
+
+    def block(self, block: Block) -> Block:
+        return Block(tuple(self.node(node) for node in block.nodes))
+
+    def node(self, node: Node) -> Node:
+        known = self.nodes.get(node)
+        if known is not None:
+            return known
+        # carried placeholders are referenced from inside the loop body: rebuild them first
+        carried = tuple(self.node(c) for c in node.params.get("carried", ()))
+        inputs = tuple(self.value(i) for i in node.inputs)
+        blocks = tuple(self.block(b) for b in node.blocks)
+        params = {key: self.value(value) for key, value in node.params.items()}
+        if carried:
+            params["carried"] = carried
+        rebuilt = dataclasses.replace(node, inputs=inputs, shape=tuple(self.axis(a) for a in node.shape),
+                                      params=types.MappingProxyType(params), blocks=blocks)
+        self.nodes[node] = rebuilt
+        return rebuilt
+
+    def axis(self, axis: Axis) -> Axis:
+        return self.axes.get(axis, axis)
+
+    def value(self, value: Any) -> Any:
+        if isinstance(value, Node):
+            return self.node(value)
+        if isinstance(value, Axis):
+            return self.axis(value)
+        if isinstance(value, tuple):
+            return tuple(self.value(v) for v in value)
+        if isinstance(value, DimAccess):
+            return dataclasses.replace(value, axis=self.axis(value.axis) if value.axis is not None else None,
+                                       value=self.node(value.value) if value.value is not None else None)
+        if isinstance(value, LoopDim):
+            return dataclasses.replace(value, axis=self.axis(value.axis) if value.axis is not None else None)
+        return value
 
 
 _SHORT_DTYPES = {
@@ -69,27 +309,14 @@ _SHORT_DTYPES = {
 }
 
 
-def short_type(dtype: torch.dtype | None, shape: tuple[Axis, ...]) -> str:
+def short_dtype(dtype: torch.dtype | None) -> str:
     if dtype is None:
         return "none"
-    dims = ", ".join(axis.name for axis in shape)
-    return f"{_SHORT_DTYPES.get(dtype, str(dtype))}[{dims}]"
+    return _SHORT_DTYPES.get(dtype, str(dtype).replace("torch.", ""))
 
 
-def format_block(block: Block, indent: str = "  ") -> list[str]:
-    """The IR as text, one node per line: `name: type = op(inputs) {params}`."""
-    lines = []
-    for node in block.nodes:
-        inputs = ", ".join(repr(i) if isinstance(i, Node) else _format_constant(i) for i in node.inputs)
-        params = {k: v for k, v in node.params.items() if not k.startswith("_")}
-        extra = f" {params}" if params else ""
-        lines.append(f"{indent}{node.name}: {short_type(node.dtype, node.shape)} = {node.op}({inputs}){extra}")
-        for inner in node.blocks:
-            lines.extend(format_block(inner, indent + "  "))
-    return lines
-
-
-def _format_constant(value: Any) -> str:
-    if isinstance(value, (tuple, list)):
-        return "(" + ", ".join(repr(v) if isinstance(v, Node) else _format_constant(v) for v in value) + ")"
-    return str(value)
+def short_type(dtype: torch.dtype | None, shape: tuple[Axis, ...]) -> str:
+    """`f32[t0, r0]`: the dtype and the axes of a value."""
+    if dtype is None:
+        return "none"
+    return f"{short_dtype(dtype)}[{', '.join(axis.name for axis in shape)}]"

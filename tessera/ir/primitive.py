@@ -1,9 +1,11 @@
 """Primitives: one named operation with its rules, bound through the active interpreter.
 
-A primitive carries its eager rule (the meaning of the op) and its shape rule; other layers
-(the Triton backend, the printer) keep their own tables keyed by primitive. Public `hl.`
-functions normalize their arguments and call `prim.bind(...)`; whichever interpreter is active
-(eager execution or tracing) decides what happens, so op code never asks "am I tracing?".
+A primitive carries its eager rule (the meaning of the op: what eager mode runs) and its trace
+rule (the shape and dtype rule: it checks the operands, finds the result's axes and dtype, and
+records IR nodes). Backends keep their own lowering tables keyed by IR `Op`. Public `hl.`
+functions and the torch functions a primitive stands for reach it through `bind`; whichever
+interpreter is active (eager execution or tracing) decides what happens, so op code never asks
+"am I tracing?".
 
 >>> double_p = Primitive("double")
 >>> double_p.def_eager(lambda x: 2 * x)  # doctest: +ELLIPSIS
@@ -16,12 +18,15 @@ from typing import Any, Callable
 from tessera.ir import interpreter as _interpreter
 
 ALL_PRIMITIVES: dict[str, Primitive] = {}
+TORCH_FUNCTIONS: dict[Callable[..., Any], Primitive] = {}
+"""torch callable (function or Tensor method) -> the primitive it means inside a tile loop."""
 
 
 class Primitive:
     """A named tile operation. `bind` routes it to the active interpreter."""
 
-    def __init__(self, name: str, *, device_only: bool = True) -> None:
+    def __init__(self, name: str, *, device_only: bool = True,
+                 torch_functions: tuple[Callable[..., Any], ...] = ()) -> None:
         if name in ALL_PRIMITIVES:
             raise ValueError(f"primitive {name!r} defined twice")
         self.name = name
@@ -29,9 +34,13 @@ class Primitive:
         # in a kernel (hl.specialize, hl.register_block_size).
         self.device_only = device_only
         self.eager_rule: Callable[..., Any] | None = None
-        self.shape_rule: Callable[..., Any] | None = None
-        # trace_rule(tracer, *args, **params) records IR; absent means "no compiled lowering"
+        # trace_rule(tracer, *args, **params) checks shapes and dtypes and records IR
         self.trace_rule: Callable[..., Any] | None = None
+        self.torch_functions = torch_functions
+        for function in torch_functions:
+            TORCH_FUNCTIONS[function] = self
+        if torch_functions:  # eager mode runs the torch function itself
+            self.eager_rule = torch_functions[0]
         ALL_PRIMITIVES[name] = self
 
     def __repr__(self) -> str:
@@ -48,6 +57,16 @@ class Primitive:
         self.trace_rule = rule
         return rule
 
-    def def_shape(self, rule: Callable[..., Any]) -> Callable[..., Any]:
-        self.shape_rule = rule
-        return rule
+
+def torch_primitive(name: str, *functions: Callable[..., Any]) -> Callable[[Callable[..., Any]], Primitive]:
+    """Decorator: the trace rule of a primitive that stands for these torch callables (and Tensor
+    methods); its eager rule is the first of them.
+
+    >>> @torch_primitive("neg", torch.neg, torch.Tensor.neg)     # doctest: +SKIP
+    ... def _neg_trace(tracer, x): ...
+    """
+    def decorate(rule: Callable[..., Any]) -> Primitive:
+        primitive = Primitive(name, torch_functions=functions)
+        primitive.def_trace(rule)
+        return primitive
+    return decorate

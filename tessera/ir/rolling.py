@@ -17,23 +17,23 @@ Values without the row axis are computed between the passes, as soon as their in
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 import sympy
 
-from tessera.ir.graph import Axis, Block, Node
+from tessera.ir.graph import MEMORY_OPS, AccessKind, Axis, Block, Node, Op
 
 LOOPABLE_REDUCTIONS = ("sum", "amax", "amin")
 """Reductions that combine chunk by chunk (argmax/argmin would need a value and an index)."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, eq=False)
 class ChunkPass:
     """One loop over the row: the row nodes it computes (body order) and the reductions it feeds."""
 
     index: int
-    nodes: list[Node]
-    reductions: list[Node]
+    nodes: tuple[Node, ...]
+    reductions: tuple[Node, ...]
 
 
 class NotLoopable(Exception):
@@ -69,7 +69,7 @@ class _Scheduler:
             self._place(node)
         roots: dict[int, list[Node]] = {}
         for node in self.nodes:
-            if self.has_row(node) and node.op == "store":
+            if self.has_row(node) and node.op is Op.STORE:
                 roots.setdefault(self.phase[node], []).append(node)
             elif node in self.ready and _reduces_row(node, self.row):
                 roots.setdefault(self.ready[node] - 1, []).append(node)
@@ -85,7 +85,7 @@ class _Scheduler:
     def _place(self, node: Node) -> None:
         inputs = list(dependencies(node, self.by_name))
         if self.has_row(node):
-            if node.op in ("loop", "carried") or _nested_uses(node, self.row):
+            if node.op in (Op.LOOP, Op.CARRIED) or _nested_uses(node, self.row):
                 raise NotLoopable(f"{_where(node)}: the row is used inside an inner loop")
             self.phase[node] = max((self.phase[d] if d in self.phase else self.ready.get(d, 0) for d in inputs),
                                    default=0)
@@ -93,7 +93,7 @@ class _Scheduler:
         row_inputs = [d for d in inputs if d in self.phase]
         if row_inputs:
             if not _reduces_row(node, self.row):
-                what = f"{node.params.get('fn')} reduction" if node.op == "reduce" else f"'{node.op}'"
+                what = f"{node.params.get('fn')} reduction" if node.op is Op.REDUCE else f"'{node.op.value}'"
                 raise NotLoopable(f"{_where(node)}: a {what} of the row cannot be computed in chunks")
             self.ready[node] = self.phase[node.inputs[0]] + 1
             return
@@ -103,7 +103,7 @@ class _Scheduler:
 
     def _pass(self, index: int, roots: list[Node]) -> ChunkPass:
         needed: set[Node] = set()
-        work = [r.inputs[0] if r.op == "reduce" else r for r in roots]
+        work = [r.inputs[0] if r.op is Op.REDUCE else r for r in roots]
         while work:
             node = work.pop()
             if node in needed:
@@ -111,7 +111,7 @@ class _Scheduler:
             needed.add(node)
             work += [d for d in dependencies(node, self.by_name) if d in self.phase]
         nodes = [n for n in self.nodes if n in needed]
-        return ChunkPass(index, nodes, [r for r in roots if r.op == "reduce"])
+        return ChunkPass(index, tuple(nodes), tuple(r for r in roots if r.op is Op.REDUCE))
 
     def _check_memory_order(self, passes: list[ChunkPass]) -> None:
         """A tensor both read and written keeps the order of those accesses: a load computed
@@ -122,10 +122,10 @@ class _Scheduler:
                 position.setdefault(node, []).append(2 * chunk.index + 1)
         for node, level in self.ready.items():
             position.setdefault(node, []).append(2 * level)
-        accesses = [n for n in _walk(self.nodes) if n.op in ("load", "store")]
-        for store in (n for n in accesses if n.op == "store"):
+        accesses = [n for n in _walk(self.nodes) if n.op in MEMORY_OPS]
+        for store in (n for n in accesses if n.op is Op.STORE):
             name = store.params["tensor"].name
-            for load in (n for n in accesses if n.op == "load" and n.params["tensor"].name == name):
+            for load in (n for n in accesses if n.op is Op.LOAD and n.params["tensor"].name == name):
                 if not self._ordered(load, store, position):
                     raise NotLoopable(f"{_where(load)}: reads {name}, which {_where(store)} writes; "
                                       "splitting the row into passes would reorder them")
@@ -146,12 +146,12 @@ class _Scheduler:
 
 
 def _reduces_row(node: Node, row: set[Axis]) -> bool:
-    return node.op == "reduce" and node.params.get("axis") in row and node.params.get("fn") in LOOPABLE_REDUCTIONS
+    return node.op is Op.REDUCE and node.params.get("axis") in row and node.params.get("fn") in LOOPABLE_REDUCTIONS
 
 
 def _plain_row_access(node: Node, row: set[Axis]) -> bool:
     """The row is addressed by its own index (no gather), so chunk c touches only chunk c."""
-    return all(access.kind != "value" for access in node.params["accesses"])
+    return all(access.kind is not AccessKind.VALUE for access in node.params["accesses"])
 
 
 def _where(node: Node) -> str:
@@ -208,18 +208,16 @@ def _flatten(values: Any) -> Iterator[Any]:
 
 def _free_symbols(value: Any, depth: int = 0) -> Iterator[str]:
     """Names of the symbols in the sympy expressions reachable from IR params (bounded walk)."""
-    if depth > 6:
+    if depth > 8:
         return
     if isinstance(value, sympy.Basic):
         yield from (s.name for s in value.free_symbols)
     elif isinstance(value, Axis):
         yield from _free_symbols([value.begin, value.end], depth + 1)
-    elif isinstance(value, dict):
+    elif isinstance(value, Mapping):
         yield from _free_symbols(list(value.values()), depth + 1)
     elif isinstance(value, (list, tuple)):
         for item in value:
             yield from _free_symbols(item, depth + 1)
     elif dataclasses.is_dataclass(value) and not isinstance(value, (Node, type)):
         yield from _free_symbols([getattr(value, f.name) for f in dataclasses.fields(value)], depth + 1)
-    elif hasattr(value, "offset") and hasattr(value, "limits"):  # a tensor (view): offset and checks
-        yield from _free_symbols([value.offset, list(value.limits), list(value.conditions)], depth + 1)

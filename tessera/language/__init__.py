@@ -15,7 +15,7 @@ __all__ = [
     "load", "register_block_size", "specialize", "static_range", "store", "tile", "zeros",
 ]
 
-# Op families that only add tracing rules for torch calls (no new `hl.` names).
+# Op families that only define primitives for torch calls (no new `hl.` names).
 from tessera.language import elementwise as _elementwise  # noqa: E402,F401
 from tessera.language import reduce as _reduce  # noqa: E402,F401
-from tessera.trace import indexing as _indexing  # noqa: E402,F401
+from tessera.language import view as _view  # noqa: E402,F401

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import sympy
+
 from tessera.ir.primitive import Primitive
 
 
@@ -51,8 +53,8 @@ def _specialize_eager(value: Any) -> Any:
     return SpecializedInt(value)
 
 
+@specialize_p.def_trace
 def _specialize_trace(tracer: Any, value: Any) -> Any:
-    import sympy
     if isinstance(value, (list, tuple)):
         return type(value)(_specialize_trace(tracer, v) for v in value)
     expr = tracer.symbols.canonical(value)
@@ -63,5 +65,3 @@ def _specialize_trace(tracer: Any, value: Any) -> Any:
             tracer.symbols.replacements[symbol] = sympy.Integer(actual)
     return SpecializedInt(actual)
 
-
-specialize_p.def_trace(_specialize_trace)

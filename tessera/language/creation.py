@@ -5,9 +5,14 @@ from typing import Any, Sequence
 
 import torch
 
+from tessera import exc
+from tessera.ir import interpreter
+from tessera.ir.graph import UNIT, Op
 from tessera.ir.primitive import Primitive
 from tessera.language.tile import Tile
-from tessera.ir import interpreter
+from tessera.location import user_location
+from tessera.trace.proxy import AxisSize, TileProxy, TileValue
+from tessera.trace.tracer import Tracer
 
 ShapeArg = Sequence[Any]  # tiles, ints, or block sizes
 
@@ -15,8 +20,12 @@ ShapeArg = Sequence[Any]  # tiles, ints, or block sizes
 def zeros(shape: ShapeArg, dtype: torch.dtype = torch.float32, device: Any = None) -> Any:
     """A tile of zeros; dimensions are tiles (their block) or compile-time ints.
 
+    `device` may name the kernel's device (Helion's spelling, `device=x.device`); tiles always
+    live in the registers of the device the kernel runs on.
+
     >>> acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)   # doctest: +SKIP
     """
+    _check_device(device)
     return full_p.bind(tuple(shape), 0, dtype=dtype)
 
 
@@ -25,6 +34,7 @@ def full(shape: ShapeArg, value: Any, dtype: torch.dtype = torch.float32, device
 
     >>> m_i = hl.full([tile_m], float("-inf"), dtype=torch.float32)   # doctest: +SKIP
     """
+    _check_device(device)
     return full_p.bind(tuple(shape), value, dtype=dtype)
 
 
@@ -34,8 +44,21 @@ def arange(begin_or_end: Any, end: Any = None, step: int = 1, dtype: torch.dtype
 
     >>> offsets = hl.arange(16)   # doctest: +SKIP
     """
+    _check_device(device)
     begin, stop = (0, begin_or_end) if end is None else (begin_or_end, end)
     return arange_p.bind(begin, stop, step=step, dtype=dtype)
+
+
+def _check_device(device: Any) -> None:
+    if device is None:
+        return
+    running = interpreter.device()
+    wanted = torch.device(device)
+    if wanted.type != running.type or (wanted.index is not None and running.index is not None
+                                       and wanted.index != running.index):
+        raise exc.DeviceMismatchError(
+            f"a tile allocated with device={wanted} in a kernel running on {running}", location=user_location(2),
+            hint="leave device= out (tiles live on the kernel's device) or pass the device of the kernel's tensors")
 
 
 def _extent(dim: Any, position: int) -> int:
@@ -46,10 +69,8 @@ def _extent(dim: Any, position: int) -> int:
     return int(dim)
 
 
-def dynamic_allocation_error(position: int, what: str) -> Any:
+def dynamic_allocation_error(position: int, what: str) -> exc.DynamicAllocationError:
     """The error for a register allocation whose size is only known at run time."""
-    from tessera import exc
-    from tessera.location import user_location
     return exc.DynamicAllocationError(
         f"hl.zeros/hl.full: dimension {position} is {what}, only known at run time, but a tile lives in "
         "registers, whose size must be known when the kernel is compiled",
@@ -75,17 +96,13 @@ def _arange_eager(begin: Any, end: Any, *, step: int, dtype: torch.dtype) -> tor
     return torch.arange(int(begin), int(end), step, dtype=dtype, device=interpreter.device())
 
 
-def _full_trace(tracer: Any, shape: tuple, value: Any, *, dtype: torch.dtype) -> Any:
-    from tessera import exc
-    from tessera.location import user_location
-    from tessera.ir.graph import UNIT
-    from tessera.trace.proxy import TileProxy, _AxisSize
-    from tessera.trace.proxy import TileValue
+@full_p.def_trace
+def _full_trace(tracer: Tracer, shape: tuple, value: Any, *, dtype: torch.dtype) -> TileValue:
     axes = []
     for position, dim in enumerate(shape):
         if isinstance(dim, TileProxy):
             axes.append(dim.axis)
-        elif isinstance(dim, _AxisSize):
+        elif isinstance(dim, AxisSize):
             axes.append(dim.axis)
         elif isinstance(dim, int) and not isinstance(dim, bool):
             if dim == 1:
@@ -96,20 +113,13 @@ def _full_trace(tracer: Any, shape: tuple, value: Any, *, dtype: torch.dtype) ->
             raise dynamic_allocation_error(position, "a value read from tensor data")
         else:
             raise dynamic_allocation_error(position, f"the runtime size {dim}")
-    return tracer.emit("full", [tracer.symbols.canonical(value)], tuple(axes), dtype)
+    return tracer.emit(Op.FULL, [tracer.symbols.canonical(value)], tuple(axes), dtype)
 
 
-full_p.def_trace(_full_trace)
-
-
-def _arange_trace(tracer: Any, begin: Any, end: Any, *, step: int, dtype: torch.dtype) -> Any:
-    from tessera import exc
-    from tessera.location import user_location
+@arange_p.def_trace
+def _arange_trace(tracer: Tracer, begin: Any, end: Any, *, step: int, dtype: torch.dtype) -> TileValue:
     if not (isinstance(begin, int) and isinstance(end, int)):
         raise exc.DynamicAllocationError("hl.arange bounds must be compile-time ints", location=user_location(),
                                          hint="use tile.index for the indices of a tile")
     axis = tracer.full_axis((end - begin + step - 1) // step)
-    return tracer.emit("arange", [], (axis,), dtype, begin=begin, step=step)
-
-
-arange_p.def_trace(_arange_trace)
+    return tracer.emit(Op.ARANGE, [], (axis,), dtype, begin=begin, step=step)

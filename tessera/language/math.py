@@ -5,7 +5,12 @@ from typing import Any
 
 import torch
 
+from tessera import exc
+from tessera.ir.graph import Op
 from tessera.ir.primitive import Primitive
+from tessera.location import user_location
+from tessera.trace.proxy import TileValue
+from tessera.trace.tracer import Tracer
 
 
 def dot(a: Any, b: Any, acc: Any = None, out_dtype: torch.dtype | None = None) -> Any:
@@ -53,9 +58,8 @@ def _dot_eager(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None, *,
     return product if product.dtype != torch.int64 else product.to(torch.int32)
 
 
-def _dot_trace(tracer: Any, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtype | None) -> Any:
-    from tessera import exc
-    from tessera.location import user_location
+@dot_p.def_trace
+def _dot_trace(tracer: Tracer, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtype | None) -> TileValue:
     if a.dim() != b.dim() or a.dim() not in (2, 3):
         raise exc.ShapeMismatchError(f"hl.dot needs two 2-D or two 3-D tiles, got ranks {a.dim()} and {b.dim()}",
                                      location=user_location())
@@ -64,16 +68,8 @@ def _dot_trace(tracer: Any, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtype 
     shape = batch + (a.axes[-2], b.axes[-1])
     operand_axes = (a.axes[-2], k, b.axes[-1])
     tracer.dot_axes.update(operand_axes)
-    # tl.dot needs every block >= 16; smaller tiles multiply-and-sum instead (exact, fp32)
+    # tl.dot-like products need every block >= 16; smaller tiles multiply-and-sum instead (exact, fp32)
     small = any(axis.block < 16 for axis in operand_axes)
-    whole = set(tracer.full_axes())
-    if not tracer.interpret and any((axis in whole or axis.is_unit) and axis.block < 16 for axis in operand_axes):
-        # Known bug: on the GPU the multiply-sum path gives wrong sums when a whole dimension
-        # narrower than 16 (e.g. x[tile, :] with 2 columns) feeds the product; refuse it loudly.
-        raise exc.UnsupportedOperationError(
-            "a matrix product over a whole dimension narrower than 16 is not supported in compiled mode",
-            location=user_location(),
-            hint="tile that dimension with hl.tile(...) instead of `:`, or run the kernel with mode='eager'")
     # hl.dot without acc/out_dtype returns its accumulator's dtype, as eager mode does (torch.mm
     # and friends pass the promoted input dtype as out_dtype instead)
     dtype = out_dtype or (acc.dtype if acc is not None else _accumulator_dtype(product_dtype(a, b)))
@@ -81,11 +77,7 @@ def _dot_trace(tracer: Any, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtype 
     inputs = [a.node, b.node, acc.node if acc is not None else None]
     if acc is not None:
         tracer.broadcast([acc.axes, shape], "matrix product accumulator")
-    return tracer.emit("dot", inputs, shape, dtype, accumulate=accumulate, k_axis=k,
-                       precision=tracer.dot_precision, interpret=tracer.interpret, small=small)
-
-
-dot_p.def_trace(_dot_trace)
+    return tracer.emit(Op.DOT, inputs, shape, dtype, accumulate=accumulate, k_axis=k, small=small)
 
 
 def _accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -94,29 +86,37 @@ def _accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.int32
 
 
-def _register_torch_products() -> None:
-    from tessera.trace.proxy import register_torch
-
-    def mm(tracer: Any, a: Any, b: Any, *, out: Any = None) -> Any:
-        return _dot_trace(tracer, a, b, None, out_dtype=product_dtype(a, b))
-
-    def addmm(tracer: Any, acc: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1, out: Any = None) -> Any:
-        if beta != 1 or alpha != 1:
-            from tessera import exc
-            raise exc.UnsupportedOperationError("addmm with beta/alpha != 1 inside a compiled kernel")
-        return _dot_trace(tracer, a, b, acc, out_dtype=product_dtype(acc, a, b))
-
-    T = torch.Tensor
-    register_torch(torch.mm, T.mm, torch.bmm, T.bmm, torch.matmul, T.matmul, T.__matmul__)(mm)
-    register_torch(torch.addmm, T.addmm, torch.baddbmm, T.baddbmm)(addmm)
-
-    # `a @ b`, `a.T` and `a.mT` on tile values (Python operators and properties, not torch calls)
-    from tessera.trace.proxy import TileValue
-    from tessera.trace.tracer import current_tracer
-    TileValue.__matmul__ = lambda self, other: mm(current_tracer(), self, other)  # type: ignore[attr-defined]
-    TileValue.__rmatmul__ = lambda self, other: mm(current_tracer(), other, self)  # type: ignore[attr-defined]
-    TileValue.T = property(lambda self: self.permute(*reversed(range(self.dim()))))  # type: ignore[attr-defined]
-    TileValue.mT = property(lambda self: self.transpose(-2, -1))  # type: ignore[attr-defined]
+# -- torch's products: same node, PyTorch's result dtype ----------------------------------------
+T = torch.Tensor
+mm_p = Primitive("mm", torch_functions=(torch.mm, T.mm, torch.bmm, T.bmm, torch.matmul, T.matmul, T.__matmul__))
+addmm_p = Primitive("addmm", torch_functions=(torch.addmm, T.addmm, torch.baddbmm, T.baddbmm))
 
 
-_register_torch_products()
+@mm_p.def_eager
+def _mm_eager(a: torch.Tensor, b: torch.Tensor, *, out: Any = None) -> torch.Tensor:
+    # CPU lacks some low-precision and mixed-dtype products; a compiled kernel accumulates in fp32
+    return exact_matmul(a, b).to(product_dtype(a, b))
+
+
+@mm_p.def_trace
+def _mm_trace(tracer: Tracer, a: Any, b: Any, *, out: Any = None) -> TileValue:
+    return _dot_trace(tracer, a, b, None, out_dtype=product_dtype(a, b))
+
+
+@addmm_p.def_eager
+def _addmm_eager(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
+                 out: Any = None) -> torch.Tensor:
+    product = exact_matmul(a, b)
+    total = product * alpha if alpha != 1 else product
+    if beta != 0:
+        total = total + (acc.to(total.dtype) * beta if beta != 1 else acc.to(total.dtype))
+    return total.to(product_dtype(acc, a, b))
+
+
+@addmm_p.def_trace
+def _addmm_trace(tracer: Tracer, acc: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1,
+                 out: Any = None) -> TileValue:
+    if beta != 1 or alpha != 1:
+        raise exc.UnsupportedOperationError("addmm with beta/alpha != 1 inside a compiled kernel",
+                                            location=user_location(), hint="scale the operands or the result instead")
+    return _dot_trace(tracer, a, b, acc, out_dtype=product_dtype(acc, a, b))

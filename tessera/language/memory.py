@@ -1,7 +1,8 @@
-"""Explicit memory access: `hl.load`, `hl.store`, `hl.atomic_add` / `atomic_max` / `atomic_min`.
+"""Memory access: `x[tile]`, `out[tile] = v`, `hl.load`, `hl.store`, `hl.atomic_add/max/min`.
 
-`x[tile]` and `out[tile] = v` are the usual way in; these functions add `extra_mask` (lanes
-where it is False read 0 and are not written) and atomics.
+Indexing is the usual way in (`getitem_p`, `setitem_p`: the meaning of `Tensor.__getitem__` /
+`__setitem__` inside a kernel); the `hl.` functions add `extra_mask` (lanes where it is False
+read 0 and are not written), eviction hints and atomics.
 """
 from __future__ import annotations
 
@@ -9,18 +10,33 @@ from typing import Any, Sequence
 
 import torch
 
+from tessera import exc
 from tessera.ir.primitive import Primitive
-from tessera.runtime import eager_indexing
+from tessera.language import eager_indexing
+from tessera.language.view import subscript_value
+from tessera.location import user_location
+from tessera.trace.indexing import tensor_getitem, tensor_setitem, trace_load, trace_store
+from tessera.trace.proxy import TensorProxy, TileValue
+from tessera.trace.tracer import Tracer
+
+EVICTION_POLICIES = ("evict_first", "evict_last", "evict_normal")
+MEMORY_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
 
 
 def load(tensor: torch.Tensor, index: Sequence[Any], extra_mask: Any = None,
          eviction_policy: str | None = None) -> Any:
     """Read `tensor[index]`; with scalar indices the result is a runtime scalar.
 
+    `eviction_policy` ('evict_first', 'evict_last', 'evict_normal') is a cache hint for the
+    compiled load; it does not change results.
+
     >>> m = hl.load(group_sizes, [g * 6])                       # doctest: +SKIP
     >>> v = hl.load(x, [tile, idx], extra_mask=idx < n)          # doctest: +SKIP
     """
-    return load_p.bind(tensor, tuple(index), extra_mask)
+    if eviction_policy is not None and eviction_policy not in EVICTION_POLICIES:
+        raise exc.TesseraError(f"hl.load: unknown eviction_policy {eviction_policy!r}", location=user_location(),
+                               hint=f"use one of {', '.join(EVICTION_POLICIES)}, or None")
+    return load_p.bind(tensor, tuple(index), extra_mask, eviction_policy=eviction_policy)
 
 
 def store(tensor: torch.Tensor, index: Sequence[Any], value: Any, extra_mask: Any = None) -> None:
@@ -32,29 +48,43 @@ def store(tensor: torch.Tensor, index: Sequence[Any], value: Any, extra_mask: An
 
 
 def atomic_add(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> None:
-    """Atomically add `value` into `tensor[index]`; repeated indices all add.
+    """Atomically add `value` into `tensor[index]`; repeated indices all add. `sem` is the memory
+    ordering of the compiled atomic ('relaxed', 'acquire', 'release', 'acq_rel').
 
     >>> hl.atomic_add(out, [tile_m, tile_n], partial)          # doctest: +SKIP
     """
-    atomic_p.bind(tensor, tuple(index), value, op="add")
+    atomic_p.bind(tensor, tuple(index), value, op="add", sem=_checked_sem(sem))
 
 
 def atomic_max(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> None:
     """Atomically store `max(tensor[index], value)`."""
-    atomic_p.bind(tensor, tuple(index), value, op="max")
+    atomic_p.bind(tensor, tuple(index), value, op="max", sem=_checked_sem(sem))
 
 
 def atomic_min(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> None:
     """Atomically store `min(tensor[index], value)`."""
-    atomic_p.bind(tensor, tuple(index), value, op="min")
+    atomic_p.bind(tensor, tuple(index), value, op="min", sem=_checked_sem(sem))
 
 
+def _checked_sem(sem: str) -> str:
+    if sem not in MEMORY_SEMANTICS:
+        raise exc.TesseraError(f"unknown atomic memory ordering sem={sem!r}", location=user_location(2),
+                               hint=f"use one of {', '.join(MEMORY_SEMANTICS)}")
+    return sem
+
+
+# -- hl.load / hl.store / atomics -------------------------------------------------------------
 load_p = Primitive("load")
 
 
 @load_p.def_eager
-def _load_eager(tensor: torch.Tensor, index: tuple, mask: Any) -> torch.Tensor:
+def _load_eager(tensor: torch.Tensor, index: tuple, mask: Any, *, eviction_policy: str | None) -> torch.Tensor:
     return eager_indexing.load(tensor, index, mask)
+
+
+@load_p.def_trace
+def _load_trace(tracer: Tracer, tensor: Any, index: tuple, mask: Any, *, eviction_policy: str | None) -> Any:
+    return trace_load(tracer, tensor, index, mask, eviction_policy)
 
 
 store_p = Primitive("store")
@@ -65,32 +95,66 @@ def _store_eager(tensor: torch.Tensor, index: tuple, value: Any, mask: Any) -> N
     eager_indexing.store(tensor, index, value, mask)
 
 
+@store_p.def_trace
+def _store_trace(tracer: Tracer, tensor: Any, index: tuple, value: Any, mask: Any) -> None:
+    trace_store(tracer, tensor, index, value, mask)
+
+
 atomic_p = Primitive("atomic")
 
 
 @atomic_p.def_eager
-def _atomic_eager(tensor: torch.Tensor, index: tuple, value: Any, *, op: str) -> None:
+def _atomic_eager(tensor: torch.Tensor, index: tuple, value: Any, *, op: str, sem: str) -> None:
     if op == "add":
         eager_indexing.store(tensor, index, value, accumulate=True)
     else:
         eager_indexing.store(tensor, index, value, reduce=op)
 
 
-def _load_trace(tracer: Any, tensor: Any, index: tuple, mask: Any) -> Any:
-    from tessera.trace.indexing import trace_load
-    return trace_load(tracer, tensor, index, mask)
+@atomic_p.def_trace
+def _atomic_trace(tracer: Tracer, tensor: Any, index: tuple, value: Any, *, op: str, sem: str) -> None:
+    trace_store(tracer, tensor, index, value, None, atomic=op, sem=sem)
 
 
-def _store_trace(tracer: Any, tensor: Any, index: tuple, value: Any, mask: Any) -> None:
-    from tessera.trace.indexing import trace_store
-    trace_store(tracer, tensor, index, value, mask)
+# -- indexing: what `x[...]` and `x[...] = v` mean inside a kernel ---------------------------
+def _has_bool_index(index: Any) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in items)
 
 
-def _atomic_trace(tracer: Any, tensor: Any, index: tuple, value: Any, *, op: str) -> None:
-    from tessera.trace.indexing import trace_store
-    trace_store(tracer, tensor, index, value, None, atomic=op)
+def _getitem_eager(tensor: torch.Tensor, index: Any) -> torch.Tensor:
+    if _has_bool_index(index):  # boolean selection is plain PyTorch (no tiles, no bounds to check)
+        return torch.Tensor.__getitem__(tensor, index)
+    return eager_indexing.load(tensor, index)
 
 
-load_p.def_trace(_load_trace)
-store_p.def_trace(_store_trace)
-atomic_p.def_trace(_atomic_trace)
+def _setitem_eager(tensor: torch.Tensor, index: Any, value: Any) -> None:
+    if _has_bool_index(index):
+        torch.Tensor.__setitem__(tensor, index, value)
+        return
+    eager_indexing.store(tensor, index, value)
+
+
+getitem_p = Primitive("getitem", torch_functions=(torch.Tensor.__getitem__,))
+getitem_p.def_eager(_getitem_eager)  # tiles index like slices, with bounds checks
+
+
+@getitem_p.def_trace
+def _getitem_trace(tracer: Tracer, value: Any, index: Any) -> Any:
+    if isinstance(value, TileValue):
+        return subscript_value(tracer, value, index)
+    if isinstance(value, TensorProxy):
+        return tensor_getitem(tracer, value, index)
+    raise exc.IndexingError(f"cannot index {type(value).__name__} inside a tile loop", location=user_location())
+
+
+setitem_p = Primitive("setitem", torch_functions=(torch.Tensor.__setitem__,))
+setitem_p.def_eager(_setitem_eager)
+
+
+@setitem_p.def_trace
+def _setitem_trace(tracer: Tracer, tensor: Any, index: Any, value: Any) -> None:
+    if not isinstance(tensor, TensorProxy):
+        raise exc.IndexingError(f"cannot store into {type(tensor).__name__} inside a tile loop",
+                                location=user_location(), hint="store into a tensor argument of the kernel")
+    tensor_setitem(tracer, tensor, index, value)

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from tessera.config import Config
+from tessera.ir.graph import KernelIR
 from tessera.runtime.call_keys import argument_key
 from tessera.runtime.compiled import CompiledRunner, VariantStore, run_compiled
 from tessera.runtime.eager import run_eager
@@ -67,6 +68,22 @@ class BoundKernel:
         reduction_extents = tuple(rows.get(i, 0) for i in range(max(rows) + 1)) if rows else ()
         return KernelPlan(config, records, result, tunables, launch_dims=launch_dims,
                           reduction_extents=reduction_extents)
+
+    def to_ir(self, config: Config | None = None) -> KernelIR | tuple[KernelIR, ...]:
+        """The IR each launch of this call lowers under `config`, after the passes: one
+        `KernelIR`, or a tuple of them (source order) when the call launches several kernels.
+
+        >>> print(add.bind(x, y).to_ir(tessera.Config(block_sizes=[64])))   # doctest: +SKIP
+        """
+        config = config or self.kernel.default_config()
+        runner = self._runner(config, [])
+        run_compiled(self.kernel, self.mode, self.args, self.kwargs, config, self.device, runner)
+        irs = tuple(variant.compiled.ir for variant in runner.recorded)
+        return irs[0] if len(irs) == 1 else irs
+
+    def to_code(self, config: Config | None = None) -> str:
+        """The generated source of every launch of this call under `config` (the kernel's backend)."""
+        return self.to_triton_code(config)
 
     def to_triton_code(self, config: Config | None = None) -> str:
         """The generated Triton source of every launch of this call under `config`."""

@@ -25,7 +25,7 @@ import torch
 
 from tessera.language.constexpr import SpecializedInt
 from tessera.ir.tile_range import TileRange
-from tessera.runtime.marking import STATIC_DIMS_ATTRIBUTE
+from tessera.marking import STATIC_DIMS_ATTRIBUTE
 
 _INT32_LIMIT = 2 ** 31 - 1
 

@@ -23,7 +23,7 @@ from tessera.language.math import exact_matmul, product_dtype
 from tessera.ir.tile_range import TileRange
 from tessera.language.tile import Tile
 from tessera.ir import interpreter
-from tessera.runtime import eager_indexing
+from tessera.language import eager_indexing
 from tessera.trace.block_sizes import choose_block_sizes
 
 

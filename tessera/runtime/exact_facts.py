@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from tessera.runtime.call_keys import FLOAT, INT, KINDS_BY_TYPE, OTHER, SPECIALIZED, TENSOR, kind_of
-from tessera.runtime.marking import STATIC_DIMS_ATTRIBUTE
+from tessera.marking import STATIC_DIMS_ATTRIBUTE
 
 
 def exact_facts(values: Sequence[Any], head: Any = None) -> list[Any] | None:

@@ -9,7 +9,7 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
-from tessera import exc, settings
+from tessera import backends, exc, settings
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
 from tessera.location import strip_internal_frames, user_location
@@ -18,8 +18,8 @@ from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments
 from tessera.language.tile import grid, tile
 from tessera.runtime.call_keys import device_type
-from tessera.runtime.compiled import (VariantStore, device_if_helper, device_loop_helper, launch_helper,
-                                      run_compiled)
+from tessera.language.control import device_if_helper, device_loop_helper
+from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
 from tessera.runtime.eager import run_eager
 from tessera.runtime.tuning import ConfigChoices, config_for_call
 
@@ -45,8 +45,11 @@ class KernelSettings:
     autotune_budget_seconds: float = 30.0
     dot_precision: str = "tf32"
     max_variants: int = 64
+    backend: str = "triton"
 
     def __post_init__(self) -> None:
+        if self.backend not in backends.names():
+            raise exc.ConfigError(f"unknown backend {self.backend!r}", hint=f"use one of {', '.join(backends.names())}")
         if self.mode is not None and self.mode not in MODES:
             raise exc.ConfigError(f"unknown mode {self.mode!r}", hint=f"use one of {', '.join(MODES)}")
         if self.autotune_effort not in ("none", "quick", "full"):

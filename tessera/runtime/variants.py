@@ -1,7 +1,7 @@
 """Compiled variants of a kernel's launches, the store that holds them, and remembered launches.
 
-A `Variant` is one generated and imported Triton function with what it needs on every call (its
-guard check, grid function, launcher). A kernel's `VariantStore` keeps them by launch key
+A `Variant` is one compiled launch (the backend's loaded kernel) with what it needs on every call
+(its guard check and grid function). A kernel's `VariantStore` keeps them by launch key
 (compiled.py builds keys and variants) with the hit/miss counts of `cache_info()`, and, per mode
 and Config, the exact-facts memo of `RememberedLaunch`es (exact_facts.py).
 """
@@ -10,11 +10,12 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Callable
 
-import sympy
 import torch
 
-from tessera.runtime.exact_facts import Memo
+from tessera.backends.base import LoadedKernel
+from tessera.compiler import CompiledLaunch
 from tessera.ir.tunables import TunableDim
+from tessera.runtime.exact_facts import Memo
 
 if TYPE_CHECKING:
     from tessera.runtime.compiled import CompiledRunner
@@ -22,25 +23,40 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass
 class Variant:
-    """One compiled kernel: its guard check, argument builder, grid and Triton function."""
+    """One compiled launch, with what the hot path needs at hand: its guard check, grid function
+    and loaded kernel (`compiled` has the rest: IR, generated source, tunables)."""
 
     guard: Callable[..., bool]   # of the kernel arguments (tensors ignored): True when every guard holds
-    symbols: list[sympy.Symbol]
-    function: Any
     grid: Callable[..., tuple[int, ...]]  # of the kernel arguments, like guard
-    source: str
-    path: str
-    num_warps: int
-    num_stages: int
-    guard_text: list[str]
-    tunables: list[TunableDim] = dataclasses.field(default_factory=list)
-    locations: dict[int, Any] = dataclasses.field(default_factory=dict)  # generated line -> kernel line
-    launch_location: Any = None
-    launched: bool = False
+    loaded: LoadedKernel
+    compiled: CompiledLaunch
     launch_index: int = 0   # which top-level tile loop (source order)
-    launch_ndim: int = 1    # dims its programs tile
-    loopable_row: int = 0   # length of the whole dimension reduction_loops may chunk (0: none can be)
-    launcher: Any = None  # compiled mode: a TritonLauncher, so repeat launches skip JITFunction.run
+
+    @classmethod
+    def of(cls, compiled: CompiledLaunch, launch_index: int) -> Variant:
+        return cls(compiled.guard, compiled.grid, compiled.loaded, compiled, launch_index)
+
+    @property
+    def path(self) -> str:
+        return self.loaded.path
+
+    @property
+    def guard_text(self) -> tuple[str, ...]:
+        return self.compiled.guard_text
+
+    @property
+    def tunables(self) -> tuple[TunableDim, ...]:
+        return self.compiled.tunables
+
+    @property
+    def launch_ndim(self) -> int:
+        """Dims its programs tile."""
+        return len(self.compiled.ir.grid)
+
+    @property
+    def loopable_row(self) -> int:
+        """Length of the whole dimension reduction_loops may chunk (0: none can be)."""
+        return self.compiled.loopable_row
 
 
 @dataclasses.dataclass

@@ -1,13 +1,23 @@
 """Which block size a tile dimension gets: the Config's entry for its slot, else the default."""
 from __future__ import annotations
 
+from typing import Protocol
+
 from tessera import exc
 from tessera.config import Config, default_block_size
-from tessera.frontend.block_slots import BlockSlotTable, Site
 from tessera.location import user_location
 
+Site = tuple[str, int, int]  # (file, line, col) of a tile call
 
-def choose_block_sizes(slots: BlockSlotTable, config: Config, site: Site | None, count: int,
+
+class BlockSlots(Protocol):
+    """Which `Config.block_sizes` entries each tile call uses (frontend/block_slots.py scans them)."""
+
+    def first_slot(self, site: Site | None, count: int) -> int: ...
+    def known_count(self) -> int: ...
+
+
+def choose_block_sizes(slots: BlockSlots, config: Config, site: Site | None, count: int,
                        bounds: list[tuple[int, int | None]]) -> list[int]:
     """Block sizes for `count` tunable dims declared at `site` (bounds: per dim (min, max))."""
     first = slots.first_slot(site, count)

@@ -6,28 +6,19 @@ The result dims follow PyTorch: basic items in order, index tensors broadcast to
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy
 import torch
 
 from tessera import exc
 from tessera.location import user_location
-from tessera.ir.graph import UNIT, Axis, Node
+from tessera.ir.graph import UNIT, AccessKind, Axis, DimAccess, Node, Op
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
-from tessera.trace.tracer import Tracer
+from tessera.trace.views import split_view
 
-
-@dataclasses.dataclass
-class DimAccess:
-    """How one dimension of a tensor is addressed."""
-
-    kind: str                    # "axis" | "scalar" | "value"
-    axis: Axis | None = None     # for "axis": the axis (its index vector gives the offsets)
-    scalar: Any = None           # for "scalar": a symbolic int
-    value: Node | None = None    # for "value": the index tile value
-    bound: Any = None            # extra `index < bound` mask when the guard could not prove it
+if TYPE_CHECKING:
+    from tessera.trace.tracer import Tracer
 
 
 def _unit_slice(item: Any) -> bool:
@@ -59,7 +50,7 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list
             continue
         size = tracer.symbols.canonical(tensor.sizes[dim])
         if isinstance(item, TileProxy):
-            accesses.append(DimAccess("axis", axis=item.axis, bound=_tile_bound(tracer, item.axis, size, tensor, dim)))
+            accesses.append(DimAccess(AccessKind.AXIS, axis=item.axis, bound=_tile_bound(tracer, item.axis, size, tensor, dim)))
             result.append(item.axis)
         elif _unit_slice(item):
             if tracer.symbols.on_device(size):
@@ -69,17 +60,17 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list
                     location=user_location(),
                     hint=f"tile that dimension instead: `for t in hl.tile({size}): ... {tensor.name}[..., t, ...]`")
             axis = tracer.full_axis(size)
-            accesses.append(DimAccess("axis", axis=axis))
+            accesses.append(DimAccess(AccessKind.AXIS, axis=axis))
             result.append(axis)
         elif isinstance(item, TileValue):
             if item.dtype.is_floating_point:
                 raise exc.IndexingError("tensors can only be indexed with integer tile values", location=user_location())
-            accesses.append(DimAccess("value", value=item.node))
+            accesses.append(DimAccess(AccessKind.VALUE, value=item.node))
             gathered.append(item.axes)
             if gather_position is None:
                 gather_position = len(result)
         elif isinstance(item, (int, sympy.Basic)) and not isinstance(item, bool):
-            accesses.append(DimAccess("scalar", scalar=tracer.symbols.canonical(sympy.sympify(item))))
+            accesses.append(DimAccess(AccessKind.SCALAR, scalar=tracer.symbols.canonical(sympy.sympify(item))))
         elif isinstance(item, torch.Tensor) and item.dim() == 0:
             raise exc.IndexingError("a 0-d tensor index inside a tile loop", location=user_location(),
                                     hint="load it with hl.load(t, [i]) to get a runtime scalar")
@@ -96,7 +87,7 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list
 
 def _tile_bound(tracer: Tracer, axis: Axis, size: Any, tensor: TensorProxy, dim: int) -> Any:
     """Prove (by a guard) that the tile stays inside the dimension, or return a mask bound."""
-    end = tracer.symbols.canonical(axis.range_end) if hasattr(axis, "range_end") else axis.end
+    end = tracer.symbols.canonical(axis.range_end) if axis.is_tile else axis.end
     if end == size:
         return None
     if tracer.symbols.on_device(size):
@@ -121,7 +112,7 @@ def _mask_node(tracer: Tracer, mask: Any) -> Node | None:
     return mask.node
 
 
-def trace_load(tracer: Tracer, tensor: Any, index: Any, mask: Any = None) -> Any:
+def trace_load(tracer: Tracer, tensor: Any, index: Any, mask: Any = None, eviction_policy: str | None = None) -> Any:
     if not isinstance(tensor, TensorProxy):
         raise exc.IndexingError(f"hl.load needs a tensor argument of the kernel, got {type(tensor).__name__}",
                                 location=user_location())
@@ -129,10 +120,12 @@ def trace_load(tracer: Tracer, tensor: Any, index: Any, mask: Any = None) -> Any
     mask_node = _mask_node(tracer, mask)
     if mask_node is not None:
         shape = tracer.broadcast([shape, mask_node.shape], "extra_mask")
-    return tracer.emit("load", [mask_node], shape, tensor.dtype, tensor=tensor, accesses=accesses)
+    return tracer.emit(Op.LOAD, [mask_node], shape, tensor.dtype, tensor=tensor.ref(), accesses=accesses,
+                       eviction_policy=eviction_policy)
 
 
-def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any = None, atomic: str | None = None) -> None:
+def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any = None, atomic: str | None = None,
+                sem: str | None = None) -> None:
     if not isinstance(tensor, TensorProxy):
         raise exc.IndexingError(f"cannot store into {type(tensor).__name__} inside a tile loop",
                                 location=user_location(), hint="store into a tensor argument of the kernel")
@@ -148,28 +141,21 @@ def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any =
     else:
         value_input = tracer.symbols.canonical(value)
     mask_node = _mask_node(tracer, mask)
-    tracer.emit("store", [value_input, mask_node], shape, None, tensor=tensor, accesses=accesses, atomic=atomic)
+    tracer.emit(Op.STORE, [value_input, mask_node], shape, None, tensor=tensor.ref(), accesses=accesses, atomic=atomic,
+                sem=sem)
 
 
-def _tensor_getitem(self: TensorProxy, index: Any) -> Any:
-    from tessera.trace.tracer import current_tracer
-    from tessera.trace.views import split_view
-    tracer = current_tracer()
-    view, rest = split_view(tracer, self, index)
+def tensor_getitem(tracer: Tracer, tensor: TensorProxy, index: Any) -> Any:
+    """`tensor[index]` inside a tile loop: a view (`t[a:b]`), or a load through the view."""
+    view, rest = split_view(tracer, tensor, index)
     if rest is None:
         return view  # `t[a:b]`: a view, read when it is indexed with tiles
     return trace_load(tracer, view, tuple(rest))
 
 
-def _tensor_setitem(self: TensorProxy, index: Any, value: Any) -> None:
-    from tessera.trace.tracer import current_tracer
-    from tessera.trace.views import split_view
-    tracer = current_tracer()
-    view, rest = split_view(tracer, self, index)
+def tensor_setitem(tracer: Tracer, tensor: TensorProxy, index: Any, value: Any) -> None:
+    """`tensor[index] = value` inside a tile loop: a store (into a view when sliced)."""
+    view, rest = split_view(tracer, tensor, index)
     if rest is None:
         rest = [slice(None)] * view.dim()  # `t[a:b] = v` writes the whole view
     trace_store(tracer, view, tuple(rest), value)
-
-
-TensorProxy.__getitem__ = _tensor_getitem  # type: ignore[attr-defined]
-TensorProxy.__setitem__ = _tensor_setitem  # type: ignore[attr-defined]

@@ -2,46 +2,32 @@
 
 `TensorProxy` stands for a tensor argument (indexing it loads, assigning to it stores),
 `TileProxy` for a tile of a loop, `TileValue` for a value computed in registers. Torch calls
-on them reach `__torch_function__`, which looks the callable up in `TORCH_TO_PRIMITIVE`.
+on them reach `__torch_function__`, which binds the primitive the callable stands for
+(`ir.primitive.TORCH_FUNCTIONS`).
 Scalars are sympy expressions over the kernel's symbols.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import sympy
 import torch
 
 from tessera import exc
 from tessera.location import user_location
-from tessera.ir.graph import Axis, Node, UNIT
-
-if TYPE_CHECKING:
-    from tessera.trace.tracer import Tracer
-
-# torch callable -> handler(tracer, *args, **kwargs); filled by the op modules.
-TORCH_TO_PRIMITIVE: dict[Callable[..., Any], Callable[..., Any]] = {}
-
-
-def register_torch(*functions: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: route these torch callables (and Tensor methods) to the handler."""
-    def decorate(handler: Callable[..., Any]) -> Callable[..., Any]:
-        for function in functions:
-            TORCH_TO_PRIMITIVE[function] = handler
-        return handler
-    return decorate
-
+from tessera.ir import interpreter
+from tessera.ir.graph import UNIT, Axis, Node, TensorRef
+from tessera.ir.primitive import TORCH_FUNCTIONS
 
 def _dispatch(func: Callable[..., Any], args: tuple, kwargs: dict | None) -> Any:
-    from tessera.trace.tracer import current_tracer
-    handler = TORCH_TO_PRIMITIVE.get(func)
-    if handler is None:
+    primitive = TORCH_FUNCTIONS.get(func)
+    if primitive is None:
         name = getattr(func, "__qualname__", getattr(func, "__name__", repr(func)))
         raise exc.UnsupportedOperationError(
             f"torch operation {name} is not supported inside a compiled tile loop",
             location=user_location(),
-            hint="use a supported op (see README 'Language'), or run this kernel with mode='eager'")
-    return handler(current_tracer(), *args, **(kwargs or {}))
+            hint="use a supported op (see README 'A tour of the language'), or run this kernel with mode='eager'")
+    return primitive.bind(*args, **(kwargs or {}))
 
 
 class _TorchLike:
@@ -70,7 +56,7 @@ class TileValue(_TorchLike):
 
     @property
     def shape(self) -> tuple[Any, ...]:
-        return tuple(1 if axis is UNIT else _AxisSize(axis) for axis in self.axes)
+        return tuple(1 if axis is UNIT else AxisSize(axis) for axis in self.axes)
 
     def size(self, dim: int | None = None) -> Any:
         return self.shape if dim is None else self.shape[dim]
@@ -87,7 +73,7 @@ class TileValue(_TorchLike):
         # Tensor methods (`v.sum(1)`, `v.to(dtype)`, `v.exp()`) route through the same table
         # as the torch functions.
         method = getattr(torch.Tensor, name, None)
-        if method is None or method not in TORCH_TO_PRIMITIVE:
+        if method is None or method not in TORCH_FUNCTIONS:
             raise AttributeError(f"tile values have no method {name!r} in compiled kernels")
 
         def bound(*args: Any, **kwargs: Any) -> Any:
@@ -112,8 +98,55 @@ class TileValue(_TorchLike):
         raise exc.IndexingError("a tile value cannot be used as a Python int", location=user_location(),
                                 hint="index tensors with it directly (x[idx]) or use hl.load")
 
+    def __getitem__(self, index: Any) -> Any:
+        return _dispatch(torch.Tensor.__getitem__, (self, index), None)
 
-class _AxisSize:
+    @property
+    def T(self) -> Any:  # noqa: N802  (torch's name)
+        return _dispatch(torch.permute, (self, tuple(reversed(range(self.dim())))), None)
+
+    @property
+    def mT(self) -> Any:  # noqa: N802  (torch's name)
+        return _dispatch(torch.transpose, (self, -2, -1), None)
+
+    __hash__ = object.__hash__  # `==` builds a node; tile values hash by identity
+
+
+# Python operators on tile values mean the torch function of the same name (one table for both
+# directions, as torch.fx does): `a + b` is torch.add(a, b), `2 - a` is torch.sub(2, a).
+_BINARY_OPERATORS: dict[str, Callable[..., Any]] = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.div, "floordiv": torch.floor_divide,
+    "mod": torch.remainder, "pow": torch.pow, "and": torch.bitwise_and, "or": torch.bitwise_or,
+    "xor": torch.bitwise_xor, "matmul": torch.matmul,
+}
+_COMPARISONS: dict[str, Callable[..., Any]] = {
+    "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge, "eq": torch.eq, "ne": torch.ne,
+}
+_UNARY_OPERATORS: dict[str, Callable[..., Any]] = {"neg": torch.neg, "abs": torch.abs, "invert": torch.bitwise_not}
+
+
+def _binary_operator(function: Callable[..., Any], reflected: bool) -> Callable[..., Any]:
+    def operator(self: TileValue, other: Any) -> Any:
+        return _dispatch(function, (other, self) if reflected else (self, other), None)
+    return operator
+
+
+def _unary_operator(function: Callable[..., Any]) -> Callable[..., Any]:
+    def operator(self: TileValue) -> Any:
+        return _dispatch(function, (self,), None)
+    return operator
+
+
+for _name, _function in _BINARY_OPERATORS.items():
+    setattr(TileValue, f"__{_name}__", _binary_operator(_function, False))
+    setattr(TileValue, f"__r{_name}__", _binary_operator(_function, True))
+for _name, _function in _COMPARISONS.items():
+    setattr(TileValue, f"__{_name}__", _binary_operator(_function, False))
+for _name, _function in _UNARY_OPERATORS.items():
+    setattr(TileValue, f"__{_name}__", _unary_operator(_function))
+
+
+class AxisSize:
     """`value.size(d)` of a tiled dimension: usable as a size in hl.zeros and views."""
 
     def __init__(self, axis: Axis) -> None:
@@ -145,8 +178,7 @@ class TileProxy(_TorchLike):
 
     @property
     def index(self) -> TileValue:
-        from tessera.trace.tracer import current_tracer
-        return current_tracer().tile_index(self.axis)
+        return interpreter.current("index").tile_index(self.axis)
 
     def __repr__(self) -> str:
         return f"TileProxy({self.axis.name})"
@@ -157,7 +189,7 @@ class TensorProxy(_TorchLike):
 
     def __init__(self, name: str, dtype: torch.dtype, sizes: list[Any], strides: list[Any],
                  device: torch.device, offset: Any = 0, limits: tuple[Any, ...] = (),
-                 conditions: tuple[tuple[Any, Any], ...] = ()) -> None:
+                 conditions: tuple[tuple[Any, Any], ...] = (), aligned16: bool = False) -> None:
         self.name = name
         self.dtype = dtype
         self.sizes = sizes
@@ -170,18 +202,30 @@ class TensorProxy(_TorchLike):
         self.offset = sympy.sympify(offset)
         self.limits = limits
         self.conditions = conditions
+        self.aligned16 = aligned16  # the pointer is 16-byte aligned (TMA needs it; in the cache key)
 
     @property
     def is_view(self) -> bool:
         """Whether this is a view with an offset or access checks (not a plain argument)."""
         return self.offset != 0 or bool(self.limits) or bool(self.conditions)
 
-    def reshape(self, *shape: Any) -> TensorProxy:
-        """A view with new sizes (the tensor must be contiguous, as for torch's view)."""
-        from tessera.trace.views import reshape_view
-        return reshape_view(self, shape)
+    def ref(self) -> TensorRef:
+        """The IR's frozen description of this tensor (or view)."""
+        return TensorRef(self.name, self.dtype, tuple(self.sizes), tuple(self.strides), self.offset,
+                         tuple(self.limits), tuple(self.conditions), self.aligned16)
 
-    view = reshape
+    def reshape(self, *shape: Any) -> Any:
+        """A view with new sizes (the tensor must be contiguous, as for torch's view)."""
+        return _dispatch(torch.Tensor.reshape, (self, *shape), None)
+
+    def view(self, *shape: Any) -> Any:
+        return _dispatch(torch.Tensor.view, (self, *shape), None)
+
+    def __getitem__(self, index: Any) -> Any:
+        return _dispatch(torch.Tensor.__getitem__, (self, index), None)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        _dispatch(torch.Tensor.__setitem__, (self, index, value), None)
 
     @property
     def shape(self) -> tuple[Any, ...]:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any
 
 import sympy
 import torch
@@ -58,6 +58,10 @@ class SymbolTable:
             return sympy.lambdify(names, expr, modules="math")(*(self.values[name] for name in names))
         return int(value) if value.is_Integer else (bool(value) if value in (sympy.true, sympy.false) else float(value))
 
+    def evaluate_or_none(self, expr: Any) -> Any:
+        """`evaluate`, or None for an expression of values loaded inside the kernel."""
+        return None if self.on_device(expr) else self.evaluate(expr)
+
     def guard(self, condition: sympy.Basic, reason: str) -> None:
         """Record a fact this trace assumes; it is checked before the variant is reused."""
         if condition is sympy.true or condition is True:
@@ -78,13 +82,6 @@ class SymbolTable:
         elif isinstance(a, sympy.Symbol) and a in self.dtypes:
             self.replacements[a] = b
 
-    def guard_checker(self, order: list[sympy.Symbol]) -> Callable[..., bool]:
-        """A plain Python function of the symbol values that is True when every guard holds."""
-        if not self.guards:
-            return _always_true
-        conditions = sympy.And(*(condition for condition, _ in self.guards))
-        return sympy.lambdify(order, conditions, modules="math")
-
 
 class DeviceScalarError(exc.UnsupportedOperationError):
     """A compile-time decision needed a runtime scalar's value (one loaded inside the kernel)."""
@@ -93,7 +90,3 @@ class DeviceScalarError(exc.UnsupportedOperationError):
         super().__init__(detail, location=user_location(),
                          hint="this value is only known on the device; use it as a loop bound, slice bound "
                               "or view size, or compute it on the host and pass it as an argument")
-
-
-def _always_true(*_: Any) -> bool:
-    return True

@@ -1,8 +1,12 @@
-"""The tracer: runs a kernel body once on proxies and records tile IR.
+"""The tracer: runs a kernel body once on proxies and returns its tile IR as a `KernelIR`.
 
-It is the active interpreter while a body runs, so `hl.` primitives reach `process`, and the
-rewritten loops reach `launch_body` / `device_loop`. Every equality or bound the trace relies
-on goes through the symbol table as a guard.
+It is the active interpreter while a body runs, so primitives reach `process` (which calls the
+primitive's trace rule) and the rewritten inner loops reach `device_loop`. Every equality or
+bound the trace relies on goes through the symbol table as a guard. Nodes are frozen as they
+are recorded; `finish` merges unified whole dimensions and returns the value.
+
+>>> tracer = Tracer(symbols, slots, config)                          # doctest: +SKIP
+>>> ir = tracer.trace_launch("add_kernel", parameters, tile_range, body, cells)
 """
 from __future__ import annotations
 
@@ -14,24 +18,26 @@ import torch
 
 from tessera import exc
 from tessera.config import DEFAULT_ROW_CHUNK, ONE_BLOCK_ROW_LIMIT, Config, reduction_loop_of
-from tessera.frontend.block_slots import BlockSlotTable
-from tessera.location import user_location
-from tessera.ir.graph import UNIT, Axis, Block, Node
+from tessera.ir import interpreter
+from tessera.ir.graph import (UNIT, AccessKind, Axis, AxisKind, Block, DimAccess, GridDim, KernelIR, LoopDim, Node,
+                              Op, RowLoop, freeze_params, substitute_axes)
+from tessera.ir.passes import next_power_of_two, whole_dim_bucket
 from tessera.ir.primitive import Primitive
 from tessera.ir.tile_range import TileRange, static_bounds
-from tessera.trace.block_sizes import choose_block_sizes
 from tessera.ir.tunables import TunableDim
-from tessera.thread_state import ThreadStack
+from tessera.location import user_location
+from tessera.trace.block_sizes import BlockSlots, choose_block_sizes
+from tessera.trace.indexing import trace_load
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
 from tessera.trace.symbols import SymbolTable
 
-_current = ThreadStack()  # of Tracer; one per thread
-
 
 def current_tracer() -> Tracer:
-    if not _current.items:
+    """The tracer of the kernel body being traced (the active interpreter)."""
+    active = interpreter.active()
+    if not isinstance(active, Tracer):
         raise exc.TesseraError("internal error: no kernel is being traced")
-    return _current.items[-1]
+    return active
 
 
 def is_constant(value: Any) -> bool:
@@ -43,34 +49,29 @@ def is_constant(value: Any) -> bool:
 DATA_DEPENDENT_EXTENT = 64
 
 
-def next_power_of_two(value: int) -> int:
-    return 1 if value <= 1 else 1 << (int(value) - 1).bit_length()
-
-
 class Tracer:
-    """Records the body of one top-level tile loop as a `Block` of IR nodes."""
+    """Records the body of one top-level tile loop as IR nodes."""
 
-    def __init__(self, symbols: SymbolTable, slots: BlockSlotTable, config: Config) -> None:
+    def __init__(self, symbols: SymbolTable, slots: BlockSlots, config: Config, launch_index: int = 0,
+                 int64_indexing: bool = False, device: torch.device = torch.device("cpu")) -> None:
         self.symbols = symbols
+        self.device = device  # the call's device (`hl.zeros(device=...)` must name it)
         self.slots = slots
         self.config = config
-        self.root = Block()
-        self._blocks: list[Block] = [self.root]
+        self.launch_index = launch_index  # which top-level tile loop this is (source order), for per-loop Config keys
+        self.int64_indexing = int64_indexing
+        self._open_blocks: list[list[Node]] = [[]]
         self._names = 0
         self.launch_axes: list[Axis] = []
-        self.grid_dims: list[tuple[sympy.Expr, sympy.Expr, int]] = []  # (begin, end, block) per program dim
+        self.grid_dims: list[GridDim] = []
         self._full_axes: dict[Any, Axis] = {}
         self._axis_alias: dict[Axis, Axis] = {}
-        self.loop_depth = 1
-        self.dot_precision = "ieee"
-        self.interpret = False
-        self.int64_indexing = False
         self.dot_axes: set[Axis] = set()
         self.predicate: Node | None = None  # condition of the device `if` branch being traced
         self._tunable_axes: list[tuple[int, Axis, str]] = []  # (block_sizes index, axis, role)
-        self.launch_index = 0  # which top-level tile loop this is (source order), for per-loop Config keys
-        self.looped_row: Axis | None = None  # the whole-row axis processed in chunks (reduction_loops)
-        self._row_auto = False  # looped because it is long, not because the Config said so
+        self.row_loop: RowLoop | None = None  # the whole row processed in chunks (reduction_loops)
+        self._row_requested = False  # the Config asked for the chunks (else the row is merely long)
+        self.location: Any = None  # the top-level loop's line
 
     # -- interpreter protocol -------------------------------------------------------------
     def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
@@ -91,21 +92,34 @@ class Tracer:
         return choose_block_sizes(self.slots, self.config, site, count, bounds)
 
     # -- building nodes ----------------------------------------------------------------------
-    def emit(self, op: str, inputs: list[Any], shape: tuple[Axis, ...], dtype: torch.dtype | None,
+    def emit(self, op: Op, inputs: list[Any], shape: tuple[Axis, ...], dtype: torch.dtype | None,
              **params: Any) -> TileValue:
-        if self.predicate is not None and op in ("load", "store"):
+        return TileValue(self._append(self._node(op, inputs, shape, dtype, params)))
+
+    def _node(self, op: Op, inputs: list[Any], shape: tuple[Axis, ...], dtype: torch.dtype | None,
+              params: dict[str, Any], name: str | None = None) -> Node:
+        if self.predicate is not None and op in (Op.LOAD, Op.STORE):
             # inside a device `if`: memory accesses happen only where the branch is taken
-            position = 0 if op == "load" else 1
+            position = 0 if op is Op.LOAD else 1
             inputs = list(inputs)
-            inputs[position] = self._and_predicate(inputs[position])
-        for access in params.get("accesses", ()):
-            if access.axis is not None:  # like the shape: the index vector of the surviving axis
-                access.axis = self.canonical_axis(access.axis)
-        node = Node(op, inputs, tuple(self.canonical_axis(a) for a in shape), dtype, params, user_location(),
-                    name=f"v{self._names}")
+            inputs[position] = self.and_predicate(inputs[position])
+        if "accesses" in params:  # like the shape: the index vector of the surviving axis
+            params["accesses"] = [access if access.axis is None else
+                                  DimAccess(access.kind, self.canonical_axis(access.axis), access.scalar,
+                                            access.value, access.bound) for access in params["accesses"]]
+        if name is None:
+            name = self._next_name()
+        return Node(op, tuple(inputs), tuple(self.canonical_axis(a) for a in shape), dtype, freeze_params(params),
+                    user_location(), name=name)
+
+    def _append(self, node: Node) -> Node:
+        self._open_blocks[-1].append(node)
+        return node
+
+    def _next_name(self) -> str:
+        name = f"v{self._names}"
         self._names += 1
-        self._blocks[-1].nodes.append(node)
-        return TileValue(node)
+        return name
 
     def canonical_axis(self, axis: Axis) -> Axis:
         while axis in self._axis_alias:
@@ -116,10 +130,10 @@ class Tracer:
         """A 0-d device value computed from a symbolic expression over loop variables and loaded
         scalars (e.g. `tile.end - tile.begin > 2` on a runtime-bounded tile)."""
         dtype = torch.bool if isinstance(expr, (sympy.Rel, sympy.logic.boolalg.Boolean)) else torch.int32
-        return self.emit("symbolic", [], (), dtype, expr=expr)
+        return self.emit(Op.SYMBOLIC, [], (), dtype, expr=expr)
 
     def tile_index(self, axis: Axis) -> TileValue:
-        return self.emit("tile_index", [], (axis,), torch.int32, axis=axis)
+        return self.emit(Op.TILE_INDEX, [], (axis,), torch.int32, axis=axis)
 
     def full_axes(self) -> list[Axis]:
         # aliased axes too: nodes traced before the unification still name them
@@ -136,28 +150,25 @@ class Tracer:
         chunk = self._row_chunk(extent, actual) if not self._full_axes else None
         if chunk is not None:
             # any length works in chunks: the loop bound is the runtime extent, no bucket guard
-            axis = Axis(name, sympy.Symbol(f"chunk_{name}", integer=True), extent, chunk,
-                        needs_mask=not (sympy.Mod(extent, chunk) == 0))
-            self.looped_row = axis
+            axis = Axis(name, AxisKind.WHOLE, sympy.Symbol(f"chunk_{name}", integer=True), extent, chunk,
+                        range_end=extent)
+            self.row_loop = RowLoop(axis, requested=self._row_requested)
             self._full_axes[extent] = axis
             return axis
         block = next_power_of_two(actual)
         self._guard_block_bucket(extent, block)
-        axis = Axis(name, sympy.Integer(0), extent, block, needs_mask=not (sympy.Integer(block) == extent))
+        axis = Axis(name, AxisKind.WHOLE, sympy.Integer(0), extent, block, range_end=extent)
         self._full_axes[extent] = axis
         return axis
 
     def _guard_block_bucket(self, extent: Any, block: int) -> None:
-        """A whole dim held in one block of `block` lanes: the block is baked into the code, so the
-        variant is reused only for extents in its power-of-two bucket."""
         if isinstance(extent, sympy.Basic) and not extent.is_Integer:
-            self.symbols.guard(sympy.And(extent <= block, extent > block // 2) if block > 1 else sympy.Le(extent, 1),
-                               f"whole dimension of size {extent} fits block {block}")
+            self.symbols.guard(whole_dim_bucket(extent, block), f"whole dimension of size {extent} fits block {block}")
 
     def _row_chunk(self, extent: Any, actual: int) -> int | None:
         """The chunk of this loop's first whole row, or None to hold it in one block."""
         chunk = reduction_loop_of(self.config, self.launch_index)
-        self._row_auto = chunk == "auto"
+        self._row_requested = chunk != "auto"
         if chunk != "auto":
             return chunk
         long_row = sympy.Gt(extent, ONE_BLOCK_ROW_LIMIT)
@@ -166,41 +177,6 @@ class Tracer:
                                f"whole dimension of size {extent} is {'' if actual > ONE_BLOCK_ROW_LIMIT else 'not '}"
                                f"longer than {ONE_BLOCK_ROW_LIMIT} (looped in chunks)")
         return DEFAULT_ROW_CHUNK if actual > ONE_BLOCK_ROW_LIMIT else None
-
-    def settle_row_loop(self) -> None:
-        """A row looped only because it is long (no `reduction_loops` entry) whose uses cannot
-        be split into passes goes back to one block; an explicit entry is left to fail loudly."""
-        from tessera.ir.rolling import why_not_loopable
-        if self.looped_row is None or not self._row_auto or why_not_loopable(self.root, self.looped_axes()) is None:
-            return
-        extent = self.looped_row.end
-        block = next_power_of_two(self.symbols.evaluate(extent))
-        self._guard_block_bucket(extent, block)
-        for axis in self.looped_axes():  # axes are shared by reference: every node follows
-            axis.begin, axis.block, axis.needs_mask = sympy.Integer(0), block, not (sympy.Integer(block) == extent)
-        self.looped_row = None
-
-    def looped_axes(self) -> set[Axis]:
-        """The looped row's axis and the whole-dim axes unified with it."""
-        return set() if self.looped_row is None else self._row_axes(self.looped_row)
-
-    def _row_axes(self, row: Axis) -> set[Axis]:
-        """`row` and the whole-dim axes broadcasting unified with it."""
-        return {axis for axis in self._full_axes.values() if self.canonical_axis(axis) is row}
-
-    def loopable_row_length(self) -> int:
-        """The length of this loop's first whole row if `reduction_loops` could chunk it, else 0
-        (no whole row, or its uses cannot be split into passes: see ir/rolling.py)."""
-        from tessera.ir.rolling import why_not_loopable
-        if not self._full_axes:
-            return 0
-        first = next(iter(self._full_axes.values()))
-        if why_not_loopable(self.root, self._row_axes(first)) is not None:
-            return 0
-        try:
-            return int(self.symbols.evaluate(first.end))
-        except (TypeError, ValueError, exc.TesseraError):
-            return 0
 
     def unify_axes(self, a: Axis, b: Axis, what: str) -> Axis:
         """Broadcast two dims: the same axis, or a unit axis, or two whole dims of equal size."""
@@ -214,12 +190,13 @@ class Tracer:
             self.symbols.guard_equal(a.end, b.end, f"{what}: sizes {a.end} and {b.end} are equal")
             if full.index(b) < full.index(a):
                 a, b = b, a  # the first whole dim stays: `reduction_loops` is about it
-            # one row, one layout: nodes traced with `b` follow `a` into its block or chunk loop
-            b.begin, b.block, b.needs_mask = a.begin, a.block, a.needs_mask
+            # one row, one layout: nodes traced with `b` take `a` (its block or chunk loop) in `finish`
             self._axis_alias[b] = a
             return a
+        sizes = (self.symbols.evaluate_or_none(a.end), self.symbols.evaluate_or_none(b.end))
+        actual = f" ({sizes[0]} vs {sizes[1]} in this call)" if None not in sizes else ""
         raise exc.ShapeMismatchError(
-            f"{what}: dimension {a.name} (size {a.end}) does not match dimension {b.name} (size {b.end})",
+            f"{what}: dimension {a.name} (size {a.end}) does not match dimension {b.name} (size {b.end}){actual}",
             location=user_location(),
             hint="operands must have the same tiles in the same positions, or size 1 to broadcast")
 
@@ -236,7 +213,7 @@ class Tracer:
         return tuple(result)
 
     # -- loops -----------------------------------------------------------------------------------
-    def _range_axes(self, tile_range: TileRange, loop_var: Callable[[int], sympy.Expr], role: str) -> list[TileProxy]:
+    def _range_axes(self, tile_range: TileRange, loop_var: Callable[[int], sympy.Expr], kind: AxisKind) -> list[TileProxy]:
         tunable = [i for i, block in enumerate(tile_range.block_sizes) if block is None]
         blocks = list(tile_range.block_sizes)
         slot_of: dict[int, int] = {}
@@ -252,16 +229,13 @@ class Tracer:
             block = int(self.symbols.evaluate(block))
             if block & (block - 1):
                 raise exc.ConfigError(f"block size {block} is not a power of two", location=user_location())
-            extent = end - begin
-            exact = isinstance(extent, (int, sympy.Integer)) and int(extent) % block == 0
             offset = loop_var(dim)
-            axis = Axis(f"t{len(self.launch_axes)}", offset, end, block, needs_mask=not exact)
-            axis.range_begin, axis.range_end = begin, end  # type: ignore[attr-defined]
+            axis = Axis(f"t{len(self.launch_axes)}", kind, offset, end, block, range_begin=begin, range_end=end)
             self.launch_axes.append(axis)
             if dim in slot_of:
-                self._tunable_axes.append((slot_of[dim], axis, role))
+                self._tunable_axes.append((slot_of[dim], axis, kind.value))
             tile_id = sympy.floor((offset - begin) / block) if offset != begin else sympy.Integer(0)
-            proxies.append(TileProxy(axis, tile_id, sympy.ceiling(extent / block)))
+            proxies.append(TileProxy(axis, tile_id, sympy.ceiling((end - begin) / block)))
         return proxies
 
     def scalar_expr(self, value: Any) -> Any:
@@ -273,7 +247,6 @@ class Tracer:
         A 0-d tensor argument is loaded inside the kernel (no host sync).
         """
         if isinstance(value, TensorProxy) and value.dim() == 0:
-            from tessera.trace.indexing import trace_load
             value = trace_load(self, value, ())
         if isinstance(value, TileValue):
             if any(axis is not UNIT for axis in value.axes):
@@ -284,7 +257,7 @@ class Tracer:
                 raise exc.DtypeError(f"a loop bound or size must be an integer, got a {value.dtype} value",
                                      location=user_location(), hint="convert it with .to(torch.int32)")
             if value.axes:
-                value = self.emit("view", [value.node], (), value.dtype, order=None, what="runtime scalar")
+                value = self.emit(Op.VIEW, [value.node], (), value.dtype, what="runtime scalar")
             return self.symbols.device_symbol(value.node.name)
         if isinstance(value, torch.Tensor):
             raise exc.UnsupportedOperationError(
@@ -299,8 +272,7 @@ class Tracer:
         """What this trace learned about each block_sizes entry it used (for the autotuner)."""
         found: dict[int, TunableDim] = {}
         for index, axis, role in self._tunable_axes:
-            begin = getattr(axis, "range_begin", 0)
-            extent_expr = sympy.sympify(sympy.sympify(axis.end - begin).xreplace(self.symbols.values))
+            extent_expr = sympy.sympify(sympy.sympify(axis.end - axis.range_begin).xreplace(self.symbols.values))
             if self.symbols.on_device(extent_expr):
                 extent = DATA_DEPENDENT_EXTENT  # read from tensor data inside the kernel: unknown here
             else:
@@ -314,30 +286,41 @@ class Tracer:
             found[index] = TunableDim(index, extent, minimum, role)
         return [found[i] for i in sorted(found)]
 
-    def trace_launch(self, tile_range: TileRange, body: Callable[..., Any], cells: list[Any]) -> None:
+    def trace_launch(self, name: str, parameters: tuple[str, ...], tile_range: TileRange,
+                     body: Callable[..., Any], cells: list[Any]) -> KernelIR:
         """Trace a top-level loop body; program ids map to its dims, first dim fastest."""
         if tile_range.is_grid:
             targets: list[Any] = []
             for dim, (begin, end, step) in enumerate(zip(tile_range.begins, tile_range.ends, tile_range.block_sizes)):
                 pid = sympy.Symbol(f"pid_{dim}", integer=True)
                 begin_s, end_s = self.scalar_expr(begin), self.scalar_expr(end)
-                self.grid_dims.append((begin_s, end_s, int(step)))
+                self.grid_dims.append(GridDim(begin_s, end_s, int(step)))
                 targets.append(begin_s + pid * int(step))
         else:
-            proxies = self._range_axes(tile_range, lambda d: sympy.Symbol(f"offset_{d}", integer=True), "launch")
-            for dim, proxy in enumerate(proxies):
-                self.grid_dims.append((proxy.axis.range_begin, proxy.axis.range_end, proxy.axis.block))  # type: ignore[attr-defined]
+            proxies = self._range_axes(tile_range, lambda d: sympy.Symbol(f"offset_{d}", integer=True), AxisKind.LAUNCH)
+            for proxy in proxies:
+                self.grid_dims.append(GridDim(proxy.axis.range_begin, proxy.axis.range_end, proxy.axis.block))
             targets = proxies
         target = tuple(targets) if tile_range.multi_dim else targets[0]
         function = types.FunctionType(body.__code__, body.__globals__, body.__name__, body.__defaults__,
                                       tuple(types.CellType(value) for value in cells))
-        from tessera.ir import interpreter
-        _current.items.append(self)
-        try:
-            with interpreter.activate(self):
-                function(target)
-        finally:
-            _current.items.pop()
+        self.location = tile_range.location
+        with interpreter.activate(self):
+            function(target)
+        return self.finish(name, parameters)
+
+    def finish(self, name: str, parameters: tuple[str, ...]) -> KernelIR:
+        """The traced body as a `KernelIR`: whole dimensions unified during the trace become one
+        axis everywhere (nodes traced before the unification still named the other)."""
+        aliases = {axis: self.canonical_axis(axis) for axis in self._axis_alias}
+        body = substitute_axes(Block(tuple(self._open_blocks[0])), aliases)
+        whole = tuple(dict.fromkeys(self.canonical_axis(a) for a in self._full_axes.values()))
+        return KernelIR(
+            name=name, parameters=parameters, symbols=types.MappingProxyType(dict(self.symbols.dtypes)), body=body,
+            grid=tuple(self.grid_dims), launch_axes=tuple(a for a in self.launch_axes if a.kind is AxisKind.LAUNCH),
+            whole_axes=whole, guards=tuple(self.symbols.guards), int64_indexing=self.int64_indexing,
+            launch_index=self.launch_index, row_loop=self.row_loop,
+            example=types.MappingProxyType(dict(self.symbols.values)), location=self.location)
 
     def device_loop(self, tile_range: TileRange, body: Callable[..., Any], carried: tuple) -> tuple:
         """Trace an inner loop: carried values enter as loop variables and leave as results."""
@@ -350,98 +333,67 @@ class Tracer:
         if tile_range.is_grid:
             variables = [sympy.Symbol(f"g{loop_index}_{d}", integer=True) for d in range(tile_range.ndim)]
             targets: list[Any] = list(variables)
-            loops = [(var, self.scalar_expr(b), self.scalar_expr(e), int(s), None) for var, b, e, s
+            loops = [LoopDim(var, self.scalar_expr(b), self.scalar_expr(e), int(s), None) for var, b, e, s
                      in zip(variables, tile_range.begins, tile_range.ends, tile_range.block_sizes)]
         else:
             variables = [sympy.Symbol(f"k{loop_index}_{d}", integer=True) for d in range(tile_range.ndim)]
-            proxies = self._range_axes(tile_range, lambda d: variables[d], "loop")
+            proxies = self._range_axes(tile_range, lambda d: variables[d], AxisKind.LOOP)
             targets = list(proxies)
-            loops = [(var, p.axis.range_begin, p.axis.range_end, p.axis.block, p.axis)  # type: ignore[attr-defined]
+            loops = [LoopDim(var, p.axis.range_begin, p.axis.range_end, p.axis.block, p.axis)
                      for var, p in zip(variables, proxies)]
         entry = [self._as_carried(value) for value in carried]
-        placeholders = [self.emit("carried", [value.node], value.axes, value.dtype) for value in entry]
-        loop_node = self.emit("loop", [e.node for e in entry], (), None, loops=loops, carried=[p.node for p in placeholders])
-        body_block = Block()
-        loop_node.node.blocks.append(body_block)
-        # placeholders belong to the loop, not the enclosing block
-        self._blocks[-1].nodes.remove(loop_node.node)
-        for placeholder in placeholders:
-            self._blocks[-1].nodes.remove(placeholder.node)
-        self._blocks[-1].nodes.append(loop_node.node)
-        self._blocks.append(body_block)
+        # placeholders live in the loop node's params, not in a block
+        placeholders = [self._node(Op.CARRIED, [value.node], value.axes, value.dtype, {}) for value in entry]
+        loop_name = self._next_name()
+        self._open_blocks.append([])
         try:
-            results = body(tuple(targets) if tile_range.multi_dim else targets[0], *placeholders)
+            results = body(tuple(targets) if tile_range.multi_dim else targets[0],
+                           *(TileValue(p) for p in placeholders))
             # casts and views of the results belong to the loop body, before the loop-back
-            outputs = [self._loop_output(placeholder, result) for placeholder, result in zip(placeholders, results)]
+            outputs = [self._loop_output(TileValue(placeholder), result)
+                       for placeholder, result in zip(placeholders, results)]
         finally:
-            self._blocks.pop()
-        loop_node.node.params["outputs"] = outputs
-        return tuple(TileValue(p.node) for p in placeholders)
+            body_nodes = self._open_blocks.pop()
+        loop = self._node(Op.LOOP, [e.node for e in entry], (), None,
+                          {"loops": loops, "carried": placeholders, "outputs": outputs}, name=loop_name)
+        self._append(Node(loop.op, loop.inputs, loop.shape, loop.dtype, loop.params, loop.location, loop.name,
+                          blocks=(Block(tuple(body_nodes)),)))
+        return tuple(TileValue(p) for p in placeholders)
 
     def _loop_output(self, placeholder: TileValue, result: Any) -> Node:
         result = self._as_carried(result, like=placeholder)
         if result.axes != placeholder.axes and _same_registers(result.axes, placeholder.axes):
             # `hl.zeros([n])` with a specialized n == 1 is the unit axis, rows read with `:`
             # from a dim of size <= 1 a whole-dimension axis of block 1: the same registers
-            result = self.emit("view", [result.node], placeholder.axes, result.dtype, order=None,
-                               what="loop-carried value")
+            result = self.emit(Op.VIEW, [result.node], placeholder.axes, result.dtype, what="loop-carried value")
         if result.axes != placeholder.axes:
             raise exc.ShapeMismatchError(
                 f"a loop-carried value changes shape in the loop: {list(placeholder.axes)} -> {list(result.axes)}",
                 location=user_location(), hint="keep carried values the same shape in every iteration")
         return result.node
 
-    def device_if(self, condition: TileValue, then_body: Callable[..., tuple], else_body: Callable[..., tuple],
-                  values: tuple) -> tuple:
-        """An `if` on a device scalar: both branches are traced (if-conversion); loads and stores
-        inside a branch are masked by its condition, and each name assigned in a branch becomes
-        `where(condition, then_value, else_value)`."""
-        from tessera.frontend.rewrite import UNDEFINED
-        from tessera.language.elementwise import apply_elementwise
-        if any(axis is not UNIT for axis in condition.axes):
-            raise exc.ShapeMismatchError(
-                f"`if` needs a single boolean, but the condition is a tile of shape {list(condition.axes)}",
-                location=user_location(),
-                hint="use torch.where(condition, a, b) for per-element choices, or reduce the condition "
-                     "(e.g. condition.any())")
-        taken = condition if condition.dtype == torch.bool else apply_elementwise(self, "ne", condition, 0)
-        outer = self.predicate
-        results = []
-        for branch, body in ((taken, then_body), (apply_elementwise(self, "invert", taken), else_body)):
-            self.predicate = branch.node if outer is None else self._and_predicate(outer, branch.node)
-            try:
-                results.append(body(*values))
-            finally:
-                self.predicate = outer
-        merged = []
-        for before, then_value, else_value in zip(values, *results):
-            if then_value is else_value:
-                merged.append(then_value)
-            elif then_value is UNDEFINED or else_value is UNDEFINED:
-                merged.append(UNDEFINED)  # like Python: unbound after the if, reading it fails
-            else:
-                merged.append(apply_elementwise(self, "where", taken, then_value, else_value))
-        return tuple(merged)
-
-    def _and_predicate(self, mask: Node | None, other: Node | None = None) -> Node:
-        from tessera.language.elementwise import apply_elementwise
+    def and_predicate(self, mask: Node | None, other: Node | None = None) -> Node:
+        """`mask & other` (default: the branch predicate) as a boolean node."""
         extra = other if other is not None else self.predicate
+        assert extra is not None
         if mask is None:
             return extra
         saved, self.predicate = self.predicate, None
         try:
             # where(), not &: Triton's interpreter cannot `&` a scalar bool with a bool block
-            return apply_elementwise(self, "where", TileValue(extra), TileValue(mask), False).node
+            shape = self.broadcast([extra.shape, mask.shape], "if condition and mask")
+            return self.emit(Op.ELEMENTWISE, [extra, mask, False], shape, torch.bool, fn="where",
+                             compute=torch.bool).node
         finally:
             self.predicate = saved
 
     def _as_carried(self, value: Any, like: TileValue | None = None) -> TileValue:
         if isinstance(value, TileValue):
             if like is not None and value.dtype != like.dtype:
-                return self.emit("cast", [value.node], value.axes, like.dtype)
+                return self.emit(Op.CAST, [value.node], value.axes, like.dtype)
             return value
         dtype = like.dtype if like is not None else (torch.float32 if isinstance(value, float) else torch.int32)
-        return self.emit("full", [value], like.axes if like is not None else (), dtype)
+        return self.emit(Op.FULL, [value], like.axes if like is not None else (), dtype)
 
 
 def _same_registers(a: tuple[Axis, ...], b: tuple[Axis, ...]) -> bool:

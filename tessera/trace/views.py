@@ -13,7 +13,7 @@ stays inside the part of the argument it views:
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy
 import torch
@@ -21,7 +21,9 @@ import torch
 from tessera import exc
 from tessera.location import user_location
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
-from tessera.trace.tracer import Tracer, current_tracer
+
+if TYPE_CHECKING:
+    from tessera.trace.tracer import Tracer
 
 
 def _unit_slice(item: Any) -> bool:
@@ -84,8 +86,7 @@ def split_view(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[TensorP
             conditions.append((position, size))
             offset = offset + position * stride
     view = TensorProxy(tensor.name, tensor.dtype, sizes, strides, tensor.device, offset=offset,
-                       limits=tensor.limits, conditions=tuple(conditions))
-    view.aligned16 = False  # type: ignore[attr-defined]  (the offset is not known to keep 16-byte alignment)
+                       limits=tensor.limits, conditions=tuple(conditions))  # (an offset may break 16-byte alignment)
     return view, (rest if loads else None)
 
 
@@ -111,9 +112,8 @@ def _clip(value: Any, low: Any, high: Any) -> Any:
     return sympy.Min(sympy.Max(value, low), high)
 
 
-def reshape_view(tensor: TensorProxy, shape: tuple[Any, ...]) -> TensorProxy:
+def reshape_view(tracer: Tracer, tensor: TensorProxy, shape: tuple[Any, ...]) -> TensorProxy:
     """`tensor.reshape(m, k)` / `.view(m, k)` of a contiguous tensor or view, sizes possibly runtime."""
-    tracer = current_tracer()
     if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
         shape = tuple(shape[0])
     sizes = [tracer.symbols.canonical(tracer.scalar_expr(size)) for size in shape]
@@ -150,8 +150,7 @@ def reshape_view(tensor: TensorProxy, shape: tuple[Any, ...]) -> TensorProxy:
         # element are masked
         limits = limits + (tensor.offset + numel * inner,)
     view = TensorProxy(tensor.name, tensor.dtype, sizes, strides, tensor.device, offset=tensor.offset,
-                       limits=limits, conditions=tensor.conditions)
-    view.aligned16 = getattr(tensor, "aligned16", False)  # type: ignore[attr-defined]
+                       limits=limits, conditions=tensor.conditions, aligned16=tensor.aligned16)
     return view
 
 

@@ -16,7 +16,7 @@ import sympy
 import torch
 
 from tessera.backends.triton.printer import print_expr
-from tessera.ir.graph import UNIT, Node
+from tessera.ir.graph import UNIT, AccessKind, Node
 
 STRATEGIES = ("pointer", "block_ptr", "tensor_descriptor")
 _TMA_MAX_BOX = 256
@@ -44,7 +44,7 @@ class BlockAccess:
         self.checked: list[int] = []        # kept dims whose tile may run past its bound
         for dim, access in enumerate(node.params["accesses"]):
             stride = tensor.strides[dim]
-            if access.kind == "scalar":
+            if access.kind is AccessKind.SCALAR:
                 self.base_terms.append(f"({print_expr(access.scalar)}) * {print_expr(stride)}")
                 continue
             axis = access.axis
@@ -61,9 +61,9 @@ class BlockAccess:
         accesses = node.params["accesses"]
         if node.params.get("atomic") or node.inputs[-1] is not None:  # extra_mask
             return False
-        if any(a.kind not in ("axis", "scalar") or a.bound is not None for a in accesses):
+        if any(a.kind is AccessKind.VALUE or a.bound is not None for a in accesses):
             return False
-        axes = [a.axis for a in accesses if a.kind == "axis"]
+        axes = [a.axis for a in accesses if a.kind is AccessKind.AXIS]
         kept = [a for a in node.shape if a is not UNIT]
         return bool(axes) and len(set(map(id, axes))) == len(axes) and [id(a) for a in axes] == [id(a) for a in kept]
 

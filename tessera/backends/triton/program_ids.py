@@ -19,6 +19,7 @@ import sympy
 
 from tessera import exc
 from tessera.backends.triton.printer import print_expr
+from tessera.ir.graph import GridDim
 
 PID_TYPES = ("flat", "xyz", "persistent_interleaved", "persistent_blocked")
 
@@ -55,9 +56,9 @@ def mapping_for(config: Any, launch_index: int, ndim: int, location: Any = None)
     return ProgramMapping(order, grouping if ndim >= 2 else 1, pid_type)
 
 
-def program_count_exprs(grid_dims: list[tuple[Any, Any, int]]) -> list[sympy.Expr]:
+def program_count_exprs(grid_dims: tuple[GridDim, ...]) -> list[sympy.Expr]:
     """Programs per dim: ceil((end - begin) / step), never negative."""
-    return [sympy.Max(sympy.ceiling((end - begin) / step), 0) for begin, end, step in grid_dims]
+    return [sympy.Max(sympy.ceiling((dim.end - dim.begin) / dim.step), 0) for dim in grid_dims]
 
 
 def host_grid(mapping: ProgramMapping, counts: list[sympy.Expr], programs_cap: int) -> list[sympy.Expr]:
@@ -72,10 +73,10 @@ def host_grid(mapping: ProgramMapping, counts: list[sympy.Expr], programs_cap: i
     return [total]
 
 
-def emit_program_ids(lines: list[str], mapping: ProgramMapping, grid_dims: list[tuple[Any, Any, int]],
+def emit_program_ids(lines: list[str], mapping: ProgramMapping, grid_dims: tuple[GridDim, ...],
                      int64: bool = False) -> int:
     """Append the lines defining pid_<d> and offset_<d>; returns the indent the body needs."""
-    counts = [f"tl.cdiv({print_expr(end - begin)}, {step})" for begin, end, step in grid_dims]
+    counts = [f"tl.cdiv({print_expr(dim.end - dim.begin)}, {dim.step})" for dim in grid_dims]
     indent = 1
 
     def line(text: str) -> None:
@@ -122,7 +123,7 @@ def emit_program_ids(lines: list[str], mapping: ProgramMapping, grid_dims: list[
                 line(f"pid = pid // {counts[dim]}")
             else:
                 line(f"pid_{dim} = pid")
-    for dim, (begin, _, step) in enumerate(grid_dims):
+    for dim, grid_dim in enumerate(grid_dims):
         pid = f"pid_{dim}.to(tl.int64)" if int64 else f"pid_{dim}"
-        line(f"offset_{dim} = {print_expr(begin)} + {pid} * {step}")
+        line(f"offset_{dim} = {print_expr(grid_dim.begin)} + {pid} * {grid_dim.step}")
     return indent

@@ -28,7 +28,7 @@ globals a kernel read (`JITFunction.run` raises if one changed). Tessera's gener
 only read `triton`, `tl` and `libdevice`, which never change.
 
 Import cost: nothing from triton is imported until a launcher is built, so that importing this
-module never fixes Triton's interpret mode (see `generated_modules._ensure_triton`).
+module never fixes Triton's interpret mode (see `modules._ensure_triton`).
 """
 from __future__ import annotations
 

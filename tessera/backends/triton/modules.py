@@ -17,7 +17,6 @@ from typing import Any
 import torch
 
 from tessera import exc, settings
-from tessera.runtime.variants import Variant
 
 
 def _ensure_triton(interpret: bool) -> None:
@@ -81,35 +80,36 @@ def load_generated(name: str, source: str, interpret: bool) -> tuple[Any, str]:
     return getattr(module, name), path
 
 
-def backend_error(error: BaseException, variant: Variant) -> exc.TesseraError:
+def compile_error(error: BaseException, path: str, source: str, function_name: str,
+                  locations: dict[int, Any], fallback: Any) -> exc.TesseraError:
     """A Triton failure on generated code, pointed at the kernel line that produced it."""
-    line = generated_line(error, variant)
-    location = variant.launch_location
+    line = generated_line(error, path, source, function_name)
+    location = fallback
     if line is not None:
-        earlier = [number for number in variant.locations if number <= line]
+        earlier = [number for number in locations if number <= line]
         if earlier:
-            location = variant.locations[max(earlier)]
+            location = locations[max(earlier)]
     summary = str(error).strip().splitlines()
     text = summary[-1] if summary else type(error).__name__
-    where = f"{variant.path}:{line}" if line is not None else variant.path
+    where = f"{path}:{line}" if line is not None else path
     return exc.BackendCompileError(
         f"{type(error).__name__}: {text[:300]}", location=location,
         hint=f"this is a Tessera bug; the generated source is {where}. Run the kernel with mode='eager' "
              "meanwhile, and please report it with that file")
 
 
-def generated_line(error: BaseException, variant: Variant) -> int | None:
+def generated_line(error: BaseException, path: str, source: str, function_name: str) -> int | None:
     """The line of the generated file where Triton failed, from tracebacks or the error's AST node."""
     seen: BaseException | None = error
     while seen is not None:
         node = getattr(seen, "node", None)
         if node is not None and hasattr(node, "lineno") and getattr(seen, "src", None):
             # Triton numbers the lines of the function's own source, which starts at its `def`
-            header = f"def {variant.function.__name__}("
-            first = next(i for i, text in enumerate(variant.source.splitlines()) if text.startswith(header))
+            header = f"def {function_name}("
+            first = next(i for i, text in enumerate(source.splitlines()) if text.startswith(header))
             return first + node.lineno
         lines = [lineno for frame, lineno in traceback.walk_tb(seen.__traceback__)
-                 if frame.f_code.co_filename == variant.path]
+                 if frame.f_code.co_filename == path]
         if lines:
             return lines[-1]
         seen = seen.__cause__ or seen.__context__

@@ -1,0 +1,98 @@
+"""The Triton backend: `base.Backend` for Triton on NVIDIA GPUs, and Triton's CPU interpreter.
+
+    backend = TritonBackend()
+    lowered = backend.lower(ir, config, LoweringOptions(interpret=False))
+    loaded = backend.load(lowered, options)          # writes the source under the cache dir, imports it
+    loaded.launch((programs,), [out, x, y, n])
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from tessera import exc
+from tessera.backends.base import LoadedKernel, LoweredKernel, LoweringOptions
+from tessera.backends.triton.codegen import lower_kernel
+from tessera.backends.triton.launcher import TritonLauncher
+from tessera.backends.triton.modules import compile_error, load_generated
+from tessera.config import Config
+from tessera.ir.graph import AxisKind, KernelIR, Op, walk
+from tessera.location import SourceLocation
+
+_INTERPRETER_LOCK = threading.Lock()  # one interpreted launch at a time per process
+
+
+class TritonKernel:
+    """A generated `@triton.jit` function, imported, with its launch options.
+
+    The first launch goes through `JITFunction.run` (it compiles); in compiled mode later ones go
+    straight to the binary through `TritonLauncher`. The interpreter keeps the running grid in
+    globals, so interpreted launches take a process-wide lock.
+    """
+
+    def __init__(self, function: Any, path: str, lowered: LoweredKernel, interpret: bool) -> None:
+        self.function = function
+        self.function_name = function.__name__
+        self.path = path
+        self.lowered = lowered
+        self.interpret = interpret
+        self.num_warps = int(lowered.launch_options["num_warps"])
+        self.num_stages = int(lowered.launch_options["num_stages"])
+        # compiled mode: repeat launches skip JITFunction.run (the variant's key already fixes
+        # each tensor's dtype and 16-byte alignment, so the launcher need not read them)
+        self.launcher = None if interpret else TritonLauncher(function, self.num_warps, self.num_stages,
+                                                              key_pointers=False)
+        self.launched = False
+
+    def launch(self, grid: tuple[int, ...], arguments: list[Any], memory: list[Any] | None = None) -> None:
+        if self.launched and self.launcher is not None:  # the hit path
+            if memory is None:
+                self.launcher.launch(grid, arguments)
+            else:
+                self.launcher.launch_remembered(grid, arguments, memory)
+            return
+        try:  # the first launch compiles; the interpreter runs Python: both can fail in our code
+            if self.launcher is not None:  # goes through JITFunction.run and keeps the binary
+                self.launcher.launch(grid, arguments)
+            else:
+                with _INTERPRETER_LOCK:
+                    self.function[grid](*arguments, num_warps=self.num_warps, num_stages=self.num_stages)
+        except exc.TesseraError:
+            raise
+        except Exception as error:
+            raise compile_error(error, self.path, self.lowered.source, self.function_name, self.lowered.locations,
+                                self.lowered.location) from error
+        self.launched = True
+
+
+class TritonBackend:
+    """Lowers `KernelIR` to Triton source; runs it compiled (CUDA) or interpreted (CPU)."""
+
+    name = "triton"
+
+    def check(self, ir: KernelIR, options: LoweringOptions) -> None:
+        """What this backend refuses: on the GPU, a product over a whole dimension narrower than
+        16 (its multiply-sum path gave wrong sums on the H100 while the interpreter was right)."""
+        if options.interpret:
+            return
+        for node in walk(ir.body):
+            if node.op is not Op.DOT:
+                continue
+            a, b = node.inputs[0], node.inputs[1]
+            axes = (a.shape[-2], node.params["k_axis"], b.shape[-1])
+            if any(axis.kind in (AxisKind.WHOLE, AxisKind.UNIT) and axis.block < 16 for axis in axes):
+                raise exc.UnsupportedOperationError(
+                    "a matrix product over a whole dimension narrower than 16 is not supported in compiled mode",
+                    location=node.location,
+                    hint="tile that dimension with hl.tile(...) instead of `:`, or run the kernel with mode='eager'")
+
+    def lower(self, ir: KernelIR, config: Config, options: LoweringOptions) -> LoweredKernel:
+        return lower_kernel(ir, config, options)
+
+    def load(self, lowered: LoweredKernel, options: LoweringOptions) -> LoadedKernel:
+        function, path = load_generated(lowered.name, lowered.source, options.interpret)
+        return TritonKernel(function, path, lowered, options.interpret)
+
+    def compile_error(self, error: BaseException, lowered: LoweredKernel, loaded: LoadedKernel,
+                      fallback: SourceLocation | None) -> Exception:
+        return compile_error(error, loaded.path, lowered.source, loaded.function_name, lowered.locations, fallback)

@@ -1,0 +1,198 @@
+"""The Triton emitter: what every lowering rule writes through.
+
+It holds the lines being written and knows the generated code's conventions: node `v7`
+is variable `v7` (`v7_p1` when a chunk pass computes it again), axis `t0` has index vector
+`idx_t0` and mask `mask_t0`, dtypes print as `tl.float32`, and a load or store's address is
+`pointer + offsets` with its masks.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+import torch
+
+from tessera import exc
+from tessera.backends.base import LoweringOptions
+from tessera.backends.triton.printer import print_expr
+from tessera.config import Config
+from tessera.ir.graph import UNIT, AccessKind, Axis, KernelIR, Node
+
+TRITON_DTYPES = {
+    torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
+    torch.float64: "tl.float64", torch.int32: "tl.int32", torch.int64: "tl.int64", torch.int16: "tl.int16",
+    torch.int8: "tl.int8", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
+}
+
+
+class Emitter:
+    """Writes the body of one Triton kernel."""
+
+    def __init__(self, ir: KernelIR, config: Config, options: LoweringOptions) -> None:
+        self.ir = ir
+        # Triton's interpreter computes products exactly; on the GPU the kernel's setting decides
+        self.dot_precision = "ieee" if options.interpret else options.dot_precision
+        self.config = config
+        self.parameters = set(ir.parameters)
+        self.guards: list[tuple[sympy.Basic, str]] = []  # what the generated code relies on beyond the IR's guards
+        self.prelude: list[str] = []    # lines at the kernel top (tensor descriptors)
+        self._access_numbers: dict[Node, int] = {}  # load/store node -> its number, for per-access choices
+        self.lines: list[str] = []
+        self.indent = 1
+        self.int64_indexing = ir.int64_indexing
+        self.interpret = options.interpret
+        self.helpers: set[str] = set()  # names of @triton.jit helpers the body calls
+        self.last_comment: str | None = None
+        self.locations: dict[int, Any] = {}  # body line index -> kernel SourceLocation
+        self.renamed: dict[Node, str] = {}  # nodes computed again in a chunk pass get a per-pass name
+
+    def access_number(self, node: Node) -> int:
+        """The position of a load/store among the body's accesses (stable when code is re-emitted)."""
+        return self._access_numbers.setdefault(node, len(self._access_numbers))
+
+    def evaluate(self, expr: Any) -> Any:
+        """The value of a host expression in the call the IR was traced for."""
+        return sympy.sympify(expr).xreplace(dict(self.ir.example))
+
+    def guard(self, condition: sympy.Basic, reason: str) -> None:
+        """Rely on `condition` (over host symbols): the variant is reused only where it holds."""
+        self.guards.append((condition, reason))
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.indent + text)
+
+    # -- names and casts ------------------------------------------------------------------------
+    def name_of(self, node: Node) -> str:
+        return self.renamed.get(node, node.name)
+
+    def operand(self, value: Any, dtype: torch.dtype | None) -> str:
+        if isinstance(value, Node):
+            name = self.name_of(value)
+            return self.cast(name, value.dtype, dtype) if dtype is not None else name
+        # parenthesized: templates like "({0} / {1})" must not re-associate `a - b`
+        return f"({print_expr(value)})"
+
+    def cast(self, text: str, source: torch.dtype | None, target: torch.dtype | None) -> str:
+        if target is None or source == target:
+            return text
+        if self.interpret and target == torch.bfloat16 and source in (torch.float32, torch.float64):
+            # Triton 3.6's interpreter truncates fp32 -> bf16; PyTorch and the GPU round to nearest even
+            self.helpers.add("round_to_bf16")
+            return f"round_to_bf16({text}.to(tl.float32))"
+        return f"{text}.to({TRITON_DTYPES[target]})"
+
+    # -- axes -----------------------------------------------------------------------------------
+    def define_axis(self, axis: Axis) -> None:
+        name = axis.name
+        self.line(f"idx_{name} = {print_expr(axis.begin)} + tl.arange(0, {axis.block})")
+        if self.int64_indexing:
+            self.line(f"idx_{name} = idx_{name}.to(tl.int64)")
+        if axis.needs_mask:
+            self.line(f"mask_{name} = idx_{name} < {print_expr(axis.end)}")
+
+    @staticmethod
+    def _placed(name: str, position: int, rank: int) -> str:
+        if rank <= 1:
+            return name
+        return f"{name}[{', '.join(':' if i == position else 'None' for i in range(rank))}]"
+
+    def axis_index(self, axis: Axis, shape: tuple[Axis, ...]) -> str:
+        return self._placed(f"idx_{axis.name}", shape.index(axis), len(shape))
+
+    def axis_mask(self, axis: Axis, shape: tuple[Axis, ...]) -> str:
+        return self._placed(f"mask_{axis.name}", shape.index(axis), len(shape))
+
+    def block_shape(self, shape: tuple[Axis, ...]) -> str:
+        return "[" + ", ".join(str(axis.block) for axis in shape) + "]"
+
+    def reshape(self, name: str, source: tuple[Axis, ...], target: tuple[Axis, ...]) -> str:
+        # axes of block 1 (the unit axis, a whole dim of size <= 1) may come and go freely
+        if [a for a in source if a.block != 1] != [a for a in target if a.block != 1]:
+            raise exc.TesseraError("internal error: a view changed the order of tile dimensions")
+        if not target:
+            return f"tl.reshape({name}, [])" if source else name
+        return f"tl.reshape({name}, {self.block_shape(target)})"
+
+    def shape_mask(self, shape: tuple[Axis, ...]) -> list[str]:
+        return [self.axis_mask(axis, shape) for axis in shape if axis is not UNIT and axis.needs_mask]
+
+    # -- memory ----------------------------------------------------------------------------------
+    def address(self, node: Node) -> tuple[str, list[str], list[str]]:
+        """(pointer expression, block mask terms, scalar mask terms) of a load or store node.
+
+        Scalar and gathered indices come from data or host ints: they are masked against the
+        dimension's size (out-of-range lanes read 0 and are not written) so no access leaves
+        the tensor."""
+        tensor = node.params["tensor"]
+        shape = node.shape
+        rank = len(shape)
+        terms: list[str] = []
+        masks = self.shape_mask(shape)
+        scalar_masks: list[str] = []
+        gather_offset = None
+        for dim, access in enumerate(node.params["accesses"]):
+            stride = print_expr(tensor.strides[dim])
+            if access.kind is AccessKind.AXIS:
+                index = self.axis_index(access.axis, shape)
+                if access.bound is not None:
+                    masks.append(f"({index} < {print_expr(access.bound)})")
+            elif access.kind is AccessKind.SCALAR:
+                index = f"({print_expr(access.scalar)})"
+                if not _provably_inside(access.scalar, tensor.sizes[dim]):
+                    scalar_masks.append(f"({index} >= 0) & ({index} < {print_expr(tensor.sizes[dim])})")
+                if self.int64_indexing:
+                    index = f"tl.full([], {index}, tl.int64)"
+            else:
+                value = access.value
+                if gather_offset is None:
+                    gather_offset = _find_run(shape, value.shape)
+                index = self.name_of(value)
+                if self.int64_indexing:
+                    index = f"{index}.to(tl.int64)"
+                if len(value.shape) < rank:
+                    pieces = ["None"] * rank
+                    for i in range(len(value.shape)):
+                        pieces[gather_offset + i] = ":"
+                    index = f"{index}[{', '.join(pieces)}]"
+                masks.append(f"({index} >= 0) & ({index} < {print_expr(tensor.sizes[dim])})")
+            terms.append(index if stride == "1" else f"{index} * {stride}")
+        offset = " + ".join(terms) if terms else "0"
+        if tensor.is_view:
+            # a view of the argument: its base offset, and the checks that keep accesses inside it
+            if tensor.offset != 0:
+                offset = f"({print_expr(tensor.offset)}) + {offset}"
+            block = any(access.kind is not AccessKind.SCALAR for access in node.params["accesses"])
+            for limit in tensor.limits:
+                (masks if block else scalar_masks).append(f"(({offset}) < ({print_expr(limit)}))")
+            for position, size in tensor.conditions:
+                if not _provably_inside(position, size):
+                    scalar_masks.append(f"(({print_expr(position)}) >= 0) & (({print_expr(position)}) < ({print_expr(size)}))")
+        return f"{tensor.name} + ({offset})", masks, scalar_masks
+
+
+def _provably_inside(index: Any, size: Any) -> bool:
+    index, size = sympy.sympify(index), sympy.sympify(size)
+    return bool(index.is_Integer and size.is_Integer and 0 <= int(index) < int(size))
+
+
+def _find_run(shape: tuple[Axis, ...], run: tuple[Axis, ...]) -> int:
+    for start in range(len(shape) - len(run) + 1):
+        if all(a is b or b is UNIT for a, b in zip(shape[start:], run)):
+            return start
+    return 0
+
+
+def join_masks(emitter: Emitter, masks: list[str], extra: Node | None = None,
+               scalar_masks: list[str] | None = None) -> str | None:
+    """The `&` of the block mask terms, the scalar ones, and an extra mask node. Scalars select
+    with tl.where: Triton's interpreter cannot `&` a scalar bool with a block."""
+    scalars = list(scalar_masks or [])
+    if extra is not None and all(axis is UNIT for axis in extra.shape):
+        scalars.append(emitter.name_of(extra))
+    elif extra is not None:
+        masks = masks + [emitter.name_of(extra)]
+    block = " & ".join(masks) if masks else None
+    scalar = " & ".join(f"({m})" for m in scalars) if scalars else None
+    if block and scalar:
+        return f"tl.where({scalar}, {block}, False)"
+    return block or scalar

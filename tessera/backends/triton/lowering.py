@@ -1,0 +1,320 @@
+"""The Triton backend's lowering table: one rule per IR `Op`, each writing lines through the emitter.
+
+    LOWERINGS[Op.REDUCE](emitter, node)    # writes `v5 = tl.sum(tl.where(mask_r0[None, :], v4, 0), axis=1)`
+
+Elementwise ops lower by name through `ELEMENTWISE_TEMPLATES` (a Triton expression over the
+operands `{0} {1} {2}`, each already cast to the dtype the node computes in). A rule that is
+missing here fails in `tests/test_op_tables.py`, naming the op.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import sympy
+import torch
+
+from tessera import exc
+from tessera.backends.triton.emitter import TRITON_DTYPES, Emitter, join_masks
+from tessera.backends.triton.indexing import BlockAccess, element_size, strategy_for
+from tessera.backends.triton.printer import print_expr
+from tessera.ir.graph import Block, Node, Op
+
+ELEMENTWISE_TEMPLATES: dict[str, str] = {
+    "add": "({0} + {1})",
+    "sub": "({0} - {1})",
+    "mul": "({0} * {1})",
+    "truediv": "({0} / {1})",
+    "floordiv": "floordiv",
+    "mod": "mod",
+    "pow": "libdevice.pow({0}, {1})",
+    "maximum": "tl.maximum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)",
+    "minimum": "tl.minimum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)",
+    "lt": "({0} < {1})",
+    "le": "({0} <= {1})",
+    "gt": "({0} > {1})",
+    "ge": "({0} >= {1})",
+    "eq": "({0} == {1})",
+    "ne": "({0} != {1})",
+    "bitwise_and": "({0} & {1})",
+    "bitwise_or": "({0} | {1})",
+    "bitwise_xor": "({0} ^ {1})",
+    "invert": "invert",
+    "neg": "(-{0})",
+    "abs": "tl.abs({0})",
+    "relu": "tl.maximum({0}, 0)",
+    "exp": "tl.exp({0})",
+    "exp2": "tl.exp2({0})",
+    "log": "tl.log({0})",
+    "log2": "tl.log2({0})",
+    "log1p": "libdevice.log1p({0})",
+    "sqrt": "tl.sqrt_rn({0})",
+    "rsqrt": "(1.0 / tl.sqrt_rn({0}))",
+    "sigmoid": "(1.0 / (1.0 + tl.exp(-{0})))",
+    "tanh": "libdevice.tanh({0})",
+    "sin": "tl.sin({0})",
+    "cos": "tl.cos({0})",
+    "erf": "tl.erf({0})",
+    "gelu": "(0.5 * {0} * (1.0 + tl.erf({0} * 0.7071067811865476)))",
+    "where": "tl.where({0}, {1}, {2})",
+    "silu": "({0} / (1.0 + tl.exp(-{0})))",
+}
+_COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})  # bool results: no cast back
+# integer floor division and modulo round toward -inf, as Python and PyTorch do (Triton's `//` and
+# `%` truncate toward zero)
+_INT_FLOORDIV = "({0} // {1} - (({0} % {1} != 0) & (({0} < 0) != ({1} < 0))).to({0}.dtype))"
+_INT_MOD = "({0} % {1} + tl.where(({0} % {1} != 0) & (({0} % {1} < 0) != ({1} < 0)), {1}, 0))"
+
+REDUCTION_FUNCTIONS = {"sum": "tl.sum", "amax": "tl.max", "amin": "tl.min", "argmax": "tl.argmax",
+                       "argmin": "tl.argmin"}
+
+
+def reduction_identity(fn: str, dtype: torch.dtype) -> str:
+    """The value masked lanes take so they never win (a Triton expression of `dtype`'s kind)."""
+    if fn == "sum":
+        return "0"
+    largest = fn in ("amin", "argmin")
+    if dtype.is_floating_point:
+        return "float('inf')" if largest else "float('-inf')"
+    if dtype == torch.bool:
+        return "1" if largest else "0"
+    info = torch.iinfo(dtype)
+    return str(info.max if largest else info.min)
+
+
+def _assign(emitter: Emitter, node: Node, expression: str) -> None:
+    emitter.line(f"{emitter.name_of(node)} = {expression}")
+
+
+def _elementwise(emitter: Emitter, node: Node) -> None:
+    fn, compute = node.params["fn"], node.params["compute"]
+    operands = [emitter.operand(value, compute if fn != "where" or position > 0 else None)
+                for position, value in enumerate(node.inputs)]
+    template = ELEMENTWISE_TEMPLATES[fn]
+    if template == "floordiv":
+        text = _INT_FLOORDIV.format(*operands) if not compute.is_floating_point else "tl.floor({0} / {1})".format(*operands)
+    elif template == "mod":
+        text = _INT_MOD.format(*operands) if not compute.is_floating_point else "({0} - tl.floor({0} / {1}) * {1})".format(*operands)
+    elif template == "invert":
+        text = f"({operands[0]} == 0)" if node.dtype == torch.bool else f"(~{operands[0]})"
+    else:
+        text = template.format(*operands)
+    _assign(emitter, node, text if fn in _COMPARISONS else emitter.cast(text, compute, node.dtype))
+
+
+def _reduce(emitter: Emitter, node: Node) -> None:
+    fn = node.params["fn"]
+    source = node.inputs[0]
+    operand = emitter.name_of(source)
+    accumulate = node.params["accumulate"]
+    if accumulate != source.dtype:
+        # 16-bit sums accumulate in fp32 and integer sums in int64, as PyTorch does
+        operand = emitter.cast(operand, source.dtype, accumulate)
+    axis = node.params["axis"]
+    if axis.needs_mask:
+        operand = f"tl.where({emitter.axis_mask(axis, source.shape)}, {operand}, {reduction_identity(fn, source.dtype)})"
+    keep = ", keep_dims=True" if node.params["keepdim"] else ""
+    text = f"{REDUCTION_FUNCTIONS[fn]}({operand}, axis={node.params['dim']}{keep})"
+    if fn in ("argmax", "argmin"):
+        _assign(emitter, node, f"{text}.to(tl.int64)")
+    else:
+        _assign(emitter, node, emitter.cast(text, node.dtype if fn == "sum" else source.dtype, node.dtype))
+
+
+def _cast(emitter: Emitter, node: Node) -> None:
+    _assign(emitter, node, emitter.cast(emitter.name_of(node.inputs[0]), node.inputs[0].dtype, node.dtype))
+
+
+def _view(emitter: Emitter, node: Node) -> None:
+    _assign(emitter, node, emitter.reshape(emitter.name_of(node.inputs[0]), node.inputs[0].shape, node.shape))
+
+
+def _permute(emitter: Emitter, node: Node) -> None:
+    order = list(node.params["order"])
+    name = emitter.name_of(node.inputs[0])
+    _assign(emitter, node, f"tl.trans({name})" if order == [1, 0] else f"tl.permute({name}, {tuple(order)})")
+
+
+def _broadcast(emitter: Emitter, node: Node) -> None:
+    _assign(emitter, node, f"tl.broadcast_to({emitter.name_of(node.inputs[0])}, {emitter.block_shape(node.shape)})")
+
+
+def _block_access(emitter: Emitter, node: Node) -> tuple[str, BlockAccess | None]:
+    """The indexing strategy of this load/store, and its block form when not 'pointer'."""
+    strategy = strategy_for(emitter.config, emitter.access_number(node))
+    if (strategy == "pointer" or emitter.int64_indexing or node.params["tensor"].is_view
+            or not BlockAccess.possible(node)):  # views: offsets and checks only the pointer path has
+        return "pointer", None
+    access = BlockAccess(node)
+    if strategy == "tensor_descriptor":
+        size = element_size(access.tensor.dtype)
+        if not (access.tensor.aligned16 and access.descriptor_ok(size, emitter.parameters)):
+            return "block_ptr", access
+        strides = access.symbolic_leading_strides()
+        if any(emitter.evaluate(stride) * size % 16 for stride in strides):
+            return "block_ptr", access  # this call's layout cannot use TMA
+        for stride in strides:
+            emitter.guard(sympy.Eq(sympy.Mod(stride * size, 16), 0),
+                                  f"stride {stride} of {access.tensor.name} is a multiple of 16 bytes (TMA)")
+    return strategy, access
+
+
+def _descriptor_name(emitter: Emitter, access: BlockAccess) -> str:
+    name = f"desc_{len(emitter.prelude)}"
+    emitter.prelude.append(f"{name} = {access.descriptor()}")
+    return name
+
+
+def _load(emitter: Emitter, node: Node) -> None:
+    strategy, access = _block_access(emitter, node)
+    if access is not None:
+        if strategy == "tensor_descriptor":
+            text = f"{_descriptor_name(emitter, access)}.load({access.descriptor_offsets()})"
+        else:
+            # padding without a boundary check makes Triton's tensor-pointer rewrite emit an
+            # invalid masked load (static shapes prove every check away)
+            padding = ", padding_option='zero'" if access.checked else ""
+            policy = node.params.get("eviction_policy")
+            hint = f", eviction_policy='{policy}'" if policy else ""
+            text = f"tl.load({access.block_pointer()}, boundary_check={access.boundary_check()}{padding}{hint})"
+        if len(access.kept_shape) != len(node.shape):
+            text = f"tl.reshape({text}, {emitter.block_shape(node.shape)})"
+        emitter.line(f"{emitter.name_of(node)} = {text}")
+        return
+    pointer, masks, scalar_masks = emitter.address(node)
+    mask = join_masks(emitter, masks, node.inputs[0], scalar_masks)
+    extra = f", mask={mask}, other=0" if mask else ""
+    policy = node.params.get("eviction_policy")
+    hint = f", eviction_policy='{policy}'" if policy else ""
+    emitter.line(f"{emitter.name_of(node)} = tl.load({pointer}{extra}{hint})")
+
+
+def _store(emitter: Emitter, node: Node) -> None:
+    strategy, access = _block_access(emitter, node)
+    value, mask_node = node.inputs
+    target = node.params["tensor"].dtype
+    text = emitter.operand(value, target) if isinstance(value, Node) else f"tl.full({emitter.block_shape(node.shape)}, {print_expr(value)}, {TRITON_DTYPES[target]})"
+    if isinstance(value, Node) and value.shape != node.shape:
+        text = f"tl.broadcast_to({text}, {emitter.block_shape(node.shape)})"
+    if access is not None:
+        if len(access.kept_shape) != len(node.shape):
+            text = f"tl.reshape({text}, [{', '.join(str(a.block) for a in access.kept_shape)}])"
+        if strategy == "tensor_descriptor":
+            emitter.line(f"{_descriptor_name(emitter, access)}.store({access.descriptor_offsets()}, {text})")
+        else:
+            emitter.line(f"tl.store({access.block_pointer()}, {text}, boundary_check={access.boundary_check()})")
+        return
+    pointer, masks, scalar_masks = emitter.address(node)
+    mask = join_masks(emitter, masks, mask_node, scalar_masks)
+    extra = f", mask={mask}" if mask else ""
+    atomic = node.params.get("atomic")
+    if atomic:
+        emitter.line(f"tl.atomic_{atomic}({pointer}, {text}{extra}, sem='{node.params.get('sem') or 'relaxed'}')")
+    else:
+        emitter.line(f"tl.store({pointer}, {text}{extra})")
+
+
+def _full(emitter: Emitter, node: Node) -> None:
+    emitter.line(f"{emitter.name_of(node)} = tl.full({emitter.block_shape(node.shape)}, {print_expr(node.inputs[0])}, "
+                 f"{TRITON_DTYPES[node.dtype]})")
+
+
+def _symbolic(emitter: Emitter, node: Node) -> None:
+    emitter.line(f"{emitter.name_of(node)} = {print_expr(node.params['expr'])}")
+
+
+def _tile_index(emitter: Emitter, node: Node) -> None:
+    emitter.line(f"{emitter.name_of(node)} = idx_{node.params['axis'].name}.to(tl.int32)")
+
+
+def _arange(emitter: Emitter, node: Node) -> None:
+    axis = node.shape[0]
+    emitter.line(f"{emitter.name_of(node)} = ({node.params['begin']} + idx_{axis.name} * {node.params['step']})"
+                 f".to({TRITON_DTYPES[node.dtype]})")
+
+
+def _dot(emitter: Emitter, node: Node) -> None:
+    a, b, acc = node.inputs
+    common = torch.promote_types(a.dtype, b.dtype)
+    if emitter.interpret and common in (torch.float16, torch.bfloat16):
+        common = torch.float32  # triton 3.6's interpreter gets 16-bit tl.dot wrong; fp32 is exact here
+    accumulate = node.params["accumulate"]
+    if node.params.get("small"):
+        # a block below tl.dot's minimum of 16: broadcast, multiply and sum over k (exact in fp32)
+        rank = len(node.shape)
+        left = emitter.operand(a, accumulate) + "[" + ", ".join([":"] * rank + ["None"]) + "]"
+        right = emitter.operand(b, accumulate) + "[" + ", ".join([":"] * (rank - 2) + ["None", ":", ":"]) + "]"
+        product = f"tl.sum({left} * {right}, axis={rank - 1})"
+        if acc is not None:
+            product = f"{emitter.operand(acc, accumulate)} + {product}"
+        emitter.line(f"{emitter.name_of(node)} = {product}")
+        if node.dtype != accumulate:
+            emitter.line(f"{emitter.name_of(node)} = {emitter.cast(emitter.name_of(node), accumulate, node.dtype)}")
+        return
+    left, right = emitter.operand(a, common), emitter.operand(b, common)
+    accumulator = emitter.operand(acc, accumulate) if acc is not None else None
+    # A batched (3-D) tl.dot whose batch blocks are all 1 is a plain matrix product: as 2-D it
+    # gets the tensor-core path (wgmma on Hopper), which 3-D dots do not.
+    squeeze = len(node.shape) > 2 and all(axis.block == 1 for axis in node.shape[:-2])
+    if squeeze:
+        left = f"tl.reshape({left}, {emitter.block_shape(a.shape[-2:])})"
+        right = f"tl.reshape({right}, {emitter.block_shape(b.shape[-2:])})"
+        if accumulator is not None:
+            accumulator = f"tl.reshape({accumulator}, {emitter.block_shape(node.shape[-2:])})"
+    precision = f", input_precision='{emitter.dot_precision}'" if common == torch.float32 else ""
+    if accumulator is not None:
+        text = f"tl.dot({left}, {right}, acc={accumulator}{precision}, out_dtype={TRITON_DTYPES[accumulate]})"
+    else:
+        text = f"tl.dot({left}, {right}{precision}, out_dtype={TRITON_DTYPES[accumulate]})"
+    emitter.line(f"{emitter.name_of(node)} = {f'tl.reshape({text}, {emitter.block_shape(node.shape)})' if squeeze else text}")
+    if node.dtype != accumulate:
+        emitter.line(f"{emitter.name_of(node)} = {emitter.cast(emitter.name_of(node), accumulate, node.dtype)}")
+
+
+def _carried(emitter: Emitter, node: Node) -> None:
+    """A loop-carried value enters its loop as a variable holding the entry value."""
+    emitter.line(f"{emitter.name_of(node)} = {emitter.name_of(node.inputs[0])}")
+
+
+def _loop(emitter: Emitter, node: Node) -> None:
+    placeholders = node.params["carried"]
+    for placeholder in placeholders:
+        _carried(emitter, placeholder)
+    for loop in node.params["loops"]:
+        emitter.line(f"for {loop.variable} in tl.range({print_expr(loop.begin)}, {print_expr(loop.end)}, {loop.step}):")
+        emitter.indent += 1
+    for loop in node.params["loops"]:
+        if loop.axis is not None:
+            emitter.define_axis(loop.axis)
+    emit_block(emitter, node.blocks[0])
+    for placeholder, output in zip(placeholders, node.params["outputs"]):
+        emitter.line(f"{emitter.name_of(placeholder)} = {emitter.name_of(output)}")
+    if not placeholders and not node.blocks[0].nodes:
+        emitter.line("pass")
+    emitter.indent -= len(node.params["loops"])
+
+
+LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
+    Op.ELEMENTWISE: _elementwise, Op.CAST: _cast, Op.SYMBOLIC: _symbolic,
+    Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index,
+    Op.LOAD: _load, Op.STORE: _store,
+    Op.REDUCE: _reduce, Op.DOT: _dot,
+    Op.VIEW: _view, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast,
+    Op.LOOP: _loop, Op.CARRIED: _carried,
+}
+
+
+def emit_block(emitter: Emitter, block: Block) -> None:
+    """Each node's lines, under a `# file:line: source` comment per run of nodes from one line."""
+    for node in block.nodes:
+        if node.location is not None:
+            comment = (f"# {os.path.basename(node.location.filename)}:{node.location.lineno}: "
+                       f"{node.location.source_line().strip()}")
+            if comment != emitter.last_comment:
+                emitter.line(comment)
+                emitter.last_comment = comment
+            emitter.locations[len(emitter.lines)] = node.location  # the node's first line, 0-based
+        rule = LOWERINGS.get(node.op)
+        if rule is None:
+            raise exc.UnsupportedOperationError(f"no Triton lowering for IR op {node.op.value!r}", location=node.location)
+        rule(emitter, node)

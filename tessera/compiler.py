@@ -1,0 +1,226 @@
+"""The one compile pipeline: a launch's captured values -> KernelIR -> passes -> backend artifact.
+
+    launch = compile_launch(request, backend)      # what the runtime asks for on a cache miss
+    launch.ir                                      # the IR after the passes (`print(launch.ir)`)
+    launch.loaded.launch(grid, arguments)          # what the runtime runs
+
+The runtime only dispatches: it keys calls, checks guards and launches. Everything that turns a
+tile-loop body into code is here and below (trace/, ir/passes.py, the backend).
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any, Callable
+
+import sympy
+import torch
+
+from tessera import exc, settings
+from tessera.backends.base import Backend, LoadedKernel, LoweredKernel, LoweringOptions
+from tessera.config import Config
+from tessera.ir.graph import KernelIR
+from tessera.ir.passes import run_passes
+from tessera.ir.rolling import why_not_loopable
+from tessera.ir.tile_range import TileRange
+from tessera.ir.tunables import TunableDim
+from tessera.language.constexpr import SpecializedInt
+from tessera.location import SourceLocation, user_location
+from tessera.marking import static_dims
+from tessera.trace.block_sizes import BlockSlots
+from tessera.trace.proxy import TensorProxy
+from tessera.trace.symbols import SymbolTable
+from tessera.trace.tracer import Tracer
+
+# names generated code uses for itself; a kernel parameter with one of them is renamed
+_RESERVED = {"tl", "triton", "libdevice", "pid", "min", "max", "range", "float", "int"}
+
+
+def compiled_in(kind: str, value: Any, static_shapes: bool) -> bool:
+    """Whether a loop bound is a constant of the generated code (else a kernel argument)."""
+    if isinstance(value, SpecializedInt) or (static_shapes and isinstance(value, int)):
+        return True
+    return kind == "begin" and isinstance(value, int) and value == 0
+
+
+class LaunchBinding:
+    """Proxies and symbols for one launch's captured values, and their values for this call.
+
+    `argument_symbols` has one entry per kernel parameter: its symbol, or a placeholder for a
+    tensor. Guards and grids are compiled as functions of them, so a launch passes its argument
+    list straight through (`call_keys.launch_inputs`) without picking out the symbol values.
+    """
+
+    def __init__(self, names: tuple[str, ...], values: list[Any], tile_range: TileRange, static_shapes: bool) -> None:
+        self.symbols = SymbolTable()
+        self.parameters: list[str] = []
+        self.argument_symbols: list[sympy.Symbol] = []
+        self.proxies: list[Any] = []
+        self.symbol_order: list[sympy.Symbol] = []
+        for name, value in zip(names, values):
+            self.proxies.append(self._bind(_safe_name(name), value, static_shapes))
+        self.range = self._bind_range(tile_range, static_shapes)
+
+    def _symbol(self, name: str, dtype: torch.dtype, value: Any) -> sympy.Symbol:
+        symbol = self.symbols.new(name, dtype, value)
+        self.symbol_order.append(symbol)
+        self.parameters.append(name)
+        self.argument_symbols.append(symbol)
+        return symbol
+
+    def _bind(self, name: str, value: Any, static_shapes: bool) -> Any:
+        if isinstance(value, torch.Tensor):
+            self.parameters.append(name)
+            self.argument_symbols.append(sympy.Dummy(name))  # guards and grids ignore it
+            pinned = set(range(value.dim())) if static_shapes else set(static_dims(value))
+            sizes: list[Any] = []
+            strides: list[Any] = []
+            for d in range(value.dim()):
+                sizes.append(sympy.Integer(value.size(d)) if d in pinned else self._symbol(f"{name}_size{d}", torch.int64, value.size(d)))
+            for d in range(value.dim()):
+                if d in pinned or value.stride(d) == 1:
+                    strides.append(sympy.Integer(value.stride(d)))
+                else:
+                    strides.append(self._symbol(f"{name}_stride{d}", torch.int64, value.stride(d)))
+            return TensorProxy(name, value.dtype, sizes, strides, value.device,
+                               aligned16=value.data_ptr() % 16 == 0)
+        if isinstance(value, SpecializedInt) or (static_shapes and isinstance(value, int) and not isinstance(value, bool)):
+            return int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return self._symbol(name, torch.int64, value)
+        if isinstance(value, float):
+            return self._symbol(name, torch.float32, value)
+        if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+            raise exc.UnsupportedOperationError(
+                f"a list of tensors ({name}) used inside a compiled tile loop", location=user_location(),
+                hint="pass each tensor as its own argument, or run with mode='eager'")
+        return value
+
+    def _bind_range(self, tile_range: TileRange, static_shapes: bool) -> TileRange:
+        def bound(kind: str, dim: int, value: Any) -> Any:
+            if compiled_in(kind, value, static_shapes):
+                return int(value)
+            if isinstance(value, torch.Tensor):
+                # a host tensor bound (`hl.tile(0, lengths.amax())`): int() reads it back, a device
+                # sync (once per call, in call_keys.launch_inputs); it then is an ordinary runtime int
+                value = int(value)
+            return self._symbol(f"{kind}_{dim}", torch.int64, int(value))
+        begins = [bound("begin", d, b) for d, b in enumerate(tile_range.begins)]
+        ends = [bound("end", d, e) for d, e in enumerate(tile_range.ends)]
+        return dataclasses.replace(tile_range, begins=begins, ends=ends)
+
+
+def _safe_name(name: str) -> str:
+    return f"{name}_" if name in _RESERVED or name.startswith(("idx_", "mask_", "offset_", "v")) else name
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchRequest:
+    """Everything a launch's compile depends on (the runtime keys its variants by the same facts)."""
+
+    kernel_name: str
+    body: Callable[..., Any]            # the rewritten loop body; its closure holds `values`
+    values: list[Any]
+    tile_range: TileRange
+    launch_index: int                   # which top-level tile loop (source order)
+    config: Config
+    slots: BlockSlots
+    static_shapes: bool
+    int64_indexing: bool
+    device: torch.device
+    options: LoweringOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledLaunch:
+    """One compiled variant: its IR, the backend's artifact, and what the host needs per call.
+
+    `guard` and `grid` are plain functions of the kernel's argument list (tensors ignored).
+    """
+
+    ir: KernelIR
+    lowered: LoweredKernel
+    loaded: LoadedKernel
+    guard: Callable[..., bool]
+    grid: Callable[..., tuple[int, ...]]
+    guard_text: tuple[str, ...]
+    tunables: tuple[TunableDim, ...]
+    loopable_row: int               # length of the whole row reduction_loops may chunk (0: none)
+    location: SourceLocation | None
+
+
+def trace(request: LaunchRequest) -> tuple[KernelIR, LaunchBinding, Tracer]:
+    """The launch's body traced on proxies of its values, before any pass."""
+    binding = LaunchBinding(request.body.__code__.co_freevars, request.values, request.tile_range,
+                            request.static_shapes)
+    tracer = Tracer(binding.symbols, request.slots, request.config, request.launch_index,
+                    request.int64_indexing, request.device)
+    ir = tracer.trace_launch(request.kernel_name, tuple(binding.parameters), binding.range, request.body,
+                             binding.proxies)
+    return ir, binding, tracer
+
+
+def to_ir(request: LaunchRequest) -> KernelIR:
+    """The IR a backend would lower for this launch (after the passes)."""
+    ir, _, _ = trace(request)
+    return run_passes(ir)
+
+
+def compile_launch(request: LaunchRequest, backend: Backend) -> CompiledLaunch:
+    """Trace, run the passes, and have `backend` check, lower and load the result."""
+    ir, binding, tracer = trace(request)
+    ir = run_passes(ir, log=settings.log_enabled("ir"))
+    location = user_location()
+    try:
+        backend.check(ir, request.options)
+        lowered = backend.lower(ir, request.config, request.options)
+    except exc.TesseraError as error:
+        raise error.with_location(location)
+    if settings.get("print_code"):
+        print(f"# ---- {request.kernel_name}: tile loop {request.launch_index}, a new variant ----\n{lowered.source}",
+              file=sys.stderr)
+    loaded = backend.load(lowered, request.options)
+    guards = ir.guards + lowered.guards
+    order = binding.argument_symbols
+    return CompiledLaunch(
+        ir=ir, lowered=lowered, loaded=loaded, guard=guard_function(order, guards), grid=grid_function(order, lowered.grid),
+        guard_text=tuple(reason for _, reason in guards), tunables=tuple(tracer.tunable_dims()),
+        loopable_row=loopable_row_length(ir), location=location)
+
+
+def loopable_row_length(ir: KernelIR) -> int:
+    """The length of the launch's first whole row if `reduction_loops` could chunk it, else 0
+    (no whole row, or its uses cannot be split into passes: see ir/rolling.py)."""
+    if not ir.whole_axes:
+        return 0
+    first = ir.whole_axes[0]
+    if why_not_loopable(ir.body, {first}) is not None:
+        return 0
+    try:
+        return int(sympy.sympify(first.end).xreplace(dict(ir.example)))
+    except (TypeError, ValueError):
+        return 0
+
+
+def guard_function(order: list[sympy.Symbol], guards: tuple[tuple[sympy.Basic, str], ...]) -> Callable[..., bool]:
+    """A plain Python function of the symbol values that is True when every guard holds."""
+    if not guards:
+        return _always_true
+    return sympy.lambdify(order, sympy.And(*(condition for condition, _ in guards)), modules="math")
+
+
+def _always_true(*_: Any) -> bool:
+    return True
+
+
+_AS_INT = sympy.Function("_tessera_as_int")  # printed as a call of int() by grid_function
+
+
+def grid_function(parameters: list[sympy.Symbol], sizes: tuple[Any, ...]) -> Callable[..., tuple[int, ...]]:
+    """The grid as one generated function of the kernel arguments, each size an int of at least 0.
+
+    The int() and max() are part of the generated expression rather than a wrapper around it:
+    the grid is computed on every call.
+    """
+    clamped = tuple(sympy.Max(0, _AS_INT(sympy.sympify(size))) for size in sizes)
+    return sympy.lambdify(parameters, clamped, modules=[{"_tessera_as_int": int}, "math"])

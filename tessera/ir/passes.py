@@ -1,0 +1,155 @@
+"""The passes between tracing and a backend, in order. Each is `KernelIR -> KernelIR`.
+
+    ir = run_passes(traced)          # what the compiler does after tracing
+
+`TESSERA_LOG=ir` prints the IR after tracing and after each pass that changed it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any, Callable, Iterator, Mapping
+
+import sympy
+
+from tessera import exc
+from tessera.ir.graph import UNIT, Axis, AxisKind, DimAccess, KernelIR, LoopDim, Node, substitute_axes, walk
+from tessera.ir.rolling import NotLoopable, schedule, why_not_loopable
+
+
+def next_power_of_two(value: int) -> int:
+    return 1 if value <= 1 else 1 << (int(value) - 1).bit_length()
+
+
+def whole_dim_bucket(extent: Any, block: int) -> sympy.Basic:
+    """The sizes a whole dimension held in one block of `block` lanes may have: the block is baked
+    into the code, so the variant is reused only for extents in its power-of-two bucket."""
+    return sympy.And(extent <= block, extent > block // 2) if block > 1 else sympy.Le(extent, 1)
+
+
+def settle_row_loop(ir: KernelIR) -> KernelIR:
+    """A row looped in chunks only because it is long (no `reduction_loops` entry asked for it)
+    whose uses cannot be split into passes goes back to one block, guarded to its size bucket.
+    An explicit entry is left for `schedule_row_passes` to refuse loudly."""
+    row = ir.row_loop
+    if row is None or row.requested or why_not_loopable(ir.body, {row.axis}) is None:
+        return ir
+    extent = row.axis.end
+    block = next_power_of_two(int(sympy.sympify(extent).xreplace(dict(ir.example))))
+    guards = ir.guards
+    if isinstance(extent, sympy.Basic) and not extent.is_Integer:
+        guards = guards + ((whole_dim_bucket(extent, block), f"whole dimension of size {extent} fits block {block}"),)
+    one_block = dataclasses.replace(row.axis, begin=sympy.Integer(0), block=block)
+    return with_axes(ir.replace(row_loop=None, guards=guards), {row.axis: one_block})
+
+
+def decide_masks(ir: KernelIR) -> KernelIR:
+    """An axis needs a mask unless its block provably divides its extent (a tile loop over a
+    multiple of its block, a whole dimension exactly one block long)."""
+    changed = {}
+    for axis in _axes(ir):
+        needs_mask = _needs_mask(axis)
+        if needs_mask != axis.needs_mask:
+            changed[axis] = dataclasses.replace(axis, needs_mask=needs_mask)
+    return with_axes(ir, changed)
+
+
+def _needs_mask(axis: Axis) -> bool:
+    if axis.kind is AxisKind.UNIT:
+        return False
+    if axis.kind is AxisKind.WHOLE:
+        if is_chunked(axis):
+            return not (sympy.Mod(axis.end, axis.block) == 0)
+        return not (sympy.Integer(axis.block) == axis.end)
+    extent = sympy.sympify(axis.range_end - axis.range_begin)
+    return not (extent.is_Integer and int(extent) % axis.block == 0)
+
+
+def is_chunked(axis: Axis) -> bool:
+    """A whole dimension looped over in chunks: its begin is the chunk loop's variable."""
+    return axis.kind is AxisKind.WHOLE and not (isinstance(axis.begin, sympy.Integer) and axis.begin == 0)
+
+
+def schedule_row_passes(ir: KernelIR) -> KernelIR:
+    """A row looped in chunks: which nodes run in which pass over the row (ir/rolling.py)."""
+    if ir.row_loop is None:
+        return ir
+    try:
+        items = schedule(ir.body, {ir.row_loop.axis})
+    except NotLoopable as reason:
+        raise exc.ConfigError(
+            f"reduction_loops[{ir.launch_index}] asks to process a whole row in chunks, but {reason}",
+            hint=f"set reduction_loops[{ir.launch_index}] to None (the row in one block)") from None
+    return ir.replace(row_schedule=tuple(items))
+
+
+@dataclasses.dataclass(frozen=True)
+class Pass:
+    name: str
+    run: Callable[[KernelIR], KernelIR]
+    why: str
+
+
+PIPELINE: tuple[Pass, ...] = (
+    Pass("settle_row_loop", settle_row_loop,
+         "first: whether the row is chunked changes its block, which the masks depend on"),
+    Pass("decide_masks", decide_masks, "after every block is final; backends read `needs_mask`"),
+    Pass("schedule_row_passes", schedule_row_passes, "last: it records nodes, which a later pass would rebuild"),
+)
+
+
+def run_passes(ir: KernelIR, log: bool = False) -> KernelIR:
+    """Apply `PIPELINE` in order; with `log`, print the IR after tracing and after each pass
+    that changed it."""
+    if log:
+        print(f"[tessera] IR of {ir.name} after tracing:\n{ir}", file=sys.stderr)
+    for step in PIPELINE:
+        result = step.run(ir)
+        if log and result is not ir:
+            print(f"[tessera] IR of {ir.name} after {step.name}:\n{result}", file=sys.stderr)
+        ir = result
+    return ir
+
+
+def with_axes(ir: KernelIR, axes: Mapping[Axis, Axis]) -> KernelIR:
+    """`ir` with the axes in `axes` replaced everywhere (body, axis lists, the row loop)."""
+    if not axes:
+        return ir
+    row = ir.row_loop
+    return ir.replace(
+        body=substitute_axes(ir.body, axes),
+        launch_axes=tuple(axes.get(a, a) for a in ir.launch_axes),
+        whole_axes=tuple(axes.get(a, a) for a in ir.whole_axes),
+        row_loop=dataclasses.replace(row, axis=axes.get(row.axis, row.axis)) if row is not None else None)
+
+
+def _axes(ir: KernelIR) -> Iterator[Axis]:
+    """Every axis of the IR, each once, in a deterministic order."""
+    seen: dict[Axis, None] = {}
+    for axis in (*ir.launch_axes, *ir.whole_axes):
+        seen.setdefault(axis)
+    for node in walk(ir.body):
+        for axis in _node_axes(node):
+            seen.setdefault(axis)
+    seen.pop(UNIT, None)
+    return iter(seen)
+
+
+def _node_axes(node: Node) -> Iterator[Axis]:
+    yield from node.shape
+    for carried in node.params.get("carried", ()):
+        yield from carried.shape
+    for value in node.params.values():
+        yield from _param_axes(value)
+
+
+def _param_axes(value: Any) -> Iterator[Axis]:
+    if isinstance(value, Axis):
+        yield value
+    elif isinstance(value, LoopDim) and value.axis is not None:
+        yield value.axis
+    elif isinstance(value, tuple):
+        for item in value:
+            yield from _param_axes(item)
+    elif isinstance(value, DimAccess) and value.axis is not None:
+        yield value.axis

@@ -1,0 +1,89 @@
+"""What control flow inside a tile loop means while tracing: inner loops and `if`.
+
+The frontend rewrites an inner `for ... in hl.tile(...)` into a call of `device_loop_helper` and an
+`if` into a call of `device_if_helper` (see frontend/rewrite.py). A host condition runs one branch
+in Python (guarded when it depends on runtime sizes); a device condition traces both branches
+as a predicated branch.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import sympy
+import torch
+
+from tessera import exc
+from tessera.ir.graph import UNIT
+from tessera.language.elementwise import apply_elementwise
+from tessera.location import user_location
+from tessera.trace.proxy import TileValue
+from tessera.trace.tracer import Tracer, current_tracer
+
+
+class _Undefined:
+    """The value of a name an `if` may bind that was not bound before it."""
+
+    def __repr__(self) -> str:
+        return "<undefined>"
+
+    def __reduce__(self) -> str:
+        return "UNDEFINED"
+
+
+UNDEFINED = _Undefined()
+
+
+def device_loop_helper(tile_range: Any, body: Callable[..., Any], carried: tuple) -> tuple:
+    """What a rewritten inner tile loop calls (only ever while tracing)."""
+    return current_tracer().device_loop(tile_range, body, carried)
+
+
+def device_if_helper(condition: Any, then_body: Callable[..., tuple], else_body: Callable[..., tuple],
+                     values: tuple) -> tuple:
+    """What a rewritten `if` inside a tile loop calls: a host condition picks a branch in
+    Python; a device (tile) condition becomes a predicated device branch."""
+    if isinstance(condition, TileValue):
+        return device_if(current_tracer(), condition, then_body, else_body, values)
+    if isinstance(condition, sympy.Basic) and not isinstance(condition, (sympy.logic.boolalg.BooleanAtom, sympy.Number)):
+        # a condition on runtime sizes (`if x.size(1) > 64:`): decided for this call, and the
+        # variant is reused only for calls that decide it the same way
+        tracer = current_tracer()
+        symbols = tracer.symbols
+        truth = condition if isinstance(condition, (sympy.Rel, sympy.logic.boolalg.Boolean)) else sympy.Ne(condition, 0)
+        if truth.free_symbols - set(symbols.values):  # loaded values, loop variables: known only on the device
+            return device_if(tracer, tracer.symbolic_value(truth), then_body, else_body, values)
+        taken = bool(symbols.evaluate(truth))
+        symbols.guard(truth if taken else sympy.Not(truth), f"host condition {condition} is {taken}")
+        return then_body(*values) if taken else else_body(*values)
+    return then_body(*values) if condition else else_body(*values)
+
+
+def device_if(tracer: Tracer, condition: TileValue, then_body: Callable[..., tuple], else_body: Callable[..., tuple],
+              values: tuple) -> tuple:
+    """An `if` on a device scalar: both branches are traced (if-conversion); loads and stores
+    inside a branch are masked by its condition, and each name assigned in a branch becomes
+    `where(condition, then_value, else_value)`."""
+    if any(axis is not UNIT for axis in condition.axes):
+        raise exc.ShapeMismatchError(
+            f"`if` needs a single boolean, but the condition is a tile of shape {list(condition.axes)}",
+            location=user_location(),
+            hint="use torch.where(condition, a, b) for per-element choices, or reduce the condition "
+                 "(e.g. condition.any())")
+    taken = condition if condition.dtype == torch.bool else apply_elementwise(tracer, "ne", condition, 0)
+    outer = tracer.predicate
+    results = []
+    for branch, body in ((taken, then_body), (apply_elementwise(tracer, "invert", taken), else_body)):
+        tracer.predicate = branch.node if outer is None else tracer.and_predicate(outer, branch.node)
+        try:
+            results.append(body(*values))
+        finally:
+            tracer.predicate = outer
+    merged = []
+    for then_value, else_value in zip(*results):
+        if then_value is else_value:
+            merged.append(then_value)
+        elif then_value is UNDEFINED or else_value is UNDEFINED:
+            merged.append(UNDEFINED)  # like Python: unbound after the if, reading it fails
+        else:
+            merged.append(apply_elementwise(tracer, "where", taken, then_value, else_value))
+    return tuple(merged)
