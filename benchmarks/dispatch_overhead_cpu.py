@@ -111,7 +111,7 @@ def measure(calls: int, repeats: int) -> dict[str, Any]:
     sys.path.insert(0, os.path.dirname(_HERE))
     from examples.add import add
     from tessera.runtime import call_keys, tuning
-    from tessera.runtime.kernel import _common_device
+    from tessera.runtime.call_keys import common_device
 
     x, y = torch.randn(1, 16), torch.randn(1, 16)
     expected = x + y
@@ -132,7 +132,7 @@ def measure(calls: int, repeats: int) -> dict[str, Any]:
     row("tessera add, a new shape on every call", lambda: add(*shapes[next(turn) % len(shapes)]),
         "the exact-facts memo misses, then stands aside")
     row("Kernel._check_arguments (signature.bind)", lambda: add._check_arguments((x, y), {}))
-    row("_common_device", lambda: _common_device("add", (x, y), {}))
+    row("common_device", lambda: common_device("add", (x, y), {}))
     row("Kernel.mode_for", lambda: add.mode_for(x.device))
     config = tuning.config_for_call(add, "interpret", (x, y), {})
     row("tuning.config_for_call (exact facts, lookup)", lambda: tuning.config_for_call(add, "interpret", (x, y), {}))

@@ -7,9 +7,7 @@ import os
 import sys
 import types
 
-import tessera
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(tessera.__file__))
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))  # this file sits at the package's top
 # Frames from these directories are never "the user's line": Tessera itself, the standard
 # library, and torch's Python dispatch layers (a __torch_function__ mode sits between the user
 # and us).

@@ -19,7 +19,7 @@ import torch
 import tessera
 import tessera.language as hl
 from tessera import exc, settings
-from tessera.runtime.kernel import _common_device
+from tessera.runtime.call_keys import common_device
 
 THIS_FILE = os.path.basename(__file__)
 PACKAGE_DIR = os.path.dirname(os.path.abspath(tessera.__file__))
@@ -313,40 +313,40 @@ def test_kernel_argument_error_is_raised_before_the_kernel_body_runs():
 def test_tensors_on_two_devices_raise_device_mismatch_error():
     meta, cpu = torch.zeros(2, device="meta"), torch.zeros(2)
     with pytest.raises(exc.DeviceMismatchError):
-        _common_device("add", (meta, cpu), {})
+        common_device("add", (meta, cpu), {})
 
 
 def test_device_mismatch_error_names_the_kernel_and_both_devices():
     meta, cpu = torch.zeros(2, device="meta"), torch.zeros(2)
-    error = raised_by(lambda: _common_device("add", (meta, cpu), {}))
+    error = raised_by(lambda: common_device("add", (meta, cpu), {}))
     assert error.message == "add() received tensors on different devices (cpu, meta)"
 
 
 def test_device_mismatch_error_says_to_move_the_tensors_to_one_device():
     meta, cpu = torch.zeros(2, device="meta"), torch.zeros(2)
-    error = raised_by(lambda: _common_device("add", (meta, cpu), {}))
+    error = raised_by(lambda: common_device("add", (meta, cpu), {}))
     assert "one device" in error.hint
 
 
 def test_device_mismatch_counts_keyword_arguments():
     meta, cpu = torch.zeros(2, device="meta"), torch.zeros(2)
     with pytest.raises(exc.DeviceMismatchError):
-        _common_device("add", (), {"x": meta, "y": cpu})
+        common_device("add", (), {"x": meta, "y": cpu})
 
 
 def test_device_mismatch_counts_tensors_inside_list_arguments():
     meta, cpu = torch.zeros(2, device="meta"), torch.zeros(2)
     with pytest.raises(exc.DeviceMismatchError):
-        _common_device("add", (cpu, [cpu, meta]), {})
+        common_device("add", (cpu, [cpu, meta]), {})
 
 
 def test_tensors_on_one_device_give_that_device():
     meta = torch.zeros(2, device="meta")
-    assert _common_device("add", (meta, [meta]), {"z": meta}) == torch.device("meta")
+    assert common_device("add", (meta, [meta]), {"z": meta}) == torch.device("meta")
 
 
 def test_a_call_without_tensors_runs_on_the_cpu():
-    assert _common_device("add", (1, 2.0), {}) == torch.device("cpu")
+    assert common_device("add", (1, 2.0), {}) == torch.device("cpu")
 
 
 def test_kernel_call_with_tensors_on_two_devices_raises_device_mismatch_error_at_the_call():

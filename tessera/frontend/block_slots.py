@@ -12,6 +12,7 @@ import dataclasses
 from typing import Any, Callable
 
 from tessera.frontend.source import KernelSource
+from tessera.language.tile import register_block_size, tile
 
 Site = tuple[str, int, int]  # (file, line, col) of a call
 
@@ -59,8 +60,6 @@ class BlockSlotTable:
 
 def scan_block_slots(source: KernelSource, resolve: Callable[[ast.expr], Any]) -> BlockSlotTable:
     """Find tunable tile calls in source order. `resolve` maps a callee expression to its object."""
-    from tessera.language.tile import register_block_size, tile
-
     sites: list[tuple[Site, int | None]] = []
 
     def is_registered(node: ast.expr) -> bool:

@@ -21,6 +21,7 @@ import ast
 from typing import Any, Callable
 
 from tessera.frontend.source import KernelSource
+from tessera.language.constexpr import specialize
 
 # (parameter name, dim): a tensor parameter's size along dim; (parameter name, None): an int parameter
 Pinned = tuple[str, "int | None"]
@@ -28,8 +29,6 @@ Pinned = tuple[str, "int | None"]
 
 def specialized_arguments(source: KernelSource, resolve: Callable[[ast.expr], Any]) -> tuple[Pinned, ...]:
     """The argument values the kernel's `hl.specialize` calls pin, in source order, without repeats."""
-    from tessera.language.constexpr import specialize
-
     function = source.tree
     parameters = {arg.arg for arg in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)}
     aliases = _size_aliases(function, parameters)

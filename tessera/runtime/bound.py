@@ -16,7 +16,7 @@ import torch
 
 from tessera.config import Config
 from tessera.ir.graph import KernelIR
-from tessera.runtime.call_keys import argument_key
+from tessera.runtime.call_keys import argument_key, common_device
 from tessera.runtime.compiled import CompiledRunner, VariantStore, run_compiled
 from tessera.runtime.eager import run_eager
 from tessera.runtime.plan import KernelPlan, LaunchRecord
@@ -26,11 +26,10 @@ class BoundKernel:
     """A kernel together with the arguments of one call."""
 
     def __init__(self, kernel: Any, args: tuple, kwargs: dict) -> None:
-        from tessera.runtime.kernel import _common_device
         self.kernel = kernel
         self.args = args
         self.kwargs = kwargs
-        self.device = _common_device(kernel.fn.__name__, args, kwargs)
+        self.device = common_device(kernel.fn.__name__, args, kwargs)
         mode = kernel.mode_for(self.device)
         # eager has no generated code; its bound kernel plans and reads code as the device's default
         self.mode = mode if mode != "eager" else ("compiled" if self.device.type == "cuda" else "interpret")

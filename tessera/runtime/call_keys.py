@@ -23,8 +23,11 @@ from typing import Any, Sequence
 
 import torch
 
-from tessera.language.constexpr import SpecializedInt
+from tessera import exc
+from tessera.compiler import compiled_in
 from tessera.ir.tile_range import TileRange
+from tessera.language.constexpr import SpecializedInt
+from tessera.location import user_location
 from tessera.marking import STATIC_DIMS_ATTRIBUTE
 
 _INT32_LIMIT = 2 ** 31 - 1
@@ -194,13 +197,6 @@ def _tensor_inputs(tensor: torch.Tensor, static_shapes: bool, arguments: list[An
     return _tensor_key(tensor, shape, strides, pinned, layout)
 
 
-def compiled_in(kind: str, value: Any, static_shapes: bool) -> bool:
-    """Whether a loop bound is a constant of the generated code (else a kernel argument)."""
-    if isinstance(value, SpecializedInt) or (static_shapes and isinstance(value, int)):
-        return True
-    return kind == "begin" and isinstance(value, int) and value == 0
-
-
 def _range_inputs(tile_range: TileRange, static_shapes: bool, arguments: list[Any]) -> tuple:
     """The range's key; appends its runtime begins, then ends, to the arguments."""
     begins: list[int | None] = []
@@ -265,3 +261,38 @@ def device_type(device: torch.device) -> str:
     if kind is None:
         kind = _DEVICE_TYPES[device] = device.type
     return kind
+
+
+def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    found: list[torch.Tensor] = []
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend([v for v in value if isinstance(v, torch.Tensor)])
+    return found
+
+
+def common_device(name: str, args: tuple, kwargs: dict) -> torch.device:
+    """The one device of every tensor argument (CPU when there is none)."""
+    device = None
+    for value in (*args, *kwargs.values()) if kwargs else args:  # the usual case, on every call
+        if isinstance(value, torch.Tensor):
+            if device is None:
+                device = value.device
+            elif value.device != device:
+                break
+        elif isinstance(value, (list, tuple)):
+            break  # tensors inside lists, or a mismatch: the general path below
+    else:
+        return device if device is not None else _CPU
+    devices = {t.device for t in _tensors(args, kwargs)}
+    if len(devices) > 1:
+        listing = ", ".join(sorted(str(d) for d in devices))
+        raise exc.DeviceMismatchError(
+            f"{name}() received tensors on different devices ({listing})", location=user_location(),
+            hint="move every tensor argument to one device, e.g. x.to('cuda')")
+    return devices.pop() if devices else _CPU
+
+
+_CPU = torch.device("cpu")

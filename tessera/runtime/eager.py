@@ -18,12 +18,11 @@ from tessera import exc
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.location import user_location
-from tessera.ir.primitive import Primitive
-from tessera.language.math import exact_matmul, product_dtype
-from tessera.ir.tile_range import TileRange
+import tessera.language  # noqa: F401  (defines the primitives whose eager rules _OVERRIDES reads)
+from tessera.ir.primitive import ALL_PRIMITIVES, Primitive
+from tessera.ir.tile_range import TileRange, static_bounds
 from tessera.language.tile import Tile
 from tessera.ir import interpreter
-from tessera.language import eager_indexing
 from tessera.trace.block_sizes import choose_block_sizes
 
 
@@ -50,7 +49,6 @@ class EagerInterpreter:
         return choose_block_sizes(self.slots, self.config, site, count, bounds)
 
     def _resolved_blocks(self, tile_range: TileRange) -> list[int]:
-        from tessera.ir.tile_range import static_bounds
         tunable = [i for i, block in enumerate(tile_range.block_sizes) if block is None]
         blocks = list(tile_range.block_sizes)
         if tunable:
@@ -85,48 +83,16 @@ class EagerInterpreter:
             self.loop_depth -= 1
 
 
-def _has_bool_index(index: Any) -> bool:
-    items = index if isinstance(index, tuple) else (index,)
-    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in items)
+def _eager_overrides() -> dict[Callable[..., Any], Callable[..., Any]]:
+    """torch callables whose meaning inside a kernel differs from torch's: those of primitives
+    whose eager rule is not the torch function itself (tiles index like slices, with bounds
+    checks; products accumulate in fp32 with PyTorch's dtype promotion)."""
+    return {function: primitive.eager_rule for primitive in ALL_PRIMITIVES.values()
+            for function in primitive.torch_functions
+            if primitive.eager_rule is not None and primitive.eager_rule is not primitive.torch_functions[0]}
 
 
-def _getitem(tensor: torch.Tensor, index: Any) -> torch.Tensor:
-    if _has_bool_index(index):  # boolean selection is plain PyTorch (no tiles, no bounds to check)
-        return torch.Tensor.__getitem__(tensor, index)
-    return eager_indexing.load(tensor, index)
-
-
-def _setitem(tensor: torch.Tensor, index: Any, value: Any) -> None:
-    if _has_bool_index(index):
-        torch.Tensor.__setitem__(tensor, index, value)
-        return
-    eager_indexing.store(tensor, index, value)
-
-
-def _mm(a: torch.Tensor, b: torch.Tensor, *, out: Any = None) -> torch.Tensor:
-    return exact_matmul(a, b).to(product_dtype(a, b))
-
-
-def _addmm(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
-           out: Any = None) -> torch.Tensor:
-    product = exact_matmul(a, b)
-    total = product * alpha if alpha != 1 else product
-    if beta != 0:
-        total = total + (acc.to(total.dtype) * beta if beta != 1 else acc.to(total.dtype))
-    return total.to(product_dtype(acc, a, b))
-
-
-# torch callables whose eager-mode meaning Tessera changes, and why: tiles index like slices
-# (with bounds checks), and products accumulate in fp32 with PyTorch's dtype promotion.
-_OVERRIDES: dict[Callable[..., Any], Callable[..., Any]] = {
-    torch.Tensor.__getitem__: _getitem,
-    torch.Tensor.__setitem__: _setitem,
-    torch.mm: _mm, torch.Tensor.mm: _mm,
-    torch.bmm: _mm, torch.Tensor.bmm: _mm,
-    torch.matmul: _mm, torch.Tensor.matmul: _mm, torch.Tensor.__matmul__: _mm,
-    torch.addmm: _addmm, torch.Tensor.addmm: _addmm,
-    torch.baddbmm: _addmm, torch.Tensor.baddbmm: _addmm,
-}
+_OVERRIDES = _eager_overrides()
 
 
 class EagerTorchMode(TorchFunctionMode):

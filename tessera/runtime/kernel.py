@@ -17,11 +17,12 @@ from tessera.frontend.rewrite import DEVICE_IF, DEVICE_LOOP, LAUNCH, RewrittenKe
 from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments
 from tessera.language.tile import grid, tile
-from tessera.runtime.call_keys import device_type
+from tessera.runtime.bound import BoundKernel
+from tessera.runtime.call_keys import common_device, device_type
 from tessera.language.control import device_if_helper, device_loop_helper
 from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
 from tessera.runtime.eager import run_eager
-from tessera.runtime.tuning import ConfigChoices, config_for_call
+from tessera.runtime.tuning import ConfigChoices, autotune, config_for_call
 
 MODES = ("eager", "interpret", "compiled")
 _DEFAULT_CONFIG = Config()  # Config is immutable; one object keeps its cache-key repr stable
@@ -114,7 +115,7 @@ class Kernel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:  # one frame for the whole dispatch: this runs on every call
             self._check_arguments(args, kwargs)
-            device = _common_device(self.fn.__name__, args, kwargs)
+            device = common_device(self.fn.__name__, args, kwargs)
             mode = self.mode_for(device)
             if mode == "eager":
                 return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device)
@@ -126,7 +127,6 @@ class Kernel:
 
     def autotune(self, *args: Any, **kwargs: Any) -> Config:
         """Tune for these arguments now; return the best Config (also stored on disk)."""
-        from tessera.runtime.tuning import autotune
         return autotune(self, args, kwargs)
 
     def rewritten(self) -> RewrittenKernel:
@@ -154,12 +154,11 @@ class Kernel:
         import hashlib
         return hashlib.sha256(self.source.text.encode()).hexdigest()[:20]
 
-    def bind(self, *args: Any, **kwargs: Any) -> "BoundKernel":
+    def bind(self, *args: Any, **kwargs: Any) -> BoundKernel:
         """The kernel with these arguments: code, launch plans and runs per Config.
 
         >>> kernel.bind(x, y).to_triton_code(tessera.Config(block_sizes=[64]))  # doctest: +SKIP
         """
-        from tessera.runtime.bound import BoundKernel
         self._check_arguments(args, kwargs)
         return BoundKernel(self, args, kwargs)
 
@@ -199,39 +198,6 @@ class Kernel:
                 hint=f"the kernel's signature is {self.fn.__name__}{self.signature}") from None
 
 
-def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
-    found: list[torch.Tensor] = []
-    for value in (*args, *kwargs.values()) if kwargs else args:
-        if isinstance(value, torch.Tensor):
-            found.append(value)
-        elif isinstance(value, (list, tuple)):
-            found.extend([v for v in value if isinstance(v, torch.Tensor)])
-    return found
-
-
-def _common_device(name: str, args: tuple, kwargs: dict) -> torch.device:
-    """The one device of every tensor argument (CPU when there is none)."""
-    device = None
-    for value in (*args, *kwargs.values()) if kwargs else args:  # the usual case, on every call
-        if isinstance(value, torch.Tensor):
-            if device is None:
-                device = value.device
-            elif value.device != device:
-                break
-        elif isinstance(value, (list, tuple)):
-            break  # tensors inside lists, or a mismatch: the general path below
-    else:
-        return device if device is not None else _CPU
-    devices = {t.device for t in _tensors(args, kwargs)}
-    if len(devices) > 1:
-        listing = ", ".join(sorted(str(d) for d in devices))
-        raise exc.DeviceMismatchError(
-            f"{name}() received tensors on different devices ({listing})", location=user_location(),
-            hint="move every tensor argument to one device, e.g. x.to('cuda')")
-    return devices.pop() if devices else _CPU
-
-
-_CPU = torch.device("cpu")
 
 
 def kernel(fn: Callable[..., Any] | None = None, *, config: Config | None = None,

@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from tessera import exc, settings
-from tessera.config import Config
+from tessera.config import Config, default_block_size
 from tessera.runtime.call_keys import argument_key
 from tessera.runtime.exact_facts import Memo, exact_facts
 
@@ -72,7 +72,6 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
 def _cover_every_slot(kernel: Any, config: Config) -> Config:
     """Pad block_sizes to every slot the source declares: a config chosen from one call serves
     later calls of its key, which may take branches (and tile loops) the first call did not."""
-    from tessera.config import default_block_size
     blocks = list(config.get("block_sizes") or [])
     wanted = kernel.block_slots().known_count()
     if len(blocks) >= wanted:
