@@ -141,6 +141,12 @@ def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any =
     else:
         value_input = tracer.symbols.canonical(value)
     mask_node = _mask_node(tracer, mask)
+    if mask_node is not None:
+        target = tracer.broadcast([shape, mask_node.shape], f"extra_mask of a store into {tensor.name}")
+        if len(target) != len(shape):
+            raise exc.ShapeMismatchError(
+                f"extra_mask of shape {list(mask_node.shape)} does not fit a store into {tensor.name}{list(shape)}",
+                location=user_location(), hint="give the mask the store's dims (or size 1 to broadcast)")
     tracer.emit(Op.STORE, [value_input, mask_node], shape, None, tensor=tensor.ref(), accesses=accesses, atomic=atomic,
                 sem=sem)
 

@@ -30,6 +30,34 @@ _HELPERS: dict[str, list[str]] = {
         "    return kept.to(tl.uint16).to(tl.bfloat16, bitcast=True)",
         "",
     ],
+    # Triton 3.6's interpreter has no libdevice (its functions return None there): the
+    # interpreter's versions of the libdevice ops Tessera uses, from tl operations
+    "interpreted_tanh": [
+        "",
+        "@triton.jit",
+        "def interpreted_tanh(x):",
+        "    return 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0)",
+        "",
+    ],
+    "interpreted_log1p": [
+        "",
+        "@triton.jit",
+        "def interpreted_log1p(x):",
+        "    u = 1.0 + x  # log(u) * x / (u - 1) cancels the rounding of 1 + x",
+        "    return tl.where(u == 1.0, x, tl.log(u) * (x / (u - 1.0)))",
+        "",
+    ],
+    "interpreted_pow": [
+        "",
+        "@triton.jit",
+        "def interpreted_pow(x, y):",
+        "    integral = tl.floor(y) == y",
+        "    odd = integral & (tl.floor(y * 0.5) * 2.0 != y)",
+        "    magnitude = tl.exp2(y * tl.log2(tl.abs(x)))",
+        "    sign = tl.where(x < 0, tl.where(integral, tl.where(odd, -1.0, 1.0), float('nan')), 1.0)",
+        "    return tl.where(y == 0, 1.0, magnitude * sign)",
+        "",
+    ],
 }
 
 

@@ -59,6 +59,13 @@ ELEMENTWISE_TEMPLATES: dict[str, str] = {
     "where": "tl.where({0}, {1}, {2})",
     "silu": "({0} / (1.0 + tl.exp(-{0})))",
 }
+# libdevice functions have no implementation in Triton 3.6's interpreter: there the op calls a
+# helper written with tl operations (backends/triton/codegen.py)
+INTERPRETED_TEMPLATES: dict[str, tuple[str, str]] = {
+    "tanh": ("interpreted_tanh", "interpreted_tanh({0})"),
+    "log1p": ("interpreted_log1p", "interpreted_log1p({0})"),
+    "pow": ("interpreted_pow", "interpreted_pow({0}, {1})"),
+}
 _COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})  # bool results: no cast back
 # integer floor division and modulo round toward -inf, as Python and PyTorch do (Triton's `//` and
 # `%` truncate toward zero)
@@ -91,6 +98,9 @@ def _elementwise(emitter: Emitter, node: Node) -> None:
     operands = [emitter.operand(value, compute if fn != "where" or position > 0 else None)
                 for position, value in enumerate(node.inputs)]
     template = ELEMENTWISE_TEMPLATES[fn]
+    if emitter.interpret and fn in INTERPRETED_TEMPLATES:
+        helper, template = INTERPRETED_TEMPLATES[fn]
+        emitter.helpers.add(helper)
     if template == "floordiv":
         text = _INT_FLOORDIV.format(*operands) if not compute.is_floating_point else "tl.floor({0} / {1})".format(*operands)
     elif template == "mod":

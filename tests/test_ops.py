@@ -1,0 +1,241 @@
+"""One row per primitive, run in every mode the device has, checked against PyTorch.
+
+A row names the primitive, a kernel shape (`LAYOUTS`) and the expression the kernel applies to
+its tiles; the reference applies the same expression to whole tensors with torch. Adding an op
+means adding a row here: `test_every_primitive_has_a_row` fails until it exists. Shapes hold
+size 1, a non-power-of-two and tail tiles (blocks of 4 x 16 over 5 x 37).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import pytest
+import torch
+
+import tessera
+import tessera.language as hl
+from tessera.ir.primitive import ALL_PRIMITIVES
+
+SHAPES = ((5, 37), (1, 1))
+CONFIG = tessera.Config(block_sizes=[4, 16])
+T = torch.Tensor
+
+
+# -- kernel layouts: how a row's expression meets the tiles --------------------------------------
+def elementwise(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    for tile_m, tile_n in hl.tile(out.size()):
+        out[tile_m, tile_n] = op(x[tile_m, tile_n], y[tile_m, tile_n], z[tile_m, tile_n])
+    return out
+
+
+def row_to_value(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    for tile_m in hl.tile(x.size(0)):
+        out[tile_m] = op(x[tile_m, :])
+    return out
+
+
+def row_to_row(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    for tile_m in hl.tile(x.size(0)):
+        out[tile_m, :] = op(x[tile_m, :])
+    return out
+
+
+def transposed(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    for tile_m, tile_n in hl.tile(out.size()):
+        out[tile_m, tile_n] = op(x[tile_n, tile_m])
+    return out
+
+
+def matrix(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    for tile_m, tile_n in hl.tile(out.size()):
+        out[tile_m, tile_n] = op(x[tile_m, :], y[:, tile_n], z[tile_m, tile_n])
+    return out
+
+
+def load_store(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    for tile_m, tile_n in hl.tile(out.size()):
+        value = hl.load(x, [tile_m, tile_n], extra_mask=tile_n.index < 7, eviction_policy="evict_first")
+        hl.store(out, [tile_m, tile_n], value * 2, extra_mask=(tile_m.index >= 1)[:, None])
+    return out
+
+
+def atomic_rows(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    for tile_m, tile_n in hl.tile(x.size()):
+        hl.atomic_add(out, [tile_m], x[tile_m, tile_n].sum(1))
+    return out
+
+
+def creation(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    for tile_m in hl.tile(out.size(0)):
+        filled = hl.full([tile_m, 8], 1.5, dtype=torch.float32)
+        out[tile_m, :] = filled + hl.arange(8, dtype=torch.float32)[None, :] + hl.zeros([tile_m, 8])
+    return out
+
+
+def reshaped(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    rows = hl.specialize(x.size(0))
+    cols = hl.specialize(x.size(1))
+    for tile in hl.tile(rows * cols):
+        flat = x.reshape(rows * cols)
+        out[tile] = flat[tile] + 1
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    kernel: Callable[..., T]
+    reference: Callable[..., T]  # (x, y, z, op) -> the expected result
+
+
+def _matrix_reference(x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    return op(x.double(), y.double(), z.double()).to(x.dtype)
+
+
+LAYOUTS: dict[str, Layout] = {
+    "elementwise": Layout(elementwise, lambda x, y, z, op: op(x, y, z)),
+    "row_to_value": Layout(row_to_value, lambda x, y, z, op: op(x)),
+    "row_to_row": Layout(row_to_row, lambda x, y, z, op: op(x)),
+    "transposed": Layout(transposed, lambda x, y, z, op: op(x).contiguous()),
+    "matrix": Layout(matrix, _matrix_reference),
+    "load_store": Layout(load_store, lambda x, y, z, op: torch.where(
+        (torch.arange(x.size(0))[:, None] >= 1) & (torch.arange(x.size(1))[None, :] < 7), x * 2, 0 * x)),
+    "atomic_rows": Layout(atomic_rows, lambda x, y, z, op: x.sum(1)),
+    "creation": Layout(creation, lambda x, y, z, op: 1.5 + torch.arange(8.0)[None, :].expand(x.size(0), 8)),
+    "reshaped": Layout(reshaped, lambda x, y, z, op: x.reshape(-1) + 1),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class OpCase:
+    primitive: str
+    op: Callable[..., Any] | None = None
+    layout: str = "elementwise"
+    dtype: torch.dtype = torch.float32
+    domain: str = "any"            # "positive" | "nonzero" | "small_int" | "bool": what inputs the op needs
+    tolerance: float = 1e-5
+    reference: Callable[..., Any] | None = None  # what the reference applies, when not `op` (hl-only ops)
+
+    @property
+    def id(self) -> str:
+        return f"{self.primitive}-{self.layout}-{str(self.dtype).replace('torch.', '')}"
+
+
+F = torch.nn.functional
+OPS: tuple[OpCase, ...] = (
+    # elementwise (language/elementwise.py)
+    OpCase("add", lambda x, y, z: x + y), OpCase("add", lambda x, y, z: torch.add(x, y, alpha=2), dtype=torch.bfloat16,
+                                                 tolerance=1e-2),
+    OpCase("sub", lambda x, y, z: 2 - x), OpCase("mul", lambda x, y, z: x * y),
+    OpCase("truediv", lambda x, y, z: x / y, domain="nonzero"),
+    OpCase("floordiv", lambda x, y, z: x // y, dtype=torch.int32, domain="nonzero"),
+    OpCase("mod", lambda x, y, z: x % y, dtype=torch.int32, domain="nonzero"),
+    OpCase("pow", lambda x, y, z: x ** 2.5, domain="positive", tolerance=1e-4),
+    OpCase("pow", lambda x, y, z: x ** 3.0, tolerance=1e-4),  # a negative base, an integral exponent
+    OpCase("maximum", lambda x, y, z: torch.maximum(x, y)), OpCase("minimum", lambda x, y, z: torch.minimum(x, y)),
+    OpCase("lt", lambda x, y, z: x < y), OpCase("le", lambda x, y, z: x <= y), OpCase("gt", lambda x, y, z: x > y),
+    OpCase("ge", lambda x, y, z: x >= y), OpCase("eq", lambda x, y, z: x == x), OpCase("ne", lambda x, y, z: x != y),
+    OpCase("bitwise_and", lambda x, y, z: x & y, dtype=torch.int32, domain="small_int"),
+    OpCase("bitwise_or", lambda x, y, z: x | y, dtype=torch.int32, domain="small_int"),
+    OpCase("bitwise_xor", lambda x, y, z: x ^ y, dtype=torch.int32, domain="small_int"),
+    OpCase("invert", lambda x, y, z: ~x, dtype=torch.int32, domain="small_int"),
+    OpCase("invert", lambda x, y, z: ~(x > y)),
+    OpCase("neg", lambda x, y, z: -x), OpCase("abs", lambda x, y, z: abs(x)), OpCase("relu", lambda x, y, z: torch.relu(x)),
+    OpCase("exp", lambda x, y, z: torch.exp(x)), OpCase("exp2", lambda x, y, z: torch.exp2(x)),
+    OpCase("log", lambda x, y, z: torch.log(x), domain="positive"),
+    OpCase("log2", lambda x, y, z: torch.log2(x), domain="positive"),
+    OpCase("log1p", lambda x, y, z: torch.log1p(x), domain="positive"),
+    OpCase("sqrt", lambda x, y, z: torch.sqrt(x), domain="positive"),
+    OpCase("rsqrt", lambda x, y, z: torch.rsqrt(x), domain="positive", tolerance=1e-4),
+    OpCase("sigmoid", lambda x, y, z: torch.sigmoid(x)), OpCase("tanh", lambda x, y, z: torch.tanh(x)),
+    OpCase("sin", lambda x, y, z: torch.sin(x)), OpCase("cos", lambda x, y, z: torch.cos(x)),
+    OpCase("erf", lambda x, y, z: torch.erf(x)), OpCase("gelu", lambda x, y, z: F.gelu(x)),
+    OpCase("silu", lambda x, y, z: F.silu(x), tolerance=1e-4),
+    OpCase("where", lambda x, y, z: torch.where(x > 0, y, z)),
+    OpCase("clamp", lambda x, y, z: torch.clamp(x, -0.5, 0.5)),
+    # casts and views (language/view.py)
+    OpCase("to", lambda x, y, z: x.to(torch.float16), tolerance=1e-3),
+    OpCase("float", lambda x, y, z: x.float(), dtype=torch.bfloat16), OpCase("half", lambda x, y, z: x.half(), tolerance=1e-3),
+    OpCase("bfloat16", lambda x, y, z: x.bfloat16(), tolerance=1e-2), OpCase("int", lambda x, y, z: (x * 4).int()),
+    OpCase("long", lambda x, y, z: (x * 4).long()), OpCase("bool", lambda x, y, z: (x > 0).int().bool()),
+    OpCase("double", lambda x, y, z: x.double()), OpCase("type_as", lambda x, y, z: (x * 4).int().type_as(y)),
+    OpCase("getitem", lambda v: v[:, None].sum(1), layout="row_to_row"),
+    OpCase("unsqueeze", lambda v: v.unsqueeze(1).sum(1), layout="row_to_row"),
+    OpCase("squeeze", lambda v: v.amax(-1, keepdim=True).squeeze(-1), layout="row_to_value"),
+    OpCase("expand", lambda v: v.amax(-1, keepdim=True).expand_as(v), layout="row_to_row"),
+    OpCase("permute", lambda v: v.permute(1, 0), layout="transposed"),
+    OpCase("transpose", lambda v: v.transpose(0, 1), layout="transposed"),
+    OpCase("t", lambda v: v.t(), layout="transposed"),
+    # reductions (language/reduce.py)
+    OpCase("sum", lambda v: v.sum(-1), layout="row_to_value", tolerance=1e-4),
+    OpCase("sum", lambda v: v.sum(-1), layout="row_to_value", dtype=torch.bfloat16, tolerance=2e-2),
+    OpCase("mean", lambda v: v.mean(-1), layout="row_to_value", tolerance=1e-4),
+    OpCase("amax", lambda v: v.amax(-1), layout="row_to_value"), OpCase("amin", lambda v: v.amin(-1), layout="row_to_value"),
+    OpCase("argmax", lambda v: v.argmax(-1), layout="row_to_value"),
+    OpCase("argmin", lambda v: v.argmin(-1), layout="row_to_value"),
+    OpCase("max", lambda v: v.max(-1).values, layout="row_to_value"),
+    OpCase("min", lambda v: v.min(-1).indices, layout="row_to_value"),
+    OpCase("softmax", lambda v: torch.softmax(v, -1), layout="row_to_row", tolerance=1e-5),
+    OpCase("log_softmax", lambda v: torch.log_softmax(v, -1), layout="row_to_row", tolerance=1e-5),
+    # products (language/math.py)
+    OpCase("mm", lambda a, b, c: a @ b, layout="matrix", tolerance=1e-4),
+    OpCase("addmm", lambda a, b, c: torch.addmm(c, a, b), layout="matrix", tolerance=1e-4),
+    OpCase("dot", lambda a, b, c: hl.dot(a, b, acc=c), layout="matrix", tolerance=1e-4,
+           reference=lambda a, b, c: c + a @ b),
+    # memory and creation (language/memory.py, language/creation.py, language/constexpr.py)
+    OpCase("load", layout="load_store"), OpCase("store", layout="load_store"),
+    OpCase("atomic", layout="atomic_rows", tolerance=1e-4),
+    OpCase("setitem", lambda x, y, z: x), OpCase("reshape", layout="reshaped"),
+    OpCase("full", layout="creation"), OpCase("arange", layout="creation"),
+    OpCase("specialize", layout="reshaped"),
+)
+
+
+def _inputs(case: OpCase, shape: tuple[int, int], device: torch.device) -> tuple[T, T, T]:
+    generator = torch.Generator().manual_seed(0)
+    rows, cols = shape
+    if case.layout == "matrix":
+        sizes = [(rows, 16), (16, cols), (rows, cols)]
+    elif case.layout == "transposed":
+        sizes = [(cols, rows)] * 3
+    else:
+        sizes = [shape] * 3
+    values = []
+    for size in sizes:
+        value = torch.randn(size, generator=generator)
+        if case.domain == "positive":
+            value = value.abs() + 0.1
+        elif case.domain == "nonzero":
+            value = torch.where(value.abs() < 0.25, torch.full_like(value, 0.5), value) * 8
+        elif case.domain == "small_int":
+            value = value * 8
+        values.append(value.to(case.dtype).to(device))
+    return values[0], values[1], values[2]
+
+
+def _modes(device: torch.device) -> list[str]:
+    return ["eager", "compiled"] if device.type == "cuda" else ["eager", "interpret"]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("case", OPS, ids=lambda c: c.id)
+def test_op_matches_torch_in_every_mode(case: OpCase, shape: tuple[int, int], device: torch.device) -> None:
+    layout = LAYOUTS[case.layout]
+    x, y, z = _inputs(case, shape, device)
+    reference = layout.reference(x.cpu(), y.cpu(), z.cpu(), case.reference or case.op)
+    for mode in _modes(device):
+        kernel = tessera.kernel(layout.kernel, mode=mode, config=CONFIG)
+        out = torch.zeros_like(reference, device=device)
+        result = kernel(out, x, y, z, case.op)
+        torch.testing.assert_close(result.cpu(), reference, rtol=case.tolerance, atol=case.tolerance,
+                                   msg=lambda text: f"{case.id} in {mode} mode: {text}")
+
+
+def test_every_primitive_has_a_row() -> None:
+    assert sorted(set(ALL_PRIMITIVES) - {case.primitive for case in OPS}) == []
+
+
+def test_every_primitive_has_an_eager_rule_and_a_trace_rule() -> None:
+    missing = [f"{name}: {rule}" for name, primitive in sorted(ALL_PRIMITIVES.items())
+               for rule in ("eager_rule", "trace_rule") if getattr(primitive, rule) is None]
+    assert missing == []
