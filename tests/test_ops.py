@@ -15,7 +15,11 @@ import torch
 
 import tessera
 import tessera.language as hl
+from tessera import backends
+from tessera.ir.graph import Op
 from tessera.ir.primitive import ALL_PRIMITIVES
+from tessera.language.elementwise import ELEMENTWISE_OPS
+from tessera.language.reduce import REDUCTIONS
 
 SHAPES = ((5, 37), (1, 1))
 CONFIG = tessera.Config(block_sizes=[4, 16])
@@ -233,6 +237,21 @@ def test_op_matches_torch_in_every_mode(case: OpCase, shape: tuple[int, int], de
 
 def test_every_primitive_has_a_row() -> None:
     assert sorted(set(ALL_PRIMITIVES) - {case.primitive for case in OPS}) == []
+
+
+@pytest.mark.parametrize("name", backends.names())
+def test_every_backend_lowers_every_op_it_supports(name: str) -> None:
+    backend = backends.get(name)
+    missing = [op.value for op in sorted(backend.supported_ops, key=lambda op: op.value) if not backend.lowers(op)]
+    if Op.ELEMENTWISE in backend.supported_ops:
+        missing += [f"elementwise {op.name}" for op in ELEMENTWISE_OPS if not backend.lowers(Op.ELEMENTWISE, op.name)]
+    if Op.REDUCE in backend.supported_ops:
+        missing += [f"reduce {fn}" for fn in REDUCTIONS if not backend.lowers(Op.REDUCE, fn)]
+    assert missing == []
+
+
+def test_the_triton_backend_supports_every_op() -> None:
+    assert backends.get("triton").supported_ops == frozenset(Op)
 
 
 def test_every_primitive_has_an_eager_rule_and_a_trace_rule() -> None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 import sympy
 
 from tessera.config import Config
-from tessera.ir.graph import KernelIR
+from tessera.ir.graph import KernelIR, Op
 
 if TYPE_CHECKING:
     from tessera.location import SourceLocation
@@ -70,6 +70,10 @@ class Backend(Protocol):
     """One code generator. `tessera.backends.get(name)` returns the registered instance."""
 
     name: str
+    supported_ops: frozenset[Op]
+
+    def lowers(self, op: Op, fn: str | None = None) -> bool:
+        """Whether a lowering exists for `op` (and, for elementwise ops and reductions, function `fn`)."""
 
     def check(self, ir: KernelIR, options: LoweringOptions) -> None:
         """Raise `UnsupportedOperationError` (at the node's line) for what this backend cannot run."""

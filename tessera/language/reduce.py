@@ -20,6 +20,8 @@ from tessera.trace.proxy import TileValue
 from tessera.trace.tracer import Tracer
 
 T = torch.Tensor
+REDUCTIONS = ("sum", "amax", "amin", "argmax", "argmin")
+"""The reduction functions an `Op.REDUCE` node names (mean, max, min and softmax build on them)."""
 
 
 def _accumulator(fn: str, source: torch.dtype, result: torch.dtype) -> torch.dtype:

@@ -14,6 +14,7 @@ from tessera import exc
 from tessera.backends.base import LoadedKernel, LoweredKernel, LoweringOptions
 from tessera.backends.triton.codegen import lower_kernel
 from tessera.backends.triton.launcher import TritonLauncher
+from tessera.backends.triton.lowering import ELEMENTWISE_TEMPLATES, LOWERINGS, REDUCTION_FUNCTIONS
 from tessera.backends.triton.modules import compile_error, load_generated
 from tessera.config import Config
 from tessera.ir.graph import AxisKind, KernelIR, Op, walk
@@ -69,14 +70,28 @@ class TritonBackend:
     """Lowers `KernelIR` to Triton source; runs it compiled (CUDA) or interpreted (CPU)."""
 
     name = "triton"
+    supported_ops = frozenset(Op)
+
+    def lowers(self, op: Op, fn: str | None = None) -> bool:
+        if op not in LOWERINGS:
+            return False
+        if op is Op.ELEMENTWISE and fn is not None:
+            return fn in ELEMENTWISE_TEMPLATES
+        if op is Op.REDUCE and fn is not None:
+            return fn in REDUCTION_FUNCTIONS
+        return True
 
     def check(self, ir: KernelIR, options: LoweringOptions) -> None:
-        """What this backend refuses: on the GPU, a product over a whole dimension narrower than
-        16 (its multiply-sum path gave wrong sums on the H100 while the interpreter was right)."""
-        if options.interpret:
-            return
+        """What this backend refuses: an op without a lowering; on the GPU, a product over a whole
+        dimension narrower than 16 (its multiply-sum path gave wrong sums on the H100 while the
+        interpreter was right)."""
         for node in walk(ir.body):
-            if node.op is not Op.DOT:
+            fn = node.params.get("fn") if node.op in (Op.ELEMENTWISE, Op.REDUCE) else None
+            if node.op not in self.supported_ops or not self.lowers(node.op, fn):
+                raise exc.UnsupportedOperationError(
+                    f"the Triton backend has no lowering for {node.op.value}{f' {fn}' if fn else ''}",
+                    location=node.location, hint="run this kernel with mode='eager', or use another op")
+            if options.interpret or node.op is not Op.DOT:
                 continue
             a, b = node.inputs[0], node.inputs[1]
             axes = (a.shape[-2], node.params["k_axis"], b.shape[-1])
