@@ -75,7 +75,7 @@ def _capture_tessera_launch(kernel: Any, args: tuple) -> tuple[Any, tuple, list]
     """(launcher, grid, arguments) of the single launch of `kernel(*args)`, if it has a launcher."""
     store = getattr(kernel, "store", None)
     table = store.variants if store is not None else getattr(kernel, "variants", {})
-    launchers = [v.launcher for vs in table.values() for v in vs if getattr(v, "launcher", None) is not None]
+    launchers = [v.loaded.launcher for vs in table.values() for v in vs if getattr(v.loaded, "launcher", None) is not None]
     if not launchers:
         return None
     launcher = launchers[0]

@@ -49,14 +49,20 @@ def per_call_us(function: Callable[[], Any], calls: int, repeats: int) -> float:
 
 
 class _StubLaunch:
-    """Stands in for a `@triton.jit` function: `stub[grid](*args, **options)` does nothing."""
+    """Stands in for a `@triton.jit` function (`stub[grid](*args, **options)`) and for a backend's
+    loaded kernel (`stub.launch(grid, arguments, memory)`): launching does nothing."""
 
     launches = 0
+    path = "<stub>"
+    function_name = "stub"
 
     def __getitem__(self, grid: Any) -> Callable[..., None]:
         return self._launch
 
     def _launch(self, *args: Any, **options: Any) -> None:
+        _StubLaunch.launches += 1
+
+    def launch(self, grid: Any, arguments: Any, memory: Any = None) -> None:
         _StubLaunch.launches += 1
 
 
@@ -70,9 +76,7 @@ def _stub_variants(kernel: Any) -> int:
     count = 0
     for variants in _variant_lists(kernel):
         for variant in variants:
-            variant.function = _StubLaunch()
-            if getattr(variant, "launcher", None) is not None:
-                variant.launcher = None  # a fast launcher would hold the real function
+            variant.loaded = _StubLaunch()
             count += 1
     return count
 
@@ -83,9 +87,9 @@ def _capture_launch(kernel: Any, args: tuple) -> tuple[Any, Any, Any] | None:
     captured: list[tuple[Any, Any, Any]] = []
     original = compiled.CompiledRunner.launch
 
-    def recording_launch(self: Any, tile_range: Any, body: Any) -> None:
+    def recording_launch(self: Any, tile_range: Any, body: Any, launch_index: int = 0) -> None:
         captured.append((self, tile_range, body))
-        return original(self, tile_range, body)
+        return original(self, tile_range, body, launch_index)
 
     compiled.CompiledRunner.launch = recording_launch  # type: ignore[method-assign]
     try:
@@ -176,7 +180,7 @@ def _tile_call(runner: Any, config: Any, x: torch.Tensor) -> Callable[[], Any]:
 
 def _launcher_key(arguments: list[Any], key_pointers: bool) -> Callable[[], Any]:
     """The binary key function a TritonLauncher would build for the add kernel's arguments."""
-    from tessera.runtime import launcher
+    from tessera.backends.triton import launcher
 
     class _Param:  # what binary_key_source reads from a triton KernelParam
         is_constexpr = is_const = do_not_specialize = do_not_specialize_on_alignment = False

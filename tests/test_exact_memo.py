@@ -145,7 +145,7 @@ def test_repeat_launches_skip_the_binary_key(device: torch.device) -> None:
     for _ in range(5):
         kernel(x, x)
     torch.cuda.synchronize()
-    launcher = next(v for vs in kernel.store.variants.values() for v in vs).launcher
+    launcher = next(v for vs in kernel.store.variants.values() for v in vs).loaded.launcher
     assert launcher.enabled and launcher.fast_launches == 4 and launcher.slow_launches == 1  # the first launch compiles
 
 
