@@ -1,0 +1,252 @@
+"""A kernel call's tuning space as data: axes of choices, and moves between points, for any backend.
+
+A backend decides which Config keys it tunes and which values each may take
+(`Backend.config_space(facts)`, e.g. backends/triton/space.py); this module holds what is the same
+for every backend: the facts a space is built from (`KernelFacts`), one `Axis` per tunable choice
+(an ordered tuple of values), conversion between points and Configs, validation of a user's
+Config, and the moves a search makes (a neighbour: one axis, one step; a random point; mutation
+and crossover).
+
+>>> axis = Axis("num_warps", None, (1, 2, 4, 8), 4, "warps per program")
+>>> space = ConfigSpace([axis], KernelFacts(tunables=()))
+>>> [config["num_warps"] for config in space.neighbors(space.default())]
+[2, 8]
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any, Callable, Iterator
+
+import torch
+
+from tessera.config import Config, default_block_size
+from tessera.exc import ConfigError
+from tessera.ir.tunables import TunableDim
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelFacts:
+    """What one kernel call tells a backend's config space and heuristics.
+
+    `launch_dims`: per top-level tile loop, how many dims it tiles (loop_orders and l2_grouping
+    apply to loops of two or more). `reduction_extents`: per whole-row reduction, its length
+    (reduction_loops has one entry per reduction). `uses_dot` / `uses_reduction`: the op mix.
+
+    >>> KernelFacts(tunables=(TunableDim(0, 4096, 1, "launch"),), launch_dims=(1,)).uses_dot
+    False
+    """
+
+    tunables: tuple[TunableDim, ...]
+    launch_dims: tuple[int, ...] = ()
+    reduction_extents: tuple[int, ...] = ()
+    dtypes: tuple[torch.dtype, ...] = ()
+    uses_dot: bool = False
+    uses_reduction: bool = False
+    largest_numel: int = 0
+    on_gpu: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Axis:
+    """One tunable choice: a Config key (and list position), its ordered values and its default.
+
+    `choices` are the values a search visits; `accepts`, when given, says which values a user's
+    Config may hold beyond them (e.g. any power of two up to a cap, since extents vary between
+    calls); without it only the choices are valid.
+
+    >>> Axis("block_sizes", 0, (16, 32, 64), 16, "a launch dim of extent 64").name
+    'block_sizes[0]'
+    """
+
+    key: str
+    position: int | None
+    choices: tuple[Any, ...]
+    default: Any
+    why: str  # said in a validation error, e.g. "this dim feeds a dot product"
+    ordered: bool = True  # neighbours are adjacent choices; unordered axes reach every other choice
+    accepts: Callable[[Any], bool] | None = dataclasses.field(default=None, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.key if self.position is None else f"{self.key}[{self.position}]"
+
+    def allows(self, value: Any) -> bool:
+        """Whether a user's Config may set this axis to `value`."""
+        return self.accepts(value) if self.accepts is not None else value in self.choices
+
+
+def powers_of_two(low: int, high: int) -> tuple[int, ...]:
+    """The powers of two from `low` to `high`, both included (`low` rounded up to one).
+
+    >>> powers_of_two(16, 100)
+    (16, 32, 64)
+    """
+    return tuple(1 << bit for bit in range(max(low, 1).bit_length() - 1, high.bit_length()) if (1 << bit) >= low)
+
+
+def next_power_of_two(value: int) -> int:
+    """The smallest power of two >= `value` (1 for values below 2).
+
+    >>> next_power_of_two(100)
+    128
+    """
+    return 1 << max(int(value) - 1, 0).bit_length()
+
+
+class ConfigSpace:
+    """Every axis of one kernel call's tuning space, with conversion to and from Configs.
+
+    `max_tile_elements` is the backend's register budget: the most elements the tile of one
+    program (the product of its launch dims' blocks) may hold; None for no limit.
+    """
+
+    def __init__(self, axes: list[Axis], facts: KernelFacts, max_tile_elements: int | None = None) -> None:
+        self.axes = axes
+        self.facts = facts
+        self.max_tile_elements = max_tile_elements
+        self._by_name = {axis.name: axis for axis in axes}
+
+    def axis(self, name: str) -> Axis:
+        return self._by_name[name]
+
+    def size(self) -> int:
+        """Number of points (the product of the axes' choice counts)."""
+        total = 1
+        for axis in self.axes:
+            total *= len(axis.choices)
+        return total
+
+    # -- points <-> Configs -------------------------------------------------------------------
+
+    def default(self) -> Config:
+        return self.to_config({axis.name: axis.default for axis in self.axes})
+
+    def to_config(self, values: dict[str, Any], extra: Config | None = None) -> Config:
+        """A Config from per-axis values (keys not in the space are taken from `extra`)."""
+        config: dict[str, Any] = dict(extra or {})
+        lists: dict[str, dict[int, Any]] = {}
+        for axis in self.axes:
+            if axis.position is None:
+                config[axis.key] = values[axis.name]
+            else:
+                lists.setdefault(axis.key, {})[axis.position] = values[axis.name]
+        for key, entries in lists.items():
+            # a slot this call never reached (a branch not taken) keeps the default block size
+            filler = default_block_size() if key == "block_sizes" else None
+            config[key] = [entries.get(i, filler) for i in range(max(entries) + 1)]
+        return Config(**config)
+
+    def values_of(self, config: Config) -> dict[str, Any]:
+        """Per-axis values of `config`, defaults for keys it leaves unset."""
+        values: dict[str, Any] = {}
+        for axis in self.axes:
+            given = config.get(axis.key)
+            if axis.position is not None and given is not None:
+                given = given[axis.position] if axis.position < len(given) else None
+            values[axis.name] = axis.default if given is None else given
+        return values
+
+    def normalize(self, config: Config) -> Config:
+        """`config` with every axis filled in, so equal points compare (and hash) equal."""
+        return self.to_config(self.values_of(config), extra=config)
+
+    # -- validation ---------------------------------------------------------------------------
+
+    def validate(self, config: Config) -> None:
+        """Raise a ConfigError naming the first key whose value this kernel cannot use."""
+        blocks = config.get("block_sizes")
+        positions = [axis.position for axis in self.axes if axis.key == "block_sizes"]
+        expected = max(positions) + 1 if positions else 0
+        if blocks is not None and len(blocks) < expected:
+            raise ConfigError(f"block_sizes has {len(blocks)} entries, but this kernel has {expected} "
+                              "tunable tile dims", hint="give one block size per tunable tile dimension, "
+                              "in the order the kernel's source meets them")
+        for axis in self.axes:
+            given = config.get(axis.key)
+            if given is None:
+                continue
+            if axis.position is not None:
+                if axis.position >= len(given):
+                    raise ConfigError(f"{axis.key} has {len(given)} entries; this kernel needs one for "
+                                      f"{axis.why} at position {axis.position}")
+                given = given[axis.position]
+            if not axis.allows(given):
+                raise ConfigError(f"{axis.name}={given!r} does not fit this kernel ({axis.why})",
+                                  hint=f"allowed values: {_describe(axis.choices)}")
+
+    # -- moves for the search -----------------------------------------------------------------
+
+    def neighbors(self, config: Config, step: int = 1) -> Iterator[Config]:
+        """Configs one axis away (`step` positions up and down its ordered choices), in axis order."""
+        values = self.values_of(config)
+        for axis in self.axes:
+            position = _position(axis, values[axis.name])
+            if axis.ordered:
+                targets = [p for p in (position - step, position + step) if 0 <= p < len(axis.choices)]
+            else:
+                targets = [p for p in range(len(axis.choices)) if p != position] if step == 1 else []
+            for moved in targets:
+                yield self.to_config({**values, axis.name: axis.choices[moved]}, extra=config)
+
+    def random_config(self, rng: random.Random) -> Config:
+        """A uniformly drawn point (block sizes biased to fit the register budget)."""
+        for _ in range(20):
+            values = {axis.name: axis.choices[rng.randrange(len(axis.choices))] for axis in self.axes}
+            config = self.to_config(values)
+            if self.fits_registers(config):
+                return config
+        return config
+
+    def mutate(self, config: Config, rng: random.Random, rate: float = 0.3) -> Config:
+        """Each axis moves one step up or down with probability `rate` (at least one moves)."""
+        values = self.values_of(config)
+        moved_any = False
+        for axis in self.axes:
+            if rng.random() < rate and len(axis.choices) > 1:
+                position = _position(axis, values[axis.name]) + rng.choice((-1, 1))
+                values[axis.name] = axis.choices[min(max(position, 0), len(axis.choices) - 1)]
+                moved_any = True
+        if not moved_any and self.axes:
+            axis = self.axes[rng.randrange(len(self.axes))]
+            values[axis.name] = axis.choices[rng.randrange(len(axis.choices))]
+        return self.to_config(values, extra=config)
+
+    def crossover(self, first: Config, second: Config, rng: random.Random) -> Config:
+        """Each axis value from one parent or the other."""
+        a, b = self.values_of(first), self.values_of(second)
+        return self.to_config({name: (a if rng.random() < 0.5 else b)[name] for name in a}, extra=first)
+
+    def fits_registers(self, config: Config) -> bool:
+        """Whether the tile a program holds (the product of its launch dims' blocks) fits the budget.
+
+        Inner-loop blocks are not multiplied in: a dot's K block lives in operand tiles next to
+        the accumulator, not in a product with it.
+        """
+        if self.max_tile_elements is None:
+            return True
+        blocks = config.get("block_sizes") or []
+        roles = {dim.index: dim.role for dim in self.facts.tunables}
+        product = 1
+        for index, block in enumerate(blocks):
+            if roles.get(index, "launch") == "launch":
+                product *= block
+        return product <= self.max_tile_elements
+
+
+def _position(axis: Axis, value: Any) -> int:
+    """Index of `value` among the axis choices, or of the nearest choice for an off-grid value."""
+    if value in axis.choices:
+        return axis.choices.index(value)
+    if isinstance(value, int) and all(isinstance(c, int) for c in axis.choices):
+        return min(range(len(axis.choices)), key=lambda i: abs(axis.choices[i] - value))
+    return axis.choices.index(axis.default) if axis.default in axis.choices else 0
+
+
+def _describe(choices: tuple[Any, ...]) -> str:
+    if len(choices) > 8:
+        return f"{choices[0]!r} .. {choices[-1]!r} ({len(choices)} values: {', '.join(map(repr, choices[:4]))}, ...)"
+    return ", ".join(map(repr, choices))
+
+
+__all__ = ["Axis", "ConfigSpace", "KernelFacts", "next_power_of_two", "powers_of_two"]
