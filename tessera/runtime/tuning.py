@@ -10,19 +10,30 @@ One rule, in order:
    nothing about a GPU.
 
 A tuning run that fails entirely warns and falls back to the heuristic Config: tuning must never
-be what breaks a user's call.
+be what breaks a user's call. The space and the heuristic Config are the backend's
+(`Backend.config_space`, `Backend.heuristic_config`).
 
 >>> config = config_for_call(kernel, "compiled", (x,), {})   # doctest: +SKIP
 """
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tessera import exc, settings
+from tessera import backends, exc, settings
+from tessera.backends.config_space import KernelFacts
 from tessera.config import Config
 from tessera.runtime.call_keys import argument_key
 from tessera.runtime.exact_facts import Memo, exact_facts
+
+if TYPE_CHECKING:
+    from tessera.backends.base import Backend
+    from tessera.backends.config_space import ConfigSpace
+    from tessera.runtime.plan import KernelPlan
+
+BACKEND = "triton"
+"""The backend every kernel lowers through (kernels do not choose one yet): the one whose config
+space, heuristics and worker steps tuning uses."""
 
 
 class ConfigChoices:
@@ -94,9 +105,45 @@ def autotune(kernel: Any, args: tuple, kwargs: dict) -> Config:
 
 def heuristic_for(bound: Any) -> Config:
     """The heuristic Config for a bound kernel (what autotune_effort='none' runs)."""
-    from tessera.autotune.heuristics import heuristic_config
-    from tessera.autotune.space import ConfigSpace
-    return heuristic_config(ConfigSpace.from_plan(bound.plan(Config())))
+    backend = backends.get(BACKEND)
+    return backend.heuristic_config(backend.config_space(kernel_facts(bound.plan(Config()), backend)))
+
+
+def config_space_for(plan: KernelPlan) -> ConfigSpace:
+    """The tuning space of a planned call, as the backend defines it.
+
+    >>> config_space_for(softmax.bind(x).plan()).axis("reduction_loops[0]")   # doctest: +SKIP
+    """
+    backend = backends.get(BACKEND)
+    return backend.config_space(kernel_facts(plan, backend))
+
+
+def kernel_facts(plan: KernelPlan, backend: Backend) -> KernelFacts:
+    """What `plan` tells a config space and the heuristics; `backend` reads the op mix off the
+    generated sources the plan names."""
+    tensors = plan.tensors()
+    tunables = tuple(plan.tunables)
+    launch_dims = tuple(plan.launch_dims)
+    if not launch_dims and len(plan.launches) == 1:
+        # until plans list each launch's dims: a single launch tiles its tunable launch dims
+        # (a fixed-size dim is missed, which only leaves a loop order untried)
+        launch_dims = (sum(1 for t in tunables if t.role == "launch"),)
+    facts = KernelFacts(
+        tunables=tunables,
+        launch_dims=launch_dims,
+        reduction_extents=tuple(plan.reduction_extents),
+        dtypes=tuple(dict.fromkeys(t.dtype for t in tensors)),
+        largest_numel=max((t.numel() for t in tensors), default=0),
+        on_gpu=any(t.is_cuda for t in tensors))
+    return backend.read_op_mix(facts, [_read(launch.source_path) for launch in plan.launches])
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError:
+        return ""
 
 
 def forget(kernel: Any) -> None:
@@ -159,4 +206,4 @@ def _log(message: str) -> None:
         print(f"[tessera autotune] {message}", file=sys.stderr)
 
 
-__all__ = ["autotune", "config_for_call", "forget", "heuristic_for"]
+__all__ = ["BACKEND", "autotune", "config_for_call", "config_space_for", "forget", "heuristic_for", "kernel_facts"]
