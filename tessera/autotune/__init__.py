@@ -2,8 +2,10 @@
 pipeline.py for how the pieces fit). The config space and the heuristic first Config are the
 backend's (`Backend.config_space`, `Backend.heuristic_config`; Triton's in backends/triton/).
 
-Names load on first use: a call served by the disk cache imports only `disk_cache`, and a kernel
-definition only `prewarm`, not the whole pipeline (tens of ms on a process's first call).
+The runtime reaches the autotuner through the hook that `tuner.install_autotuner()` (called by
+tessera/__init__.py) installs. Names load on first use: a call served by the disk cache imports
+only `tuner` and `disk_cache`, and a kernel definition only `prewarm`, not the whole pipeline
+(tens of ms on a process's first call).
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any
 
 _EXPORTS = {"TuneOptions": "pipeline", "TuneResult": "pipeline", "decorator_line": "pipeline", "tune": "pipeline"}
 _SUBMODULES = frozenset({"bench_worker", "compile_pool", "disk_cache", "forking", "pipeline", "pool", "prewarm",
-                         "progress", "search", "worker_process", "workers"})
+                         "progress", "search", "tuner", "worker_process", "workers"})
 
 
 def __getattr__(name: str) -> Any:
