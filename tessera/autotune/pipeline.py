@@ -45,6 +45,7 @@ from tessera.autotune.pool import leased_group, release_group
 from tessera.autotune.workers import Outcome, WorkerGroup, wait_for
 from tessera.backends.config_space import ConfigSpace
 from tessera.config import Config
+from tessera.runtime.eager import run_eager
 from tessera.runtime.tuning import BACKEND, kernel_facts
 
 REFERENCE_TILES = 256
@@ -468,7 +469,6 @@ def _eager_reference(working: Any, config: Config | None) -> list[torch.Tensor]:
 
     Falls back to the kernel's default blocks (`BoundKernel.reference`) if that run fails.
     """
-    from tessera.runtime.eager import run_eager
     kernel = working.kernel
     if config is not None:
         try:
