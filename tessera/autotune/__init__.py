@@ -3,9 +3,9 @@ pipeline.py for how the pieces fit). The config space and the heuristic first Co
 backend's (`Backend.config_space`, `Backend.heuristic_config`; Triton's in backends/triton/).
 
 The runtime reaches the autotuner through the hook that `tuner.install_autotuner()` (called by
-tessera/__init__.py) installs. Names load on first use: a call served by the disk cache imports
-only `tuner` and `disk_cache`, and a kernel definition only `prewarm`, not the whole pipeline
-(tens of ms on a process's first call).
+tessera/__init__.py) installs; that loads the small parts (`tuner`, `prewarm`, `disk_cache`,
+`progress`). Other names load on first use: a kernel definition and a call served by the disk
+cache never import the pipeline (tens of ms on a process's first call).
 """
 from __future__ import annotations
 

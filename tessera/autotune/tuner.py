@@ -5,9 +5,9 @@ The runtime sits below the autotuner and does not import it; it calls the tuner 
 start the workers), a compiled call has no Config yet (the disk cache may hold one), and a call
 must be tuned (pipeline.py, then the result is stored on disk).
 
-Each method imports the part of the tuner it needs when first called: installing costs nothing,
-a kernel definition imports only `prewarm`, and a call served by the disk cache only
-`disk_cache`, not the whole pipeline (tens of ms on a process's first call).
+Installing imports the small parts (prewarm, disk_cache, progress: a few ms), not the pipeline:
+`tune` imports it on first use, so a kernel definition and a call served by the disk cache never
+load the search and the worker machinery (tens of ms on a process's first call).
 
 >>> install_autotuner()   # tessera/__init__.py            # doctest: +SKIP
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from tessera.autotune import disk_cache, prewarm, progress
 from tessera.config import Config
 from tessera.runtime.tuning import install_tuner
 
@@ -25,12 +26,10 @@ class Autotuner:
 
     def kernel_defined(self, kernel: Any) -> None:
         """Start the workers now if the kernel will likely tune (prewarm.py); never raises."""
-        from tessera.autotune.prewarm import kernel_defined  # see the module docstring: import cost
-        kernel_defined(kernel)
+        prewarm.kernel_defined(kernel)
 
     def stored_config(self, kernel: Any, bound: Any, at_least: str) -> Config | None:
         """The disk cache's Config for this call, tuned with at least `at_least` effort, or None."""
-        from tessera.autotune import disk_cache, progress  # see the module docstring: import cost
         key = disk_cache.make_key(kernel.source_hash, bound.specialization_key(), bound.device)
         entry = disk_cache.lookup(key, at_least=at_least)
         if entry is None:
@@ -41,7 +40,7 @@ class Autotuner:
     def tune(self, kernel: Any, bound: Any, effort: str) -> Config:
         """Tune this call (among the kernel's `configs=` when given), store the result on disk, and
         say on stderr how to hard-code it."""
-        from tessera.autotune import disk_cache, pipeline  # see the module docstring: import cost
+        from tessera.autotune import pipeline  # the search and the worker machinery: only when tuning
         configs = list(kernel.settings.configs)
         result = pipeline.tune(bound, effort=effort, budget_seconds=kernel.settings.autotune_budget_seconds,
                                seeds=configs or None, only_seeds=bool(configs))
