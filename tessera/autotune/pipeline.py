@@ -46,7 +46,7 @@ from tessera.autotune.workers import Outcome, WorkerGroup, wait_for
 from tessera.backends.config_space import ConfigSpace
 from tessera.config import Config
 from tessera.runtime.eager import run_eager
-from tessera.runtime.tuning import BACKEND, kernel_facts
+from tessera.runtime.tuning import BACKEND, config_space_for
 
 REFERENCE_TILES = 256
 """The eager reference runs with blocks grown until about this many tiles remain: eager mode
@@ -135,13 +135,10 @@ def tune(bound: Any, *, effort: str, budget_seconds: float, seeds: list[Config] 
     try:
         runner.start()  # first: the workers start up while this thread traces and plans
         working = _bind_on_copies(bound)
-        backend = backends.get(BACKEND)
-        first_plan = working.plan(Config())
-        space = backend.config_space(kernel_facts(first_plan, backend))
-        del first_plan
+        space = config_space_for(working.plan(Config()))
         for config in seeds or []:
             space.validate(config)
-        heuristic = backend.heuristic_config(space)
+        heuristic = backends.get(BACKEND).heuristic_config(space)
         starts = list(seeds or []) if only_seeds else [heuristic] + list(seeds or [])
         runner.attach(working, reference_config(space, heuristic), heuristic)
         runner.timeline.mark("traced")

@@ -57,8 +57,8 @@ _tuner: Tuner | None = None
 
 
 def install_tuner(tuner: Tuner | None) -> Tuner | None:
-    """Make `tuner` the autotuner calls tune with (None: none, calls run heuristic Configs); returns
-    the one it replaces.
+    """Install `tuner` as the autotuner the runtime calls (None: none, and compiled calls run
+    heuristic Configs); returns the one it replaces.
 
     >>> install_tuner(Autotuner())   # what tessera/__init__.py does     # doctest: +SKIP
     """
@@ -144,8 +144,7 @@ def autotune(kernel: Any, args: tuple, kwargs: dict) -> Config:
 
 def heuristic_for(bound: Any) -> Config:
     """The heuristic Config for a bound kernel (what autotune_effort='none' runs)."""
-    backend = backends.get(BACKEND)
-    return backend.heuristic_config(backend.config_space(kernel_facts(bound.plan(Config()), backend)))
+    return backends.get(BACKEND).heuristic_config(config_space_for(bound.plan(Config())))
 
 
 def config_space_for(plan: KernelPlan) -> ConfigSpace:
