@@ -10,5 +10,10 @@ from tessera import exc, language  # noqa: E402
 from tessera.config import Config  # noqa: E402
 from tessera.runtime.kernel import Kernel, kernel  # noqa: E402
 from tessera.marking import mark_static  # noqa: E402
+from tessera.autotune.tuner import install_autotuner  # noqa: E402
+
+# The runtime calls the autotuner through a hook (the autotuner sits above it in the layers);
+# installing loads only the autotuner's small parts, the pipeline loads when a call first tunes.
+install_autotuner()
 
 __all__ = ["Config", "Kernel", "exc", "kernel", "language", "mark_static"]

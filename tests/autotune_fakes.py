@@ -18,18 +18,18 @@ import time
 from typing import Any, Callable
 
 from tessera.autotune.bench_worker import BenchHandler, BenchResult, BenchTask, accuracy_error
-from tessera.autotune.compile_pool import compile_worker_setup
+from tessera.autotune.compile_pool import CompileWorkerSpec, compile_worker_setup
 from tessera.autotune import forking, pool
 from tessera.autotune.workers import FatalWorkerError
 
 
-def slow_compile_setup(mode: str) -> Callable[[Any], Any]:
+def slow_compile_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
     time.sleep(4)
-    return compile_worker_setup(mode)
+    return compile_worker_setup(spec)
 
 
-def faulty_compile_setup(mode: str) -> Callable[[Any], Any]:
-    real = compile_worker_setup(mode)
+def faulty_compile_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
+    real = compile_worker_setup(spec)
 
     def handle(launches: list[Any]) -> Any:
         warps = launches[0].num_warps

@@ -13,15 +13,16 @@ import pytest
 import torch
 
 import tessera
-from tessera import exc, settings
+from tessera import backends, exc, settings
 from tessera.autotune import compile_pool, disk_cache, prewarm
 from tessera.autotune import forking, pool
 from tessera.autotune.bench_worker import BenchSession, BenchTask, BenchWorkerSpec, accuracy_error, bench_worker_setup
-from tessera.autotune.heuristics import heuristic_config
+from tessera.autotune.compile_pool import CompileWorkerSpec
 from tessera.autotune.pipeline import (CandidateRunner, TuneOptions, _Candidate, _eager_reference, decorator_line,
                                        reference_config, tune)
 from tessera.autotune.search import search
-from tessera.autotune.space import ConfigSpace, KernelFacts
+from tessera.backends.config_space import KernelFacts
+from tessera.backends.triton import worker_support
 from tessera.config import Config
 from tessera.runtime import tuning
 from tessera.ir.tunables import TunableDim
@@ -29,6 +30,9 @@ from tessera.ir.tunables import TunableDim
 import autotune_fakes
 from examples.add import add
 from examples.softmax import softmax
+
+
+TRITON = backends.get("triton")  # the space and the heuristics are the backend's
 
 
 @pytest.fixture(autouse=True)
@@ -53,49 +57,49 @@ def softmax_facts(rows: int = 8192, width: int = 4096) -> KernelFacts:
 # ---------------------------------------------------------------------------------------------
 
 def test_block_sizes_range_over_powers_of_two_from_the_smallest_legal_block_to_the_extent():
-    space = ConfigSpace.from_facts(KernelFacts(tunables=(TunableDim(0, 100, 16, "launch"),)))
+    space = TRITON.config_space(KernelFacts(tunables=(TunableDim(0, 100, 16, "launch"),)))
     assert space.axis("block_sizes[0]").choices == (16, 32, 64, 128)
 
 
 def test_loop_orders_and_l2_grouping_appear_only_for_multi_dim_tile_loops():
-    two_dims = ConfigSpace.from_facts(matmul_facts())
+    two_dims = TRITON.config_space(matmul_facts())
     assert two_dims.axis("loop_orders[0]").choices == ([0, 1], [1, 0])
     assert "l2_grouping" in {axis.key for axis in two_dims.axes}
-    one_dim = ConfigSpace.from_facts(softmax_facts())
+    one_dim = TRITON.config_space(softmax_facts())
     assert not {"loop_orders", "l2_grouping"} & {axis.key for axis in one_dim.axes}
 
 
 def test_reduction_loops_offer_one_block_or_power_of_two_chunks():
     facts = KernelFacts(tunables=(), reduction_extents=(1000,))
-    space = ConfigSpace.from_facts(facts, enabled={"reduction_loops"})
+    space = TRITON.config_space(facts, enabled={"reduction_loops"})
     assert space.axis("reduction_loops[0]").choices == (32, 64, 128, 256, 512, None)
 
 
 def test_the_neighbour_of_one_block_is_the_largest_chunk_not_the_smallest():
-    space = ConfigSpace.from_facts(KernelFacts(tunables=(), reduction_extents=(4096,)), enabled={"reduction_loops"})
+    space = TRITON.config_space(KernelFacts(tunables=(), reduction_extents=(4096,)), enabled={"reduction_loops"})
     assert space.default()["reduction_loops"] == [None]
     assert [c["reduction_loops"] for c in space.neighbors(space.default())] == [[2048]]
 
 
 def test_keys_the_backend_does_not_honour_stay_out_of_the_space():
-    space = ConfigSpace.from_facts(matmul_facts(), enabled={"block_sizes", "num_warps"})
+    space = TRITON.config_space(matmul_facts(), enabled={"block_sizes", "num_warps"})
     assert {axis.key for axis in space.axes} == {"block_sizes", "num_warps"}
 
 
 def test_validation_names_the_block_size_that_is_too_small_for_a_dot():
-    space = ConfigSpace.from_facts(matmul_facts())
+    space = TRITON.config_space(matmul_facts())
     with pytest.raises(exc.ConfigError, match=r"block_sizes\[2\]=8 .*smallest legal block is 16"):
         space.validate(Config(block_sizes=[64, 64, 8]))
 
 
 def test_validation_names_a_wrong_number_of_block_sizes():
-    space = ConfigSpace.from_facts(matmul_facts())
+    space = TRITON.config_space(matmul_facts())
     with pytest.raises(exc.ConfigError, match="block_sizes has 2 entries, but this kernel has 3"):
         space.validate(Config(block_sizes=[64, 64]))
 
 
 def test_validation_names_a_loop_order_for_a_loop_the_kernel_does_not_have():
-    space = ConfigSpace.from_facts(matmul_facts())
+    space = TRITON.config_space(matmul_facts())
     with pytest.raises(exc.ConfigError, match=r"loop_orders\[0\]=\[0, 1, 2\]"):
         space.validate(Config(loop_orders=[[0, 1, 2]]))
 
@@ -110,7 +114,7 @@ def test_config_rejects_malformed_values_of_the_new_keys_by_name():
 
 
 def test_neighbours_move_one_axis_one_step():
-    space = ConfigSpace.from_facts(softmax_facts(rows=64), enabled={"block_sizes", "num_warps"})
+    space = TRITON.config_space(softmax_facts(rows=64), enabled={"block_sizes", "num_warps"})
     center = Config(block_sizes=[4], num_warps=4)
     assert list(space.neighbors(center)) == [Config(block_sizes=[2], num_warps=4), Config(block_sizes=[8], num_warps=4),
                                              Config(block_sizes=[4], num_warps=2), Config(block_sizes=[4], num_warps=8)]
@@ -123,24 +127,24 @@ def test_neighbours_move_one_axis_one_step():
 def test_heuristic_for_a_large_bf16_add_gives_each_program_8_kb_per_tensor():
     facts = KernelFacts(tunables=(TunableDim(0, 8192, 1, "launch"), TunableDim(1, 8192, 1, "launch")),
                         launch_dims=(2,), dtypes=(torch.bfloat16,), largest_numel=8192 * 8192)
-    config = heuristic_config(ConfigSpace.from_facts(facts))
+    config = TRITON.heuristic_config(TRITON.config_space(facts))
     assert config["block_sizes"] == [4, 1024] and config["num_warps"] == 8
 
 
 def test_heuristic_for_softmax_rows_of_4096_takes_one_row_per_program_with_8_warps():
-    config = heuristic_config(ConfigSpace.from_facts(softmax_facts()))
+    config = TRITON.heuristic_config(TRITON.config_space(softmax_facts()))
     assert config["block_sizes"] == [1] and config["num_warps"] == 8
 
 
 def test_heuristic_for_a_bf16_matmul_uses_128_by_128_tiles_and_a_64_deep_k_loop():
-    config = heuristic_config(ConfigSpace.from_facts(matmul_facts()))
+    config = TRITON.heuristic_config(TRITON.config_space(matmul_facts()))
     assert config["block_sizes"] == [128, 128, 64]
     assert (config["num_warps"], config["num_stages"], config["l2_grouping"]) == (8, 3, 8)
 
 
 def test_heuristic_blocks_never_exceed_a_small_extent_rounded_up_to_a_power_of_two():
     facts = KernelFacts(tunables=(TunableDim(0, 5, 1, "launch"), TunableDim(1, 3, 1, "launch")), launch_dims=(2,))
-    assert heuristic_config(ConfigSpace.from_facts(facts))["block_sizes"] == [8, 4]
+    assert TRITON.heuristic_config(TRITON.config_space(facts))["block_sizes"] == [8, 4]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,10 +159,10 @@ def _bowl(config: Config) -> float:
 
 
 def _run_search(effort: str, seed: int, budget: float = 1e9):
-    space = ConfigSpace.from_facts(matmul_facts(), enabled={"block_sizes", "num_warps", "num_stages"})
+    space = TRITON.config_space(matmul_facts(), enabled={"block_sizes", "num_warps", "num_stages"})
     clock = iter(range(10 ** 6))
     return search(space, lambda configs, deadline: [_bowl(c) for c in configs], effort=effort,
-                  seeds=[heuristic_config(space)], budget_seconds=budget, seed=seed, clock=lambda: next(clock))
+                  seeds=[TRITON.heuristic_config(space)], budget_seconds=budget, seed=seed, clock=lambda: next(clock))
 
 
 def test_search_with_the_same_seed_visits_the_same_configs_in_the_same_order():
@@ -182,14 +186,14 @@ def test_quick_search_stays_small_and_improves_on_the_seed():
 
 
 def test_quick_search_sends_a_single_seed_out_with_its_neighbours_in_one_batch():
-    space = ConfigSpace.from_facts(matmul_facts(), enabled={"block_sizes", "num_warps", "num_stages"})
+    space = TRITON.config_space(matmul_facts(), enabled={"block_sizes", "num_warps", "num_stages"})
     batches = []
 
     def evaluate(configs, deadline):
         batches.append(configs)
         return [_bowl(c) for c in configs]
 
-    seed = heuristic_config(space)
+    seed = TRITON.heuristic_config(space)
     search(space, evaluate, effort="quick", seeds=[seed], budget_seconds=1e9)
     assert batches[0][0] == space.normalize(seed)
     assert batches[0][1:] == [space.normalize(c) for c in space.neighbors(seed)][:len(batches[0]) - 1]
@@ -265,8 +269,8 @@ def test_waiting_for_workers_to_start_is_not_charged_to_the_budget():
 def test_the_eager_reference_runs_with_big_blocks_and_matches_the_default_one():
     x = torch.randn(3000, 40)
     bound = softmax.bind(x)
-    space = ConfigSpace.from_plan(bound.plan(Config()))
-    config = reference_config(space, heuristic_config(space))
+    space = tuning.config_space_for(bound.plan(Config()))
+    config = reference_config(space, TRITON.heuristic_config(space))
     assert config["block_sizes"][0] >= 16  # 3000 rows: at most 188 tiles instead of 94 of the default 32
     working = tessera.autotune.pipeline._bind_on_copies(bound)
     [fast] = _eager_reference(working, config)
@@ -276,8 +280,8 @@ def test_the_eager_reference_runs_with_big_blocks_and_matches_the_default_one():
 def test_reference_blocks_grow_the_dim_with_the_most_tiles_until_about_256_remain():
     facts = KernelFacts(tunables=(TunableDim(0, 8192, 1, "launch"), TunableDim(1, 8192, 1, "launch")),
                         launch_dims=(2,), dtypes=(torch.bfloat16,), largest_numel=8192 * 8192)
-    space = ConfigSpace.from_facts(facts)
-    blocks = reference_config(space, heuristic_config(space))["block_sizes"]
+    space = TRITON.config_space(facts)
+    blocks = reference_config(space, TRITON.heuristic_config(space))["block_sizes"]
     assert (8192 // blocks[0]) * (8192 // blocks[1]) == 256
 
 
@@ -482,7 +486,8 @@ def test_prewarm_starts_the_compile_pool_and_bench_worker_a_tuning_run_will_leas
     try:
         assert prewarm.consider(add, options).startswith("will likely tune")
         compile_pool, bench = pool._pools["compile"], pool._pools["bench"]
-        assert compile_pool.prestarted and compile_pool.payload == "compiled" and len(compile_pool.workers) == 1
+        assert compile_pool.prestarted and compile_pool.payload == CompileWorkerSpec("compiled")
+        assert len(compile_pool.workers) == 1
         assert bench.prestarted and bench.payload == BenchWorkerSpec("compiled", "cuda:0")
         assert prewarm.consider(softmax, options) == "the workers are running already"
     finally:
@@ -502,7 +507,7 @@ def test_prewarm_leaves_the_workers_off_when_the_disk_cache_has_configs_for_the_
 
 
 def test_interpret_mode_workers_have_no_warm_up_and_the_warm_up_source_is_written_once():
-    assert not hasattr(compile_pool.compile_worker_setup("interpret"), "warm_up")
+    assert not hasattr(compile_pool.compile_worker_setup(CompileWorkerSpec("interpret")), "warm_up")
     assert bench_worker_setup(BenchWorkerSpec("interpret")).warm_up is None
-    path = compile_pool.warm_up_source_path()
-    assert open(path).read() == compile_pool.WARM_UP_SOURCE and compile_pool.warm_up_source_path() == path
+    path = worker_support.warm_up_source_path()
+    assert open(path).read() == worker_support.WARM_UP_SOURCE and worker_support.warm_up_source_path() == path

@@ -184,10 +184,10 @@ def test_a_row_argmax_cannot_be_chunked_and_the_error_names_the_line(device: tor
 
 
 def test_plans_report_the_loopable_row_and_the_space_offers_chunks(device: torch.device) -> None:
-    from tessera.autotune.space import ConfigSpace
+    from tessera.runtime.tuning import config_space_for
     plan = softmax.bind(torch.randn(4, 1000, device=device)).plan(tessera.Config(block_sizes=[2]))
     assert plan.reduction_extents == (1000,)
-    axis = ConfigSpace.from_plan(plan).axis("reduction_loops[0]")
+    axis = config_space_for(plan).axis("reduction_loops[0]")
     assert axis.choices[-1] is None and axis.choices[-2] == 512 and 1024 not in axis.choices
 
 

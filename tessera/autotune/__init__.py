@@ -1,19 +1,20 @@
-"""The autotuner: config space from the IR, heuristics, search, parallel compile, crash-proof
-benchmarking and an on-disk cache (see pipeline.py for how the pieces fit).
+"""The autotuner: search, parallel compile, crash-proof benchmarking and an on-disk cache (see
+pipeline.py for how the pieces fit). The config space and the heuristic first Config are the
+backend's (`Backend.config_space`, `Backend.heuristic_config`; Triton's in backends/triton/).
 
-Names load on first use: a call served by the disk cache imports only `disk_cache`, and a kernel
-definition only `prewarm`, not the whole pipeline (tens of ms on a process's first call).
+The runtime reaches the autotuner through the hook that `tuner.install_autotuner()` (called by
+tessera/__init__.py) installs; that loads the small parts (`tuner`, `prewarm`, `disk_cache`,
+`progress`). Other names load on first use: a kernel definition and a call served by the disk
+cache never import the pipeline (tens of ms on a process's first call).
 """
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
-_EXPORTS = {"heuristic_config": "heuristics", "TuneOptions": "pipeline", "TuneResult": "pipeline",
-            "decorator_line": "pipeline", "tune": "pipeline", "ENABLED_KEYS": "space", "ConfigSpace": "space",
-            "KernelFacts": "space"}
-_SUBMODULES = frozenset({"bench_worker", "compile_pool", "disk_cache", "forking", "heuristics", "pipeline", "pool",
-                         "prewarm", "progress", "search", "space", "workers"})
+_EXPORTS = {"TuneOptions": "pipeline", "TuneResult": "pipeline", "decorator_line": "pipeline", "tune": "pipeline"}
+_SUBMODULES = frozenset({"bench_worker", "compile_pool", "disk_cache", "forking", "pipeline", "pool", "prewarm",
+                         "progress", "search", "tuner", "worker_process", "workers"})
 
 
 def __getattr__(name: str) -> Any:

@@ -12,9 +12,11 @@ then time with CUDA events as `triton.testing.do_bench` does: warm-up, a 256 MB 
 each run so every run starts with a cold L2, median of the runs. In interpret mode (CPU) the
 same path uses wall-clock time and few runs, so CI exercises it end to end.
 
-Right after setup (compiled mode) the worker compiles and launches a tiny kernel once, on its
-warm-up thread (`warm_up`, see workers.py), so the first candidate does not pay for what a
-process's first launch costs (Triton's cache key, its launcher, loading a module on the GPU).
+Right after setup (compiled mode) the worker has its backend compile and launch a tiny kernel
+once, on its warm-up thread (`warm_up`, see workers.py), so the first candidate does not pay for
+what a process's first launch costs (Triton: its cache key, its launcher, loading a module on the
+GPU). What is backend-specific (loading and launching a candidate's kernels) the worker asks of
+the backend named in its spec (`Backend.candidate_runner`, backends/triton/worker_support.py).
 
 A CUDA error (an illegal memory access poisons the CUDA context) ends the worker after it
 reports; the parent starts a fresh one. A worker kept warm between runs checks its CUDA
@@ -26,13 +28,17 @@ import dataclasses
 import math
 import statistics
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from tessera.autotune.compile_pool import WARM_UP_NAME, load_function, set_triton_mode, warm_up_source_path
+from tessera import backends
 from tessera.autotune.workers import FatalWorkerError
+from tessera.backends.candidates import RunLaunch
 from tessera.runtime.plan import KernelPlan
+
+if TYPE_CHECKING:
+    from tessera.backends.base import Backend
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 _CUDA_FAULTS = ("CUDA error", "illegal memory access", "device-side assert", "unspecified launch failure",
@@ -51,6 +57,7 @@ class BenchWorkerSpec:
     mode: str                # 'compiled' | 'interpret'
     device: str = "cpu"      # e.g. 'cuda:0'
     flush_bytes: int = L2_FLUSH_BYTES
+    backend: str = "triton"  # the name `tessera.backends.get` knows it by
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,16 +66,6 @@ class BenchSession:
 
     inputs: list[tuple[torch.Tensor, torch.Tensor]]  # (working storage, pristine copy), as uint8 tensors
     reference: list[torch.Tensor]                    # the eager result, flattened
-
-
-@dataclasses.dataclass(frozen=True)
-class RunLaunch:
-    source_path: str
-    function_name: str
-    arguments: tuple[Any, ...]
-    grid: tuple[int, ...]
-    num_warps: int
-    num_stages: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,7 +147,7 @@ def _tensor_error(got: torch.Tensor, want: torch.Tensor) -> float:
 # -- the worker --------------------------------------------------------------------------------
 
 def bench_worker_setup(spec: BenchWorkerSpec) -> BenchHandler:
-    """Worker setup: Triton in the spec's mode, CUDA and the L2 flush buffer; returns the handler."""
+    """Worker setup: the spec's backend in its mode, CUDA and the L2 flush buffer; returns the handler."""
     return BenchHandler(spec)
 
 
@@ -158,32 +155,23 @@ class BenchHandler:
     """Checks and times candidates of the current session (`begin_session` / `end_session`)."""
 
     def __init__(self, spec: BenchWorkerSpec) -> None:
-        set_triton_mode(spec.mode)
-        import triton  # noqa: F401
+        self.backend: Backend = backends.get(spec.backend)
+        self.backend.prepare_worker(interpret=spec.mode == "interpret")
         self.spec = spec
         self.session: BenchSession | None = None
         self.flush: torch.Tensor | None = None
         self.warm_up: Callable[[], str] | None = None  # interpret mode: nothing to warm up
         if spec.mode == "compiled":
             self.warm_up = self._launch_warm_up_kernel
-            from tessera.autotune.compile_pool import warm_triton_driver
             device = torch.device(spec.device)
             torch.cuda.set_device(device)
             self.flush = torch.empty(spec.flush_bytes // 4, dtype=torch.int32, device=device)  # creates the context
             torch.cuda.synchronize()
-            warm_triton_driver()
+            self.backend.warm_up_driver()
 
     def _launch_warm_up_kernel(self) -> str:
-        """Compile and run the warm-up kernel once, on this worker's GPU."""
-        begun = time.perf_counter()
-        device = torch.device(self.spec.device)
-        with torch.cuda.device(device):  # the current device is per thread
-            function = load_function(warm_up_source_path(), WARM_UP_NAME)
-            x = torch.zeros(128, dtype=torch.bfloat16, device=device)
-            out = torch.empty(128, dtype=torch.float32, device=device)
-            function[(1,)](x, out, 128, num_warps=4, num_stages=2)
-            torch.cuda.synchronize(device)
-        return f"first launch {time.perf_counter() - begun:.2f} s"
+        """Compile and run the backend's warm-up kernel once, on this worker's GPU."""
+        return self.backend.warm_up_launch(torch.device(self.spec.device))
 
     def begin_session(self, session: BenchSession) -> None:
         self.session = None
@@ -197,7 +185,7 @@ class BenchHandler:
         if self.session is None:
             raise RuntimeError("bench worker got a candidate before the tuning run's inputs")
         try:
-            return _check_and_time(self.spec.mode, self.session, task, self.flush)
+            return _check_and_time(self.backend, self.spec.mode, self.session, task, self.flush)
         except Exception as error:
             if any(text in str(error) for text in _CUDA_FAULTS):
                 raise FatalWorkerError(f"{type(error).__name__}: {error}") from None
@@ -215,14 +203,9 @@ class BenchHandler:
             raise FatalWorkerError(f"CUDA context unusable: {type(error).__name__}: {error}") from None
 
 
-def _check_and_time(mode: str, session: BenchSession, task: BenchTask, flush: torch.Tensor | None) -> BenchResult:
-    functions = [load_function(launch.source_path, launch.function_name) for launch in task.launches]
-
-    def run() -> None:
-        for function, launch in zip(functions, task.launches):
-            if math.prod(launch.grid) > 0:
-                function[launch.grid](*launch.arguments, num_warps=launch.num_warps, num_stages=launch.num_stages)
-
+def _check_and_time(backend: Backend, mode: str, session: BenchSession, task: BenchTask,
+                    flush: torch.Tensor | None) -> BenchResult:
+    run = backend.candidate_runner(task.launches)
     error, detail = math.nan, ""
     if task.check:
         for working, pristine in session.inputs:

@@ -1,7 +1,7 @@
 """One tuning run: plan candidates, compile them in parallel, check and time them in a worker.
 
     heuristic seed ── search ──> configs ──> bound.plan(config)        (parent: trace + codegen)
-                                   │             └─> compile pool      (N processes: Triton warmup)
+                                   │             └─> compile pool      (N processes: backend compiles)
                                    │                     └─> bench worker (1 process: gate + timing)
                                    └── times <───────────────────────────────┘
     then the fastest few are timed again, longer, and the best wins.
@@ -35,17 +35,18 @@ from typing import Any, Callable
 
 import torch
 
-from tessera import exc, settings
+from tessera import backends, exc, settings
 from tessera.autotune import progress
 from tessera.autotune.bench_worker import (BenchResult, BenchSession, BenchWorkerSpec, bench_task, bench_worker_setup,
                                            flatten_tensors)
-from tessera.autotune.compile_pool import compile_task, compile_worker_setup
-from tessera.autotune.heuristics import heuristic_config
+from tessera.autotune.compile_pool import CompileWorkerSpec, compile_task, compile_worker_setup
 from tessera.autotune.search import SearchResult, search
-from tessera.autotune.space import ConfigSpace
 from tessera.autotune.pool import leased_group, release_group
 from tessera.autotune.workers import Outcome, WorkerGroup, wait_for
+from tessera.backends.config_space import ConfigSpace
 from tessera.config import Config
+from tessera.runtime.eager import run_eager
+from tessera.runtime.tuning import BACKEND, config_space_for
 
 REFERENCE_TILES = 256
 """The eager reference runs with blocks grown until about this many tiles remain: eager mode
@@ -134,12 +135,10 @@ def tune(bound: Any, *, effort: str, budget_seconds: float, seeds: list[Config] 
     try:
         runner.start()  # first: the workers start up while this thread traces and plans
         working = _bind_on_copies(bound)
-        first_plan = working.plan(Config())
-        space = ConfigSpace.from_plan(first_plan)
-        del first_plan
+        space = config_space_for(working.plan(Config()))
         for config in seeds or []:
             space.validate(config)
-        heuristic = heuristic_config(space)
+        heuristic = backends.get(BACKEND).heuristic_config(space)
         starts = list(seeds or []) if only_seeds else [heuristic] + list(seeds or [])
         runner.attach(working, reference_config(space, heuristic), heuristic)
         runner.timeline.mark("traced")
@@ -214,10 +213,13 @@ class GroupSpec:
     timeout: float
 
 
-def worker_groups(options: TuneOptions, mode: str, device: str) -> list[GroupSpec]:
-    """The compile pool and the bench worker of a run in `mode` on `device` (e.g. 'cuda:0')."""
-    return [GroupSpec("compile", options.compile_workers, options.compile_setup, mode, options.compile_timeout_s),
-            GroupSpec("bench", 1, options.bench_setup, BenchWorkerSpec(mode, device), options.run_timeout_s)]
+def worker_groups(options: TuneOptions, mode: str, device: str, backend: str = BACKEND) -> list[GroupSpec]:
+    """The compile pool and the bench worker of a run in `mode` on `device` (e.g. 'cuda:0'), whose
+    workers compile and run through `backend` (a name `tessera.backends.get` knows)."""
+    return [GroupSpec("compile", options.compile_workers, options.compile_setup, CompileWorkerSpec(mode, backend),
+                      options.compile_timeout_s),
+            GroupSpec("bench", 1, options.bench_setup, BenchWorkerSpec(mode, device, backend=backend),
+                      options.run_timeout_s)]
 
 
 class CandidateRunner:
@@ -464,7 +466,6 @@ def _eager_reference(working: Any, config: Config | None) -> list[torch.Tensor]:
 
     Falls back to the kernel's default blocks (`BoundKernel.reference`) if that run fails.
     """
-    from tessera.runtime.eager import run_eager
     kernel = working.kernel
     if config is not None:
         try:

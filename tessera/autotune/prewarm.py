@@ -35,7 +35,10 @@ import os
 import threading
 from typing import Any
 
+import torch
+
 from tessera import settings
+from tessera.autotune import disk_cache, forking, progress
 
 _lock = threading.Lock()
 _pending: collections.deque[Any] = collections.deque()
@@ -46,7 +49,7 @@ def kernel_defined(kernel: Any) -> None:
     """The hook `Kernel.__init__` calls; cheap, and never raises."""
     try:
         if _likely_to_tune(kernel):
-            from tessera.autotune import forking, pool
+            from tessera.autotune import pool  # the worker machinery (~8 ms): only for a kernel that will tune
             if forking.fork_hazard() is None and not pool.has_group("compile"):
                 # CUDA is untouched now: fork the workers here (tens of ms), before the program
                 # initializes CUDA and only the slow fork server (a fresh torch import) is left
@@ -95,17 +98,16 @@ def _work() -> None:
 
 def consider(kernel: Any, options: Any = None) -> str:
     """Start the workers if `kernel` will likely tune (see the module docstring); says what it did."""
-    import torch
     if torch.cuda.device_count() <= 0:  # not `is_available()`: it initializes the driver, and then no
         return "no CUDA: workers not started"  # worker could be forked from this process (forking.py)
-    from tessera.autotune import disk_cache, pool
+    from tessera.autotune import pool  # the worker machinery (~8 ms): only on a CUDA machine
     if pool.has_group("compile") and pool.has_group("bench"):
         return "the workers are running already"
     names = (frozenset(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
              if torch.cuda.is_initialized() else None)  # asking the name would initialize CUDA
     if disk_cache.has_entry_for(source_hash(kernel.fn), names):
         return "the disk cache has tuned configs for it: workers not started"
-    from tessera.autotune.pipeline import TuneOptions, worker_groups  # only now: the whole tuner
+    from tessera.autotune.pipeline import TuneOptions, worker_groups  # only now: the whole tuner (~25 ms)
     options = options or TuneOptions()
     device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_initialized() else "cuda:0"
     for group in worker_groups(options, "compiled", device):
@@ -121,7 +123,6 @@ def source_hash(fn: Any) -> str:
 
 
 def _log(message: str) -> None:
-    from tessera.autotune import progress
     progress.log(f"prewarm: {message}")
 
 

@@ -26,7 +26,7 @@ import random
 import time
 from typing import Callable, Iterable
 
-from tessera.autotune.space import ConfigSpace
+from tessera.backends.config_space import ConfigSpace
 from tessera.config import Config
 
 Evaluate = Callable[[list[Config], float], list["float | None"]]

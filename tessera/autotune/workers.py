@@ -21,7 +21,8 @@ CUDA: seconds), so:
   and this process forks no more workers. A forked child leaves with `os._exit`.
 - otherwise (CUDA initialized here, or start_method="forkserver") children come from a fork
   server that imported torch and Tessera's worker modules once (`PRELOAD`; "spawn" where there
-  is none). Triton is imported by each child, after it picked the interpreter or not.
+  is none). The backend's compiler (Triton) is imported by each child, in its setup's
+  `Backend.prepare_worker`, after it picked the interpreter or not.
 - `Process.start()` runs on a background thread (the first one waits for the fork server's
   imports), so the tuning thread traces and plans while workers start.
 - children never import the user's `__main__` (spawn would re-run a script's top level in each
@@ -66,8 +67,8 @@ START_METHODS = ("auto", "forkserver", "spawn")
 """'auto': fork this process where safe (see `forking.fork_hazard`), else the fork server; the others force one."""
 PRELOAD = ("torch", "tessera.autotune.workers", "tessera.autotune.worker_process", "tessera.autotune.compile_pool",
            "tessera.autotune.bench_worker")
-"""What the fork server imports once for every child. Not triton: importing it fixes whether its
-interpreter runs, and each child decides that from its mode."""
+"""What the fork server imports once for every child. Not triton (nor a backend module that might
+import it): importing it fixes whether its interpreter runs, and each child decides that from its mode."""
 SESSION_ATTEMPTS = 3     # workers a session may kill before the run's tasks fail instead
 CLOSE_GRACE = 2.0        # seconds idle workers get to exit on their own before they are killed
 WARM_UP_WAIT_S = 15.0    # longest a task waits for its worker's warm-up before it runs anyway

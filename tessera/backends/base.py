@@ -23,6 +23,12 @@ from tessera.ir.graph import KernelIR, Op
 
 if TYPE_CHECKING:
     from tessera.location import SourceLocation
+    from collections.abc import Iterable, Sequence
+
+    import torch
+
+    from tessera.backends.candidates import CompileLaunch, RunLaunch
+    from tessera.backends.config_space import ConfigSpace, KernelFacts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +93,37 @@ class Backend(Protocol):
     def compile_error(self, error: BaseException, lowered: LoweredKernel, loaded: LoadedKernel,
                       fallback: SourceLocation | None) -> Exception:
         """A failure of the backend's compiler on generated code, as a located TesseraError."""
+
+    # -- tuning (used by tessera/autotune)
+
+    def config_space(self, facts: KernelFacts, enabled: Iterable[str] | None = None) -> ConfigSpace:
+        """The Config keys this backend tunes for a call with these facts, each with its choices
+        (`enabled`: only these keys)."""
+
+    def heuristic_config(self, space: ConfigSpace) -> Config:
+        """A good first point of `space`: what an untuned call runs and where a search starts."""
+
+    def read_op_mix(self, facts: KernelFacts, sources: Iterable[str]) -> KernelFacts:
+        """`facts` with `uses_dot` / `uses_reduction` read off this backend's generated sources."""
+
+    def prepare_worker(self, interpret: bool) -> None:
+        """First step in a fresh tuning worker process, before anything else of this backend runs
+        there (e.g. choose Triton's interpreter, which is fixed when triton is imported)."""
+
+    def warm_up_driver(self) -> None:
+        """Worker setup, after CUDA is up: load what a first compile or launch would (best effort)."""
+
+    def compile_candidate(self, launches: Sequence[CompileLaunch], interpret: bool) -> float:
+        """Compile a candidate's launches without running them (interpret: only load them); seconds."""
+
+    def candidate_runner(self, launches: Sequence[RunLaunch]) -> Callable[[], None]:
+        """One call that runs a candidate's launches in order (what the bench worker checks and times)."""
+
+    def warm_up_compiler(self) -> str:
+        """Pay a process's first-compile costs with a tiny kernel; says how long the parts took."""
+
+    def warm_up_launch(self, device: torch.device) -> str:
+        """Pay a process's first-launch costs with a tiny kernel on `device`; says how long it took."""
 
 
 BackendFactory = Callable[[], Backend]

@@ -22,7 +22,7 @@ from tessera.runtime.call_keys import common_device, device_type
 from tessera.language.control import device_if_helper, device_loop_helper
 from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
 from tessera.runtime.eager import run_eager
-from tessera.runtime.tuning import ConfigChoices, autotune, config_for_call
+from tessera.runtime.tuning import ConfigChoices, autotune, config_for_call, kernel_defined
 
 MODES = ("eager", "interpret", "compiled")
 _DEFAULT_CONFIG = Config()  # Config is immutable; one object keeps its cache-key repr stable
@@ -83,7 +83,6 @@ class Kernel:
         # runners between calls (see run_compiled): the last one used, and others by (mode, Config key, device)
         self.idle_runners: list[Any] = []
         self.spare_runners: dict[tuple, Any] = {}
-        from tessera.autotune.prewarm import kernel_defined
         kernel_defined(self)  # a kernel that will likely tune starts the tuning workers now (never raises)
 
     @functools.cached_property

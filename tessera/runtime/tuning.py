@@ -12,17 +12,65 @@ One rule, in order:
 A tuning run that fails entirely warns and falls back to the heuristic Config: tuning must never
 be what breaks a user's call.
 
+The autotuner sits above the runtime (tessera/autotune), so the runtime does not import it: it
+calls whatever `Tuner` was installed with `install_tuner` (tessera/__init__.py installs
+tessera.autotune's). Without one, step 3 runs the heuristic Config. The space and the heuristic
+Config are the backend's (`Backend.config_space`, `Backend.heuristic_config`).
+
 >>> config = config_for_call(kernel, "compiled", (x,), {})   # doctest: +SKIP
 """
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from tessera import exc, settings
+from tessera import backends, exc, settings
+from tessera.backends.config_space import KernelFacts
 from tessera.config import Config, default_block_size
 from tessera.runtime.call_keys import argument_key
 from tessera.runtime.exact_facts import Memo, exact_facts
+
+if TYPE_CHECKING:
+    from tessera.backends.base import Backend
+    from tessera.backends.config_space import ConfigSpace
+    from tessera.runtime.plan import KernelPlan
+
+BACKEND = "triton"
+"""The backend every kernel lowers through (kernels do not choose one yet): the one whose config
+space, heuristics and worker steps tuning uses."""
+
+
+class Tuner(Protocol):
+    """What the runtime asks of an autotuner (tessera/autotune/tuner.py is the one installed)."""
+
+    def kernel_defined(self, kernel: Any) -> None:
+        """A kernel was just defined (it may start workers ahead of its first call); never raises."""
+
+    def stored_config(self, kernel: Any, bound: Any, at_least: str) -> Config | None:
+        """The Config stored for this call (the disk cache), tuned with at least that effort, or None."""
+
+    def tune(self, kernel: Any, bound: Any, effort: str) -> Config:
+        """Tune this call now and store the result; AutotuneError when every candidate fails."""
+
+
+_tuner: Tuner | None = None
+
+
+def install_tuner(tuner: Tuner | None) -> Tuner | None:
+    """Install `tuner` as the autotuner the runtime calls (None: none, and compiled calls run
+    heuristic Configs); returns the one it replaces.
+
+    >>> install_tuner(Autotuner())   # what tessera/__init__.py does     # doctest: +SKIP
+    """
+    global _tuner
+    previous, _tuner = _tuner, tuner
+    return previous
+
+
+def kernel_defined(kernel: Any) -> None:
+    """The hook `Kernel.__init__` calls: the tuner may start its workers now (never raises)."""
+    if _tuner is not None:
+        _tuner.kernel_defined(kernel)
 
 
 class ConfigChoices:
@@ -84,18 +132,56 @@ def autotune(kernel: Any, args: tuple, kwargs: dict) -> Config:
 
     Works in interpret mode too (timed by wall clock), so the pipeline runs on CPU-only machines.
     """
+    if _tuner is None:
+        raise exc.AutotuneError(f"cannot tune {kernel.fn.__name__}: no autotuner is installed",
+                                hint="import tessera (it installs tessera.autotune), or pass config= instead")
     bound = kernel.bind(*args, **kwargs)
     effort = _effort(kernel)
-    config = _tune_and_store(kernel, bound, "quick" if effort == "none" else effort)
+    config = _tuner.tune(kernel, bound, "quick" if effort == "none" else effort)
     kernel.config_choices.set(_fast_key(kernel, bound.mode, args, kwargs), config)
     return config
 
 
 def heuristic_for(bound: Any) -> Config:
     """The heuristic Config for a bound kernel (what autotune_effort='none' runs)."""
-    from tessera.autotune.heuristics import heuristic_config
-    from tessera.autotune.space import ConfigSpace
-    return heuristic_config(ConfigSpace.from_plan(bound.plan(Config())))
+    return backends.get(BACKEND).heuristic_config(config_space_for(bound.plan(Config())))
+
+
+def config_space_for(plan: KernelPlan) -> ConfigSpace:
+    """The tuning space of a planned call, as the backend defines it.
+
+    >>> config_space_for(softmax.bind(x).plan()).axis("reduction_loops[0]")   # doctest: +SKIP
+    """
+    backend = backends.get(BACKEND)
+    return backend.config_space(kernel_facts(plan, backend))
+
+
+def kernel_facts(plan: KernelPlan, backend: Backend) -> KernelFacts:
+    """What `plan` tells a config space and the heuristics; `backend` reads the op mix off the
+    generated sources the plan names."""
+    tensors = plan.tensors()
+    tunables = tuple(plan.tunables)
+    launch_dims = tuple(plan.launch_dims)
+    if not launch_dims and len(plan.launches) == 1:
+        # until plans list each launch's dims: a single launch tiles its tunable launch dims
+        # (a fixed-size dim is missed, which only leaves a loop order untried)
+        launch_dims = (sum(1 for t in tunables if t.role == "launch"),)
+    facts = KernelFacts(
+        tunables=tunables,
+        launch_dims=launch_dims,
+        reduction_extents=tuple(plan.reduction_extents),
+        dtypes=tuple(dict.fromkeys(t.dtype for t in tensors)),
+        largest_numel=max((t.numel() for t in tensors), default=0),
+        on_gpu=any(t.is_cuda for t in tensors))
+    return backend.read_op_mix(facts, [_read(launch.source_path) for launch in plan.launches])
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError:
+        return ""
 
 
 def forget(kernel: Any) -> None:
@@ -105,16 +191,12 @@ def forget(kernel: Any) -> None:
 
 def _choose(kernel: Any, mode: str, bound: Any) -> Config:
     effort = _effort(kernel)
-    if mode == "compiled" and effort != "none":
-        from tessera.autotune import disk_cache
-        key = disk_cache.make_key(kernel.source_hash, bound.specialization_key(), bound.device)
-        wanted = "given" if kernel.settings.configs else effort
-        entry = disk_cache.lookup(key, at_least=wanted)
-        if entry is not None:
-            _log(f"{kernel.fn.__name__}: disk cache hit: {entry.config} ({entry.time_ms:.4g} ms, {entry.effort})")
-            return entry.config
+    if mode == "compiled" and effort != "none" and _tuner is not None:
+        stored = _tuner.stored_config(kernel, bound, at_least="given" if kernel.settings.configs else effort)
+        if stored is not None:
+            return stored
         try:
-            return _tune_and_store(kernel, bound, effort)
+            return _tuner.tune(kernel, bound, effort)
         except exc.AutotuneError as error:
             print(f"[tessera] warning: {error.detail}; running the heuristic config instead", file=sys.stderr)
     if kernel.settings.configs:
@@ -124,22 +206,6 @@ def _choose(kernel: Any, mode: str, bound: Any) -> Config:
     except Exception as error:  # noqa: BLE001 - the real call reports the kernel's own error
         _log(f"{kernel.fn.__name__}: no heuristic config ({type(error).__name__}); using the default")
         return kernel.default_config()
-
-
-def _tune_and_store(kernel: Any, bound: Any, effort: str) -> Config:
-    from tessera.autotune import disk_cache
-    from tessera.autotune.pipeline import decorator_line, tune
-    configs = list(kernel.settings.configs)
-    result = tune(bound, effort=effort, budget_seconds=kernel.settings.autotune_budget_seconds,
-                  seeds=configs or None, only_seeds=bool(configs))
-    key = disk_cache.make_key(kernel.source_hash, bound.specialization_key(), bound.device)
-    disk_cache.store(key, result.config, time_ms=result.time_ms, effort="given" if configs else effort)
-    tried = len(result.search.trials)
-    failed = sum(result.failures.values())
-    print(f"[tessera] autotuned {kernel.fn.__name__} in {result.seconds:.1f} s ({tried} candidates, {failed} "
-          f"failed): {result.time_ms:.4g} ms. To skip tuning, hard-code it:\n    {decorator_line(result.config)}",
-          file=sys.stderr)
-    return result.config
 
 
 def _effort(kernel: Any) -> str:
@@ -158,4 +224,5 @@ def _log(message: str) -> None:
         print(f"[tessera autotune] {message}", file=sys.stderr)
 
 
-__all__ = ["autotune", "config_for_call", "forget", "heuristic_for"]
+__all__ = ["BACKEND", "Tuner", "autotune", "config_for_call", "config_space_for", "forget", "heuristic_for",
+           "install_tuner", "kernel_defined", "kernel_facts"]

@@ -16,6 +16,7 @@ from tessera.backends.triton.codegen import lower_kernel
 from tessera.backends.triton.launcher import TritonLauncher
 from tessera.backends.triton.lowering import ELEMENTWISE_TEMPLATES, LOWERINGS, REDUCTION_FUNCTIONS
 from tessera.backends.triton.modules import compile_error, load_generated
+from tessera.backends.triton.tuning import TritonTuning
 from tessera.config import Config
 from tessera.ir.graph import AxisKind, KernelIR, Op, walk
 from tessera.location import SourceLocation
@@ -66,7 +67,7 @@ class TritonKernel:
         self.launched = True
 
 
-class TritonBackend:
+class TritonBackend(TritonTuning):
     """Lowers `KernelIR` to Triton source; runs it compiled (CUDA) or interpreted (CPU)."""
 
     name = "triton"

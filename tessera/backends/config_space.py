@@ -1,53 +1,40 @@
-"""The tuning space of one kernel call: which values each Config key may take, derived from the IR.
+"""A kernel call's tuning space as data: axes of choices, and moves between points, for any backend.
 
-A plan (`BoundKernel.plan`) says what the trace learned: one `TunableDim` per block size (its
-extent, smallest legal block, role), the launches and their generated sources. From that the space
-builds one `Axis` per tunable choice, each an ordered tuple of values, so the search can step to
-a neighbour (one axis, one step) or draw a random point.
+A backend decides which Config keys it tunes and which values each may take
+(`Backend.config_space(facts)`, e.g. backends/triton/space.py); this module holds what is the same
+for every backend: the facts a space is built from (`KernelFacts`), one `Axis` per tunable choice
+(an ordered tuple of values), conversion between points and Configs, validation of a user's
+Config, and the moves a search makes (a neighbour: one axis, one step; a random point; mutation
+and crossover).
 
->>> space = ConfigSpace.from_facts(KernelFacts(tunables=(TunableDim(0, 4096, 1, "launch"),)))
->>> space.axis("block_sizes[0]").choices[:3]
-(1, 2, 4)
-
-Keys the Triton backend does not honour yet stay out of the space: widen `ENABLED_KEYS`
-(the one place) when the backend learns a key.
+>>> axis = Axis("num_warps", None, (1, 2, 4, 8), 4, "warps per program")
+>>> space = ConfigSpace([axis], KernelFacts(tunables=()))
+>>> [config["num_warps"] for config in space.neighbors(space.default())]
+[2, 8]
 """
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import random
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
-from tessera.config import default_block_size, INDEXING_STRATEGIES, PID_TYPES, Config, _is_power_of_two
+from tessera.config import Config, default_block_size
 from tessera.exc import ConfigError
 from tessera.ir.tunables import TunableDim
-from tessera.runtime.plan import KernelPlan
-
-ENABLED_KEYS: frozenset[str] = frozenset({"block_sizes", "num_warps", "num_stages", "loop_orders", "l2_grouping",
-                                          "pid_type", "indexing", "reduction_loops"})
-"""Config keys the backend honours; the others are generated only once listed here."""
-
-ENABLED_PID_TYPES: tuple[str, ...] = ("flat", "xyz", "persistent_blocked", "persistent_interleaved")
-"""Program-id mappings the backend implements."""
-
-NUM_WARPS_CHOICES = (1, 2, 4, 8, 16)
-NUM_STAGES_CHOICES = (1, 2, 3, 4, 5)
-L2_GROUPING_CHOICES = (1, 2, 4, 8, 16, 32, 64)
-MAX_BLOCK = 1 << 14          # a larger block per dim never pays off and costs compile time
-MAX_BLOCK_ELEMENTS = 1 << 16  # per launch: elements a program holds in registers at once
-MIN_REDUCTION_CHUNK = 32
 
 
 @dataclasses.dataclass(frozen=True)
 class KernelFacts:
-    """What the IR of one call tells the space and the heuristics.
+    """What one kernel call tells a backend's config space and heuristics.
 
     `launch_dims`: per top-level tile loop, how many dims it tiles (loop_orders and l2_grouping
     apply to loops of two or more). `reduction_extents`: per whole-row reduction, its length
     (reduction_loops has one entry per reduction). `uses_dot` / `uses_reduction`: the op mix.
+
+    >>> KernelFacts(tunables=(TunableDim(0, 4096, 1, "launch"),), launch_dims=(1,)).uses_dot
+    False
     """
 
     tunables: tuple[TunableDim, ...]
@@ -59,39 +46,18 @@ class KernelFacts:
     largest_numel: int = 0
     on_gpu: bool = False
 
-    @classmethod
-    def from_plan(cls, plan: KernelPlan) -> KernelFacts:
-        """Read the facts off a plan (and the generated sources it names, for the op mix)."""
-        sources = "\n".join(_read(launch.source_path) for launch in plan.launches)
-        tensors = plan.tensors()
-        tunables = tuple(plan.tunables)
-        launch_dims = tuple(getattr(plan, "launch_dims", ()) or ())
-        if not launch_dims and len(plan.launches) == 1:
-            # until plans list each launch's dims: a single launch tiles its tunable launch dims
-            # (a fixed-size dim is missed, which only leaves a loop order untried)
-            launch_dims = (sum(1 for t in tunables if t.role == "launch"),)
-        return cls(
-            tunables=tunables,
-            launch_dims=launch_dims,
-            reduction_extents=tuple(getattr(plan, "reduction_extents", ()) or ()),
-            dtypes=tuple(dict.fromkeys(t.dtype for t in tensors)),
-            uses_dot="tl.dot(" in sources or any(t.min_block >= 16 for t in tunables),
-            uses_reduction=any(f"tl.{name}(" in sources for name in ("sum", "max", "min", "reduce", "argmax")),
-            largest_numel=max((t.numel() for t in tensors), default=0),
-            on_gpu=any(t.is_cuda for t in tensors))
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except OSError:
-        return ""
-
 
 @dataclasses.dataclass(frozen=True)
 class Axis:
-    """One tunable choice: a Config key (and list position), its ordered values and its default."""
+    """One tunable choice: a Config key (and list position), its ordered values and its default.
+
+    `choices` are the values a search visits; `accepts`, when given, says which values a user's
+    Config may hold beyond them (e.g. any power of two up to a cap, since extents vary between
+    calls); without it only the choices are valid.
+
+    >>> Axis("block_sizes", 0, (16, 32, 64), 16, "a launch dim of extent 64").name
+    'block_sizes[0]'
+    """
 
     key: str
     position: int | None
@@ -99,76 +65,47 @@ class Axis:
     default: Any
     why: str  # said in a validation error, e.g. "this dim feeds a dot product"
     ordered: bool = True  # neighbours are adjacent choices; unordered axes reach every other choice
+    accepts: Callable[[Any], bool] | None = dataclasses.field(default=None, compare=False)
 
     @property
     def name(self) -> str:
         return self.key if self.position is None else f"{self.key}[{self.position}]"
 
+    def allows(self, value: Any) -> bool:
+        """Whether a user's Config may set this axis to `value`."""
+        return self.accepts(value) if self.accepts is not None else value in self.choices
 
-def _powers_of_two(low: int, high: int) -> tuple[int, ...]:
+
+def powers_of_two(low: int, high: int) -> tuple[int, ...]:
+    """The powers of two from `low` to `high`, both included (`low` rounded up to one).
+
+    >>> powers_of_two(16, 100)
+    (16, 32, 64)
+    """
     return tuple(1 << bit for bit in range(max(low, 1).bit_length() - 1, high.bit_length()) if (1 << bit) >= low)
 
 
-def _next_power_of_two(value: int) -> int:
+def next_power_of_two(value: int) -> int:
+    """The smallest power of two >= `value` (1 for values below 2).
+
+    >>> next_power_of_two(100)
+    128
+    """
     return 1 << max(int(value) - 1, 0).bit_length()
 
 
-def _block_axis(dim: TunableDim) -> Axis:
-    low = _next_power_of_two(max(dim.min_block, 1))
-    high = max(low, min(_next_power_of_two(max(dim.extent, 1)), MAX_BLOCK))
-    why = (f"a {dim.role} dim of extent {dim.extent}"
-           + (f" whose smallest legal block is {dim.min_block}" if dim.min_block > 1 else ""))
-    return Axis("block_sizes", dim.index, _powers_of_two(low, high), low, why)
-
-
-def _reduction_axis(position: int, extent: int) -> Axis:
-    """Chunks from small to large, then None (one block: the largest "chunk" of all), so that
-    the default None's neighbour is the largest chunk, not the smallest (a 32-wide chunk of a
-    4096 row runs about 10x slower than one block: a wasted candidate)."""
-    chunks = _powers_of_two(MIN_REDUCTION_CHUNK, min(_next_power_of_two(extent) // 2, MAX_BLOCK))
-    return Axis("reduction_loops", position, chunks + (None,), None,
-                f"a whole-row reduction of length {extent}")
-
-
 class ConfigSpace:
-    """Every axis of one kernel call's tuning space, with conversion to and from Configs."""
+    """Every axis of one kernel call's tuning space, with conversion to and from Configs.
 
-    def __init__(self, axes: list[Axis], facts: KernelFacts) -> None:
+    `max_tile_elements` is the backend's register budget: the most elements the tile of one
+    program (the product of its launch dims' blocks) may hold; None for no limit.
+    """
+
+    def __init__(self, axes: list[Axis], facts: KernelFacts, max_tile_elements: int | None = None) -> None:
         self.axes = axes
         self.facts = facts
+        self.max_tile_elements = max_tile_elements
         self._by_name = {axis.name: axis for axis in axes}
-
-    @classmethod
-    def from_plan(cls, plan: KernelPlan, enabled: Iterable[str] = ENABLED_KEYS) -> ConfigSpace:
-        return cls.from_facts(KernelFacts.from_plan(plan), enabled)
-
-    @classmethod
-    def from_facts(cls, facts: KernelFacts, enabled: Iterable[str] = ENABLED_KEYS) -> ConfigSpace:
-        """Build the axes the facts imply, for the keys in `enabled`."""
-        enabled = frozenset(enabled)
-        axes: list[Axis] = []
-        if "block_sizes" in enabled:
-            axes += [_block_axis(dim) for dim in sorted(facts.tunables, key=lambda d: d.index)]
-        if "reduction_loops" in enabled:
-            axes += [_reduction_axis(i, extent) for i, extent in enumerate(facts.reduction_extents)]
-        if "num_warps" in enabled:
-            axes.append(Axis("num_warps", None, NUM_WARPS_CHOICES, 4, "warps per program"))
-        if "num_stages" in enabled:
-            axes.append(Axis("num_stages", None, NUM_STAGES_CHOICES, 2, "pipelining stages"))
-        multi_dim = [i for i, dims in enumerate(facts.launch_dims) if dims >= 2]
-        if "loop_orders" in enabled:
-            for i in multi_dim:
-                orders = tuple(list(p) for p in itertools.permutations(range(facts.launch_dims[i])))
-                axes.append(Axis("loop_orders", i, orders, list(range(facts.launch_dims[i])),
-                                 f"tile loop {i} with {facts.launch_dims[i]} dims", ordered=False))
-        if "l2_grouping" in enabled and multi_dim:
-            axes.append(Axis("l2_grouping", None, L2_GROUPING_CHOICES, 1, "program-id grouping"))
-        if "pid_type" in enabled:
-            axes.append(Axis("pid_type", None, ENABLED_PID_TYPES, "flat", "program-id mapping", ordered=False))
-        if "indexing" in enabled:
-            axes.append(Axis("indexing", None, INDEXING_STRATEGIES, "pointer", "memory access strategy",
-                             ordered=False))
-        return cls(axes, facts)
 
     def axis(self, name: str) -> Axis:
         return self._by_name[name]
@@ -234,7 +171,7 @@ class ConfigSpace:
                     raise ConfigError(f"{axis.key} has {len(given)} entries; this kernel needs one for "
                                       f"{axis.why} at position {axis.position}")
                 given = given[axis.position]
-            if not _allowed(axis, given):
+            if not axis.allows(given):
                 raise ConfigError(f"{axis.name}={given!r} does not fit this kernel ({axis.why})",
                                   hint=f"allowed values: {_describe(axis.choices)}")
 
@@ -286,32 +223,15 @@ class ConfigSpace:
         Inner-loop blocks are not multiplied in: a dot's K block lives in operand tiles next to
         the accumulator, not in a product with it.
         """
+        if self.max_tile_elements is None:
+            return True
         blocks = config.get("block_sizes") or []
         roles = {dim.index: dim.role for dim in self.facts.tunables}
         product = 1
         for index, block in enumerate(blocks):
             if roles.get(index, "launch") == "launch":
                 product *= block
-        return product <= MAX_BLOCK_ELEMENTS
-
-
-def _allowed(axis: Axis, value: Any) -> bool:
-    if axis.key == "block_sizes":
-        # any power of two from the smallest legal block up to the cap: extents vary between calls
-        return isinstance(value, int) and _is_power_of_two(value) and axis.choices[0] <= value <= MAX_BLOCK
-    if axis.key == "num_warps":
-        return value in (1, 2, 4, 8, 16, 32)
-    if axis.key == "num_stages":
-        return isinstance(value, int) and 1 <= value <= 8
-    if axis.key == "reduction_loops":
-        return value is None or (isinstance(value, int) and _is_power_of_two(value))
-    if axis.key == "l2_grouping":
-        return isinstance(value, int) and _is_power_of_two(value)
-    if axis.key == "pid_type":
-        return value in ENABLED_PID_TYPES
-    if axis.key == "indexing":
-        return all(v in axis.choices for v in ([value] if isinstance(value, str) else value))
-    return value in axis.choices
+        return product <= self.max_tile_elements
 
 
 def _position(axis: Axis, value: Any) -> int:
@@ -329,4 +249,4 @@ def _describe(choices: tuple[Any, ...]) -> str:
     return ", ".join(map(repr, choices))
 
 
-__all__ = ["ENABLED_KEYS", "ENABLED_PID_TYPES", "Axis", "ConfigSpace", "KernelFacts", "PID_TYPES"]
+__all__ = ["Axis", "ConfigSpace", "KernelFacts", "next_power_of_two", "powers_of_two"]

@@ -1,7 +1,7 @@
-"""A good first Config from the problem alone: extents, dtypes and the op mix.
+"""The Triton backend's first Config for a call, from the problem alone: extents, dtypes, op mix.
 
 This is what `autotune_effort="none"` runs and where every search starts, so it encodes what is
-known to work on current GPUs for the three kernel families Tessera sees most:
+known to work with Triton on current GPUs (H100) for the three kernel families Tessera sees most:
 
 - dot kernels (matmul, bmm, attention): 128-wide output tiles, 64-deep K/key loops, 3 stages;
   batch-like launch dims that do not feed the dot get block 1 (one program per batch index).
@@ -12,8 +12,8 @@ known to work on current GPUs for the three kernel families Tessera sees most:
 
 >>> facts = KernelFacts(tunables=(TunableDim(0, 8192, 1, "launch"), TunableDim(1, 8192, 1, "launch")),
 ...                     dtypes=(torch.bfloat16,))
->>> heuristic_config(ConfigSpace.from_facts(facts))
-Config(block_sizes=[4, 1024], num_warps=8, num_stages=1)
+>>> heuristic_config(config_space(facts))   # doctest: +SKIP
+Config(block_sizes=[4, 1024], num_warps=8, num_stages=1, ...)
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import torch  # noqa: F401  (the doctest's dtypes)
 
-from tessera.autotune.space import Axis, ConfigSpace, KernelFacts
+from tessera.backends.config_space import Axis, ConfigSpace, KernelFacts
 from tessera.config import Config
 from tessera.ir.tunables import TunableDim
 
