@@ -449,6 +449,8 @@ def _defined_kernels(monkeypatch) -> list:
 
 def test_defining_a_kernel_that_will_likely_tune_asks_for_the_workers(monkeypatch):
     submitted = _defined_kernels(monkeypatch)
+    # the background path (where CUDA is initialized, the workers cannot be forked here)
+    monkeypatch.setattr(prewarm.forking, "fork_hazard", lambda: "CUDA is initialized")
     with settings.override(autotune_effort=None):
         tuned = tessera.kernel(add.fn)
         tessera.kernel(config=Config(block_sizes=[4, 4]))(add.fn)    # a config: no tuning

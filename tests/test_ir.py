@@ -94,7 +94,7 @@ def _traced(kernel: tessera.Kernel, config: tessera.Config, *args: torch.Tensor)
         request = original(self, *request_args)
         captured.append(request)
         return request
-    CompiledRunner.request = record  # type: ignore[method-assign]
+    CompiledRunner.request = record  # type: ignore[method-assign]  (IRRecorder inherits it)
     try:
         bound.to_ir(config)
     except exc.ConfigError:
@@ -150,10 +150,11 @@ def test_ir_nodes_are_frozen() -> None:
 
 
 def test_tessera_log_ir_prints_the_ir_after_tracing_and_each_changing_pass(monkeypatch: pytest.MonkeyPatch,
-                                                                            capsys: pytest.CaptureFixture) -> None:
+                                                                            capsys: pytest.CaptureFixture,
+                                                                            device: torch.device) -> None:
     monkeypatch.setenv("TESSERA_LOG", "ir")
-    kernel = tessera.kernel(softmax.fn, config=tessera.Config(block_sizes=[4], reduction_loops=[32]), mode="interpret")
-    kernel(torch.randn(6, 50))
+    kernel = tessera.kernel(softmax.fn, config=tessera.Config(block_sizes=[4], reduction_loops=[32]))
+    kernel(torch.randn(6, 50, device=device))
     printed = capsys.readouterr().err
     assert "IR of softmax after tracing:\nkernel softmax(" in printed
     assert "IR of softmax after schedule_row_passes:" in printed and "row schedule:" in printed

@@ -17,7 +17,7 @@ import torch
 from tessera.config import Config
 from tessera.ir.graph import KernelIR
 from tessera.runtime.call_keys import argument_key, common_device
-from tessera.runtime.compiled import CompiledRunner, VariantStore, run_compiled
+from tessera.runtime.compiled import CompiledRunner, IRRecorder, VariantStore, run_compiled
 from tessera.runtime.eager import run_eager
 from tessera.runtime.plan import KernelPlan, LaunchRecord
 
@@ -75,10 +75,9 @@ class BoundKernel:
         >>> print(add.bind(x, y).to_ir(tessera.Config(block_sizes=[64])))   # doctest: +SKIP
         """
         config = config or self.kernel.default_config()
-        runner = self._runner(config, [])
+        runner = IRRecorder(self.kernel, self.mode, config, self.kernel.block_slots(), store=VariantStore(), recorder=[])
         run_compiled(self.kernel, self.mode, self.args, self.kwargs, config, self.device, runner)
-        irs = tuple(variant.compiled.ir for variant in runner.recorded)
-        return irs[0] if len(irs) == 1 else irs
+        return runner.irs[0] if len(runner.irs) == 1 else tuple(runner.irs)
 
     def to_code(self, config: Config | None = None) -> str:
         """The generated source of every launch of this call under `config` (the kernel's backend)."""

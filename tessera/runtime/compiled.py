@@ -16,10 +16,11 @@ import torch
 
 from tessera import backends, exc, settings
 from tessera.backends.base import LoweringOptions
-from tessera.compiler import LaunchRequest, compile_launch
+from tessera.compiler import LaunchRequest, compile_launch, to_ir
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.ir import interpreter
+from tessera.ir.graph import KernelIR
 from tessera.ir.tile_range import TileRange
 from tessera.ir.tunables import TunableDim
 from tessera.location import user_location
@@ -76,7 +77,6 @@ class CompiledRunner:
         self.memo = self.store.memo_for(mode, self.config_key)
         self.recorder = recorder
         self.tunables: dict[int, TunableDim] = {}
-        self.recorded: list[Variant] = []  # planning: the variant of each recorded launch
         self.host: Any = None  # the host interpreter of a kernel's spare runner (see run_compiled)
         self.launch_dims: dict[int, int] = {}
         self.loopable_rows: dict[int, int] = {}
@@ -155,7 +155,6 @@ class CompiledRunner:
         variant.loaded.launch(grid, arguments, remembered_binary)
 
     def _record(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...]) -> None:
-        self.recorded.append(variant)
         self.launch_dims[variant.launch_index] = variant.launch_ndim
         self.loopable_rows[variant.launch_index] = variant.loopable_row
         for dim in variant.tunables:  # only plans report tunables
@@ -171,6 +170,19 @@ class CompiledRunner:
         self.recorder.append(LaunchRecord(variant.path, variant.loaded.function_name, tuple(arguments), grid,
                                           int(launch_options.get("num_warps", 4)),
                                           int(launch_options.get("num_stages", 2))))
+
+
+class IRRecorder(CompiledRunner):
+    """Runs a call's host code and records each launch's IR (after the passes) instead of
+    compiling or launching it: what `BoundKernel.to_ir` shows. Nothing is lowered or loaded."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.irs: list[KernelIR] = []
+
+    def launch(self, tile_range: TileRange, body: Callable[..., Any], launch_index: int = 0) -> None:
+        values = [cell.cell_contents for cell in body.__closure__ or ()]
+        self.irs.append(to_ir(self.request(values, tile_range, body, launch_index)))
 
 
 def launch_helper(tile_range: Any, body: Callable[..., Any], launch_index: int) -> None:
