@@ -508,7 +508,10 @@ def test_prewarm_leaves_the_workers_off_when_the_disk_cache_has_configs_for_the_
     assert not pool.has_group("compile") and not pool.has_group("bench")
 
 
-def test_interpret_mode_workers_have_no_warm_up_and_the_warm_up_source_is_written_once():
+def test_interpret_mode_workers_have_no_warm_up_and_the_warm_up_source_is_written_once(monkeypatch):
+    # in a worker, prepare_worker imports Triton with its interpreter; here it would fix this
+    # test process's Triton mode for every later test
+    monkeypatch.setattr(type(TRITON), "prepare_worker", lambda self, interpret: None)
     assert not hasattr(compile_pool.compile_worker_setup(CompileWorkerSpec("interpret")), "warm_up")
     assert bench_worker_setup(BenchWorkerSpec("interpret")).warm_up is None
     path = worker_support.warm_up_source_path()

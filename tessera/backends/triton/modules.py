@@ -29,6 +29,8 @@ def _ensure_triton(interpret: bool) -> None:
     if "triton" not in sys.modules:
         if interpret:
             os.environ["TRITON_INTERPRET"] = "1"
+        else:
+            os.environ.pop("TRITON_INTERPRET", None)  # a stale setting must not pick the interpreter
         import triton.language  # noqa: F401
     from triton.runtime.interpreter import InterpretedFunction
     import triton.language.standard as standard
