@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from typing import Any
 
 import pytest
 import torch
@@ -33,3 +35,20 @@ def device(request: pytest.FixtureRequest) -> torch.device:
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+_TRITON_MODE_REPORTED = False
+
+
+@pytest.fixture(autouse=True)
+def _triton_stays_compiled(request: pytest.FixtureRequest) -> Any:
+    """On the GPU a test process runs compiled kernels: a test that imports Triton with its
+    interpreter breaks every later test in its process, so it fails itself, by name."""
+    yield
+    global _TRITON_MODE_REPORTED
+    if _TRITON_MODE_REPORTED or request.config.getoption("--device") != "cuda":
+        return
+    standard = sys.modules.get("triton.language.standard")
+    if standard is not None and type(standard.cdiv).__name__ == "InterpretedFunction":
+        _TRITON_MODE_REPORTED = True
+        pytest.fail("this test imported Triton with its interpreter in a GPU test process")

@@ -88,7 +88,8 @@ class Backend(Protocol):
         """The IR under `config` as source text, deterministic for equal inputs."""
 
     def load(self, lowered: LoweredKernel, options: LoweringOptions) -> LoadedKernel:
-        """Make the lowered source callable (write it, import it, build the fast launcher)."""
+        """Make the lowered source callable: write it where it is loaded from (a backend may defer the
+        import and compile to the first launch, so that planning stays cheap and side-effect free)."""
 
     def compile_error(self, error: BaseException, lowered: LoweredKernel, loaded: LoadedKernel,
                       fallback: SourceLocation | None) -> Exception:

@@ -15,7 +15,7 @@ from tessera.backends.base import LoadedKernel, LoweredKernel, LoweringOptions
 from tessera.backends.triton.codegen import lower_kernel
 from tessera.backends.triton.launcher import TritonLauncher
 from tessera.backends.triton.lowering import ELEMENTWISE_TEMPLATES, LOWERINGS, REDUCTION_FUNCTIONS
-from tessera.backends.triton.modules import compile_error, load_generated
+from tessera.backends.triton.modules import compile_error, import_generated, write_generated
 from tessera.backends.triton.tuning import TritonTuning
 from tessera.config import Config
 from tessera.ir.graph import AxisKind, KernelIR, Op, walk
@@ -25,26 +25,32 @@ _INTERPRETER_LOCK = threading.Lock()  # one interpreted launch at a time per pro
 
 
 class TritonKernel:
-    """A generated `@triton.jit` function, imported, with its launch options.
+    """A generated `@triton.jit` kernel in its file, imported on its first launch.
 
-    The first launch goes through `JITFunction.run` (it compiles); in compiled mode later ones go
-    straight to the binary through `TritonLauncher`. The interpreter keeps the running grid in
-    globals, so interpreted launches take a process-wide lock.
+    Importing waits for the first launch so that planning (writing sources for the autotuner's
+    workers) never imports Triton: that would fix the process's interpreter mode. The first
+    launch goes through `JITFunction.run` (it compiles); in compiled mode later ones go straight
+    to the binary through `TritonLauncher`. The interpreter keeps the running grid in globals, so
+    interpreted launches take a process-wide lock.
     """
 
-    def __init__(self, function: Any, path: str, lowered: LoweredKernel, interpret: bool) -> None:
-        self.function = function
-        self.function_name = function.__name__
+    def __init__(self, path: str, lowered: LoweredKernel, interpret: bool) -> None:
+        self.function_name = lowered.name
         self.path = path
         self.lowered = lowered
         self.interpret = interpret
         self.num_warps = int(lowered.launch_options["num_warps"])
         self.num_stages = int(lowered.launch_options["num_stages"])
+        self.function: Any = None
         # compiled mode: repeat launches skip JITFunction.run (the variant's key already fixes
         # each tensor's dtype and 16-byte alignment, so the launcher need not read them)
-        self.launcher = None if interpret else TritonLauncher(function, self.num_warps, self.num_stages,
-                                                              key_pointers=False)
+        self.launcher: TritonLauncher | None = None
         self.launched = False
+
+    def _import(self) -> None:
+        self.function = import_generated(self.path, self.function_name, self.lowered.source, self.interpret)
+        if not self.interpret:
+            self.launcher = TritonLauncher(self.function, self.num_warps, self.num_stages, key_pointers=False)
 
     def launch(self, grid: tuple[int, ...], arguments: list[Any], memory: list[Any] | None = None) -> None:
         if self.launched and self.launcher is not None:  # the hit path
@@ -53,7 +59,9 @@ class TritonKernel:
             else:
                 self.launcher.launch_remembered(grid, arguments, memory)
             return
-        try:  # the first launch compiles; the interpreter runs Python: both can fail in our code
+        try:  # the first launch imports and compiles; the interpreter runs Python: all can fail in our code
+            if self.function is None:
+                self._import()
             if self.launcher is not None:  # goes through JITFunction.run and keeps the binary
                 self.launcher.launch(grid, arguments)
             else:
@@ -106,8 +114,7 @@ class TritonBackend(TritonTuning):
         return lower_kernel(ir, config, options)
 
     def load(self, lowered: LoweredKernel, options: LoweringOptions) -> LoadedKernel:
-        function, path = load_generated(lowered.name, lowered.source, options.interpret)
-        return TritonKernel(function, path, lowered, options.interpret)
+        return TritonKernel(write_generated(lowered.name, lowered.source, options.interpret), lowered, options.interpret)
 
     def compile_error(self, error: BaseException, lowered: LoweredKernel, loaded: LoadedKernel,
                       fallback: SourceLocation | None) -> Exception:

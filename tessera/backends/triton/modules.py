@@ -59,8 +59,9 @@ def _ensure_descriptor_allocator() -> None:
         _allocator_set = True
 
 
-def load_generated(name: str, source: str, interpret: bool) -> tuple[Any, str]:
-    """Write generated source to a file and import it (Triton reads sources from files)."""
+def write_generated(name: str, source: str, interpret: bool) -> str:
+    """Write generated source to a file under the cache directory (Triton reads sources from
+    files); its path. Named by a digest of the text, so equal sources share one file."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     directory = os.path.join(settings.get("cache_dir"), "tessera_generated")
     os.makedirs(directory, exist_ok=True)
@@ -72,14 +73,20 @@ def load_generated(name: str, source: str, interpret: bool) -> tuple[Any, str]:
         with open(temporary, "w") as handle:
             handle.write(source)
         os.replace(temporary, path)
+    return path
+
+
+def import_generated(path: str, name: str, source: str, interpret: bool) -> Any:
+    """Import a generated file's kernel function, Triton first (in the process's mode)."""
     _ensure_triton(interpret)
     if not interpret and "make_tensor_descriptor" in source:
         _ensure_descriptor_allocator()
+    module_name = os.path.splitext(os.path.basename(path))[0]
     spec = importlib.util.spec_from_file_location(module_name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return getattr(module, name), path
+    return getattr(module, name)
 
 
 def compile_error(error: BaseException, path: str, source: str, function_name: str,
