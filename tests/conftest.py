@@ -37,6 +37,37 @@ def _seed() -> None:
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _interpreter_stays_out_of_gpu_runs(request: pytest.FixtureRequest) -> Any:
+    """Triton picks its interpreter once per process, when it is imported: in a GPU run, a test
+    that would run a kernel interpreted (CPU tensors) is skipped rather than switching its whole
+    worker process to the interpreter; the CPU suite runs it."""
+    if request.config.getoption("--device") != "cuda":
+        yield
+        return
+    from tessera.backends.triton import modules, worker_support
+    ensure, import_triton = modules._ensure_triton, worker_support.import_triton
+
+    def refuse(interpret: bool) -> None:
+        if interpret:
+            pytest.skip("runs a kernel in Triton's interpreter: the CPU suite covers it")
+
+    def guarded_ensure(interpret: bool) -> None:
+        refuse(interpret)
+        ensure(interpret)
+
+    def guarded_import(interpret: bool) -> None:
+        refuse(interpret)
+        import_triton(interpret)
+
+    modules._ensure_triton = guarded_ensure
+    worker_support.import_triton = guarded_import
+    try:
+        yield
+    finally:
+        modules._ensure_triton, worker_support.import_triton = ensure, import_triton
+
+
 _TRITON_MODE_REPORTED = False
 
 
