@@ -35,6 +35,14 @@ from examples.softmax import softmax
 TRITON = backends.get("triton")  # the space and the heuristics are the backend's
 
 
+@pytest.fixture
+def interpreter_workers(device: torch.device) -> None:
+    """Tuning CPU tensors runs candidates in Triton's interpreter in worker processes, which a
+    GPU test process (Triton imported compiled) cannot start: a CPU-suite test."""
+    if device.type == "cuda":
+        pytest.skip("tunes in Triton's interpreter: the CPU suite covers it")
+
+
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path):
     with settings.override(cache_dir=str(tmp_path / "cache")):
@@ -214,7 +222,7 @@ def test_settings_declare_the_autotune_seed():
 # The pipeline: failing candidates are skipped, warm workers reused, references restored
 # ---------------------------------------------------------------------------------------------
 
-def test_pipeline_skips_every_kind_of_failing_candidate_and_returns_a_working_one():
+def test_pipeline_skips_every_kind_of_failing_candidate_and_returns_a_working_one(interpreter_workers):
     x, y = torch.randn(8, 16), torch.randn(8, 16)
     seeds = [Config(block_sizes=[8, 16], num_warps=1),                 # compile error
              Config(block_sizes=[8, 16], num_warps=2),                 # compile hangs
@@ -244,7 +252,7 @@ def test_pipeline_raises_a_clear_error_when_every_candidate_fails(monkeypatch):
              options=TuneOptions(progress=False))
 
 
-def test_a_second_tuning_in_the_process_reuses_the_warm_workers():
+def test_a_second_tuning_in_the_process_reuses_the_warm_workers(interpreter_workers):
     x, y = torch.randn(16, 32), torch.randn(16, 32)
     options = TuneOptions(compile_workers=1, rep_ms=1, final_rep_ms=1, progress=False)
     tune(add.bind(x, y), effort="none", budget_seconds=60, options=options)
@@ -257,7 +265,7 @@ def test_a_second_tuning_in_the_process_reuses_the_warm_workers():
     assert result.phases["compile_started_by"] == result.phases["bench_started_by"] == expected
 
 
-def test_waiting_for_workers_to_start_is_not_charged_to_the_budget():
+def test_waiting_for_workers_to_start_is_not_charged_to_the_budget(interpreter_workers):
     x, y = torch.randn(8, 16), torch.randn(8, 16)
     options = TuneOptions(compile_workers=1, rep_ms=1, final_rep_ms=1, progress=False, warm_pool=False,
                           compile_setup=autotune_fakes.slow_compile_setup)  # starts in 4 s, twice the budget
@@ -299,7 +307,7 @@ def test_an_in_place_kernel_is_restored_after_its_eager_reference():
     torch.testing.assert_close(working.args[0], x)  # the tuning copy is pristine again
 
 
-def test_quick_tuning_runs_end_to_end_on_the_cpu_interpreter():
+def test_quick_tuning_runs_end_to_end_on_the_cpu_interpreter(interpreter_workers):
     x, y = torch.randn(16, 32), torch.randn(16, 32)
     options = TuneOptions(compile_workers=1, rep_ms=1, final_rep_ms=1, progress=False)
     result = tune(add.bind(x, y), effort="quick", budget_seconds=60, options=options)
