@@ -71,10 +71,6 @@ def _assigned_names(statements: list[ast.stmt]) -> list[str]:
     return found
 
 
-def _names_read(nodes: list[ast.AST]) -> set[str]:
-    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
 def _safe_read(name: str) -> ast.expr:
     """`locals().get(name, UNDEFINED)`: the value of a local that may not be bound yet."""
     return ast.Call(ast.Attribute(ast.Call(ast.Name("locals", ast.Load()), [], []), "get", ast.Load()),
