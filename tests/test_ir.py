@@ -158,3 +158,19 @@ def test_tessera_log_ir_prints_the_ir_after_tracing_and_each_changing_pass(monke
     printed = capsys.readouterr().err
     assert "IR of softmax after tracing:\nkernel softmax(" in printed
     assert "IR of softmax after schedule_row_passes:" in printed and "row schedule:" in printed
+
+
+def test_verify_names_a_node_that_reads_a_value_defined_nowhere() -> None:
+    from tessera.ir.graph import Block
+    from tessera.ir.verify import IRVerificationError, verify
+    ir = add.bind(torch.randn(8), torch.randn(8)).to_ir(tessera.Config(block_sizes=[8]))
+    without_loads = Block(tuple(node for node in ir.body.nodes if node.op is not Op.LOAD))
+    with pytest.raises(IRVerificationError, match="v2 reads v0 before it is defined"):
+        verify(ir.replace(body=without_loads), after="a broken pass")
+
+
+def test_verify_names_an_axis_no_loop_defines() -> None:
+    from tessera.ir.verify import IRVerificationError, verify
+    ir = add.bind(torch.randn(8), torch.randn(8)).to_ir(tessera.Config(block_sizes=[8]))
+    with pytest.raises(IRVerificationError, match="axis t0, which no loop or launch defines"):
+        verify(ir.replace(launch_axes=()))

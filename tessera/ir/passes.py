@@ -15,6 +15,7 @@ import sympy
 from tessera import exc
 from tessera.ir.graph import UNIT, Axis, AxisKind, DimAccess, KernelIR, LoopDim, Node, substitute_axes, walk
 from tessera.ir.rolling import NotLoopable, schedule, why_not_loopable
+from tessera.ir.verify import verify
 
 
 def next_power_of_two(value: int) -> int:
@@ -99,14 +100,17 @@ PIPELINE: tuple[Pass, ...] = (
 
 
 def run_passes(ir: KernelIR, log: bool = False) -> KernelIR:
-    """Apply `PIPELINE` in order; with `log`, print the IR after tracing and after each pass
-    that changed it."""
+    """Apply `PIPELINE` in order, verifying the IR after tracing and after each pass that changed
+    it (ir/verify.py: microseconds against a compile's milliseconds); with `log`, print it too."""
     if log:
         print(f"[tessera] IR of {ir.name} after tracing:\n{ir}", file=sys.stderr)
+    verify(ir)
     for step in PIPELINE:
         result = step.run(ir)
-        if log and result is not ir:
-            print(f"[tessera] IR of {ir.name} after {step.name}:\n{result}", file=sys.stderr)
+        if result is not ir:
+            if log:
+                print(f"[tessera] IR of {ir.name} after {step.name}:\n{result}", file=sys.stderr)
+            verify(result, after=step.name)
         ir = result
     return ir
 
