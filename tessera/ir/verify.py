@@ -1,7 +1,7 @@
 """`verify(ir)`: the invariants every `KernelIR` keeps, checked after tracing and after each pass.
 
 - every node an input names is defined before it, in its block or an enclosing one (a loop's
-  carried placeholders are defined inside that loop);
+  carried placeholders are defined inside that loop, and after it hold its results);
 - every axis of a shape is the unit axis, a launch or whole axis of the kernel, or the tile of an
   enclosing inner loop;
 - values have a dtype (stores and loops have none), and a row schedule covers the row's nodes.
@@ -54,6 +54,7 @@ def _verify_block(block: Block, defined: set[Node], axes: set[Axis], problems: l
             for output in node.params["outputs"]:
                 if output not in body and output not in carried and output not in defined:
                     problems.append(f"loop {node.name} returns {output.name}, defined nowhere it can see")
+            defined |= carried  # after the loop, its placeholders hold the loop's results
         defined.add(node)
 
 
@@ -70,4 +71,5 @@ def _all_nodes(blocks: Iterable[Block]) -> Iterable[Node]:
     for block in blocks:
         for node in block.nodes:
             yield node
+            yield from node.params.get("carried", ())  # an inner loop's results
             yield from _all_nodes(node.blocks)
