@@ -557,3 +557,20 @@ def test_split_k_splits_the_k_loop_across_programs(device: torch.device) -> None
 
 def test_split_k_matmul_with_its_heuristic_config(device: torch.device, monkeypatch: pytest.MonkeyPatch) -> None:
     _check_split_k(21, 70, 13, 3, torch.float32, device, monkeypatch, None)
+
+
+@pytest.mark.parametrize("static_shapes", [True, False], ids=["static", "specialized"])
+def test_a_square_weight_read_whole_keeps_its_two_dims_apart(device: torch.device, static_shapes: bool) -> None:
+    # two whole dims of equal size are two axes: sharing one (keyed by size) read w's diagonal
+    # pattern under static shapes (Helion's se_block: most of the output wrong, silently)
+    def project(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        n = hl.specialize(w.size(1))
+        hl.specialize(w.size(0))
+        out = torch.empty([x.size(0), n], dtype=torch.float32, device=x.device)
+        for tile in hl.tile(x.size(0)):
+            out[tile, :] = x[tile, :] @ w[:, :]
+        return out
+    x, w = torch.randn(37, 32, device=device), torch.randn(32, 32, device=device)
+    for mode in ("eager", None):
+        kernel = tessera.kernel(project, static_shapes=static_shapes, mode=mode)
+        torch.testing.assert_close(kernel(x, w), x @ w, rtol=1e-2, atol=1e-2)

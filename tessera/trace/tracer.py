@@ -64,7 +64,10 @@ class Tracer:
         self._names = 0
         self.launch_axes: list[Axis] = []
         self.grid_dims: list[GridDim] = []
-        self._full_axes: dict[Any, Axis] = {}
+        # one axis per whole dimension read (`x[t, :]`, `hl.zeros([t, n])`): never shared by
+        # equal extents, which would make `w[:, :]` of a square `w` read its diagonal; axes of equal
+        # size become one where the trace combines them (unify_axes)
+        self._full_axes: list[Axis] = []
         self._axis_alias: dict[Axis, Axis] = {}
         self.dot_axes: set[Axis] = set()
         self.predicate: Node | None = None  # condition of the device `if` branch being traced
@@ -137,14 +140,12 @@ class Tracer:
 
     def full_axes(self) -> list[Axis]:
         # aliased axes too: nodes traced before the unification still name them
-        return list(self._full_axes.values())
+        return list(self._full_axes)
 
     def full_axis(self, extent: Any) -> Axis:
         """The axis of a whole dimension read with `:`: one block (the next power of two), or for
         the loop's first whole dimension under `reduction_loops`, chunks (see ir/rolling.py)."""
         extent = self.symbols.canonical(extent)
-        if extent in self._full_axes:
-            return self._full_axes[extent]
         name = f"r{len(self._full_axes)}"
         actual = self.symbols.evaluate(extent)
         chunk = self._row_chunk(extent, actual) if not self._full_axes else None
@@ -153,12 +154,12 @@ class Tracer:
             axis = Axis(name, AxisKind.WHOLE, sympy.Symbol(f"chunk_{name}", integer=True), extent, chunk,
                         range_end=extent)
             self.row_loop = RowLoop(axis, requested=self._row_requested)
-            self._full_axes[extent] = axis
+            self._full_axes.append(axis)
             return axis
         block = next_power_of_two(actual)
         self._guard_block_bucket(extent, block)
         axis = Axis(name, AxisKind.WHOLE, sympy.Integer(0), extent, block, range_end=extent)
-        self._full_axes[extent] = axis
+        self._full_axes.append(axis)
         return axis
 
     def _guard_block_bucket(self, extent: Any, block: int) -> None:
@@ -185,7 +186,7 @@ class Tracer:
             return a
         if a is UNIT:
             return b
-        full = list(self._full_axes.values())
+        full = self._full_axes
         if a in full and b in full and self.symbols.evaluate(a.end) == self.symbols.evaluate(b.end):
             self.symbols.guard_equal(a.end, b.end, f"{what}: sizes {a.end} and {b.end} are equal")
             if full.index(b) < full.index(a):
@@ -314,7 +315,7 @@ class Tracer:
         axis everywhere (nodes traced before the unification still named the other)."""
         aliases = {axis: self.canonical_axis(axis) for axis in self._axis_alias}
         body = substitute_axes(Block(tuple(self._open_blocks[0])), aliases)
-        whole = tuple(dict.fromkeys(self.canonical_axis(a) for a in self._full_axes.values()))
+        whole = tuple(dict.fromkeys(self.canonical_axis(a) for a in self._full_axes))
         return KernelIR(
             name=name, parameters=parameters, symbols=types.MappingProxyType(dict(self.symbols.dtypes)), body=body,
             grid=tuple(self.grid_dims), launch_axes=tuple(a for a in self.launch_axes if a.kind is AxisKind.LAUNCH),
@@ -362,11 +363,13 @@ class Tracer:
 
     def _loop_output(self, placeholder: TileValue, result: Any) -> Node:
         result = self._as_carried(result, like=placeholder)
-        if result.axes != placeholder.axes and _same_registers(result.axes, placeholder.axes):
+        # whole dims unified inside the loop (the carried value's and the body's) are one axis now
+        expected = tuple(self.canonical_axis(axis) for axis in placeholder.axes)
+        if result.axes != expected and _same_registers(result.axes, expected):
             # `hl.zeros([n])` with a specialized n == 1 is the unit axis, rows read with `:`
             # from a dim of size <= 1 a whole-dimension axis of block 1: the same registers
-            result = self.emit(Op.VIEW, [result.node], placeholder.axes, result.dtype, what="loop-carried value")
-        if result.axes != placeholder.axes:
+            result = self.emit(Op.VIEW, [result.node], expected, result.dtype, what="loop-carried value")
+        if result.axes != expected:
             raise exc.ShapeMismatchError(
                 f"a loop-carried value changes shape in the loop: {list(placeholder.axes)} -> {list(result.axes)}",
                 location=user_location(), hint="keep carried values the same shape in every iteration")
