@@ -13,6 +13,7 @@ import torch
 from tessera import exc
 from tessera.location import user_location
 from tessera.language.tile import Tile
+from tessera.trace.indexing import check_index_dtype
 
 Index = tuple[Any, ...]
 
@@ -55,6 +56,8 @@ def normalize_index(tensor: torch.Tensor, index: Any) -> Index:
             item = item.as_slice()
         elif isinstance(item, int) and not isinstance(item, bool):
             _check_int_index(tensor, item, dim)
+        elif isinstance(item, torch.Tensor) and item.dtype != torch.bool:
+            check_index_dtype(item.dtype)
         result.append(item)
         if item is not None:
             dim += 1

@@ -117,6 +117,7 @@ class Kernel:
             device = common_device(self.fn.__name__, args, kwargs)
             mode = self.mode_for(device)
             if mode == "eager":
+                self.rewritten()  # the rewrite's checks (device values read on the host, ...) hold in eager too
                 return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device)
             return run_compiled(self, mode, args, kwargs, config_for_call(self, mode, args, kwargs), device)
         except exc.TesseraError as error:

@@ -65,8 +65,7 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list
             accesses.append(DimAccess(AccessKind.AXIS, axis=axis))
             result.append(axis)
         elif isinstance(item, TileValue):
-            if item.dtype.is_floating_point:
-                raise exc.IndexingError("tensors can only be indexed with integer tile values", location=user_location())
+            check_index_dtype(item.dtype)
             accesses.append(DimAccess(AccessKind.VALUE, value=item.node))
             gathered.append(item.axes)
             if gather_position is None:
@@ -105,6 +104,13 @@ def _tile_bound(tracer: Tracer, axis: Axis, size: Any, tensor: TensorProxy, dim:
             hint="tile each dimension by the size of the tensor it indexes")
     tracer.symbols.guard(sympy.Le(end, size), f"tile of {tensor.name} dim {dim} stays in bounds")
     return None
+
+
+def check_index_dtype(dtype: torch.dtype) -> None:
+    """Index tensors must hold integers, in every mode (eager mode calls this too)."""
+    if dtype.is_floating_point or dtype.is_complex:
+        raise exc.IndexingError(f"tensors can only be indexed with integer tile values, not {dtype}",
+                                location=user_location(), hint="convert the indices with .to(torch.int32)")
 
 
 def _tile_may_begin_below_zero(tracer: Tracer, axis: Axis, tensor: TensorProxy, dim: int) -> bool:
