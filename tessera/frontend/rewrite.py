@@ -43,6 +43,8 @@ LAUNCH = "_tessera_launch"
 DEVICE_LOOP = "_tessera_device_loop"
 DEVICE_IF = "_tessera_if"  # (condition, then_fn, else_fn, values) -> values
 UNDEFINED_NAME = "_tessera_undefined"
+COMPARE = "_tessera_compare"  # (left, "eq" | "ne", right) -> a relation when a side is symbolic
+RANGE = "_tessera_range"  # (the name `range` as the kernel sees it, *arguments) -> range, or a located error
 
 
 
@@ -87,6 +89,31 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _NESTED_BLOCKS = ("body", "orelse", "finalbody")
+
+
+class _DeviceExpressions(ast.NodeTransformer):
+    """Python operations whose meaning on traced scalars (sympy expressions) must be Tessera's:
+
+    `a == b` / `a != b` -> `_tessera_compare(a, "eq", b)`: sympy's own `==` compares structure
+    instead of building a condition. `for i in range(k)` -> `for i in _tessera_range(range, k)`:
+    a bound known only at run time is a located error, not sympy's TypeError.
+    """
+
+    def visit_For(self, node: ast.For) -> ast.For:
+        self.generic_visit(node)
+        call = node.iter
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "range" \
+                and not call.keywords and not any(isinstance(a, ast.Starred) for a in call.args):
+            node.iter = ast.copy_location(ast.Call(ast.Name(RANGE, ast.Load()), [call.func, *call.args], []), call)
+        return node
+
+    def visit_Compare(self, node: ast.Compare) -> ast.expr:
+        self.generic_visit(node)
+        if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            return node
+        operator = "eq" if isinstance(node.ops[0], ast.Eq) else "ne"
+        call = ast.Call(ast.Name(COMPARE, ast.Load()), [node.left, ast.Constant(operator), node.comparators[0]], [])
+        return ast.copy_location(call, node)
 
 
 class _Rewriter:
@@ -184,7 +211,8 @@ class _Rewriter:
         ordinal = self.launch_counter
         name = f"_tessera_body_{ordinal}"
         self.launch_counter += 1
-        body = self.device_block(loop.body, _assigned_names([ast.Assign([loop.target], ast.Constant(0))]))
+        device_code = [_DeviceExpressions().visit(statement) for statement in loop.body]
+        body = self.device_block(device_code, _assigned_names([ast.Assign([loop.target], ast.Constant(0))]))
         function = _make_function(name, loop.target, [], body, loop)
         call = ast.Expr(ast.Call(ast.Name(LAUNCH, ast.Load()), [loop.iter, ast.Name(name, ast.Load()),
                                                                  ast.Constant(ordinal)], []))
@@ -322,6 +350,16 @@ def _make_function(name: str, target: ast.expr, extra: list[str], body: list[ast
     return ast.fix_missing_locations(ast.copy_location(function, where))
 
 
+def _python_compare(left: Any, operator: str, right: Any) -> Any:
+    """Python's `==` / `!=`: what COMPARE means when the caller supplies no helper for it."""
+    return left == right if operator == "eq" else left != right
+
+
+def _python_range(function: Any, *bounds: Any) -> Any:
+    """Python's `range(...)`: what RANGE means when the caller supplies no helper for it."""
+    return function(*bounds)
+
+
 def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool],
                    helpers: dict[str, Any]) -> RewrittenKernel:
     """Compile the rewritten kernel function; `helpers` supplies the launch and loop callables."""
@@ -336,7 +374,7 @@ def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool
     # Closure variables become parameters of an outer factory so the new function sees them.
     # Closure variables and the helpers become parameters of an outer factory, so the new
     # function sees them while reading the user's module globals live (not a copy).
-    helpers = {**helpers, UNDEFINED_NAME: UNDEFINED}
+    helpers = {COMPARE: _python_compare, RANGE: _python_range, **helpers, UNDEFINED_NAME: UNDEFINED}
     factory_params = list(freevars) + list(helpers)
     factory = ast.FunctionDef("_tessera_factory",
                               ast.arguments([], [ast.arg(n) for n in factory_params], None, [], [], None, []),

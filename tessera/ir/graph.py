@@ -111,6 +111,10 @@ class DimAccess:
     scalar: Any = None           # SCALAR: a symbolic int
     value: Node | None = None    # VALUE: the index tile value
     bound: Any = None            # an extra `index < bound` mask where no guard could prove it
+    # AXIS: an extra `index >= 0` mask, for a tile whose loop may begin below 0 on the device
+    # (a loaded offset); SCALAR: the index may be negative at run time, and wraps like torch's
+    # (`i + size` where `i < 0`) before it is masked into `[0, size)`
+    check_negative: bool = False
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -388,7 +392,8 @@ def _value(value: Any) -> str:
             text = _value(value.scalar)
         else:
             text = f"gather {_value(value.value)}"
-        return text + (f" < {_value(value.bound)}" if value.bound is not None else "")
+        low = (" >= 0" if value.kind is AccessKind.AXIS else " wrapped") if value.check_negative else ""
+        return text + low + (f" < {_value(value.bound)}" if value.bound is not None else "")
     if isinstance(value, LoopDim):
         tile = f" -> {value.axis.name}" if value.axis is not None else ""
         return f"{value.variable} in range({_value(value.begin)}, {_value(value.end)}, {value.step}){tile}"

@@ -27,6 +27,20 @@ class constexpr:  # noqa: N801  (keeps Helion's spelling: hl.constexpr)
     def __hash__(self) -> int:
         return hash(("constexpr", self.value))
 
+    # A wrapper is not its value, but decides like it: `if flag:` on `hl.constexpr(False)` must
+    # take the else branch in every mode (an object is otherwise always true).
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+    def __index__(self) -> int:
+        return self.value.__index__()
+
+    def __int__(self) -> int:
+        return int(self.value)
+
+    def __float__(self) -> float:
+        return float(self.value)
+
 
 def specialize(value: Any) -> Any:
     """Make a host int (a size, a stride, an int argument) a compile-time constant.

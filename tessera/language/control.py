@@ -38,6 +38,45 @@ def device_loop_helper(tile_range: Any, body: Callable[..., Any], carried: tuple
     return current_tracer().device_loop(tile_range, body, carried)
 
 
+def _symbolic(value: Any) -> bool:
+    return isinstance(value, sympy.Expr) and bool(value.free_symbols)
+
+
+def _number_like(value: Any) -> bool:
+    return isinstance(value, (int, float, sympy.Expr))
+
+
+def compare_helper(left: Any, operator: str, right: Any) -> Any:
+    """What a rewritten `a == b` / `a != b` inside a tile loop calls.
+
+    Grid indices, tile bounds and sizes are sympy expressions while tracing, and sympy's `==`
+    compares structure (`pid_0 == 1` is False), which silently dropped `if row == 1:`. Here a
+    comparison with a symbolic side is a relation (`Eq(pid_0, 1)`), which `if` decides per
+    call (host sizes, guarded) or on the device (program ids, loaded values).
+
+    >>> compare_helper(sympy.Symbol("pid_0"), "eq", 1)     # doctest: +SKIP
+    Eq(pid_0, 1)
+    """
+    if (_symbolic(left) or _symbolic(right)) and _number_like(left) and _number_like(right):
+        return sympy.Eq(left, right) if operator == "eq" else sympy.Ne(left, right)
+    return left == right if operator == "eq" else left != right
+
+
+def range_helper(function: Any, *bounds: Any) -> Any:
+    """What a rewritten `for i in range(...)` inside a tile loop calls: Python loops are unrolled
+    while tracing, so their bounds must be ints now (`function` is `range` as the kernel sees it)."""
+    if function is not range:
+        return function(*bounds)
+    for bound in bounds:
+        if isinstance(bound, TileValue) or (isinstance(bound, sympy.Basic) and not bound.is_Integer):
+            raise exc.UnsupportedOperationError(
+                f"range() over {bound}, a value known only when the kernel runs: Python loops in a tile "
+                "loop are unrolled while compiling", location=user_location(),
+                hint="loop on the device with `for i in hl.grid(k):`, or make the bound a compile-time "
+                     "int with hl.specialize(k)")
+    return range(*(int(bound) if isinstance(bound, sympy.Basic) else bound for bound in bounds))
+
+
 def device_if_helper(condition: Any, then_body: Callable[..., tuple], else_body: Callable[..., tuple],
                      values: tuple) -> tuple:
     """What a rewritten `if` inside a tile loop calls: a host condition picks a branch in

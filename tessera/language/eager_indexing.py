@@ -13,6 +13,7 @@ import torch
 from tessera import exc
 from tessera.location import user_location
 from tessera.language.tile import Tile
+from tessera.trace.indexing import check_index_dtype
 
 Index = tuple[Any, ...]
 
@@ -40,6 +41,12 @@ def normalize_index(tensor: torch.Tensor, index: Any) -> Index:
             if dim >= tensor.dim():
                 raise exc.IndexingError(
                     f"too many indices for a tensor of rank {tensor.dim()}", location=user_location())
+            if item.begin < 0:
+                raise exc.IndexingError(
+                    f"tile {item.begin}:{item.end} begins below 0 in dimension {dim} of size "
+                    f"{tensor.size(dim)} (tensor shape {list(tensor.shape)})",
+                    location=user_location(),
+                    hint="begin tile loops at 0 or above (a negative begin is not Python's from-the-end slicing)")
             if item.end > tensor.size(dim):
                 raise exc.IndexingError(
                     f"tile {item.begin}:{item.end} is out of bounds for dimension {dim} of size "
@@ -47,10 +54,25 @@ def normalize_index(tensor: torch.Tensor, index: Any) -> Index:
                     location=user_location(),
                     hint="tile each dimension by the size of the tensor it indexes")
             item = item.as_slice()
+        elif isinstance(item, int) and not isinstance(item, bool):
+            _check_int_index(tensor, item, dim)
+        elif isinstance(item, torch.Tensor) and item.dtype != torch.bool:
+            check_index_dtype(item.dtype)
         result.append(item)
         if item is not None:
             dim += 1
     return tuple(result)
+
+
+def _check_int_index(tensor: torch.Tensor, item: int, dim: int) -> None:
+    """torch's rule for an int index (negative counts from the end), as a located error."""
+    if dim >= tensor.dim():
+        raise exc.IndexingError(f"too many indices for a tensor of rank {tensor.dim()}", location=user_location())
+    size = tensor.size(dim)
+    if not -size <= item < size:
+        raise exc.IndexingError(
+            f"index {item} is out of bounds for dimension {dim} of size {size} (tensor shape {list(tensor.shape)})",
+            location=user_location(), hint="index within the dimension (negative indices count from the end)")
 
 
 def _tensor_dims(tensor: torch.Tensor, index: Index) -> list[tuple[int, int]]:

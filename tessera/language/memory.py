@@ -47,23 +47,25 @@ def store(tensor: torch.Tensor, index: Sequence[Any], value: Any, extra_mask: An
     store_p.bind(tensor, tuple(index), value, extra_mask)
 
 
-def atomic_add(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> None:
+def atomic_add(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
     """Atomically add `value` into `tensor[index]`; repeated indices all add. `sem` is the memory
-    ordering of the compiled atomic ('relaxed', 'acquire', 'release', 'acq_rel').
+    ordering of the compiled atomic ('relaxed', 'acquire', 'release', 'acq_rel'). Returns the
+    values `tensor[index]` held before, as `tl.atomic_add` does (where one call repeats an
+    index, eager mode returns the value before the call; the GPU, one before that lane's add).
 
-    >>> hl.atomic_add(out, [tile_m, tile_n], partial)          # doctest: +SKIP
+    >>> old = hl.atomic_add(out, [tile_m, tile_n], partial)    # doctest: +SKIP
     """
-    atomic_p.bind(tensor, tuple(index), value, op="add", sem=_checked_sem(sem))
+    return atomic_p.bind(tensor, tuple(index), value, op="add", sem=_checked_sem(sem))
 
 
-def atomic_max(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> None:
-    """Atomically store `max(tensor[index], value)`."""
-    atomic_p.bind(tensor, tuple(index), value, op="max", sem=_checked_sem(sem))
+def atomic_max(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """Atomically store `max(tensor[index], value)`; returns the values before."""
+    return atomic_p.bind(tensor, tuple(index), value, op="max", sem=_checked_sem(sem))
 
 
-def atomic_min(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> None:
-    """Atomically store `min(tensor[index], value)`."""
-    atomic_p.bind(tensor, tuple(index), value, op="min", sem=_checked_sem(sem))
+def atomic_min(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """Atomically store `min(tensor[index], value)`; returns the values before."""
+    return atomic_p.bind(tensor, tuple(index), value, op="min", sem=_checked_sem(sem))
 
 
 def _checked_sem(sem: str) -> str:
@@ -104,16 +106,18 @@ atomic_p = Primitive("atomic")
 
 
 @atomic_p.def_eager
-def _atomic_eager(tensor: torch.Tensor, index: tuple, value: Any, *, op: str, sem: str) -> None:
+def _atomic_eager(tensor: torch.Tensor, index: tuple, value: Any, *, op: str, sem: str) -> torch.Tensor:
+    previous = eager_indexing.load(tensor, index).clone()
     if op == "add":
         eager_indexing.store(tensor, index, value, accumulate=True)
     else:
         eager_indexing.store(tensor, index, value, reduce=op)
+    return previous
 
 
 @atomic_p.def_trace
-def _atomic_trace(tracer: Tracer, tensor: Any, index: tuple, value: Any, *, op: str, sem: str) -> None:
-    trace_store(tracer, tensor, index, value, None, atomic=op, sem=sem)
+def _atomic_trace(tracer: Tracer, tensor: Any, index: tuple, value: Any, *, op: str, sem: str) -> Any:
+    return trace_store(tracer, tensor, index, value, None, atomic=op, sem=sem)
 
 
 # -- indexing: what `x[...]` and `x[...] = v` mean inside a kernel ---------------------------

@@ -11,6 +11,7 @@ import sys
 from types import FrameType
 from typing import Any, Iterator, Sequence
 
+import sympy
 import torch
 
 from tessera import exc
@@ -79,6 +80,41 @@ def _site_and_location() -> tuple[tuple[str, int, int] | None, Any]:
 _SIZE_TYPES = (list, tuple, torch.Size)
 
 
+def _check_extent(value: Any, function: str) -> None:
+    """A loop bound must be an integer: a host int, a size, or an integer scalar of the device.
+
+    One check for every mode, so eager mode refuses what compiled mode refuses (a float bound
+    once ran in eager and failed in int() elsewhere)."""
+    if isinstance(value, bool) or isinstance(value, (float, complex, str)) or value is None:
+        raise exc.DtypeError(
+            f"hl.{function} bound {value!r} is a {type(value).__name__}, not an integer", location=user_location(),
+            hint="pass an int, a size (x.size(0)), or an integer scalar loaded in the kernel")
+    dtype = getattr(value, "dtype", None)
+    if isinstance(dtype, torch.dtype) and (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool):
+        raise exc.DtypeError(f"hl.{function} bound of dtype {dtype} is not an integer", location=user_location(),
+                             hint="convert it with .to(torch.int32)")
+    if isinstance(value, torch.Tensor) and value.dim() != 0:
+        raise exc.ShapeMismatchError(
+            f"hl.{function} bound is a tensor of shape {list(value.shape)}, not a single value",
+            location=user_location(), hint="index one element of it (hl.load(t, [i]))")
+    if isinstance(value, sympy.Basic) and value.is_integer is False:
+        raise exc.DtypeError(f"hl.{function} bound {value} is not an integer", location=user_location(),
+                             hint="pass an int or a size (x.size(0))")
+
+
+def _check_block_size(value: Any) -> None:
+    """`block_size=` must be a positive power of two (a register size) in every mode."""
+    if value is None or (isinstance(value, sympy.Basic) and not value.is_Integer and value.is_integer is not False):
+        return  # a size symbol while tracing: the trace checks this call's value
+    if isinstance(value, bool) or not isinstance(value, (int, sympy.Integer)):
+        raise exc.ConfigError(f"block_size={value!r} is not an int", location=user_location(),
+                              hint="pass a power of two, or None to let the Config choose it")
+    block = int(value)
+    if block <= 0 or block & (block - 1):
+        raise exc.ConfigError(f"block_size={block} is not a positive power of two", location=user_location(),
+                              hint="pass a power of two such as 16, 32 or 64, or None to let the Config choose it")
+
+
 def _as_list(value: Any) -> tuple[list[Any], bool]:
     if isinstance(value, _SIZE_TYPES):
         return list(value), True
@@ -112,6 +148,8 @@ def tile(begin_or_end: Any, end_or_none: Any = None, block_size: Any = None) -> 
     interpreter.current("tile")
     if end_or_none is None and block_size is None and type(begin_or_end) in _SIZE_TYPES:  # hl.tile(x.size())
         ends = list(begin_or_end)
+        for end in ends:
+            _check_extent(end, "tile")
         count = len(ends)
         return TileRange([0] * count, ends, [None] * count, True, False, *_site_and_location())
     begins, ends, multi = _normalize_range(begin_or_end, end_or_none, "tile")
@@ -123,6 +161,10 @@ def tile(begin_or_end: Any, end_or_none: Any = None, block_size: Any = None) -> 
             raise exc.TesseraError(
                 f"hl.tile got {len(sizes)} block sizes for {len(ends)} dimensions",
                 location=user_location(), hint="pass one block size per dimension, or None to tune it")
+        for size in sizes:
+            _check_block_size(size)
+    for extent in begins + ends:
+        _check_extent(extent, "tile")
     return TileRange(begins, ends, sizes, multi or multi_b, False, *_site_and_location())
 
 
@@ -137,6 +179,12 @@ def grid(begin_or_end: Any, end_or_none: Any = None, step: Any = None) -> TileRa
     steps, _ = _as_list(1 if step is None else step)
     if len(steps) == 1 and len(ends) > 1:
         steps = steps * len(ends)
+    for extent in begins + ends:
+        _check_extent(extent, "grid")
+    for size in steps:
+        if isinstance(size, bool) or not isinstance(size, (int, sympy.Integer)) or int(size) <= 0:
+            raise exc.ConfigError(f"hl.grid step {size!r} is not a positive int", location=user_location(),
+                                  hint="pass a step of 1 or more")
     return TileRange(begins, ends, steps, multi, True, *_site_and_location())
 
 

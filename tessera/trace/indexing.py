@@ -15,6 +15,7 @@ from tessera import exc
 from tessera.location import user_location
 from tessera.ir.graph import UNIT, AccessKind, Axis, DimAccess, Node, Op
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
+from tessera.trace.bounds import lower_bound
 from tessera.trace.views import split_view
 
 if TYPE_CHECKING:
@@ -50,7 +51,8 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list
             continue
         size = tracer.symbols.canonical(tensor.sizes[dim])
         if isinstance(item, TileProxy):
-            accesses.append(DimAccess(AccessKind.AXIS, axis=item.axis, bound=_tile_bound(tracer, item.axis, size, tensor, dim)))
+            accesses.append(DimAccess(AccessKind.AXIS, axis=item.axis, bound=_tile_bound(tracer, item.axis, size, tensor, dim),
+                                      check_negative=_tile_may_begin_below_zero(tracer, item.axis, tensor, dim)))
             result.append(item.axis)
         elif _unit_slice(item):
             if tracer.symbols.on_device(size):
@@ -63,14 +65,14 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list
             accesses.append(DimAccess(AccessKind.AXIS, axis=axis))
             result.append(axis)
         elif isinstance(item, TileValue):
-            if item.dtype.is_floating_point:
-                raise exc.IndexingError("tensors can only be indexed with integer tile values", location=user_location())
+            check_index_dtype(item.dtype)
             accesses.append(DimAccess(AccessKind.VALUE, value=item.node))
             gathered.append(item.axes)
             if gather_position is None:
                 gather_position = len(result)
         elif isinstance(item, (int, sympy.Basic)) and not isinstance(item, bool):
-            accesses.append(DimAccess(AccessKind.SCALAR, scalar=tracer.symbols.canonical(sympy.sympify(item))))
+            scalar, wraps = _scalar_index(tracer, item, size)
+            accesses.append(DimAccess(AccessKind.SCALAR, scalar=scalar, check_negative=wraps))
         elif isinstance(item, torch.Tensor) and item.dim() == 0:
             raise exc.IndexingError("a 0-d tensor index inside a tile loop", location=user_location(),
                                     hint="load it with hl.load(t, [i]) to get a runtime scalar")
@@ -104,6 +106,58 @@ def _tile_bound(tracer: Tracer, axis: Axis, size: Any, tensor: TensorProxy, dim:
     return None
 
 
+def check_index_dtype(dtype: torch.dtype) -> None:
+    """Index tensors must hold integers, in every mode (eager mode calls this too)."""
+    if dtype.is_floating_point or dtype.is_complex:
+        raise exc.IndexingError(f"tensors can only be indexed with integer tile values, not {dtype}",
+                                location=user_location(), hint="convert the indices with .to(torch.int32)")
+
+
+def _tile_may_begin_below_zero(tracer: Tracer, axis: Axis, tensor: TensorProxy, dim: int) -> bool:
+    """Prove (by a guard) that the tile's loop begins at or above 0, or ask for an `index >= 0` mask.
+
+    The lower end mirrors `_tile_bound`: a host begin below 0 is an error now (eager raises
+    too), else a guard; a begin known only on the device (a loaded offset) is masked.
+    """
+    if not axis.is_tile:
+        return False
+    least = lower_bound(tracer.symbols.canonical(axis.range_begin), tracer.loop_minimums)
+    if least is not None and least.is_nonnegative:
+        return False
+    if least is None or not least.free_symbols <= set(tracer.symbols.values):
+        return True
+    if tracer.symbols.evaluate(least) < 0:
+        raise exc.IndexingError(
+            f"tile loop from {tracer.symbols.evaluate(least)} indexes dimension {dim} of {tensor.name} below 0",
+            location=user_location(),
+            hint="begin tile loops at 0 or above (a negative begin is not Python's from-the-end slicing)")
+    tracer.symbols.guard(sympy.Ge(least, 0), f"tile of {tensor.name} dim {dim} begins at or above 0")
+    return False
+
+
+def _scalar_index(tracer: Tracer, item: Any, size: Any) -> tuple[Any, bool]:
+    """(index, wraps at run time) of an int index: negative ones count from the end, as in torch.
+
+    A literal negative int becomes `size + item` now; a host value gets a guard on its sign;
+    a value that may be negative only at run time (a grid index from a negative begin, a loaded
+    value) wraps in the generated code. Out-of-range indices are masked after that.
+    """
+    index = tracer.symbols.canonical(sympy.sympify(item))
+    if index.is_Integer:
+        return (index + size if int(index) < 0 else index), False
+    least = lower_bound(index, tracer.loop_minimums)
+    if least is not None and least.is_nonnegative:
+        return index, False
+    if least is not None and least.free_symbols <= set(tracer.symbols.values):
+        if tracer.symbols.evaluate(least) >= 0:
+            tracer.symbols.guard(sympy.Ge(least, 0), f"index {index} is at or above 0")
+            return index, False
+        if least == index:  # a host int, negative in this call: count from the end
+            tracer.symbols.guard(sympy.Lt(index, 0), f"index {index} is below 0 (counts from the end)")
+            return index + size, False
+    return index, True
+
+
 def _mask_node(tracer: Tracer, mask: Any) -> Node | None:
     if mask is None:
         return None
@@ -125,7 +179,9 @@ def trace_load(tracer: Tracer, tensor: Any, index: Any, mask: Any = None, evicti
 
 
 def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any = None, atomic: str | None = None,
-                sem: str | None = None) -> None:
+                sem: str | None = None) -> TileValue | None:
+    """A store node; an atomic one is also a value: what the destination held before (in the
+    tensor's dtype, shaped like the destination)."""
     if not isinstance(tensor, TensorProxy):
         raise exc.IndexingError(f"cannot store into {type(tensor).__name__} inside a tile loop",
                                 location=user_location(), hint="store into a tensor argument of the kernel")
@@ -147,8 +203,9 @@ def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any =
             raise exc.ShapeMismatchError(
                 f"extra_mask of shape {list(mask_node.shape)} does not fit a store into {tensor.name}{list(shape)}",
                 location=user_location(), hint="give the mask the store's dims (or size 1 to broadcast)")
-    tracer.emit(Op.STORE, [value_input, mask_node], shape, None, tensor=tensor.ref(), accesses=accesses, atomic=atomic,
-                sem=sem)
+    stored = tracer.emit(Op.STORE, [value_input, mask_node], shape, tensor.dtype if atomic else None,
+                         tensor=tensor.ref(), accesses=accesses, atomic=atomic, sem=sem)
+    return stored if atomic else None
 
 
 def tensor_getitem(tracer: Tracer, tensor: TensorProxy, index: Any) -> Any:

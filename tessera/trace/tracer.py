@@ -10,6 +10,7 @@ are recorded; `finish` merges unified whole dimensions and returns the value.
 """
 from __future__ import annotations
 
+import dataclasses
 import types
 from typing import Any, Callable, Iterator
 
@@ -19,7 +20,7 @@ import torch
 from tessera import exc
 from tessera.config import DEFAULT_ROW_CHUNK, ONE_BLOCK_ROW_LIMIT, Config, reduction_loop_of
 from tessera.ir import interpreter
-from tessera.ir.graph import (UNIT, AccessKind, Axis, AxisKind, Block, DimAccess, GridDim, KernelIR, LoopDim, Node,
+from tessera.ir.graph import (UNIT, AccessKind, Axis, AxisKind, Block, GridDim, KernelIR, LoopDim, Node,
                               Op, RowLoop, freeze_params, substitute_axes)
 from tessera.ir.passes import next_power_of_two, whole_dim_bucket
 from tessera.ir.primitive import Primitive
@@ -75,6 +76,9 @@ class Tracer:
         self.row_loop: RowLoop | None = None  # the whole row processed in chunks (reduction_loops)
         self._row_requested = False  # the Config asked for the chunks (else the row is merely long)
         self.location: Any = None  # the top-level loop's line
+        # loop variable (program id, tile offset, inner-loop variable) -> the least value it takes:
+        # what proves an index nonnegative (trace/bounds.py)
+        self.loop_minimums: dict[sympy.Symbol, Any] = {}
 
     # -- interpreter protocol -------------------------------------------------------------
     def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
@@ -108,8 +112,8 @@ class Tracer:
             inputs[position] = self.and_predicate(inputs[position])
         if "accesses" in params:  # like the shape: the index vector of the surviving axis
             params["accesses"] = [access if access.axis is None else
-                                  DimAccess(access.kind, self.canonical_axis(access.axis), access.scalar,
-                                            access.value, access.bound) for access in params["accesses"]]
+                                  dataclasses.replace(access, axis=self.canonical_axis(access.axis))
+                                  for access in params["accesses"]]
         if name is None:
             name = self._next_name()
         return Node(op, tuple(inputs), tuple(self.canonical_axis(a) for a in shape), dtype, freeze_params(params),
@@ -231,6 +235,7 @@ class Tracer:
             if block & (block - 1):
                 raise exc.ConfigError(f"block size {block} is not a power of two", location=user_location())
             offset = loop_var(dim)
+            self.loop_minimums[offset] = begin
             axis = Axis(f"t{len(self.launch_axes)}", kind, offset, end, block, range_begin=begin, range_end=end)
             self.launch_axes.append(axis)
             if dim in slot_of:
@@ -294,6 +299,7 @@ class Tracer:
             targets: list[Any] = []
             for dim, (begin, end, step) in enumerate(zip(tile_range.begins, tile_range.ends, tile_range.block_sizes)):
                 pid = sympy.Symbol(f"pid_{dim}", integer=True)
+                self.loop_minimums[pid] = sympy.Integer(0)
                 begin_s, end_s = self.scalar_expr(begin), self.scalar_expr(end)
                 self.grid_dims.append(GridDim(begin_s, end_s, int(step)))
                 targets.append(begin_s + pid * int(step))
@@ -336,6 +342,7 @@ class Tracer:
             targets: list[Any] = list(variables)
             loops = [LoopDim(var, self.scalar_expr(b), self.scalar_expr(e), int(s), None) for var, b, e, s
                      in zip(variables, tile_range.begins, tile_range.ends, tile_range.block_sizes)]
+            self.loop_minimums.update((loop.variable, loop.begin) for loop in loops)
         else:
             variables = [sympy.Symbol(f"k{loop_index}_{d}", integer=True) for d in range(tile_range.ndim)]
             proxies = self._range_axes(tile_range, lambda d: variables[d], AxisKind.LOOP)

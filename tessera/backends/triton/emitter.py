@@ -138,8 +138,12 @@ class Emitter:
                 index = self.axis_index(access.axis, shape)
                 if access.bound is not None:
                     masks.append(f"({index} < {print_expr(access.bound)})")
+                if access.check_negative:  # a tile loop that may begin below 0 (a loaded begin)
+                    masks.append(f"({index} >= 0)")
             elif access.kind is AccessKind.SCALAR:
                 index = f"({print_expr(access.scalar)})"
+                if access.check_negative:  # negative at run time: counts from the end, as in torch
+                    index = f"tl.where({index} < 0, {index} + {print_expr(tensor.sizes[dim])}, {index})"
                 if not _provably_inside(access.scalar, tensor.sizes[dim]):
                     scalar_masks.append(f"({index} >= 0) & ({index} < {print_expr(tensor.sizes[dim])})")
                 if self.int64_indexing:

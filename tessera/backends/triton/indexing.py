@@ -61,7 +61,7 @@ class BlockAccess:
         accesses = node.params["accesses"]
         if node.params.get("atomic") or node.inputs[-1] is not None:  # extra_mask
             return False
-        if any(a.kind is AccessKind.VALUE or a.bound is not None for a in accesses):
+        if any(a.kind is AccessKind.VALUE or a.bound is not None or a.check_negative for a in accesses):
             return False
         axes = [a.axis for a in accesses if a.kind is AccessKind.AXIS]
         kept = [a for a in node.shape if a is not UNIT]

@@ -219,7 +219,9 @@ def _store(emitter: Emitter, node: Node) -> None:
     extra = f", mask={mask}" if mask else ""
     atomic = node.params.get("atomic")
     if atomic:
-        emitter.line(f"tl.atomic_{atomic}({pointer}, {text}{extra}, sem='{node.params.get('sem') or 'relaxed'}')")
+        # the previous values (tl.atomic_* returns them): `old = hl.atomic_add(...)`
+        emitter.line(f"{emitter.name_of(node)} = tl.atomic_{atomic}({pointer}, {text}{extra}, "
+                     f"sem='{node.params.get('sem') or 'relaxed'}')")
     else:
         emitter.line(f"tl.store({pointer}, {text}{extra})")
 

@@ -43,6 +43,10 @@ class TritonExprPrinter(StrPrinter):
             return "(" + " * ".join([f"({self._print(base)})"] * int(exponent)) + ")"
         return f"libdevice.pow({self._print(base)}, {self._print(exponent)})"
 
+    def _print_Relational(self, expr: sympy.Rel) -> str:
+        # StrPrinter writes equalities as `Eq(a, b)`; Triton needs the operator (`if row == 1:`)
+        return f"({self._print(expr.lhs)} {expr.rel_op} {self._print(expr.rhs)})"
+
     def _print_Float(self, expr: sympy.Float) -> str:
         return repr(float(expr))
 

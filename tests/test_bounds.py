@@ -1,0 +1,152 @@
+"""Every bound is checked or masked at both ends, in every mode.
+
+Eager mode (the specification) raises a located `IndexingError` for a tile or index outside a
+tensor; the generated code proves the same by a guard (and raises the same error when this
+call's host values break it) or masks the access, so nothing before or after a tensor is
+ever read or written. Negative int indices count from the end, as in torch.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+import tessera
+import tessera.language as hl
+from tessera import exc, settings
+
+
+def _generated_mode(device: torch.device) -> str:
+    return "compiled" if device.type == "cuda" else "interpret"
+
+
+def _modes(device: torch.device) -> list[str]:
+    return ["eager", _generated_mode(device)]
+
+
+def _run(mode: str, kernel: Any, *args: Any) -> Any:
+    with settings.override(mode=mode):
+        return kernel(*args)
+
+
+# -- tile loops that begin below 0 ---------------------------------------------------------------
+@tessera.kernel(config=tessera.Config(block_sizes=[4]))
+def add_one_over_range(buf: torch.Tensor, begin: int, end: int) -> torch.Tensor:
+    for tile in hl.tile(begin, end):
+        buf[tile] = buf[tile] + 1.0
+    return buf
+
+
+@pytest.mark.parametrize("mode", ["eager", "generated"])
+def test_tile_loop_with_a_negative_host_begin_raises_indexing_error(mode: str, device: torch.device) -> None:
+    mode = _generated_mode(device) if mode == "generated" else mode
+    guard = torch.zeros(32, device=device)
+    buf = guard[8:24]
+    with pytest.raises(exc.IndexingError, match="below 0"):
+        _run(mode, add_one_over_range, buf, -2, 12)
+    assert not guard.any(), "nothing may be written, before the tensor or inside it"
+
+
+@pytest.mark.parametrize("mode", ["eager", "generated"])
+def test_tile_loop_with_a_nonnegative_begin_still_runs_after_a_negative_one(mode: str, device: torch.device) -> None:
+    mode = _generated_mode(device) if mode == "generated" else mode
+    with pytest.raises(exc.IndexingError):
+        _run(mode, add_one_over_range, torch.zeros(16, device=device), -2, 12)
+    out = _run(mode, add_one_over_range, torch.zeros(16, device=device), 2, 12)
+    expected = torch.zeros(16, device=device)
+    expected[2:12] = 1.0
+    assert torch.equal(out, expected)
+
+
+@tessera.kernel(config=tessera.Config(block_sizes=[4]))
+def copy_rows_from_loaded_begins(values: torch.Tensor, begins: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    for group in hl.grid(begins.size(0)):
+        begin = hl.load(begins, [group])
+        for tile in hl.tile(begin, begin + 4):
+            out[tile] = values[tile] + 1.0
+    return out
+
+
+def test_a_loaded_negative_begin_is_masked_in_generated_code(device: torch.device) -> None:
+    guard = torch.full((24,), 7.0, device=device)
+    values, out = torch.arange(8.0, device=device), guard[8:16]
+    begins = torch.tensor([-2], device=device)
+    _run(_generated_mode(device), copy_rows_from_loaded_begins, values, begins, out)
+    expected = torch.full((24,), 7.0, device=device)
+    expected[8:10] = torch.tensor([1.0, 2.0])  # lanes -2 and -1 are masked, 0 and 1 written
+    assert torch.equal(guard, expected)
+
+
+def test_a_loaded_negative_begin_raises_indexing_error_in_eager_mode(device: torch.device) -> None:
+    values, out = torch.arange(8.0, device=device), torch.zeros(8, device=device)
+    with pytest.raises(exc.IndexingError, match="below 0"):
+        _run("eager", copy_rows_from_loaded_begins, values, torch.tensor([-2], device=device), out)
+
+
+def test_a_loaded_nonnegative_begin_matches_eager(device: torch.device) -> None:
+    values, begins = torch.arange(8.0, device=device), torch.tensor([0, 4], device=device)
+    results = [_run(mode, copy_rows_from_loaded_begins, values, begins, torch.zeros(8, device=device))
+               for mode in _modes(device)]
+    assert torch.equal(results[0], values + 1.0) and torch.equal(results[1], values + 1.0)
+
+
+# -- int indices ---------------------------------------------------------------------------------
+@tessera.kernel
+def fill_last_column(x: torch.Tensor) -> torch.Tensor:
+    for tile in hl.tile(x.size(0)):
+        x[tile, -1] = 1.0
+    return x
+
+
+@pytest.mark.parametrize("mode", ["eager", "generated"])
+def test_a_literal_negative_index_counts_from_the_end(mode: str, device: torch.device) -> None:
+    mode = _generated_mode(device) if mode == "generated" else mode
+    out = _run(mode, fill_last_column, torch.zeros(3, 4, device=device))
+    expected = torch.zeros(3, 4, device=device)
+    expected[:, -1] = 1.0
+    assert torch.equal(out, expected)
+
+
+@tessera.kernel
+def read_column(x: torch.Tensor, column: int) -> torch.Tensor:
+    out = torch.zeros(x.size(0), dtype=x.dtype, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile, column]
+    return out
+
+
+@pytest.mark.parametrize("column", [0, 2, -1, -4])
+def test_a_host_int_index_matches_torch_for_either_sign(column: int, device: torch.device) -> None:
+    x = torch.arange(12.0, device=device).reshape(3, 4)
+    for mode in _modes(device):
+        assert torch.equal(_run(mode, read_column, x, column), x[:, column]), mode
+
+
+@pytest.mark.parametrize("column", [4, -5])
+def test_an_out_of_range_host_int_index_raises_indexing_error_in_eager_mode(column: int, device: torch.device) -> None:
+    x = torch.zeros(3, 4, device=device)
+    with pytest.raises(exc.IndexingError, match="out of bounds"):
+        _run("eager", read_column, x, column)
+
+
+@pytest.mark.parametrize("column", [4, -5])
+def test_an_out_of_range_host_int_index_reads_nothing_outside_the_tensor(column: int, device: torch.device) -> None:
+    storage = torch.full((5, 4), 9.0, device=device)
+    x = storage[1:4]
+    assert not _run(_generated_mode(device), read_column, x, column).any()
+
+
+@tessera.kernel
+def copy_rows_of_grid(x: torch.Tensor, begin: int) -> torch.Tensor:
+    out = torch.zeros(x.size(0) - begin, x.size(1), dtype=x.dtype, device=x.device)
+    for row in hl.grid(begin, x.size(0)):
+        out[row - begin, :] = x[row, :]
+    return out
+
+
+def test_a_grid_from_a_negative_begin_wraps_like_torch(device: torch.device) -> None:
+    x = torch.arange(12.0, device=device).reshape(3, 4)
+    expected = torch.cat([x[1:], x])  # rows -2, -1, 0, 1, 2
+    for mode in _modes(device):
+        assert torch.equal(_run(mode, copy_rows_of_grid, x, -2), expected), mode
