@@ -110,6 +110,11 @@ class LaunchBinding:
         return dataclasses.replace(tile_range, begins=begins, ends=ends)
 
 
+def parameter_name(name: str) -> str:
+    """The name a captured value's parameter has in the IR and generated code."""
+    return _safe_name(name)
+
+
 def _safe_name(name: str) -> str:
     return f"{name}_" if name in _RESERVED or name.startswith(("idx_", "mask_", "offset_", "v")) else name
 

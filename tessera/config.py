@@ -9,6 +9,7 @@ import copy
 from typing import Any, Mapping
 
 from tessera.exc import ConfigError
+from tessera.location import user_location
 
 # key -> (meaning, validator). The backend reads these; the autotuner searches them.
 _KNOWN_KEYS: dict[str, str] = {
@@ -22,6 +23,14 @@ _KNOWN_KEYS: dict[str, str] = {
                        "(the row is processed in passes over chunks of that size)",
     "pid_type": "'flat' | 'xyz' | 'persistent_blocked' | 'persistent_interleaved'",
 }
+
+
+MAX_BLOCK_SIZE = 2 ** 20
+"""Triton's limit on the elements of one block (TRITON_MAX_TENSOR_NUMEL)."""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _is_power_of_two(value: int) -> bool:
@@ -44,14 +53,17 @@ class Config(Mapping[str, Any]):
             if not isinstance(block_sizes, (list, tuple)) or not all(
                     isinstance(b, int) and not isinstance(b, bool) for b in block_sizes):
                 raise ConfigError(f"block_sizes={block_sizes!r} must be a list of ints",
-                                  hint="e.g. Config(block_sizes=[64, 32])")
+                                  hint="e.g. Config(block_sizes=[64, 32])", location=user_location())
             values["block_sizes"] = list(block_sizes)
         if num_warps is not None:
             values["num_warps"] = num_warps
         if num_stages is not None:
             values["num_stages"] = num_stages
         values.update(copy.deepcopy(kwargs))  # the caller's lists stay theirs
-        _validate(values)
+        try:
+            _validate(values)
+        except ConfigError as error:
+            raise error.with_location(user_location()) from None  # the user's Config(...) line
         self._values = values
 
     def __getitem__(self, key: str) -> Any:
@@ -93,12 +105,16 @@ def _validate(values: dict[str, Any]) -> None:
             raise ConfigError(f"block size {block} is not a power of two",
                               hint="Triton blocks must be powers of two; use e.g. "
                                    f"{1 << max(block - 1, 0).bit_length()}")
+        if block > MAX_BLOCK_SIZE:
+            raise ConfigError(f"block size {block} is larger than {MAX_BLOCK_SIZE}",
+                              hint=f"a Triton block holds at most {MAX_BLOCK_SIZE} elements; use a smaller one")
     warps = values.get("num_warps")
-    if warps is not None and not (isinstance(warps, int) and _is_power_of_two(warps) and warps <= 32):
-        raise ConfigError(f"num_warps={warps!r} must be a power of two between 1 and 32")
+    if warps is not None and not (_is_int(warps) and _is_power_of_two(warps) and warps <= 32):
+        raise ConfigError(f"num_warps={warps!r} must be a power of two between 1 and 32",
+                          hint="e.g. num_warps=4")
     stages = values.get("num_stages")
-    if stages is not None and not (isinstance(stages, int) and 1 <= stages <= 8):
-        raise ConfigError(f"num_stages={stages!r} must be an int between 1 and 8")
+    if stages is not None and not (_is_int(stages) and 1 <= stages <= 8):
+        raise ConfigError(f"num_stages={stages!r} must be an int between 1 and 8", hint="e.g. num_stages=2")
     for key, check in _VALUE_CHECKS.items():
         if values.get(key) is not None:
             check(values[key])
@@ -114,10 +130,12 @@ def _check_loop_orders(orders: Any) -> None:
         raise ConfigError(f"loop_orders={orders!r} must be a list with one permutation per N-D tile loop",
                           hint="e.g. loop_orders=[[1, 0]] to map the second dim to the fastest program id")
     for position, order in enumerate(orders):
-        if not (isinstance(order, (list, tuple)) and sorted(order) == list(range(len(order)))
-                and all(isinstance(d, int) and not isinstance(d, bool) for d in order)):
-            raise ConfigError(f"loop_orders[{position}]={order!r} is not a permutation of 0..{len(order) - 1}",
-                              hint="list every dim of the tile loop exactly once, e.g. [1, 0]")
+        # the type checks come first: sorted() of mixed types raises TypeError
+        if not (isinstance(order, (list, tuple)) and all(_is_int(d) for d in order)
+                and sorted(order) == list(range(len(order)))):
+            raise ConfigError(f"loop_orders[{position}]={order!r} is not a permutation of a tile loop's dims",
+                              hint="give one list per N-D tile loop, each naming every dim exactly once: "
+                                   "loop_orders=[[1, 0]], not loop_orders=[1, 0]")
 
 
 def _check_l2_grouping(group: Any) -> None:

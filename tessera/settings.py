@@ -12,7 +12,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import sys
+import tempfile
+import threading
 from typing import Any, Callable, Iterator
+
+from tessera.exc import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +41,10 @@ def _parse_optional_str(text: str) -> str | None:
     return text or None
 
 
+def _parse_int(text: str) -> int:
+    return int(text.strip())
+
+
 _DECLARED: tuple[Setting, ...] = (
     Setting("mode", "TESSERA_MODE", _parse_optional_str, None,
             "Force a mode for every kernel: eager | interpret | compiled. Default: compiled on CUDA "
@@ -48,8 +57,9 @@ _DECLARED: tuple[Setting, ...] = (
             "'raw' re-raises internal exceptions untouched, with Tessera's frames kept."),
     Setting("cache_dir", "TESSERA_CACHE_DIR", str,
             os.path.join(os.path.expanduser("~"), ".cache", "tessera"),
-            "Where generated sources and autotune results are stored."),
-    Setting("autotune_seed", "TESSERA_AUTOTUNE_SEED", int, 0,
+            "Where generated sources and autotune results are stored (a private temporary directory, "
+            "with one warning, when it cannot be used)."),
+    Setting("autotune_seed", "TESSERA_AUTOTUNE_SEED", _parse_int, 0,
             "Seed of the autotuner's random choices."),
     Setting("autotune_effort", "TESSERA_AUTOTUNE_EFFORT", _parse_optional_str, None,
             "Override every kernel's autotune_effort: none | quick | full."),
@@ -74,7 +84,13 @@ def get(name: str) -> Any:
                 return layer[name]
     setting = _BY_NAME[name]
     text = _read_environment(setting.env)
-    return setting.default if text is None else setting.parse(text)
+    if text is None:
+        return setting.default
+    try:
+        return setting.parse(text)
+    except ValueError:
+        raise ConfigError(f"{setting.env}={text!r} is not a valid value ({setting.doc})",
+                          hint=f"unset {setting.env} (default {setting.default!r}) or give a valid value") from None
 
 
 def _read_environment(variable: str) -> str | None:
@@ -104,6 +120,44 @@ def _read_environment(variable: str) -> str | None:
 
 _environ_parts: list[Any] = [None, None, None, None]  # os.environ, and its mapping and codecs when usable
 _ENCODED_KEYS: dict[str, Any] = {}
+
+
+_usable_cache_dirs: dict[str, str] = {}
+_cache_dir_lock = threading.Lock()
+
+
+def cache_dir() -> str:
+    """The directory to write caches under: `TESSERA_CACHE_DIR` when it is, or can be made, a
+    writable directory; else a private temporary directory for this process, with one warning.
+
+    A cache is an optimization: a missing, unwritable or not-a-directory setting must not turn
+    every kernel call into an OSError. The answer is remembered per configured path; callers
+    still create subdirectories on every write (the directory may be deleted while we run).
+    """
+    configured = get("cache_dir")
+    usable = _usable_cache_dirs.get(configured)
+    if usable is None:
+        with _cache_dir_lock:
+            usable = _usable_cache_dirs.get(configured)
+            if usable is None:
+                usable = _usable_cache_dirs[configured] = _usable_directory(configured)
+    return usable
+
+
+def _usable_directory(configured: str) -> str:
+    try:
+        os.makedirs(configured, exist_ok=True)
+        # os.access is wrong for root and some file systems: a real file write is the test
+        descriptor, probe = tempfile.mkstemp(dir=configured, prefix=".tessera-probe-")
+        os.close(descriptor)
+        os.unlink(probe)
+        return configured
+    except OSError as error:
+        fallback = tempfile.mkdtemp(prefix="tessera-cache-")
+        print(f"[tessera] warning: TESSERA_CACHE_DIR={configured!r} cannot be used "
+              f"({type(error).__name__}: {error.strerror or error}); caching in {fallback} for this process",
+              file=sys.stderr)
+        return fallback
 
 
 def log_enabled(topic: str) -> bool:

@@ -169,7 +169,7 @@ def test_launch_arguments_follow_the_kernel_parameters(device: torch.device) -> 
     key, range_key, arguments = call_keys.launch_inputs([x, 7, 0.5, True, marked], tile_range, False)
     assert arguments == [x, 4, 6, 6, 7, 0.5, marked, 3, 5, 2, 4, 6]
     assert range_key[3:5] == ((0, None), (None, None))
-    assert key[1:4] == (("int", False), ("float",), ("const", True))
+    assert key[1:4] == (("int", False), ("float",), ("const", bool, True))  # typed: True and 1 are different constants
     assert key[4][5] == ((0, 5, 1),)  # the pinned dim's size and stride
 
 

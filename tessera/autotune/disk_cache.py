@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from typing import Any
 
@@ -82,22 +83,48 @@ def _triton_version() -> str:
 
 
 def _path(key: CacheKey) -> str:
-    return os.path.join(settings.get("cache_dir"), "autotune", f"{key.digest()}.json")
+    return os.path.join(settings.cache_dir(), "autotune", f"{key.digest()}.json")
+
+
+# What a damaged entry raises while read: JSON errors (ValueError), too deep a nesting for the
+# parser (RecursionError), a wrong shape of data (TypeError, KeyError, AttributeError), a
+# Config that no longer validates (TesseraError).
+_DAMAGED = (ValueError, RecursionError, TypeError, KeyError, AttributeError, TesseraError)
+_reported: set[str] = set()
 
 
 def lookup(key: CacheKey, at_least: str = "none") -> CacheEntry | None:
-    """The stored entry for `key`, if present, intact, ours, and tuned with at least that effort."""
+    """The stored entry for `key`, if present, intact, ours, and tuned with at least that effort.
+
+    A damaged entry is ignored (the next tuning run rewrites it) and reported once per process.
+    """
+    path = _path(key)
     try:
-        with open(_path(key), encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
+    except OSError:
+        return None
+    except _DAMAGED as error:
+        _report_damaged(path, error)
+        return None
+    try:
         if data.get("format") != FORMAT_VERSION or data.get("key") != dataclasses.asdict(key):
-            return None
+            return None  # foreign (another version, a collision): not damage, ignored quietly
         entry = CacheEntry(Config(**data["config"]), float(data["time_ms"]), str(data["effort"]))
-    except (OSError, ValueError, TypeError, KeyError, AttributeError, TesseraError):
+    except _DAMAGED as error:
+        _report_damaged(path, error)
         return None
     if EFFORT_RANK.get(entry.effort, -1) < EFFORT_RANK.get(at_least, 0):
         return None
     return entry
+
+
+def _report_damaged(path: str, error: BaseException) -> None:
+    if path in _reported:
+        return
+    _reported.add(path)
+    print(f"[tessera] warning: ignoring the damaged autotune cache entry {path} ({type(error).__name__}); "
+          "it is rewritten by the next tuning run of its kernel", file=sys.stderr)
 
 
 def has_entry_for(source_hash: str, device_names: frozenset[str] | None = None) -> bool:
@@ -108,7 +135,7 @@ def has_entry_for(source_hash: str, device_names: frozenset[str] | None = None) 
     directory is read once per change (its modification time), not once per kernel.
     """
     return any(hash_ == source_hash and (device_names is None or name in device_names)
-               for hash_, name in _tuned_kernels(os.path.join(settings.get("cache_dir"), "autotune")))
+               for hash_, name in _tuned_kernels(os.path.join(settings.cache_dir(), "autotune")))
 
 
 _scans: dict[str, tuple[int, frozenset[tuple[str, str]]]] = {}
@@ -124,7 +151,11 @@ def _tuned_kernels(directory: str) -> frozenset[tuple[str, str]]:
         return _scans[directory][1]
     found = set()
     versions = (torch.__version__, _triton_version())
-    for name in os.listdir(directory):
+    try:
+        names = os.listdir(directory)
+    except OSError:  # not a directory, or removed since the stat
+        return frozenset()
+    for name in names:
         if not name.endswith(".json"):
             continue
         try:
@@ -132,8 +163,8 @@ def _tuned_kernels(directory: str) -> frozenset[tuple[str, str]]:
                 key = json.load(handle)["key"]
             if (key["torch_version"], key["triton_version"]) == versions:
                 found.add((key["source_hash"], key["device_name"]))
-        except (OSError, ValueError, TypeError, KeyError):
-            continue  # a temporary file, a foreign or broken entry
+        except (OSError, *_DAMAGED):
+            continue  # a temporary file, a foreign or broken entry (lookup reports it)
     _scans[directory] = (stamp, frozenset(found))
     return _scans[directory][1]
 

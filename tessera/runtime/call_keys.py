@@ -10,8 +10,10 @@ values (`launch_inputs`). What a key holds is the contract of README "Cache key,
 - tensor: dtype, rank, which dims have unit stride, whether int64 indexing is needed, the
   (dim, size, stride) of pinned dims (`static_shapes`, `mark_static`), 16-byte alignment;
 - int: a runtime argument (its value is keyed only under `static_shapes`); float: runtime;
-- `hl.specialize`d int, bool, None, str, dtype, other hashables: the value itself;
-- anything unhashable: its identity.
+- `hl.specialize`d int, bool, None, str, dtype: the value with its type;
+- other plain data (tuples, lists, dicts of numbers...): its typed key (constant_keys.py), so
+  `(2,)` and `(2.0,)` or `[0.0]` and `[-0.0]` differ and a new list with the same contents hits;
+- anything else (a helper function, an object): its identity, held weakly (`IdentityKey`).
 
 >>> value_key(torch.empty(4, 8), static_shapes=False)                        # doctest: +SKIP
 ('tensor', torch.float32, 2, (False, True), False, (), True)
@@ -28,6 +30,8 @@ from tessera.compiler import compiled_in
 from tessera.ir.tile_range import TileRange
 from tessera.language.constexpr import SpecializedInt
 from tessera.location import user_location
+from tessera.runtime.constant_keys import IdentityKey, constant_key
+from tessera.runtime.overlap import internal_overlap
 from tessera.marking import STATIC_DIMS_ATTRIBUTE
 
 _INT32_LIMIT = 2 ** 31 - 1
@@ -78,10 +82,11 @@ def _needs_int64(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return reach > _INT32_LIMIT
 
 
-# (shape, strides) -> (unit-stride flags, strides other than 1, needs int64, size buckets).
+# (shape, strides) -> (unit-stride flags, strides other than 1, needs int64, size buckets,
+# internal overlap).
 # A pure function of its key, remembered because every call needs it for every tensor; bounded
 # because shapes may change on every call (it is emptied when full).
-_Layout = tuple[tuple[bool, ...], tuple[int, ...], bool, tuple[int, ...]]
+_Layout = tuple[tuple[bool, ...], tuple[int, ...], bool, tuple[int, ...], bool]
 _LAYOUTS: dict[tuple[Sequence[int], Sequence[int]], _Layout] = {}
 _LAYOUTS_MAX = 4096
 
@@ -93,8 +98,14 @@ def _layout(shape: Sequence[int], strides: Sequence[int]) -> _Layout:
         if len(_LAYOUTS) >= _LAYOUTS_MAX:
             _LAYOUTS.clear()
         layout = _LAYOUTS[key] = (tuple([s == 1 for s in strides]), tuple([s for s in strides if s != 1]),
-                                  _needs_int64(shape, strides), tuple([size_bucket(s) for s in shape]))
+                                  _needs_int64(shape, strides), tuple([size_bucket(s) for s in shape]),
+                                  internal_overlap(shape, strides))
     return layout
+
+
+def overlaps_itself(tensor: torch.Tensor) -> bool:
+    """Whether two elements of `tensor` share memory (overlap.py), remembered per layout."""
+    return _layout(tensor.shape, tensor.stride())[4]
 
 
 def tensor_key(tensor: torch.Tensor, static_shapes: bool) -> tuple:
@@ -118,18 +129,15 @@ def value_key(value: Any, static_shapes: bool) -> Any:
     if kind == TENSOR:
         return tensor_key(value, static_shapes)
     if kind == SPECIALIZED:
-        return ("const", int(value))
+        return ("specialized", int(value))
     if kind == CONSTANT:
-        return ("const", value)
+        return ("const", type(value), value)  # typed: True == 1, but codegen tells them apart
     if kind == INT:
         return ("int", static_shapes and value)
     if kind == FLOAT:
         return ("float",)
-    try:
-        hash(value)
-        return ("const", value)
-    except TypeError:
-        return ("object", id(value))
+    key = constant_key(value)
+    return ("data", key) if key is not None else ("object", IdentityKey(value))
 
 
 def size_bucket(size: int) -> int:

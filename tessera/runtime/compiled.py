@@ -24,9 +24,10 @@ from tessera.ir.graph import KernelIR
 from tessera.ir.tile_range import TileRange
 from tessera.ir.tunables import TunableDim
 from tessera.location import user_location
-from tessera.runtime.call_keys import config_key, device_type, launch_inputs, needs_int64
+from tessera.runtime.call_keys import config_key, device_type, launch_inputs, needs_int64, overlaps_itself
 from tessera.runtime.eager import EagerInterpreter
 from tessera.runtime.exact_facts import launch_facts
+from tessera.runtime.global_reads import GlobalReads
 from tessera.runtime.plan import LaunchRecord
 from tessera.runtime.variants import RememberedLaunch, Variant, VariantStore
 
@@ -94,17 +95,20 @@ class CompiledRunner:
         facts = launch_facts(id(body.__code__), values, tile_range) if self.recorder is None and memo.wanted() else None
         if facts is not None:
             known = memo.lookup(facts)
-            if known is not None:
+            # a variant whose body read a module global serves only while it keeps its value
+            if known is not None and (known.variant.global_reads is None or known.variant.global_reads.hold()):
                 self.store.hits += 1
                 return known.run(self, values)
         values_key, range_key, arguments = launch_inputs(values, tile_range, self.static_shapes)
         key = (body.__code__.co_firstlineno, self.mode, self.config_key, range_key, values_key)
         variants = self.store.variants.get(key)
-        variant = next((v for v in variants if v.guard(*arguments)), None) if variants is not None else None
+        variant = next((v for v in variants if v.serves(arguments)), None) if variants is not None else None
         if variant is None:
             variant = self._compile(key, variants or [], values, tile_range, body, launch_index)
         else:
             self.store.hits += 1
+        if variant.stored_values:
+            _refuse_overlapping_outputs(self.kernel.fn.__name__, variant, values, body.__code__.co_freevars)
         grid = variant.grid(*arguments)
         self.run_variant(variant, arguments, grid)
         if facts is not None:  # ran: the next launch with these facts repeats this decision
@@ -121,11 +125,13 @@ class CompiledRunner:
                 location=user_location(),
                 hint="shapes or dtypes change on every call; pass sizes as runtime values (avoid static_shapes "
                      "/ hl.specialize on changing values) or raise max_variants=")
+        reads = GlobalReads.of(body, values)  # recorded before tracing reads them
         variant = Variant.of(compile_launch(self.request(values, tile_range, body, launch_index),
-                                            backends.get(self.kernel.settings.backend)), launch_index)
+                                            backends.get(self.kernel.settings.backend)), launch_index, reads,
+                             body.__code__.co_freevars)
         if settings.log_enabled("recompiles") and self.store is self.kernel.store:  # not planning/tuning runs
-            reason = "first compile" if not variants else "guards failed: " + "; ".join(variants[-1].guard_text)
-            print(f"[tessera] compiling {self.kernel.fn.__name__} variant {total + 1} ({reason})", file=sys.stderr)
+            print(f"[tessera] compiling {self.kernel.fn.__name__} variant {total + 1} ({_recompile_reason(variants)})",
+                  file=sys.stderr)
         self.store.variants.setdefault(key, variants).append(variant)
         return variant
 
@@ -170,6 +176,30 @@ class CompiledRunner:
         self.recorder.append(LaunchRecord(variant.path, variant.loaded.function_name, tuple(arguments), grid,
                                           int(launch_options.get("num_warps", 4)),
                                           int(launch_options.get("num_stages", 2))))
+
+
+def _refuse_overlapping_outputs(kernel_name: str, variant: Variant, values: list[Any], names: tuple[str, ...]) -> None:
+    """Refuse a launch storing into a tensor whose elements share memory (overlap.py). On the
+    keyed path only: a remembered launch repeats a decision that passed this check."""
+    for position in variant.stored_values:
+        tensor = values[position]
+        if isinstance(tensor, torch.Tensor) and overlaps_itself(tensor):
+            raise exc.KernelArgumentError(
+                f"{kernel_name}: this tile loop stores into {names[position]!r}, of size {tuple(tensor.shape)} and strides "
+                f"{tuple(tensor.stride())} whose elements share memory (e.g. made by expand()): "
+                "the stores would race", location=variant.compiled.location or user_location(),
+                hint="store into a tensor that owns its memory (torch.empty(...), or .clone() / .contiguous() "
+                     "the expanded one first); torch refuses in-place writes into it too")
+
+
+def _recompile_reason(variants: list[Variant]) -> str:
+    """Why a launch with an existing key compiles again (for TESSERA_LOG=recompiles)."""
+    if not variants:
+        return "first compile"
+    changed = variants[-1].global_reads.changed() if variants[-1].global_reads is not None else None
+    if changed is not None:
+        return f"module global {changed!r} changed since it was traced"
+    return "guards failed: " + "; ".join(variants[-1].guard_text)
 
 
 class IRRecorder(CompiledRunner):
@@ -246,6 +276,9 @@ def _keep_spare(kernel: Any, runner: CompiledRunner) -> None:
 
 def _check_device(mode: str, device: torch.device) -> None:
     kind = device_type(device)
+    if kind == "meta":
+        raise exc.KernelArgumentError("the kernel's tensors are meta tensors, which have no data to compute on",
+                                      location=user_location(), hint="pass tensors on the CPU or a GPU")
     if mode == "compiled" and kind != "cuda":
         raise exc.TesseraError(f"mode 'compiled' needs CUDA tensors, got tensors on {device}",
                                location=user_location(), hint="use mode='interpret' for CPU tensors")

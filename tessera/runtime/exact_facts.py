@@ -7,24 +7,42 @@ the same shapes again and again, so in front of each keyed lookup sits a memo ke
 *exact* facts the keyed path reads:
 
 - a tensor: dtype, shape, strides, 16-byte alignment of its data pointer, `mark_static` dims;
-- an int, float, bool, None, str, dtype, `hl.specialize`d int or other hashable object (a
-  helper function the loop calls): its type and value.
+- an int, float, bool, None, str, dtype or `hl.specialize`d int: its type and value (a
+  negative zero with its own marker: `0.0 == -0.0`, but a remembered launch bakes the value in);
+- plain data (a tuple or list of numbers...): its typed key (constant_keys.py), so `(2,)` and
+  `(2.0,)` differ;
+- a function, class, module or enum member (a helper the loop calls): itself.
 
 Every decision the keyed path makes for a launch (the key, which variant's guards hold, the
 grid, the int arguments) and for a call (its Config) is a function of these facts, so a memo hit
 repeats the keyed path's decision without redoing it. Anything else (a list of tensors, an
 unhashable object, a NaN, a tensor-valued loop bound) has no exact facts, and the call takes the
-keyed path.
+keyed path. No fact is a user's tensor or an object that may hold one: memos outlive calls.
 
 >>> exact_facts([torch.empty(4, 8), 3])                             # doctest: +SKIP
 [None, torch.float32, torch.Size([4, 8]), (8, 1), 0, None, <class 'int'>, 3]
 """
 from __future__ import annotations
 
+import enum
+import math
+import types
 from typing import Any, Sequence
 
 from tessera.runtime.call_keys import FLOAT, INT, KINDS_BY_TYPE, OTHER, SPECIALIZED, TENSOR, kind_of
+from tessera.runtime.constant_keys import constant_key
 from tessera.marking import STATIC_DIMS_ATTRIBUTE
+
+# Values that are code, not data: a memo may hold them (they hold no user tensors, in practice).
+_CODE_TYPES = (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType, enum.Enum)
+
+
+class _NegativeZero:
+    """Stands where `float` would in the facts of a -0.0 (equal to 0.0, yet another value)."""
+
+
+class _PlainData:
+    """Stands before the typed key of a tuple, list or other plain-data value."""
 
 
 def exact_facts(values: Sequence[Any], head: Any = None) -> list[Any] | None:
@@ -44,21 +62,24 @@ def exact_facts(values: Sequence[Any], head: Any = None) -> list[Any] | None:
             facts += (value.dtype, value.shape, value.stride(), value.data_ptr() & 15,
                       getattr(value, STATIC_DIMS_ATTRIBUTE, None))
             continue
-        if kind == FLOAT and value != value:  # NaN: never equal to itself
-            return None
-        if kind == OTHER and not _hashable(value):  # a helper function, a module: keyed by value if hashable
-            return None
+        if kind == FLOAT:
+            if value != value:  # NaN: never equal to itself
+                return None
+            if value == 0.0 and math.copysign(1.0, value) < 0.0:
+                append(_NegativeZero)
+                append(value)
+                continue
+        elif kind == OTHER:
+            key = constant_key(value)
+            if key is not None:
+                append(_PlainData)
+                append(key)
+                continue
+            if not isinstance(value, _CODE_TYPES):  # an object (it may hold tensors): keyed path
+                return None
         append(type(value))
         append(value)
     return facts
-
-
-def _hashable(value: Any) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 def launch_facts(code: Any, values: Sequence[Any], tile_range: Any) -> tuple | None:

@@ -17,6 +17,7 @@ from tessera.frontend.rewrite import COMPARE, DEVICE_IF, DEVICE_LOOP, LAUNCH, RA
 from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments
 from tessera.language.tile import grid, tile
+from tessera.runtime.argument_checks import unsupported_argument
 from tessera.runtime.bound import BoundKernel
 from tessera.runtime.call_keys import common_device, device_type
 from tessera.language.control import compare_helper, device_if_helper, device_loop_helper, range_helper
@@ -124,6 +125,13 @@ class Kernel:
             if settings.get("debug") == "raw":
                 raise
             raise error.with_traceback(strip_internal_frames(error.__traceback__)) from None
+        except Exception:
+            # checked only once a call failed (see argument_checks.py): a sparse, mkldnn, nested
+            # or meta tensor fails wherever its pointer or strides are first read
+            refused = unsupported_argument(self.fn.__name__, args, kwargs)
+            if refused is None or settings.get("debug") == "raw":
+                raise
+            raise refused.with_traceback(None) from None
 
     def autotune(self, *args: Any, **kwargs: Any) -> Config:
         """Tune for these arguments now; return the best Config (also stored on disk)."""
@@ -144,10 +152,12 @@ class Kernel:
         return CacheInfo(self.store.hits, self.store.misses, self.store.count())
 
     def reset(self) -> None:
-        """Forget every compiled variant (and the counts)."""
+        """Forget every compiled variant, the counts and the in-memory Config choices (the disk
+        cache of tuned Configs stays): the next call starts as the first one did."""
         self.store = VariantStore()
         self.idle_runners = []
         self.spare_runners = {}
+        self.config_choices.clear()
 
     @functools.cached_property
     def source_hash(self) -> str:

@@ -110,7 +110,13 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
     fast_key = _fast_key(kernel, mode, args, kwargs)
     config = choices.by_key.get(fast_key)
     if config is None:
-        config = _cover_every_slot(kernel, _choose(kernel, mode, kernel.bind(*args, **kwargs)))
+        chosen = _choose(kernel, mode, kernel.bind(*args, **kwargs))
+        if chosen is None:
+            # No choice could be made for these arguments (planning the call failed: the call
+            # itself raises in a moment, with the kernel's own error). Nothing is remembered, so
+            # a later good call with the same key chooses afresh instead of inheriting this.
+            return kernel.default_config()
+        config = _cover_every_slot(kernel, chosen)
         choices.set(fast_key, config)
     if facts is not None:
         choices.by_facts.remember(facts, config)
@@ -189,7 +195,9 @@ def forget(kernel: Any) -> None:
     kernel.config_choices.clear()
 
 
-def _choose(kernel: Any, mode: str, bound: Any) -> Config:
+def _choose(kernel: Any, mode: str, bound: Any) -> Config | None:
+    """The Config for a call: stored, tuned, given or heuristic; None when the heuristic could
+    not plan the call (its host code raised, or its tensors cannot run in this mode)."""
     effort = _effort(kernel)
     if mode == "compiled" and effort != "none" and _tuner is not None:
         stored = _tuner.stored_config(kernel, bound, at_least="given" if kernel.settings.configs else effort)
@@ -205,7 +213,7 @@ def _choose(kernel: Any, mode: str, bound: Any) -> Config:
         return heuristic_for(bound)
     except Exception as error:  # noqa: BLE001 - the real call reports the kernel's own error
         _log(f"{kernel.fn.__name__}: no heuristic config ({type(error).__name__}); using the default")
-        return kernel.default_config()
+        return None
 
 
 def _effort(kernel: Any) -> str:

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from tessera.backends.base import LoadedKernel
-from tessera.compiler import CompiledLaunch
+from tessera.compiler import CompiledLaunch, parameter_name
+from tessera.ir.graph import Op
 from tessera.ir.tunables import TunableDim
 from tessera.runtime.exact_facts import Memo
+from tessera.runtime.global_reads import GlobalReads
 
 if TYPE_CHECKING:
     from tessera.runtime.compiled import CompiledRunner
@@ -31,10 +33,26 @@ class Variant:
     loaded: LoadedKernel
     compiled: CompiledLaunch
     launch_index: int = 0   # which top-level tile loop (source order)
+    # the module globals its body read when traced (None: none); it serves a launch only while
+    # they keep those values (global_reads.py)
+    global_reads: GlobalReads | None = None
+    # positions (in the launch's captured values) of the tensors it stores into, not atomically:
+    # each must not overlap itself (overlap.py)
+    stored_values: tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, compiled: CompiledLaunch, launch_index: int) -> Variant:
-        return cls(compiled.guard, compiled.grid, compiled.loaded, compiled, launch_index)
+    def of(cls, compiled: CompiledLaunch, launch_index: int, global_reads: GlobalReads | None = None,
+           names: tuple[str, ...] = ()) -> Variant:
+        """`names`: the loop body's free variables, in the order of its captured values."""
+        stored = {node.params["tensor"].name for node in compiled.ir.nodes()
+                  if node.op is Op.STORE and not node.params.get("atomic")}
+        positions = tuple(i for i, name in enumerate(names) if parameter_name(name) in stored)
+        return cls(compiled.guard, compiled.grid, compiled.loaded, compiled, launch_index, global_reads, positions)
+
+    def serves(self, arguments: list[Any]) -> bool:
+        """Whether this variant may run a launch with these kernel arguments: its guards hold
+        and the globals its body read are unchanged."""
+        return self.guard(*arguments) and (self.global_reads is None or self.global_reads.hold())
 
     @property
     def path(self) -> str:

@@ -6,17 +6,24 @@ becomes a `BackendCompileError` located at the kernel line that produced the fai
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import importlib.util
+import linecache
 import os
 import sys
+import tempfile
 import threading
 import traceback
+import types
 from typing import Any
 
 import torch
 
 from tessera import exc, settings
+
+
+_triton_lock = threading.Lock()
+_triton_interpreted: bool | None = None  # the mode Triton was imported in, once it was (and checked)
 
 
 def _ensure_triton(interpret: bool) -> None:
@@ -25,16 +32,26 @@ def _ensure_triton(interpret: bool) -> None:
     Triton's own library (tl.sum, tl.cdiv, ...) is made of @triton.jit functions created when
     triton is imported, and the interpreter can only call interpreted ones; so a process runs
     either interpreted kernels (CPU tensors) or compiled ones (CUDA tensors), not both.
+
+    Under a lock: threads making a process's first calls at once would otherwise import Triton
+    concurrently, and a thread that sees the partly initialized package fails (and leaves
+    later imports broken). After the first success the check is a global read.
     """
-    if "triton" not in sys.modules:
-        if interpret:
-            os.environ["TRITON_INTERPRET"] = "1"
-        else:
-            os.environ.pop("TRITON_INTERPRET", None)  # a stale setting must not pick the interpreter
-        import triton.language  # noqa: F401
-    from triton.runtime.interpreter import InterpretedFunction
-    import triton.language.standard as standard
-    interpreted = isinstance(standard.cdiv, InterpretedFunction)
+    global _triton_interpreted
+    interpreted = _triton_interpreted
+    if interpreted is None:
+        with _triton_lock:
+            if _triton_interpreted is None:
+                if "triton" not in sys.modules:
+                    if interpret:
+                        os.environ["TRITON_INTERPRET"] = "1"
+                    else:
+                        os.environ.pop("TRITON_INTERPRET", None)  # a stale setting must not pick the interpreter
+                import triton.language  # noqa: F401
+                from triton.runtime.interpreter import InterpretedFunction
+                import triton.language.standard as standard
+                _triton_interpreted = isinstance(standard.cdiv, InterpretedFunction)
+            interpreted = _triton_interpreted
     if interpreted != interpret:
         wanted = "interpret" if interpret else "compiled"
         raise exc.TesseraError(
@@ -59,33 +76,87 @@ def _ensure_descriptor_allocator() -> None:
         _allocator_set = True
 
 
+def source_digest(source: str) -> str:
+    """The digest a generated file is named by (16 hex digits of its text's sha256)."""
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
 def write_generated(name: str, source: str, interpret: bool) -> str:
     """Write generated source to a file under the cache directory (Triton reads sources from
-    files); its path. Named by a digest of the text, so equal sources share one file."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    directory = os.path.join(settings.get("cache_dir"), "tessera_generated")
-    os.makedirs(directory, exist_ok=True)
-    module_name = f"{name}_{digest}_{'interp' if interpret else 'gpu'}"
-    path = os.path.join(directory, f"{module_name}.py")
-    if not os.path.exists(path):
-        # one temporary per thread: two threads compiling the same variant must not share one
-        temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-        with open(temporary, "w") as handle:
-            handle.write(source)
-        os.replace(temporary, path)
+    files); its path. Named by a digest of the text, so equal sources share one file, and a
+    file whose text does not match its name's digest is known to be damaged."""
+    module_name = f"{name}_{source_digest(source)}_{'interp' if interpret else 'gpu'}"
+    path = os.path.join(settings.cache_dir(), "tessera_generated", f"{module_name}.py")
+    ensure_source_file(path, source)
     return path
 
 
+def ensure_source_file(path: str, source: str) -> None:
+    """Make `path` hold exactly `source`: a missing, truncated or edited file (or a deleted
+    cache directory) is rewritten. The file is read, never trusted by its name."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            if handle.read() == source:
+                return
+    except (OSError, UnicodeDecodeError):
+        pass  # missing or unreadable: written below
+    write_atomically(path, source)
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write `text` to `path` through a unique temporary file moved into place: a reader (another
+    thread or process) sees the old file or the whole new one, never a part."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".py")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def verified_source(path: str) -> str:
+    """The text of a generated file, checked against the digest in its name (what autotuning
+    workers import: they know only the path). OSError when missing, ValueError when damaged."""
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if f"_{source_digest(text)}_" not in f"{stem}_":
+        raise ValueError(f"generated source {path} does not match its digest (edited or damaged); "
+                         "delete it, Tessera writes it again")
+    return text
+
+
 def import_generated(path: str, name: str, source: str, interpret: bool) -> Any:
-    """Import a generated file's kernel function, Triton first (in the process's mode)."""
+    """Import a generated file's kernel function, Triton first (in the process's mode).
+
+    The module is executed from `source` (the text the compiler produced), not from what the
+    file holds: the file is rewritten first if it differs, and Python's line cache is primed
+    with `source`, so Triton (which reads a kernel's source through `inspect`) and tracebacks
+    see exactly the generated text even if the file is edited or deleted meanwhile.
+    """
     _ensure_triton(interpret)
     if not interpret and "make_tensor_descriptor" in source:
         _ensure_descriptor_allocator()
-    module_name = os.path.splitext(os.path.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        ensure_source_file(path, source)
+    except OSError:
+        pass  # the cache directory went away or became read-only: the primed line cache serves
+    return load_module_function(path, name, source)
+
+
+def load_module_function(path: str, name: str, source: str, module_prefix: str = "") -> Any:
+    """Execute `source` as the module at `path` and return its function `name`."""
+    # (size, mtime None, lines, path): an entry linecache.checkcache keeps, as it does for
+    # sources that have no file; inspect.getsource then reads these lines, not the disk
+    linecache.cache[path] = (len(source), None, source.splitlines(keepends=True), path)
+    module = types.ModuleType(module_prefix + os.path.splitext(os.path.basename(path))[0])
+    module.__file__ = path
+    exec(compile(source, path, "exec"), module.__dict__)  # noqa: S102 - our own generated code
     return getattr(module, name)
 
 

@@ -26,7 +26,6 @@ reach this module through the backend (`TritonTuning` in tuning.py):
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import math
 import os
 import sys
@@ -37,6 +36,7 @@ import torch
 
 from tessera import settings
 from tessera.backends.candidates import CompileLaunch, RunLaunch, TensorStandIn
+from tessera.backends.triton.modules import load_module_function, verified_source, write_atomically
 
 WARM_UP_NAME = "tessera_warm_up"
 WARM_UP_SOURCE = '''# Written by Tessera: each autotuning worker compiles it once when it starts (worker_support.py).
@@ -76,13 +76,10 @@ def load_function(source_path: str, function_name: str) -> Any:
     """Import a generated module once per process and return its kernel function."""
     key = (source_path, function_name)
     if key not in _functions:
-        module_name = "tessera_candidate_" + os.path.splitext(os.path.basename(source_path))[0]
-        spec = importlib.util.spec_from_file_location(module_name, source_path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot import generated source {source_path}")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        _functions[key] = getattr(module, function_name)
+        # checked against its name's digest: a damaged file fails this candidate, named, not
+        # with a SyntaxError from its middle (or, edited, silently computing something else)
+        source = verified_source(source_path)
+        _functions[key] = load_module_function(source_path, function_name, source, "tessera_candidate_")
     return _functions[key]
 
 
@@ -169,13 +166,13 @@ def launch_warm_up_kernel(device: torch.device) -> str:
 def warm_up_source_path() -> str:
     """The warm-up kernel's file, next to the generated kernels (Triton reads sources from files)."""
     digest = hashlib.sha256(WARM_UP_SOURCE.encode()).hexdigest()[:16]
-    path = os.path.join(settings.get("cache_dir"), "tessera_generated", f"{WARM_UP_NAME}_{digest}_gpu.py")
-    if not os.path.exists(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        temporary = f"{path}.{os.getpid()}.tmp"  # every worker may write it at once
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(WARM_UP_SOURCE)
-        os.replace(temporary, path)
+    path = os.path.join(settings.cache_dir(), "tessera_generated", f"{WARM_UP_NAME}_{digest}_gpu.py")
+    try:
+        if verified_source(path) == WARM_UP_SOURCE:
+            return path
+    except (OSError, ValueError):
+        pass
+    write_atomically(path, WARM_UP_SOURCE)  # every worker may write it at once
     return path
 
 

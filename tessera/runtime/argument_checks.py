@@ -1,0 +1,58 @@
+"""Tensor arguments a kernel cannot run on, named in a located error.
+
+A kernel reads its tensors through a data pointer, sizes and strides: sparse, mkldnn and nested
+tensors have no such layout, and meta tensors have no data. Checking every argument on every
+call would cost the hit path (a layout read is ~50 ns per tensor), and each of these fails
+anyway the moment dispatch reads its pointer or strides; so the check runs only after a call
+failed, and turns torch's raw error ("Cannot access data pointer of Tensor that doesn't have
+storage") into one that says which argument and what to do.
+
+>>> unsupported_argument("add", (torch.eye(3).to_sparse(),), {})            # doctest: +SKIP
+KernelArgumentError('add(): argument 0 is a sparse tensor (layout torch.sparse_coo) ...')
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import torch
+
+from tessera import exc
+from tessera.location import user_location
+
+
+def _tensors(args: tuple, kwargs: dict) -> Iterator[tuple[str, torch.Tensor]]:
+    named = [(f"argument {position}", value) for position, value in enumerate(args)]
+    named += [(f"argument {name!r}", value) for name, value in kwargs.items()]
+    for label, value in named:
+        if isinstance(value, torch.Tensor):
+            yield label, value
+        elif isinstance(value, (list, tuple)):
+            for index, element in enumerate(value):
+                if isinstance(element, torch.Tensor):
+                    yield f"{label}[{index}]", element
+
+
+def _why_unsupported(tensor: torch.Tensor) -> tuple[str, str] | None:
+    """(what the tensor is, what to do instead), or None for a tensor kernels can read."""
+    if tensor.is_nested:
+        return "a nested tensor", "pass its components, or a padded tensor (x.to_padded_tensor(0))"
+    layout = tensor.layout
+    if layout is not torch.strided:
+        if layout is torch._mkldnn:  # type: ignore[attr-defined]
+            return "an mkldnn tensor", "convert it with x.to_dense()"
+        return f"a sparse tensor (layout {layout})", "convert it with x.to_dense()"
+    if tensor.device.type == "meta":
+        return "a meta tensor (it has no data)", "pass a tensor on the CPU or a GPU"
+    return None
+
+
+def unsupported_argument(kernel_name: str, args: tuple, kwargs: dict) -> exc.KernelArgumentError | None:
+    """A located error naming the first tensor argument a kernel cannot run on, else None."""
+    for label, tensor in _tensors(args, kwargs):
+        why = _why_unsupported(tensor)
+        if why is not None:
+            what, instead = why
+            return exc.KernelArgumentError(
+                f"{kernel_name}(): {label} is {what}; kernels read strided tensors only",
+                location=user_location(), hint=instead)
+    return None
