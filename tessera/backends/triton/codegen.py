@@ -13,6 +13,7 @@ from tessera.backends.base import LoweredKernel, LoweringOptions
 from tessera.backends.triton.emitter import Emitter
 from tessera.backends.triton.lowering import emit_block
 from tessera.backends.triton.program_ids import emit_program_ids, host_grid, mapping_for, program_count_exprs
+from tessera.backends.triton.numerics import HELPERS as NUMERIC_HELPERS
 from tessera.backends.triton.row_loops import emit_row_schedule
 from tessera.config import Config
 from tessera.ir.graph import KernelIR
@@ -58,6 +59,7 @@ _HELPERS: dict[str, list[str]] = {
         "    return tl.where(y == 0, 1.0, magnitude * sign)",
         "",
     ],
+    **NUMERIC_HELPERS,
 }
 
 

@@ -93,16 +93,16 @@ class Emitter:
             self.line(f"mask_{name} = idx_{name} < {print_expr(axis.end)}")
 
     @staticmethod
-    def _placed(name: str, position: int, rank: int) -> str:
+    def placed(name: str, position: int, rank: int) -> str:
         if rank <= 1:
             return name
         return f"{name}[{', '.join(':' if i == position else 'None' for i in range(rank))}]"
 
     def axis_index(self, axis: Axis, shape: tuple[Axis, ...]) -> str:
-        return self._placed(f"idx_{axis.name}", shape.index(axis), len(shape))
+        return self.placed(f"idx_{axis.name}", shape.index(axis), len(shape))
 
     def axis_mask(self, axis: Axis, shape: tuple[Axis, ...]) -> str:
-        return self._placed(f"mask_{axis.name}", shape.index(axis), len(shape))
+        return self.placed(f"mask_{axis.name}", shape.index(axis), len(shape))
 
     def block_shape(self, shape: tuple[Axis, ...]) -> str:
         return "[" + ", ".join(str(axis.block) for axis in shape) + "]"

@@ -15,10 +15,11 @@ import sympy
 import torch
 
 from tessera import exc
+from tessera.backends.triton import numerics
 from tessera.backends.triton.emitter import TRITON_DTYPES, Emitter, join_masks
 from tessera.backends.triton.indexing import BlockAccess, element_size, strategy_for
 from tessera.backends.triton.printer import print_expr
-from tessera.ir.graph import Block, Node, Op
+from tessera.ir.graph import Axis, Block, Node, Op
 
 ELEMENTWISE_TEMPLATES: dict[str, str] = {
     "add": "({0} + {1})",
@@ -67,10 +68,13 @@ INTERPRETED_TEMPLATES: dict[str, tuple[str, str]] = {
     "pow": ("interpreted_pow", "interpreted_pow({0}, {1})"),
 }
 _COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})  # bool results: no cast back
-# integer floor division and modulo round toward -inf, as Python and PyTorch do (Triton's `//` and
-# `%` truncate toward zero)
-_INT_FLOORDIV = "({0} // {1} - (({0} % {1} != 0) & (({0} < 0) != ({1} < 0))).to({0}.dtype))"
-_INT_MOD = "({0} % {1} + tl.where(({0} % {1} != 0) & (({0} % {1} < 0) != ({1} < 0)), {1}, 0))"
+# floor division and modulo by dtype kind (backends/triton/numerics.py says why each is written so)
+_DIVISION_TEMPLATES: dict[tuple[str, bool], tuple[str, str | None]] = {
+    ("floordiv", True): (numerics.FLOAT_FLOORDIV, "float_floordiv"),
+    ("floordiv", False): (numerics.INT_FLOORDIV, None),
+    ("mod", True): (numerics.FLOAT_REMAINDER, "float_remainder"),
+    ("mod", False): (numerics.INT_REMAINDER, None),
+}
 
 REDUCTION_FUNCTIONS = {"sum": "tl.sum", "amax": "tl.max", "amin": "tl.min", "argmax": "tl.argmax",
                        "argmin": "tl.argmin"}
@@ -89,6 +93,24 @@ def reduction_identity(fn: str, dtype: torch.dtype) -> str:
     return str(info.max if largest else info.min)
 
 
+def working_dtype(accumulate: torch.dtype) -> torch.dtype:
+    """The dtype a reduction's lanes are combined in: 16-bit floats compare in fp32 (exact, as
+    Triton's tl.max does internally; the interpreter cannot even make 16-bit constants for the
+    masked lanes), everything else in the node's accumulate dtype."""
+    return torch.float32 if accumulate in (torch.float16, torch.bfloat16) else accumulate
+
+
+def reduction_text(emitter: Emitter, fn: str, operand: str, dtype: torch.dtype, dim: int, keepdim: bool,
+                   shape: tuple[Axis, ...]) -> str:
+    """`operand` (a block of `dtype` and axes `shape`, masked lanes filled) reduced over `dim` as
+    torch reduces it: NaN propagates through float amax/amin/argmax/argmin (numerics.py)."""
+    lanes = Emitter.placed(f"tl.arange(0, {shape[dim].block})", dim, len(shape))  # lane numbers, for argmax
+    text, helpers = numerics.reduction_expression(fn, operand, dtype, dim, keepdim, emitter.block_shape(shape),
+                                                  lanes, emitter.interpret)
+    emitter.helpers.update(helpers)
+    return text
+
+
 def _assign(emitter: Emitter, node: Node, expression: str) -> None:
     emitter.line(f"{emitter.name_of(node)} = {expression}")
 
@@ -101,10 +123,11 @@ def _elementwise(emitter: Emitter, node: Node) -> None:
     if emitter.interpret and fn in INTERPRETED_TEMPLATES:
         helper, template = INTERPRETED_TEMPLATES[fn]
         emitter.helpers.add(helper)
-    if template == "floordiv":
-        text = _INT_FLOORDIV.format(*operands) if not compute.is_floating_point else "tl.floor({0} / {1})".format(*operands)
-    elif template == "mod":
-        text = _INT_MOD.format(*operands) if not compute.is_floating_point else "({0} - tl.floor({0} / {1}) * {1})".format(*operands)
+    if template in ("floordiv", "mod"):
+        division, helper = _DIVISION_TEMPLATES[template, compute.is_floating_point]
+        if helper is not None:
+            emitter.helpers.add(helper)
+        text = division.format(*operands)
     elif template == "invert":
         text = f"({operands[0]} == 0)" if node.dtype == torch.bool else f"(~{operands[0]})"
     else:
@@ -116,19 +139,17 @@ def _reduce(emitter: Emitter, node: Node) -> None:
     fn = node.params["fn"]
     source = node.inputs[0]
     operand = emitter.name_of(source)
-    accumulate = node.params["accumulate"]
-    if accumulate != source.dtype:
-        # 16-bit sums accumulate in fp32 and integer sums in int64, as PyTorch does
-        operand = emitter.cast(operand, source.dtype, accumulate)
+    # 16-bit sums accumulate in fp32 and integer sums in int64, as PyTorch does
+    accumulate = working_dtype(node.params["accumulate"])
+    operand = emitter.cast(operand, source.dtype, accumulate)
     axis = node.params["axis"]
     if axis.needs_mask:
         operand = f"tl.where({emitter.axis_mask(axis, source.shape)}, {operand}, {reduction_identity(fn, source.dtype)})"
-    keep = ", keep_dims=True" if node.params["keepdim"] else ""
-    text = f"{REDUCTION_FUNCTIONS[fn]}({operand}, axis={node.params['dim']}{keep})"
+    text = reduction_text(emitter, fn, operand, accumulate, node.params["dim"], node.params["keepdim"], source.shape)
     if fn in ("argmax", "argmin"):
         _assign(emitter, node, f"{text}.to(tl.int64)")
     else:
-        _assign(emitter, node, emitter.cast(text, node.dtype if fn == "sum" else source.dtype, node.dtype))
+        _assign(emitter, node, emitter.cast(text, accumulate, node.dtype))
 
 
 def _cast(emitter: Emitter, node: Node) -> None:

@@ -19,12 +19,14 @@ from __future__ import annotations
 import torch
 
 from tessera.backends.triton.emitter import TRITON_DTYPES, Emitter
-from tessera.backends.triton.lowering import REDUCTION_FUNCTIONS, emit_block, reduction_identity
+from tessera.backends.triton.lowering import emit_block, reduction_identity, reduction_text, working_dtype
 from tessera.backends.triton.printer import print_expr
 from tessera.ir.graph import Axis, Block, Node
 from tessera.ir.rolling import ChunkPass
 
-_COMBINE = {"sum": "{acc} + {value}", "amax": "tl.maximum({acc}, {value})", "amin": "tl.minimum({acc}, {value})"}
+# per-lane combines; NaN propagates as in torch's amax/amin (Triton's default maximum drops it)
+_COMBINE = {"sum": "{acc} + {value}", "amax": "tl.maximum({acc}, {value}, propagate_nan=tl.PropagateNan.ALL)",
+            "amin": "tl.minimum({acc}, {value}, propagate_nan=tl.PropagateNan.ALL)"}
 
 
 def emit_row_schedule(emitter: Emitter, items: tuple[Node | ChunkPass, ...], row: Axis) -> None:
@@ -40,7 +42,7 @@ def _emit_pass(emitter: Emitter, chunk: ChunkPass, row: Axis) -> None:
     accumulators = {}
     for reduction in chunk.reductions:
         source = reduction.inputs[0]
-        dtype = reduction.params["accumulate"]
+        dtype = working_dtype(reduction.params["accumulate"])
         name = f"acc_{reduction.name}"
         accumulators[reduction] = (name, dtype)
         identity = reduction_identity(reduction.params["fn"], source.dtype)
@@ -60,11 +62,9 @@ def _emit_pass(emitter: Emitter, chunk: ChunkPass, row: Axis) -> None:
         del emitter.renamed[node]
     emitter.indent -= 1
     for reduction, (name, dtype) in accumulators.items():
-        function = REDUCTION_FUNCTIONS[reduction.params["fn"]]
-        keep = ", keep_dims=True" if reduction.params["keepdim"] else ""
-        text = f"{function}({name}, axis={reduction.params['dim']}{keep})"
-        if reduction.params["fn"] != "sum":
-            text = emitter.cast(text, dtype, reduction.dtype)
+        text = reduction_text(emitter, reduction.params["fn"], name, dtype, reduction.params["dim"],
+                              reduction.params["keepdim"], reduction.inputs[0].shape)
+        text = emitter.cast(text, dtype, reduction.dtype)
         emitter.line(f"{emitter.name_of(reduction)} = {text}")
 
 

@@ -1,0 +1,124 @@
+"""Triton code for the ops whose edge values (NaN, inf, -0.0, a zero divisor) need care to match PyTorch.
+
+    reduction_expression("amax", "v4", torch.float32, 1, False, "[8, 16]", "idx_r0[None, :]", interpret)
+    FLOAT_FLOORDIV.format("a", "b")      # float `a // b` exactly as torch computes it
+
+Triton's own `tl.max`/`tl.min` drop NaN (GPU: `maxnum`; interpreter: `np.nanmax`) and its
+`tl.argmax` never picks a NaN on the GPU, while PyTorch propagates NaN through `amax`/`amin`/
+`max(dim)`/`min(dim)` and `argmax`/`argmin` return the first NaN's index. Float `//` and `%` follow
+torch's fmod-based formulas (`aten/src/ATen/native/BinaryOps.h`: `div_floor_floating`, and the
+remainder kernel), not `floor(a / b)`: `1.0 // 0.1` is 9, `7.0 % inf` is 7. Triton's float `%` is
+C's fmod in both the GPU code (`frem`) and the interpreter (`np.fmod`), so the helpers below use
+only tl operations and run unchanged in both.
+"""
+from __future__ import annotations
+
+import torch
+
+HELPERS: dict[str, list[str]] = {
+    "float_floordiv": [
+        "",
+        "@triton.jit",
+        "def float_floordiv(a, b):",
+        "    # torch's div_floor_floating: fmod-based, so a // b never exceeds the true quotient",
+        "    mod = a % b",
+        "    div = (a - mod) / b",
+        "    div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1.0, div)",
+        "    floored = tl.floor(div)",
+        "    floored = tl.where(div - floored > 0.5, floored + 1.0, floored)",
+        "    zero = (a / b) * 0.0  # copysign(0, a / b): |a| < |b| here, so a / b is finite",
+        "    result = tl.where(div != 0, floored, zero)",
+        "    return tl.where(b == 0, a / b, result)  # a zero divisor: the IEEE quotient",
+        "",
+    ],
+    "float_remainder": [
+        "",
+        "@triton.jit",
+        "def float_remainder(a, b):",
+        "    # torch's remainder: fmod, moved into the divisor's sign",
+        "    mod = a % b",
+        "    return tl.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)",
+        "",
+    ],
+    "max_propagating_nan": [
+        "",
+        "@triton.jit",
+        "def max_propagating_nan(a, b):",
+        "    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)",
+        "",
+    ],
+    "min_propagating_nan": [
+        "",
+        "@triton.jit",
+        "def min_propagating_nan(a, b):",
+        "    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)",
+        "",
+    ],
+    "argmax_propagating_nan": [
+        "",
+        "@triton.jit",
+        "def argmax_propagating_nan(value1, index1, value2, index2):",
+        "    # NaN is larger than every number; ties (NaN with NaN included) keep the first index",
+        "    nan1 = value1 != value1",
+        "    nan2 = value2 != value2",
+        "    larger = (value1 > value2) | (nan1 & ~nan2)",
+        "    equal = (value1 == value2) | (nan1 & nan2)",
+        "    first = larger | (equal & (index1 < index2))",
+        "    return tl.where(first, value1, value2), tl.where(first, index1, index2)",
+        "",
+    ],
+    "argmin_propagating_nan": [
+        "",
+        "@triton.jit",
+        "def argmin_propagating_nan(value1, index1, value2, index2):",
+        "    # NaN is smaller than every number here too: torch's argmin also returns the first NaN",
+        "    nan1 = value1 != value1",
+        "    nan2 = value2 != value2",
+        "    smaller = (value1 < value2) | (nan1 & ~nan2)",
+        "    equal = (value1 == value2) | (nan1 & nan2)",
+        "    first = smaller | (equal & (index1 < index2))",
+        "    return tl.where(first, value1, value2), tl.where(first, index1, index2)",
+        "",
+    ],
+}
+
+FLOAT_FLOORDIV = "float_floordiv({0}, {1})"
+FLOAT_REMAINDER = "float_remainder({0}, {1})"
+# integer floor division and modulo round toward -inf, as Python and PyTorch do (Triton's `//` and
+# `%` truncate toward zero)
+INT_FLOORDIV = "({0} // {1} - (({0} % {1} != 0) & (({0} < 0) != ({1} < 0))).to({0}.dtype))"
+INT_REMAINDER = "({0} % {1} + tl.where(({0} % {1} != 0) & (({0} % {1} < 0) != ({1} < 0)), {1}, 0))"
+
+
+_NAN_COMBINE = {"amax": "max_propagating_nan", "amin": "min_propagating_nan",
+                "argmax": "argmax_propagating_nan", "argmin": "argmin_propagating_nan"}
+
+
+def reduction_expression(fn: str, operand: str, dtype: torch.dtype, dim: int, keepdim: bool,
+                         block_shape: str, index: str, interpret: bool) -> tuple[str, tuple[str, ...]]:
+    """(Triton expression reducing `operand` over `dim`, helper functions it calls), as torch reduces.
+
+    `operand` is a block of `dtype` (masked lanes already hold the reduction's identity), of block
+    shape `block_shape` (`"[8, 16]"`); `index` is the reduced axis's lane number placed in that
+    shape (`"tl.arange(0, 16)[None, :]"`), used by the NaN-aware argmax. Float amax/amin/argmax/
+    argmin propagate NaN: on the GPU through `tl.reduce` with a NaN-propagating combine function;
+    in the interpreter (whose `tl.reduce` with a Python combine function walks every element) by
+    the vectorized `tl.max`/`tl.argmax` plus a NaN test, since there `tl.argmax` is `np.argmax`,
+    which already returns the first NaN.
+    """
+    keep = ", keep_dims=True" if keepdim else ""
+    if fn == "sum":
+        return f"tl.sum({operand}, axis={dim}{keep})", ()
+    plain = {"amax": "tl.max", "amin": "tl.min", "argmax": "tl.argmax", "argmin": "tl.argmin"}[fn]
+    if not dtype.is_floating_point:
+        return f"{plain}({operand}, axis={dim}{keep})", ()
+    if interpret:
+        if fn in ("argmax", "argmin"):
+            return f"{plain}({operand}, axis={dim}{keep})", ()
+        has_nan = f"tl.max(({operand} != {operand}).to(tl.int8), axis={dim}{keep}) > 0"
+        return f"tl.where({has_nan}, float('nan'), {plain}({operand}, axis={dim}{keep}))", ()
+    helper = _NAN_COMBINE[fn]
+    if fn in ("argmax", "argmin"):
+        lanes = f"tl.broadcast_to({index}, {block_shape})"
+        return f"tl.reduce(({operand}, {lanes}), {dim}, {helper}{keep})[1]", (helper,)
+    return f"tl.reduce({operand}, {dim}, {helper}{keep})", (helper,)
