@@ -4,7 +4,8 @@
   carried placeholders are defined inside that loop, and after it hold its results);
 - every axis of a shape is the unit axis, a launch or whole axis of the kernel, or the tile of an
   enclosing inner loop;
-- values have a dtype (stores and loops have none), and a row schedule covers the row's nodes.
+- values have a dtype; loops and plain stores have none (an atomic store's value is the old
+  contents, so it may have one).
 
 A violation is a Tessera bug, never the user's: it raises `IRVerificationError` naming the pass.
 
@@ -43,8 +44,11 @@ def _verify_block(block: Block, defined: set[Node], axes: set[Axis], problems: l
         for axis in node.shape:
             if axis not in axes:
                 problems.append(f"{node.name} has axis {axis.name}, which no loop or launch defines")
-        if (node.dtype is None) != (node.op in _NO_VALUE):
+        has_value = node.op not in _NO_VALUE or (node.op is Op.STORE and bool(node.params.get("atomic")))
+        if node.op is not Op.STORE and (node.dtype is None) == has_value:
             problems.append(f"{node.name} ({node.op.value}) has dtype {node.dtype}")
+        elif node.op is Op.STORE and node.dtype is not None and not has_value:
+            problems.append(f"{node.name} (a plain store) has dtype {node.dtype}")
         if node.op is Op.LOOP:
             inner_axes = axes | {loop.axis for loop in node.params["loops"] if loop.axis is not None}
             carried = set(node.params["carried"])
