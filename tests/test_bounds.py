@@ -150,3 +150,20 @@ def test_a_grid_from_a_negative_begin_wraps_like_torch(device: torch.device) -> 
     expected = torch.cat([x[1:], x])  # rows -2, -1, 0, 1, 2
     for mode in _modes(device):
         assert torch.equal(_run(mode, copy_rows_of_grid, x, -2), expected), mode
+
+
+# -- views ---------------------------------------------------------------------------------------
+@tessera.kernel(config=tessera.Config(block_sizes=[4]))
+def copy_from_slice(x: torch.Tensor, start: int, out: torch.Tensor) -> torch.Tensor:
+    for tile in hl.tile(out.size(0)):
+        out[tile] = x[start:][tile]
+    return out
+
+
+@pytest.mark.parametrize("start", [2, -3])
+def test_a_host_int_slice_start_counts_from_the_end_like_python(start: int, device: torch.device) -> None:
+    x = torch.arange(8.0, device=device)
+    expected = x[start:]
+    for mode in _modes(device):
+        out = torch.zeros(expected.numel(), device=device)
+        assert torch.equal(_run(mode, copy_from_slice, x, start, out), expected), mode

@@ -6,7 +6,9 @@ scalars (symbols named after IR nodes, see `Tracer.scalar_expr`). Every access t
 stays inside the part of the argument it views:
 
 - a slice is clipped to the dimension (`0 <= start <= stop <= size`): a slice past the
-  argument's end views fewer elements, where eager mode (PyTorch) would raise;
+  argument's end views fewer elements, where eager mode (PyTorch) would raise; a negative
+  bound counts from the end (Python's rule) when it is a literal or a host int, and is
+  clipped to 0 when it is loaded on the device;
 - a reshape to more elements than its source has (`m * k` larger than the slice) masks the
   accesses past the source's last element: they read 0 and write nothing;
 - a scalar index into a view (`t[i, a:b]`) masks every access when `i` is out of range.
@@ -99,7 +101,14 @@ def _slice_bounds(tracer: Tracer, item: slice, size: Any) -> tuple[Any, Any]:
     def bound(value: Any) -> Any:
         if isinstance(value, int) and not isinstance(value, bool) and value < 0:
             return size + value  # Python's negative index, for literal ints
-        return tracer.symbols.canonical(tracer.scalar_expr(value))
+        expr = tracer.symbols.canonical(tracer.scalar_expr(value))
+        if isinstance(expr, sympy.Basic) and expr.free_symbols and expr.free_symbols <= set(tracer.symbols.values):
+            # a host int: negative counts from the end, as in Python; the sign is guarded
+            negative = tracer.symbols.evaluate(expr) < 0
+            tracer.symbols.guard(sympy.Lt(expr, 0) if negative else sympy.Ge(expr, 0),
+                                 f"slice bound {expr} is {'below' if negative else 'at or above'} 0")
+            return size + expr if negative else expr
+        return expr  # a value loaded on the device: below 0 is clipped to 0
 
     # (`is`/isinstance only: `==` on a tile value builds a node)
     start_zero = item.start is None or (isinstance(item.start, int) and item.start == 0)
