@@ -167,3 +167,18 @@ def test_the_hinted_device_loop_over_a_runtime_int_runs(device: torch.device) ->
     for mode in _modes(device):
         assert torch.equal(_run(mode, add_k_times_on_the_device, torch.zeros(4, device=device), 3),
                            torch.full((4,), 3.0, device=device)), mode
+
+
+def test_an_in_place_update_of_a_loaded_tile_leaves_the_input_alone(device: torch.device) -> None:
+    # eager read `x[tile]` as a view, so `v *= 2` doubled the caller's tensor (compiled code
+    # works on registers); a tile read is a copy in every mode
+    def double(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        for tile in hl.tile(x.size(0)):
+            v = x[tile]
+            v *= 2
+            out[tile] = v
+        return out
+    for mode in ("eager", None):
+        x = torch.ones(37, device=device)
+        out = tessera.kernel(double, mode=mode)(torch.empty(37, device=device), x)
+        assert torch.equal(x, torch.ones(37, device=device)) and torch.equal(out, 2 * x)

@@ -126,7 +126,13 @@ def _check_unmasked(in_bounds: torch.Tensor, mask: Any) -> None:
 
 
 def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
-    """`tensor[index]` with masked lanes reading 0 and out-of-range lanes rejected."""
+    """`tensor[index]` with masked lanes reading 0 and out-of-range lanes rejected.
+
+    An index with a tile reads values into registers in compiled code, so the result here is a
+    copy: `v = x[tile]; v *= 2` must not write through to `x`. Slices and ints alone are views
+    (`flat[a:b]`, `t[i]`), as they are in compiled code, where writes through them reach the tensor.
+    """
+    reads_values = any(isinstance(item, Tile) for item in (index if isinstance(index, (tuple, list)) else (index,)))
     index = normalize_index(tensor, index)
     tensor_dims = _tensor_dims(tensor, index)
     if tensor_dims:
@@ -137,6 +143,8 @@ def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
     if mask is not None:
         value = torch.where(torch.as_tensor(mask, device=value.device), value, torch.zeros((), dtype=value.dtype,
                                                                                               device=value.device))
+    elif reads_values and value._base is not None:
+        value = value.clone()
     return value
 
 
