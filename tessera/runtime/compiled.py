@@ -123,8 +123,11 @@ class CompiledRunner:
             raise exc.RecompileLimitError(
                 f"{self.kernel.fn.__name__} compiled {total} variants, its max_variants limit",
                 location=user_location(),
-                hint="shapes or dtypes change on every call; pass sizes as runtime values (avoid static_shapes "
-                     "/ hl.specialize on changing values) or raise max_variants=")
+                hint=f"this launch would compile because {_recompile_reason(variants) if variants else 'no variant has its cache key'}. Something its key holds changes "
+                     "on every call: dtypes or layouts, static sizes (static_shapes / hl.specialize on changing "
+                     "values), constants the tile loop captures (a bool, str, tuple or list whose contents "
+                     "change, a new function object), or module globals it reads; pass changing numbers as "
+                     "int/float arguments, or raise max_variants=")
         reads = GlobalReads.of(body, values)  # recorded before tracing reads them
         variant = Variant.of(compile_launch(self.request(values, tile_range, body, launch_index),
                                             backends.get(self.kernel.settings.backend)), launch_index, reads,
