@@ -8,6 +8,7 @@ so those values are left out.
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 import torch
@@ -49,3 +50,24 @@ def test_a_cast_matches_torch_in_every_mode(source: torch.dtype, target: torch.d
         kernel = tessera.kernel(cast_into, mode=mode, config=tessera.Config(block_sizes=[8]))
         result = kernel(torch.empty(len(VALUES), dtype=target, device=device), x).cpu()
         assert torch.equal(result[keep], expected[keep]), f"{mode or 'default'} mode: {result} vs {expected}"
+
+
+def test_integer_host_expressions_stay_integers(device: torch.device) -> None:
+    # sympy cannot tell that floor(n / floor(a / b)) is an int (the divisor might be 0): such index
+    # math became float32 (a float pointer offset; `loaded * cdiv(n, 16)` silently float32)
+    def gather_blocks(out: torch.Tensor, x: torch.Tensor, scaled: torch.Tensor, groups: torch.Tensor, n: int) -> Any:
+        a, b = 8, 2
+        for tile in hl.tile(out.size(0), block_size=4):
+            out[tile] = x[tile.begin // (a // b) + tile.index * 0]
+        for g in hl.grid(groups.size(0)):
+            scaled[g] = hl.load(groups, [g]) * ((n + 15) // 16)
+        return out, scaled
+
+    x = torch.arange(40.0, device=device)
+    groups = torch.tensor([1, 2, 3], dtype=torch.int32, device=device)
+    for mode in ("eager", None):
+        kernel = tessera.kernel(gather_blocks, mode=mode)
+        out, scaled = kernel(torch.zeros(8, device=device), x, torch.zeros(3, dtype=torch.int64, device=device),
+                             groups, 100)
+        assert torch.equal(out.cpu(), torch.tensor([0.0] * 4 + [1.0] * 4))
+        assert torch.equal(scaled.cpu(), torch.tensor([7, 14, 21]))

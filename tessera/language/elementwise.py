@@ -16,6 +16,7 @@ import sympy
 import torch
 
 from tessera.ir.graph import Op
+from tessera.ir.symbolic import is_integral
 from tessera.ir.primitive import Primitive
 from tessera.trace.proxy import TileProxy, TileValue
 from tessera.trace.tracer import Tracer
@@ -82,7 +83,7 @@ def _example(value: Any) -> Any:
     if isinstance(value, TileProxy):
         return torch.empty(1, dtype=torch.int32)
     if isinstance(value, sympy.Basic):
-        return 1 if value.is_integer else 1.0
+        return 1 if is_integral(value) else 1.0
     return value
 
 

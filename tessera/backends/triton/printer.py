@@ -6,6 +6,8 @@ from typing import Any
 import sympy
 from sympy.printing.str import StrPrinter
 
+from tessera.ir.symbolic import is_integral
+
 
 class TritonExprPrinter(StrPrinter):
     """Prints Min/Max as tl.minimum/tl.maximum and integer floor/ceil divisions as // and cdiv."""
@@ -25,13 +27,13 @@ class TritonExprPrinter(StrPrinter):
 
     def _print_floor(self, expr: Any) -> str:
         numerator, denominator = sympy.fraction(sympy.together(expr.args[0]))
-        if denominator != 1 and numerator.is_integer and denominator.is_integer:
+        if denominator != 1 and is_integral(numerator) and is_integral(denominator):
             return f"(({self._print(numerator)}) // ({self._print(denominator)}))"
         return f"tl.floor({self._print(expr.args[0])})"
 
     def _print_ceiling(self, expr: Any) -> str:
         numerator, denominator = sympy.fraction(sympy.together(expr.args[0]))
-        if denominator != 1 and numerator.is_integer and denominator.is_integer:
+        if denominator != 1 and is_integral(numerator) and is_integral(denominator):
             return f"tl.cdiv({self._print(numerator)}, {self._print(denominator)})"
         return f"tl.ceil({self._print(expr.args[0])})"
 
