@@ -36,11 +36,14 @@ class Row:
     """One line of the results table."""
 
     kernel: str
+    sizes: str
+    dtype: str
     mode: str
     device: str
     correct: str  # "yes", "NO", "skipped: <reason>" or "error: <reason>"
     max_error: str
     time_ms: str
+    torch_ms: str = ""
 
     @property
     def failed(self) -> bool:
@@ -65,15 +68,19 @@ def _one_line(error: BaseException, limit: int = 100) -> str:
 def _run_example(example: Example, mode: str, device: str, dtype: torch.dtype, verbose: bool) -> Row:
     from examples._harness import Mismatch, time_ms
 
-    def row(correct: str, error: str = "", ms: str = "") -> Row:
-        return Row(example.name, mode, device, correct, error, ms)
-
     # Eager mode runs every tile as Python: keep it at the CPU sizes even on a GPU.
     sizes = example.sizes["cpu"] if mode == "eager" else example.gallery_sizes(device)
+    shown = " ".join(f"{name}={value}" for name, value in sizes.items())
+
+    def row(correct: str, error: str = "", ms: str = "", torch_ms: str = "") -> Row:
+        return Row(example.name, shown, _short(dtype), mode, device, correct, error, ms, torch_ms)
+
     try:
         error = example.check(device, dtype, **sizes)
         # check() has already compiled the kernel and run it once: no warm-up call needed.
-        ms = time_ms(example.run, example.inputs(device, dtype, **sizes), device, REPEATS[mode], warmup=False)
+        inputs = example.inputs(device, dtype, **sizes)
+        ms = time_ms(example.run, inputs, device, REPEATS[mode], warmup=False)
+        reference_ms = time_ms(example.reference, inputs, device, REPEATS["compiled"], warmup=True)
     except Mismatch as failure:
         if verbose:
             print(failure, file=sys.stderr)
@@ -84,12 +91,17 @@ def _run_example(example: Example, mode: str, device: str, dtype: torch.dtype, v
         if _is_unsupported(failure):
             return row(f"skipped: {_one_line(failure)}")
         return row(f"error: {_one_line(failure)}")
-    return row("yes", f"{error:.2e}", f"{ms:.3f}")
+    return row("yes", f"{error:.2e}", f"{ms:.3f}", f"{reference_ms:.3f}")
+
+
+def _short(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
 
 
 def _print_table(rows: Sequence[Row]) -> None:
-    header = Row("kernel", "mode", "device", "correct", "max err", "time (ms)")
-    cells = [(r.kernel, r.mode, r.device, r.correct, r.max_error, r.time_ms) for r in [header, *rows]]
+    header = Row("kernel", "sizes", "dtype", "mode", "device", "correct", "max err", "tessera ms", "torch ms")
+    cells = [(r.kernel, r.sizes, r.dtype, r.mode, r.device, r.correct, r.max_error, r.time_ms, r.torch_ms)
+             for r in [header, *rows]]
     columns = list(zip(*cells))
     widths = [max(len(cell) for cell in column) for column in columns]
     for index, line in enumerate(zip(*columns)):
@@ -125,18 +137,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception as failure:
             if args.verbose:
                 traceback.print_exc()
-            rows.append(Row(module_name, mode, device, f"error: {_one_line(failure)}", "", ""))
+            rows.append(Row(module_name, "", _short(dtype), mode, device, f"error: {_one_line(failure)}", "", ""))
             continue
         for example in module.EXAMPLES:
             if args.only and example.name not in args.only:
                 continue
             if dtype not in example.dtypes:
-                rows.append(Row(example.name, mode, device, f"skipped: no {args.dtype} variant", "", ""))
+                rows.append(Row(example.name, "", _short(dtype), mode, device, f"skipped: no {args.dtype} variant", "",
+                                ""))
                 continue
             if args.verbose:
                 print(f"running {example.name}", file=sys.stderr, flush=True)
             rows.append(_run_example(example, mode, device, dtype, args.verbose))
     _print_table(rows)
+    if mode != "compiled":
+        print(f"\n{mode} mode runs on the CPU ({'Triton' + chr(39) + 's interpreter' if mode == 'interpret' else 'tiles as Python'}):"
+              " its times check that the code runs, they say nothing about GPU speed (benchmarks/ does that).")
     return 1 if any(row.failed for row in rows) else 0
 
 
