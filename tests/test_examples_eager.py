@@ -231,6 +231,8 @@ def test_gallery_prints_a_table_and_exits_zero_when_all_agree(capsys: pytest.Cap
     assert gallery.main(["--mode", "eager", "--device", "cpu", "--only", "add", "softmax"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert [cell.strip() for cell in table[0].split("|")] == [
-        "kernel", "mode", "device", "correct", "max err", "time (ms)"]
-    assert [line.split()[0] for line in table[2:]] == ["add", "softmax"]
-    assert all("| yes" in line for line in table[2:])
+        "kernel", "sizes", "dtype", "mode", "device", "correct", "max err", "tessera ms", "torch ms"]
+    rows = [line for line in table[2:] if "|" in line]
+    assert [line.split()[0] for line in rows] == ["add", "softmax"]
+    assert all("| yes" in line and "| float32" in line for line in rows)
+    assert "say nothing about GPU speed" in table[-1]
