@@ -182,3 +182,19 @@ def test_an_in_place_update_of_a_loaded_tile_leaves_the_input_alone(device: torc
         x = torch.ones(37, device=device)
         out = tessera.kernel(double, mode=mode)(torch.empty(37, device=device), x)
         assert torch.equal(x, torch.ones(37, device=device)) and torch.equal(out, 2 * x)
+
+
+def test_a_conditional_expression_decides_like_an_if_statement(device: torch.device) -> None:
+    # `a if row == 1 else b` on a grid index raised sympy's raw TypeError (before: silently False)
+    def pick(out: torch.Tensor, x: torch.Tensor, limits: torch.Tensor) -> torch.Tensor:
+        for row in hl.grid(x.size(0)):
+            on_row_one = 10.0 if row == 1 else 1.0                          # a program id: on the device
+            wide = 2.0 if x.size(0) > 3 else 3.0                            # a host size: decided per call
+            loaded = 5.0 if hl.load(limits, [row]) > 0 else 7.0             # a loaded value
+            out[row] = x[row] * on_row_one * wide + loaded
+        return out
+    x = torch.ones(5, device=device)
+    limits = torch.tensor([1, 0, 1, 0, 1], dtype=torch.int32, device=device)
+    expected = torch.tensor([7.0, 27.0, 7.0, 9.0, 7.0], device=device)
+    for mode in ("eager", None):
+        assert torch.equal(tessera.kernel(pick, mode=mode)(torch.zeros(5, device=device), x, limits), expected)

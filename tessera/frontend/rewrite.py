@@ -95,7 +95,8 @@ class _DeviceExpressions(ast.NodeTransformer):
     """Python operations whose meaning on traced scalars (sympy expressions) must be Tessera's:
 
     `a == b` / `a != b` -> `_tessera_compare(a, "eq", b)`: sympy's own `==` compares structure
-    instead of building a condition. `for i in range(k)` -> `for i in _tessera_range(range, k)`:
+    instead of building a condition. `a if c else b` -> the `if` helper, so a condition on a
+    program id or a loaded value selects on the device. `for i in range(k)` -> `for i in _tessera_range(range, k)`:
     a bound known only at run time is a located error, not sympy's TypeError.
     """
 
@@ -106,6 +107,16 @@ class _DeviceExpressions(ast.NodeTransformer):
                 and not call.keywords and not any(isinstance(a, ast.Starred) for a in call.args):
             node.iter = ast.copy_location(ast.Call(ast.Name(RANGE, ast.Load()), [call.func, *call.args], []), call)
         return node
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.expr:
+        """`a if c else b` -> `_tessera_if(c, lambda: (a,), lambda: (b,), ())[0]`: the same decision
+        as an `if` statement (a host condition picks one side; a device one selects per program)."""
+        self.generic_visit(node)
+        def branch(value: ast.expr) -> ast.Lambda:
+            return ast.Lambda(ast.arguments([], [], None, [], [], None, []), ast.Tuple([value], ast.Load()))
+        call = ast.Call(ast.Name(DEVICE_IF, ast.Load()),
+                        [node.test, branch(node.body), branch(node.orelse), ast.Tuple([], ast.Load())], [])
+        return ast.copy_location(ast.Subscript(call, ast.Constant(0), ast.Load()), node)
 
     def visit_Compare(self, node: ast.Compare) -> ast.expr:
         self.generic_visit(node)
