@@ -76,6 +76,10 @@ _DIVISION_TEMPLATES: dict[tuple[str, bool], tuple[str, str | None]] = {
     ("mod", False): (numerics.INT_REMAINDER, None),
 }
 
+# `~` on bool is logical not; on uint8 Triton xors with -1, which uint8 cannot hold: flip the bits
+# of the same byte read as int8
+_INVERT = {torch.bool: "({0} == 0)", torch.uint8: "(~{0}.to(tl.int8, bitcast=True)).to(tl.uint8, bitcast=True)"}
+
 REDUCTION_FUNCTIONS = {"sum": "tl.sum", "amax": "tl.max", "amin": "tl.min", "argmax": "tl.argmax",
                        "argmin": "tl.argmin"}
 
@@ -129,7 +133,7 @@ def _elementwise(emitter: Emitter, node: Node) -> None:
             emitter.helpers.add(helper)
         text = division.format(*operands)
     elif template == "invert":
-        text = f"({operands[0]} == 0)" if node.dtype == torch.bool else f"(~{operands[0]})"
+        text = _INVERT.get(node.dtype, "(~{0})").format(operands[0])
     else:
         text = template.format(*operands)
     _assign(emitter, node, text if fn in _COMPARISONS else emitter.cast(text, compute, node.dtype))
