@@ -178,3 +178,21 @@ def test_negative_bit_views_are_refused_as_inputs_and_outputs_even_after_a_cache
         kernel(target, x)
     eager = tessera.kernel(_copy, mode="eager")(torch.zeros(4, device=device), negated)
     torch.testing.assert_close(eager, -x + 1)
+
+
+def _runtime_divisor(out: torch.Tensor, x: torch.Tensor, n: int) -> torch.Tensor:
+    for tile in hl.tile(out.size(0)):
+        out[tile] = x[tile] // n + (x[tile] < n).to(torch.int8)
+    return out
+
+
+def test_a_runtime_int_wraps_into_the_tensors_integer_dtype_as_in_torch(device: torch.device) -> None:
+    expected = _INT8 // 1000 + (_INT8 < 1000).to(torch.int8)
+    for mode in ("eager", _compiled_mode(device)):
+        result = tessera.kernel(_runtime_divisor, mode=mode)(torch.zeros(8, dtype=torch.int8, device=device),
+                                                              _INT8.to(device), 1000)
+        assert result.cpu().tolist() == expected.tolist(), mode
+
+
+def test_add_with_alpha_on_bools_stays_bool(device: torch.device) -> None:
+    _check(lambda v: torch.add(v, v, alpha=2), torch.tensor([True, False, True]), device)

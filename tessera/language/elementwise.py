@@ -154,7 +154,9 @@ def _trace_rule(name: str) -> Callable[..., Any]:
         if name == "gelu" and kwargs.pop("approximate", "none") != "none":
             raise NotImplementedError("gelu(approximate='tanh')")
         if kwargs.get("alpha", 1) != 1 and name in ("add", "sub"):
-            args = (args[0], apply_elementwise(tracer, "mul", args[1], kwargs.pop("alpha")))
+            # torch converts alpha to the operands' dtype first: it scales without promoting
+            promoted = result_dtype(op, tuple(args[:2]))[1]
+            args = (args[0], apply_elementwise(tracer, "mul", args[1], scalar_operand(kwargs.pop("alpha"), promoted)))
         kwargs.pop("alpha", None)
         result = apply_elementwise(tracer, name, *args[:op.arity])
         if isinstance(answer, torch.Tensor) and answer.dtype != result.dtype:

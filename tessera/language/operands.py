@@ -126,6 +126,8 @@ def ask_torch(op: str, function: Callable[..., Any], args: tuple[Any, ...], kwar
 
 def scalar_operand(value: Any, compute: torch.dtype) -> Any:
     """A Python scalar as the op's kernel takes it (PyTorch converts it to the op's math dtype)."""
+    if isinstance(value, sympy.Basic) and not value.free_symbols:  # a specialized size: a constant
+        value = int(value) if value.is_Integer else float(value) if value.is_Float else value
     if isinstance(value, bool):
         return value if compute == torch.bool else int(value)
     if isinstance(value, int):

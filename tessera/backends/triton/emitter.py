@@ -75,8 +75,9 @@ class Emitter:
     def cast(self, text: str, source: torch.dtype | None, target: torch.dtype | None) -> str:
         if target is None or source == target:
             return text
-        if self.interpret and target == torch.bfloat16 and source in (torch.float32, torch.float64):
-            # Triton 3.6's interpreter truncates fp32 -> bf16; PyTorch and the GPU round to nearest even
+        if self.interpret and target == torch.bfloat16 and source != torch.bfloat16:
+            # Triton 3.6's interpreter truncates fp32 -> bf16 and garbles int -> bf16; PyTorch (through
+            # fp32, as its CPU kernels convert) and the GPU round to nearest even
             self.helpers.add("round_to_bf16")
             return f"round_to_bf16({text}.to(tl.float32))"
         return f"{text}.to({TRITON_DTYPES[target]})"
