@@ -25,6 +25,7 @@ from tessera.ir.rolling import why_not_loopable
 from tessera.ir.tile_range import TileRange
 from tessera.ir.tunables import TunableDim
 from tessera.language.constexpr import SpecializedInt
+from tessera.language.operands import check_dtype
 from tessera.location import SourceLocation, user_location
 from tessera.marking import static_dims
 from tessera.trace.block_sizes import BlockSlots
@@ -70,6 +71,7 @@ class LaunchBinding:
 
     def _bind(self, name: str, value: Any, static_shapes: bool) -> Any:
         if isinstance(value, torch.Tensor):
+            refuse_unreadable(name, value)
             self.parameters.append(name)
             self.argument_symbols.append(sympy.Dummy(name))  # guards and grids ignore it
             pinned = set(range(value.dim())) if static_shapes else set(static_dims(value))
@@ -113,6 +115,23 @@ class LaunchBinding:
 def parameter_name(name: str) -> str:
     """The name a captured value's parameter has in the IR and generated code."""
     return _safe_name(name)
+
+
+def refuse_unreadable(name: str, tensor: torch.Tensor) -> None:
+    """Refuse a tensor argument whose memory does not hold its values as the kernel would read them.
+
+    A negative-bit view (`z.conj().imag`, `torch._neg_view(x)`) stores -values: a kernel would read
+    and write them unnegated. Unsupported dtypes (complex, fp8, uint16/32/64) have no Triton type
+    here. Eager mode runs torch itself and needs neither check.
+    """
+    check_dtype(tensor.dtype, f"argument {name}")
+    if tensor.is_neg() or tensor.is_conj():
+        raise exc.UnsupportedOperationError(
+            f"argument {name} is a view with torch's lazy negation bit set (is_neg(), e.g. z.conj().imag): "
+            "its memory holds the negated values, which a compiled kernel would read and write as they are",
+            location=user_location(),
+            hint=f"pass {name}.resolve_neg() (a copy; for an output, copy the result back yourself), "
+                 "or run the kernel with mode='eager'")
 
 
 def _safe_name(name: str) -> str:

@@ -63,6 +63,9 @@ _DECLARED: tuple[Setting, ...] = (
             "Seed of the autotuner's random choices."),
     Setting("autotune_effort", "TESSERA_AUTOTUNE_EFFORT", _parse_optional_str, None,
             "Override every kernel's autotune_effort: none | quick | full."),
+    Setting("op_fuzz_rounds", "TESSERA_OP_FUZZ_ROUNDS", int, 1,
+            "Rounds of fresh edge values and input layouts per (op, dtype) pair of the differential op "
+            "fuzzer (tests/test_op_fuzz.py); raise it for long runs, e.g. on the GPU."),
     Setting("prewarm", "TESSERA_PREWARM", _parse_bool, True,
             "Start the autotuning workers in the background when a kernel that will likely tune "
             "is defined (CUDA present, tuning on, no tuned config on disk); 0 turns it off."),

@@ -9,6 +9,7 @@ from tessera import exc
 from tessera.ir import interpreter
 from tessera.ir.graph import UNIT, Op
 from tessera.ir.primitive import Primitive
+from tessera.language.operands import ask_torch, check_dtype
 from tessera.language.tile import Tile
 from tessera.location import user_location
 from tessera.trace.proxy import AxisSize, TileProxy, TileValue
@@ -98,6 +99,8 @@ def _arange_eager(begin: Any, end: Any, *, step: int, dtype: torch.dtype) -> tor
 
 @full_p.def_trace
 def _full_trace(tracer: Tracer, shape: tuple, value: Any, *, dtype: torch.dtype) -> TileValue:
+    check_dtype(dtype, "hl.full/hl.zeros")
+    ask_torch("hl.full", lambda fill: torch.full([1], fill, dtype=dtype), (value,), {})  # 1000 in int8: refused
     axes = []
     for position, dim in enumerate(shape):
         if isinstance(dim, TileProxy):
@@ -121,5 +124,6 @@ def _arange_trace(tracer: Tracer, begin: Any, end: Any, *, step: int, dtype: tor
     if not (isinstance(begin, int) and isinstance(end, int)):
         raise exc.DynamicAllocationError("hl.arange bounds must be compile-time ints", location=user_location(),
                                          hint="use tile.index for the indices of a tile")
+    check_dtype(dtype, "hl.arange")
     axis = tracer.full_axis((end - begin + step - 1) // step)
     return tracer.emit(Op.ARANGE, [], (axis,), dtype, begin=begin, step=step)

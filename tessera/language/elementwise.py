@@ -15,10 +15,14 @@ from typing import Any, Callable
 import sympy
 import torch
 
+from tessera import exc
 from tessera.ir.graph import Op
 from tessera.ir.symbolic import is_integral
 from tessera.ir.primitive import Primitive
-from tessera.trace.proxy import TileProxy, TileValue
+from tessera.language.operands import ask_torch, scalar_operand
+from tessera.location import user_location
+from tessera.trace.indexing import trace_load
+from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
 from tessera.trace.tracer import Tracer
 
 
@@ -50,10 +54,10 @@ ELEMENTWISE_OPS: tuple[ElementwiseOp, ...] = (
     ElementwiseOp("ge", 2, "compare", (torch.ge, T.ge)),
     ElementwiseOp("eq", 2, "compare", (torch.eq, T.eq)),
     ElementwiseOp("ne", 2, "compare", (torch.ne, T.ne)),
-    ElementwiseOp("bitwise_and", 2, "logical", (torch.bitwise_and, torch.logical_and)),
-    ElementwiseOp("bitwise_or", 2, "logical", (torch.bitwise_or, torch.logical_or)),
+    ElementwiseOp("bitwise_and", 2, "logical", (torch.bitwise_and,)),
+    ElementwiseOp("bitwise_or", 2, "logical", (torch.bitwise_or,)),
     ElementwiseOp("bitwise_xor", 2, "logical", (torch.bitwise_xor,)),
-    ElementwiseOp("invert", 1, "logical", (torch.bitwise_not, torch.logical_not)),
+    ElementwiseOp("invert", 1, "logical", (torch.bitwise_not,)),
     ElementwiseOp("neg", 1, "arith", (torch.neg, T.neg)),
     ElementwiseOp("abs", 1, "arith", (torch.abs, T.abs)),
     ElementwiseOp("relu", 1, "arith", (torch.relu, T.relu, torch.nn.functional.relu)),
@@ -78,8 +82,8 @@ _BY_NAME = {op.name: op for op in ELEMENTWISE_OPS}
 
 def _example(value: Any) -> Any:
     """A stand-in PyTorch understands, for asking it the result dtype."""
-    if isinstance(value, (TileValue,)):
-        return torch.empty(1, dtype=value.dtype)
+    if isinstance(value, (TileValue,)):  # a rank-0 value (a full reduction) promotes like eager's 0-d tensor
+        return torch.empty((1,) * min(value.dim(), 1), dtype=value.dtype)
     if isinstance(value, TileProxy):
         return torch.empty(1, dtype=torch.int32)
     if isinstance(value, sympy.Basic):
@@ -119,10 +123,22 @@ def apply_elementwise(tracer: Tracer, name: str, *operands: Any) -> TileValue:
     op = _BY_NAME[name]
     operands = tuple(o.index if isinstance(o, TileProxy) else o for o in operands)
     compute, result = result_dtype(op, operands)
+    # scalars enter as torch's kernels take them: in the dtype the op computes in (where's
+    # condition is no number)
+    operands = tuple(o if isinstance(o, TileValue) or (name == "where" and position == 0)
+                     else scalar_operand(o, compute) for position, o in enumerate(operands))
     values = [o for o in operands if isinstance(o, TileValue)]
     shape = tracer.broadcast([v.axes for v in values], f"torch.{name}")
     inputs = [o.node if isinstance(o, TileValue) else tracer.symbols.canonical(o) for o in operands]
     return tracer.emit(Op.ELEMENTWISE, inputs, shape, result, fn=name, compute=compute)
+
+
+def scalar_tensor_value(tracer: Tracer, value: Any) -> Any:
+    """A 0-d tensor argument used as an operand (`x[tile] * scale`) is read once, as eager mode
+    reads it: a 0-d value, which promotes like a scalar (`fp16 * fp32 0-d` stays fp16)."""
+    if isinstance(value, TensorProxy) and value.dim() == 0:
+        return trace_load(tracer, value, ())
+    return value
 
 
 def _trace_rule(name: str) -> Callable[..., Any]:
@@ -132,14 +148,44 @@ def _trace_rule(name: str) -> Callable[..., Any]:
         if name == "where" and len(args) == 1:
             raise NotImplementedError("torch.where(condition) with one argument")
         kwargs.pop("out", None)
+        args = tuple(scalar_tensor_value(tracer, a) for a in args)
+        answer = ask_torch(f"torch.{op.torch_functions[0].__name__}", op.torch_functions[0], args, kwargs)
+        if name == "pow" and not answer.dtype.is_floating_point:
+            return _integer_pow(tracer, args[0], args[1], answer.dtype)
         if name == "gelu" and kwargs.pop("approximate", "none") != "none":
             raise NotImplementedError("gelu(approximate='tanh')")
         if kwargs.get("alpha", 1) != 1 and name in ("add", "sub"):
-            args = (args[0], apply_elementwise(tracer, "mul", args[1], kwargs.pop("alpha")))
+            # torch converts alpha to the operands' dtype first: it scales without promoting
+            promoted = result_dtype(op, tuple(args[:2]))[1]
+            args = (args[0], apply_elementwise(tracer, "mul", args[1], scalar_operand(kwargs.pop("alpha"), promoted)))
         kwargs.pop("alpha", None)
-        return apply_elementwise(tracer, name, *args[:op.arity])
+        result = apply_elementwise(tracer, name, *args[:op.arity])
+        if isinstance(answer, torch.Tensor) and answer.dtype != result.dtype:
+            raise exc.TesseraError(f"internal error: torch.{name} gives {answer.dtype} where Tessera computed "
+                                   f"{result.dtype}", location=user_location(),
+                                   hint="this is a Tessera bug; run the kernel with mode='eager' meanwhile")
+        return result
     rule.__name__ = f"_{name}_trace"
     return rule
+
+
+def _integer_pow(tracer: Tracer, base: Any, exponent: Any, dtype: torch.dtype) -> TileValue:
+    """`base ** exponent` in an integer dtype, as torch computes it: products that wrap in `dtype`
+    (so only a constant exponent >= 0; torch refuses negative ones)."""
+    if not (isinstance(base, TileValue) and isinstance(exponent, int) and 0 <= exponent <= 1024):
+        raise exc.DtypeError(
+            f"torch.pow with an integer result ({str(dtype).replace('torch.', '')}) needs a tile base and a "
+            "constant exponent in [0, 1024] inside a compiled tile loop", location=user_location(),
+            hint="convert to float first (x.float() ** e), or use a constant integer exponent")
+    result: Any = apply_elementwise(tracer, "add", apply_elementwise(tracer, "mul", base, 0), 1)
+    power: Any = base
+    while exponent:  # square and multiply: the wrapped products equal torch's
+        if exponent & 1:
+            result = apply_elementwise(tracer, "mul", result, power)
+        exponent >>= 1
+        if exponent:
+            power = apply_elementwise(tracer, "mul", power, power)
+    return result if result.dtype == dtype else tracer.emit(Op.CAST, [result.node], result.axes, dtype)
 
 
 ELEMENTWISE_PRIMITIVES: dict[str, Primitive] = {}
@@ -149,6 +195,8 @@ for _op in ELEMENTWISE_OPS:
 
 
 def _clamp_trace(tracer: Tracer, x: Any, min: Any = None, max: Any = None) -> TileValue:  # noqa: A002
+    x, min, max = (scalar_tensor_value(tracer, v) for v in (x, min, max))  # noqa: A001
+    ask_torch("torch.clamp", torch.clamp, (x, min, max), {})
     result = x
     if min is not None:
         result = apply_elementwise(tracer, "maximum", result, min)
@@ -159,3 +207,24 @@ def _clamp_trace(tracer: Tracer, x: Any, min: Any = None, max: Any = None) -> Ti
 
 clamp_p = Primitive("clamp", torch_functions=(torch.clamp, T.clamp, torch.clip, T.clip))
 clamp_p.def_trace(_clamp_trace)
+
+
+# torch's logical ops: operands are true where nonzero (NaN included), the result is bool
+def _truth(tracer: Tracer, value: Any) -> Any:
+    if isinstance(value, TileValue) and value.dtype != torch.bool:
+        return apply_elementwise(tracer, "ne", value, 0)
+    return value if isinstance(value, TileValue) else bool(value)
+
+
+def _logical_trace(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    def rule(tracer: Tracer, *args: Any, out: Any = None) -> TileValue:
+        ask_torch(f"torch.{function.__name__}", function, args, {})
+        return apply_elementwise(tracer, name, *(_truth(tracer, a) for a in args))
+    rule.__name__ = f"_{function.__name__}_trace"
+    return rule
+
+
+for _bitwise, _logical in (("bitwise_and", torch.logical_and), ("bitwise_or", torch.logical_or),
+                           ("bitwise_xor", torch.logical_xor), ("invert", torch.logical_not)):
+    Primitive(_logical.__name__, torch_functions=(_logical, getattr(T, _logical.__name__))).def_trace(
+        _logical_trace(_bitwise, _logical))

@@ -14,6 +14,7 @@ from tessera import exc
 from tessera.ir.graph import UNIT, Op
 from tessera.ir.primitive import torch_primitive
 from tessera.language.elementwise import apply_elementwise
+from tessera.language.operands import ask_torch
 from tessera.language.view import cast, normalized_dims
 from tessera.location import user_location
 from tessera.trace.proxy import TileValue
@@ -53,9 +54,18 @@ def reduce(tracer: Tracer, kind: str, value: TileValue, dim: Any, keepdim: bool,
     return result
 
 
+def _asked(kind: str, value: Any, **kwargs: Any) -> None:
+    """Refuse (located) what torch refuses: argmax of bools, mean of ints, softmax of ints."""
+    if not isinstance(value, TileValue):
+        raise exc.UnsupportedOperationError(f"torch.{kind} of {type(value).__name__} {value!r}: only tile values "
+                                            "reduce inside a tile loop", location=user_location())
+    ask_torch(f"torch.{kind}", getattr(torch, kind), (value,), {k: v for k, v in kwargs.items() if v is not None})
+
+
 def _reduction_handler(kind: str) -> Any:
     def handler(tracer: Tracer, value: TileValue, dim: Any = None, keepdim: bool = False, *,
                 dtype: torch.dtype | None = None, out: Any = None) -> Any:
+        _asked(kind, value, dim=dim, keepdim=keepdim if dim is not None else None, dtype=dtype)
         return reduce(tracer, kind, value, dim, keepdim, dtype)
     return handler
 
@@ -70,6 +80,7 @@ argmin_p = torch_primitive("argmin", torch.argmin, T.argmin)(_reduction_handler(
 @torch_primitive("mean", torch.mean, T.mean)
 def mean_p(tracer: Tracer, value: TileValue, dim: Any = None, keepdim: bool = False, *,
                 dtype: torch.dtype | None = None) -> TileValue:
+    _asked("mean", value, dim=dim, keepdim=keepdim if dim is not None else None, dtype=dtype)
     total = reduce(tracer, "sum", value, dim, keepdim, dtype)
     count: Any = 1
     for d in normalized_dims(value, dim):
@@ -88,6 +99,10 @@ def _max_min(kind: str) -> Any:
     def handler(tracer: Tracer, value: TileValue, dim: Any = None, keepdim: bool = False, *, out: Any = None) -> Any:
         if isinstance(dim, TileValue) or not isinstance(dim, (int, type(None))):
             return apply_elementwise(tracer, "maximum" if kind == "max" else "minimum", value, dim)
+        if isinstance(dim, TileValue) or not isinstance(dim, (int, type(None))):
+            ask_torch(f"torch.{kind}", getattr(torch, kind), (value, dim), {})
+            return apply_elementwise(tracer, "maximum" if kind == "max" else "minimum", value, dim)
+        _asked(kind, value, dim=dim, keepdim=keepdim if dim is not None else None)
         if dim is None:
             return reduce(tracer, "amax" if kind == "max" else "amin", value, None, False)
         values = reduce(tracer, "amax" if kind == "max" else "amin", value, dim, keepdim)
@@ -101,6 +116,7 @@ min_p = torch_primitive("min", torch.min, T.min)(_max_min("min"))
 
 
 def _softmax(tracer: Tracer, value: TileValue, dim: int, log: bool, dtype: torch.dtype | None) -> TileValue:
+    _asked("log_softmax" if log else "softmax", value, dim=dim, dtype=dtype)
     compute = value if dtype is None else cast(tracer, value, dtype)
     if compute.dtype in (torch.float16, torch.bfloat16):
         compute = cast(tracer, compute, torch.float32)

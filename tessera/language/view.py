@@ -13,6 +13,7 @@ import torch
 from tessera import exc
 from tessera.ir.graph import UNIT, Op
 from tessera.ir.primitive import torch_primitive
+from tessera.language.operands import check_dtype
 from tessera.location import user_location
 from tessera.trace.proxy import TensorProxy, TileValue
 from tessera.trace.tracer import Tracer
@@ -30,6 +31,7 @@ def normalized_dims(value: TileValue, dim: Any) -> list[int]:
 
 
 def cast(tracer: Tracer, value: TileValue, dtype: torch.dtype) -> TileValue:
+    check_dtype(dtype, f"the conversion .to({dtype})")
     if value.dtype == dtype:
         return value
     return tracer.emit(Op.CAST, [value.node], value.axes, dtype)

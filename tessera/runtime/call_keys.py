@@ -8,7 +8,8 @@ chain per value), and a launch's key and kernel arguments come out of one pass o
 values (`launch_inputs`). What a key holds is the contract of README "Cache key, guards and the hit path":
 
 - tensor: dtype, rank, which dims have unit stride, whether int64 indexing is needed, the
-  (dim, size, stride) of pinned dims (`static_shapes`, `mark_static`), 16-byte alignment;
+  (dim, size, stride) of pinned dims (`static_shapes`, `mark_static`), 16-byte alignment, the
+  negative bit (`z.conj().imag`: compiled mode refuses such views);
 - int: a runtime argument (its value is keyed only under `static_shapes`); float: runtime;
 - `hl.specialize`d int, bool, None, str, dtype: the value with its type;
 - other plain data (tuples, lists, dicts of numbers...): its typed key (constant_keys.py), so
@@ -16,7 +17,7 @@ values (`launch_inputs`). What a key holds is the contract of README "Cache key,
 - anything else (a helper function, an object): its identity, held weakly (`IdentityKey`).
 
 >>> value_key(torch.empty(4, 8), static_shapes=False)                        # doctest: +SKIP
-('tensor', torch.float32, 2, (False, True), False, (), True)
+('tensor', torch.float32, 2, (False, True), False, (), True, False)
 """
 from __future__ import annotations
 
@@ -120,7 +121,7 @@ def _tensor_key(tensor: torch.Tensor, shape: Sequence[int], strides: Sequence[in
     # shape and strides are read once by the caller: each read is a call into torch
     return ("tensor", tensor.dtype, len(strides), layout[0], layout[2],
             tuple([(d, shape[d], strides[d]) for d in pinned]) if pinned else (),
-            tensor.data_ptr() & 15 == 0)
+            tensor.data_ptr() & 15 == 0, tensor.is_neg())  # a negative-bit view: compiling it refuses it
 
 
 def value_key(value: Any, static_shapes: bool) -> Any:

@@ -6,7 +6,8 @@ Building the key and checking the guards costs microseconds a call. Programs cal
 the same shapes again and again, so in front of each keyed lookup sits a memo keyed by the
 *exact* facts the keyed path reads:
 
-- a tensor: dtype, shape, strides, 16-byte alignment of its data pointer, `mark_static` dims;
+- a tensor: dtype, shape, strides, 16-byte alignment of its data pointer, `mark_static` dims,
+  its negative bit;
 - an int, float, bool, None, str, dtype or `hl.specialize`d int: its type and value (a
   negative zero with its own marker: `0.0 == -0.0`, but a remembered launch bakes the value in);
 - plain data (a tuple or list of numbers...): its typed key (constant_keys.py), so `(2,)` and
@@ -20,7 +21,7 @@ unhashable object, a NaN, a tensor-valued loop bound) has no exact facts, and th
 keyed path. No fact is a user's tensor or an object that may hold one: memos outlive calls.
 
 >>> exact_facts([torch.empty(4, 8), 3])                             # doctest: +SKIP
-[None, torch.float32, torch.Size([4, 8]), (8, 1), 0, None, <class 'int'>, 3]
+[None, torch.float32, torch.Size([4, 8]), (8, 1), 0, None, False, <class 'int'>, 3]
 """
 from __future__ import annotations
 
@@ -59,8 +60,9 @@ def exact_facts(values: Sequence[Any], head: Any = None) -> list[Any] | None:
         if kind is None:
             kind = kind_of(value)
         if kind == TENSOR:
+            # is_neg: a negative-bit view has a normal view's layout, but compiled code refuses it
             facts += (value.dtype, value.shape, value.stride(), value.data_ptr() & 15,
-                      getattr(value, STATIC_DIMS_ATTRIBUTE, None))
+                      getattr(value, STATIC_DIMS_ATTRIBUTE, None), value.is_neg())
             continue
         if kind == FLOAT:
             if value != value:  # NaN: never equal to itself

@@ -94,12 +94,28 @@ class TileValue(_TorchLike):
         raise exc.UnsupportedSyntaxError("len() of a tile value is not a compile-time int",
                                          location=user_location(), hint="use .size(dim)")
 
+    def item(self) -> Any:
+        raise exc.UnsupportedOperationError(
+            "a tile value has no Python value while the kernel is compiled (.item() / float() / int())",
+            location=user_location(),
+            hint="use the value in tensor operations directly (x * v, torch.where(v > 0, ...)); a scalar from "
+                 "memory: hl.load(t, [i]); a number the host knows: pass it as a kernel argument")
+
+    tolist = item
+    __float__ = item
+    __int__ = item
+    __complex__ = item
+
     def __index__(self) -> int:
         raise exc.IndexingError("a tile value cannot be used as a Python int", location=user_location(),
                                 hint="index tensors with it directly (x[idx]) or use hl.load")
 
     def __getitem__(self, index: Any) -> Any:
         return _dispatch(torch.Tensor.__getitem__, (self, index), None)
+
+    def _sympy_(self) -> Any:
+        # `size_expr + tile_value`: sympy asks first; refusing makes Python call our __radd__
+        raise sympy.SympifyError(self)
 
     @property
     def T(self) -> Any:  # noqa: N802  (torch's name)

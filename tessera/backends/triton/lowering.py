@@ -43,7 +43,7 @@ ELEMENTWISE_TEMPLATES: dict[str, str] = {
     "invert": "invert",
     "neg": "(-{0})",
     "abs": "tl.abs({0})",
-    "relu": "tl.maximum({0}, 0)",
+    "relu": "tl.where({0} < 0, tl.zeros_like({0}), {0})",  # NaN and -0.0 pass as in torch (GPU maxnum drops NaN)
     "exp": "tl.exp({0})",
     "exp2": "tl.exp2({0})",
     "log": "tl.log({0})",
@@ -75,6 +75,10 @@ _DIVISION_TEMPLATES: dict[tuple[str, bool], tuple[str, str | None]] = {
     ("mod", True): (numerics.FLOAT_REMAINDER, "float_remainder"),
     ("mod", False): (numerics.INT_REMAINDER, None),
 }
+
+# `~` on bool is logical not; on uint8 Triton xors with -1, which uint8 cannot hold: flip the bits
+# of the same byte read as int8
+_INVERT = {torch.bool: "({0} == 0)", torch.uint8: "(~{0}.to(tl.int8, bitcast=True)).to(tl.uint8, bitcast=True)"}
 
 REDUCTION_FUNCTIONS = {"sum": "tl.sum", "amax": "tl.max", "amin": "tl.min", "argmax": "tl.argmax",
                        "argmin": "tl.argmin"}
@@ -117,22 +121,41 @@ def _assign(emitter: Emitter, node: Node, expression: str) -> None:
 
 def _elementwise(emitter: Emitter, node: Node) -> None:
     fn, compute = node.params["fn"], node.params["compute"]
-    operands = [emitter.operand(value, compute if fn != "where" or position > 0 else None)
-                for position, value in enumerate(node.inputs)]
+    operands = [_runtime_scalar(emitter.operand(value, compute if fn != "where" or position > 0 else None),
+                                value, compute) for position, value in enumerate(node.inputs)]
     template = ELEMENTWISE_TEMPLATES[fn]
     if emitter.interpret and fn in INTERPRETED_TEMPLATES:
         helper, template = INTERPRETED_TEMPLATES[fn]
         emitter.helpers.add(helper)
+        operands = _blocks(emitter, node, operands, compute)
     if template in ("floordiv", "mod"):
         division, helper = _DIVISION_TEMPLATES[template, compute.is_floating_point]
         if helper is not None:
             emitter.helpers.add(helper)
+            operands = _blocks(emitter, node, operands, compute)
         text = division.format(*operands)
     elif template == "invert":
-        text = f"({operands[0]} == 0)" if node.dtype == torch.bool else f"(~{operands[0]})"
+        text = _INVERT.get(node.dtype, "(~{0})").format(operands[0])
     else:
         text = template.format(*operands)
     _assign(emitter, node, text if fn in _COMPARISONS else emitter.cast(text, compute, node.dtype))
+
+
+def _runtime_scalar(text: str, value: Any, compute: torch.dtype) -> str:
+    """A runtime int (a kernel argument: Triton's int32 or int64) converted into a narrower integer
+    dtype the op computes in, wrapping as torch converts the scalar (`x_int8 // n` with n = 1000
+    divides by -24); constants were converted when traced (language/operands.py)."""
+    narrow = compute in (torch.int8, torch.int16, torch.int32, torch.uint8)
+    if narrow and isinstance(value, sympy.Basic) and value.free_symbols:
+        return f"{text}.to({TRITON_DTYPES[compute]})"
+    return text
+
+
+def _blocks(emitter: Emitter, node: Node, operands: list[str], compute: torch.dtype) -> list[str]:
+    """Scalar operands as blocks of the node's shape: a helper's `|` and `&` on a Python bool and a
+    block fail in the interpreter, and its `tl.floor(2.5)` is no tensor."""
+    return [text if isinstance(value, Node) else f"tl.full({emitter.block_shape(node.shape)}, {text}, {TRITON_DTYPES[compute]})"
+            for value, text in zip(node.inputs, operands)]
 
 
 def _reduce(emitter: Emitter, node: Node) -> None:

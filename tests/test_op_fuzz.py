@@ -1,0 +1,215 @@
+"""Differential op fuzzer: every value op of the op table x dtypes x edge values x input layouts, against torch.
+
+The cases come from tests/test_ops.py's `OPS` (elementwise ops, casts, views and reductions: the
+rows whose kernel layout is `elementwise`, `row_to_value`, `row_to_row` or `transposed`), each
+crossed with fp32, fp16, bf16, int8, int16, int32, int64, uint8 and bool. The inputs mix the edge
+values of their dtype (NaN, inf, -inf, -0.0, 0, huge, tiny, negative; the integer extremes) into
+random values, and sit in memory contiguous, column-major, as a strided view with an offset into a
+larger buffer, broadcast by `expand`, or behind a negative bit (`torch._neg_view`). Each case runs
+in eager mode and in the compiled mode of the device (interpret on CPU, compiled on CUDA) and must
+
+- match PyTorch on the same inputs (`assert_close`, `equal_nan=True`, per-dtype tolerances), or
+- where PyTorch itself refuses the op for the dtype: raise in eager mode (PyTorch's error) and
+  raise a `TesseraError` at trace time located at the op's line in tests/test_ops.py, or
+- for a negative-bit input: be refused at the call by compiled modes (eager runs torch itself).
+
+A trace-time refusal of something torch accepts also counts as sound (never silently wrong), but
+must be located the same way. Seeds are fixed: case `k` of a pair draws from crc32 of its id.
+`TESSERA_OP_FUZZ_ROUNDS` (tessera/settings.py, default 1) sets the rounds per (op, dtype) pair;
+`pytest tests/test_op_fuzz.py --device cuda` runs the compiled mode on the GPU.
+"""
+from __future__ import annotations
+
+import os
+import random
+import warnings
+import zlib
+from typing import Any
+
+import pytest
+import torch
+
+import tessera
+from tessera import exc, settings
+from test_ops import CONFIG, LAYOUTS, OPS, OpCase
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.int16, torch.int32, torch.int64,
+          torch.uint8, torch.bool)
+FUZZED_LAYOUTS = ("elementwise", "row_to_value", "row_to_row", "transposed")
+SHAPE = (5, 37)  # tail tiles in both dims with CONFIG's blocks of 4 x 16
+INPUT_LAYOUTS = ("contiguous", "column_major", "offset_view", "expanded", "negative_bit")
+TOLERANCES = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 1e-2}
+# casts of NaN, inf or out-of-range floats to integers are undefined behaviour in C++: PyTorch's
+# CPU and CUDA kernels disagree, so those rows see finite, in-range values only
+_FINITE_ONLY = frozenset({"int", "long", "type_as"})
+_DIVISIONS = frozenset({"floordiv", "mod"})  # integer x // 0 raises in torch, INT_MIN // -1 traps
+_TEST_OPS = "test_ops.py"
+
+FUZZ_CASES = [pytest.param(case, dtype, round_number, id=f"{case.id}-as-{str(dtype)[6:]}-r{round_number}")
+              for case in OPS if case.layout in FUZZED_LAYOUTS
+              for dtype in DTYPES
+              for round_number in range(settings.get("op_fuzz_rounds"))]
+
+
+def _float_edges(dtype: torch.dtype) -> list[float]:
+    info = torch.finfo(dtype)
+    return [float("nan"), float("inf"), float("-inf"), -0.0, 0.0, info.max, -info.max, info.tiny, -info.tiny,
+            info.max / 3, -1.0, 1.0, -2.5, 0.5, 1e-30, 30.0, -88.0, 100.0]
+
+
+def _int_edges(dtype: torch.dtype) -> list[int]:
+    if dtype == torch.bool:
+        return [0, 1]
+    info = torch.iinfo(dtype)
+    return [info.min, info.max, 0, 1, -1, 2, -2, info.max // 2, info.min + 1, 7, -7, 100]
+
+
+def _values(rng: random.Random, dtype: torch.dtype, shape: tuple[int, int], primitive: str, position: int) -> torch.Tensor:
+    """Random values of `dtype` with the dtype's edge values mixed in at random places."""
+    count = shape[0] * shape[1]
+    generator = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    if dtype.is_floating_point:
+        base = torch.randn(count, generator=generator, dtype=torch.float64) * 4
+        edges = _float_edges(dtype)
+        if primitive in _FINITE_ONLY:
+            edges = [e for e in edges if e == e and abs(e) < 1e6]
+    elif dtype == torch.bool:
+        base = torch.randint(0, 2, (count,), generator=generator, dtype=torch.float64)
+        edges = _int_edges(dtype)
+    else:
+        info = torch.iinfo(dtype)
+        base = torch.randint(max(info.min, -1000), min(info.max, 1000) + 1, (count,), generator=generator,
+                             dtype=torch.int64).to(torch.float64)
+        edges = _int_edges(dtype)
+    values = base.tolist()
+    for index in rng.sample(range(count), k=min(count // 3, 3 * len(edges))):
+        values[index] = rng.choice(edges)
+    if not dtype.is_floating_point and dtype != torch.bool:
+        values = [int(v) for v in values]
+        if primitive in _DIVISIONS and position == 1:  # the divisor: no zero (torch raises), no -1 (INT_MIN // -1)
+            values = [v if v not in (0, -1) else 3 for v in values]
+    return torch.tensor(values, dtype=torch.float64 if dtype.is_floating_point else torch.int64).to(dtype).reshape(shape)
+
+
+def _laid_out(rng: random.Random, tensor: torch.Tensor, layout: str) -> torch.Tensor:
+    """The tensor's values (for `expanded`: its first row, broadcast) in the given memory layout."""
+    if layout == "column_major":
+        return tensor.t().contiguous().t()
+    if layout == "offset_view":
+        rows, columns = tensor.shape
+        buffer = torch.zeros(rows + 2, 2 * columns + 3, dtype=tensor.dtype)
+        view = buffer[2:, 3::2]
+        view.copy_(tensor)
+        return view
+    if layout == "expanded":
+        return tensor[:1].expand(tensor.shape)
+    if layout == "negative_bit" and tensor.dtype.is_floating_point:
+        return torch._neg_view(-tensor)  # same values, stored negated
+    return tensor
+
+
+def _inputs(case: OpCase, dtype: torch.dtype, rng: random.Random) -> tuple[list[torch.Tensor], str]:
+    rows, columns = SHAPE
+    shape = (columns, rows) if case.layout == "transposed" else SHAPE
+    layout = rng.choice(INPUT_LAYOUTS)
+    values = [_laid_out(rng, _values(rng, dtype, shape, case.primitive, position), layout) for position in range(3)]
+    return values, layout
+
+
+def _reference(case: OpCase, inputs: list[torch.Tensor]) -> torch.Tensor | BaseException:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return LAYOUTS[case.layout].reference(*[t.clone() for t in inputs], case.reference or case.op)
+        except Exception as error:  # torch refuses this op for this dtype
+            return error
+
+
+def _per_element_reference(case: OpCase, inputs: list[torch.Tensor], expected: torch.Tensor) -> torch.Tensor | None:
+    """The op applied to one element at a time (an elementwise row): PyTorch's scalar code path.
+
+    PyTorch's vectorized CPU loops and its scalar loop disagree on some edge values (`x % tiny`
+    where x / tiny overflows, bf16 `gelu(inf)`), and which one an element meets depends on the
+    tensor's layout and length: eager mode's tile slices meet other paths than the whole tensor.
+    An element matches torch when it matches either path.
+    """
+    if case.layout != "elementwise" or expected.shape != inputs[0].shape:
+        return None
+    result = torch.empty_like(expected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(expected.shape[0]):
+            for j in range(expected.shape[1]):
+                elements = [t[i:i + 1, j:j + 1].clone() for t in inputs]
+                result[i, j] = LAYOUTS[case.layout].reference(*elements, case.reference or case.op)[0, 0]
+    return result
+
+
+def _closest(result: torch.Tensor, candidates: list[torch.Tensor], tolerance: float) -> torch.Tensor:
+    """Per element, the first candidate reference the result matches (else the first candidate)."""
+    chosen = candidates[0]
+    for candidate in candidates[1:]:
+        if result.dtype.is_floating_point or result.dtype.is_complex:
+            close = torch.isclose(result.double(), candidate.double(), rtol=tolerance, atol=tolerance, equal_nan=True)
+        else:
+            close = result == candidate
+        chosen = torch.where(close, candidate, chosen)
+    return chosen
+
+
+def _modes(device: torch.device) -> list[str]:
+    return ["eager", "compiled"] if device.type == "cuda" else ["eager", "interpret"]
+
+
+def _run(case: OpCase, mode: str, inputs: list[torch.Tensor], out: torch.Tensor) -> torch.Tensor:
+    kernel = tessera.kernel(LAYOUTS[case.layout].kernel, mode=mode, config=CONFIG)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numpy's "invalid value" warnings in the interpreter
+        return kernel(out, *inputs, case.op)
+
+
+def _assert_located_refusal(error: BaseException, case: OpCase, what: str) -> None:
+    assert isinstance(error, exc.TesseraError), f"{what}: raw {type(error).__name__}: {error}"
+    assert not isinstance(error, exc.BackendCompileError) and "internal error" not in str(error), f"{what}: {error}"
+    assert error.location is not None, f"{what}: unlocated {error}"
+    assert os.path.basename(error.location.filename) == _TEST_OPS, f"{what}: located at {error.location}"
+    assert error.hint, f"{what}: no hint in {error}"
+
+
+def _tolerance(case: OpCase, dtype: torch.dtype, expected: torch.Tensor) -> float:
+    return max(case.tolerance, TOLERANCES.get(dtype, 0.0), TOLERANCES.get(expected.dtype, 0.0))
+
+
+@pytest.mark.parametrize("case, dtype, round_number", FUZZ_CASES)
+def test_op_matches_torch_or_is_refused_where_torch_refuses(case: OpCase, dtype: torch.dtype, round_number: int,
+                                                             device: torch.device) -> None:
+    rng = random.Random(zlib.crc32(f"{case.id}/{dtype}/{round_number}".encode()))
+    inputs, layout = _inputs(case, dtype, rng)
+    expected = _reference(case, inputs)
+    on_device = [t.to(device) if t.device != device else t for t in inputs]
+    if layout == "negative_bit" and device.type != "cpu":
+        on_device = [torch._neg_view(-t.resolve_neg().to(device)) if t.is_neg() else t for t in inputs]
+    scalar_path = None
+    for mode in _modes(device):
+        what = f"{case.id} on {dtype} ({layout} inputs) in {mode} mode"
+        out_dtype = expected.dtype if isinstance(expected, torch.Tensor) else torch.float32
+        out_shape = expected.shape if isinstance(expected, torch.Tensor) else SHAPE
+        out = torch.zeros(out_shape, dtype=out_dtype, device=device)
+        try:
+            result = _run(case, mode, on_device, out)
+        except Exception as error:  # noqa: BLE001 - which errors are sound is decided below
+            if mode == "eager":
+                assert isinstance(expected, BaseException), f"{what}: eager raised {error!r} where torch computes"
+            elif any(t.is_neg() for t in on_device):
+                assert isinstance(error, exc.UnsupportedOperationError) and "resolve_neg" in str(error), what
+            else:
+                _assert_located_refusal(error, case, what)
+            continue
+        assert isinstance(expected, torch.Tensor), f"{what}: computed {result!r} where torch raises {expected!r}"
+        assert not (mode != "eager" and any(t.is_neg() for t in on_device)), f"{what}: a negative-bit view was read"
+        tolerance = _tolerance(case, dtype, expected)
+        if scalar_path is None:
+            scalar_path = _per_element_reference(case, inputs, expected)
+        candidates = [expected] if scalar_path is None else [expected, scalar_path]
+        torch.testing.assert_close(result.cpu(), _closest(result.cpu(), candidates, tolerance), rtol=tolerance, atol=tolerance, equal_nan=True,
+                                   check_dtype=True, msg=lambda text: f"{what}: {text}")
