@@ -139,3 +139,19 @@ def test_gpu_reduction_forms_propagate_nan(fn: str, device: torch.device) -> Non
     target = torch.zeros(8, dtype=expected.dtype)
     kernel[(1,)](x, target)
     torch.testing.assert_close(target, expected, equal_nan=True)
+
+
+def _row_mean(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile, :].mean(-1)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_mean_of_16_bit_values_divides_before_rounding(dtype: torch.dtype, device: torch.device) -> None:
+    x = torch.tensor([[65504.0, 21840.0, 1.0], [-65504.0, -65504.0, 3.0]]).to(dtype)
+    expected = x.mean(-1)
+    assert expected.isfinite().all()
+    for mode in _modes(device):
+        result = tessera.kernel(_row_mean, mode=mode)(torch.zeros(2, dtype=dtype, device=device), x.to(device))
+        torch.testing.assert_close(result.cpu(), expected, msg=lambda text: f"{mode}: {text}")

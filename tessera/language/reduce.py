@@ -81,7 +81,11 @@ argmin_p = torch_primitive("argmin", torch.argmin, T.argmin)(_reduction_handler(
 def mean_p(tracer: Tracer, value: TileValue, dim: Any = None, keepdim: bool = False, *,
                 dtype: torch.dtype | None = None) -> TileValue:
     _asked("mean", value, dim=dim, keepdim=keepdim if dim is not None else None, dtype=dtype)
-    total = reduce(tracer, "sum", value, dim, keepdim, dtype)
+    result_dtype = dtype or value.dtype
+    # torch divides the fp32 sum of 16-bit values before rounding: rounding the sum first overflows
+    # (fp16 [65504, 21840] has a mean but no sum)
+    wide = torch.float32 if result_dtype in (torch.float16, torch.bfloat16) else result_dtype
+    total = reduce(tracer, "sum", value, dim, keepdim, wide)
     count: Any = 1
     for d in normalized_dims(value, dim):
         count = count * value.axes[d].end if value.axes[d] is not UNIT else count
@@ -92,7 +96,7 @@ def mean_p(tracer: Tracer, value: TileValue, dim: Any = None, keepdim: bool = Fa
             raise exc.UnsupportedOperationError(
                 "mean over a tile dimension (its element count varies per tile)", location=user_location(),
                 hint="sum the tile and divide by the true count")
-    return apply_elementwise(tracer, "truediv", total, count)
+    return cast(tracer, apply_elementwise(tracer, "truediv", total, count), result_dtype)
 
 
 def _max_min(kind: str) -> Any:
