@@ -37,6 +37,7 @@ HELPERS: dict[str, list[str]] = {
         "def float_remainder(a, b):",
         "    # torch's remainder: fmod, moved into the divisor's sign",
         "    mod = a % b",
+        "    mod = tl.where(mod == 0, a * 0.0, mod)  # a zero keeps the dividend's sign (the H100's % gave +0.0)",
         "    return tl.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)",
         "",
     ],
