@@ -205,7 +205,8 @@ def test_op_matches_torch_or_is_refused_where_torch_refuses(case: OpCase, dtype:
     expected = _reference(case, inputs)
     on_device = [t.to(device) if t.device != device else t for t in inputs]
     if layout == "negative_bit" and device.type != "cpu":
-        on_device = [torch._neg_view(-t.resolve_neg().to(device)) if t.is_neg() else t for t in inputs]
+        on_device = [torch._neg_view(-t.resolve_neg().to(device)) if t.is_neg() else moved
+                     for t, moved in zip(inputs, on_device)]
     other_paths = None
     for mode in _modes(device):
         what = f"{case.id} on {dtype} ({layout} inputs) in {mode} mode"

@@ -124,6 +124,9 @@ def _elementwise(emitter: Emitter, node: Node) -> None:
     operands = [_runtime_scalar(emitter.operand(value, compute if fn != "where" or position > 0 else None),
                                 value, compute) for position, value in enumerate(node.inputs)]
     template = ELEMENTWISE_TEMPLATES[fn]
+    if compute == torch.bool and fn == "add":
+        # torch adds bools as a logical or; Triton's i1 add wraps on the GPU (True + True is False)
+        template = "(({0}.to(tl.int8) + {1}.to(tl.int8)) != 0)"
     if emitter.interpret and fn in INTERPRETED_TEMPLATES:
         helper, template = INTERPRETED_TEMPLATES[fn]
         emitter.helpers.add(helper)
@@ -147,7 +150,8 @@ def _runtime_scalar(text: str, value: Any, compute: torch.dtype) -> str:
     divides by -24); constants were converted when traced (language/operands.py)."""
     narrow = compute in (torch.int8, torch.int16, torch.int32, torch.uint8)
     if narrow and isinstance(value, sympy.Basic) and value.free_symbols:
-        return f"{text}.to({TRITON_DTYPES[compute]})"
+        # tl.cast, not `.to`: Triton passes an int argument equal to 1 as a constexpr (a Python int)
+        return f"tl.cast({text}, {TRITON_DTYPES[compute]})"
     return text
 
 
