@@ -74,6 +74,7 @@ class BenchTask:
     results: list[torch.Tensor]  # the plan's result, flattened (written by the launches)
     check: bool                   # run the accuracy gate first
     rep_ms: float                 # how long to spend timing
+    run_only: bool = False        # restore the inputs, run once and return: the parent checks (host-finished plans)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,11 +84,12 @@ class BenchResult:
     detail: str = ""
 
 
-def bench_task(plan: KernelPlan, *, check: bool, rep_ms: float) -> BenchTask:
-    """What the worker needs to run and time one candidate's plan."""
+def bench_task(plan: KernelPlan, *, check: bool, rep_ms: float, run_only: bool = False) -> BenchTask:
+    """What the worker needs to run and time one candidate's plan (`run_only`: run it once, for
+    the parent's accuracy check of a plan whose results host code finishes)."""
     launches = [RunLaunch(launch.source_path, launch.function_name, tuple(launch.arguments), tuple(launch.grid),
                           launch.num_warps, launch.num_stages) for launch in plan.launches]
-    return BenchTask(launches, flatten_tensors(plan.result), check, rep_ms)
+    return BenchTask(launches, flatten_tensors(plan.result), check, rep_ms, run_only)
 
 
 def flatten_tensors(value: Any) -> list[torch.Tensor]:
@@ -207,6 +209,14 @@ def _check_and_time(backend: Backend, mode: str, session: BenchSession, task: Be
                     flush: torch.Tensor | None) -> BenchResult:
     run = backend.candidate_runner(task.launches)
     error, detail = math.nan, ""
+    if task.run_only:
+        # the plan's results are finished by host code after its launches: the parent runs that
+        # code on what these launches wrote and checks the result (pipeline.py, `finish_on_host`)
+        for working, pristine in session.inputs:
+            working.copy_(pristine)
+        run()
+        _synchronize(mode)
+        return BenchResult(None, math.nan, "ran")
     if task.check:
         for working, pristine in session.inputs:
             working.copy_(pristine)
