@@ -15,7 +15,7 @@ import torch
 
 import tessera
 from tessera import backends, exc, settings
-from tessera.autotune import compile_pool, disk_cache, prewarm
+from tessera.autotune import compile_pool, disk_cache, host_finish, prewarm
 from tessera.autotune import forking, pool
 from tessera.autotune.bench_worker import BenchSession, BenchTask, BenchWorkerSpec, accuracy_error, bench_worker_setup
 from tessera.autotune.compile_pool import CompileWorkerSpec
@@ -263,6 +263,24 @@ def test_quick_tuning_of_a_kernel_whose_host_code_finishes_its_results_finds_no_
     options = TuneOptions(compile_workers=2, rep_ms=1, final_rep_ms=1, progress=False)
     result = tune(layer_norm_bwd.bind(*args), effort="quick", budget_seconds=120, options=options)
     assert result.failures == {} and len(result.search.trials) > 3
+
+
+def test_finishing_on_the_host_runs_the_host_code_on_what_the_launches_wrote():
+    args = make_bwd_inputs(48, 24, dtype=torch.float32, device="cpu")
+    bound = layer_norm_bwd.bind(*args)
+    plan = bound.plan(Config(block_sizes=[16, 16]))
+    assert host_finish.finished_on_host(plan) and not host_finish.finished_on_host(add.bind(*args[:2]).plan())
+    grad_x = plan.result[0]
+    blocks = [t for t in host_finish.finish_on_host(bound, plan).stored if t.shape == (3, 24)]
+    assert len(blocks) == 2  # the partial sums of grad_weight and grad_bias, one row per block of 16 rows
+    blocks[0].fill_(1.0)  # what a worker's launches would have written
+    blocks[1].fill_(2.0)
+    grad_x.fill_(5.0)
+    finished = host_finish.finish_on_host(bound, plan)
+    assert {id(t) for t in finished.stored} == {id(t) for t in blocks + [grad_x]}  # never an input
+    torch.testing.assert_close(finished.results[0], torch.full((48, 24), 5.0))
+    assert sorted(float(finished.results[i][0]) for i in (1, 2)) == [3.0, 6.0]  # each summed over its 3 rows
+    assert all(torch.equal(finished.results[i], finished.results[i][:1].expand(24)) for i in (1, 2))
 
 
 def _tune_add_against_its_heuristic(times):

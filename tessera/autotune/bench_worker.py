@@ -12,6 +12,11 @@ then time with CUDA events as `triton.testing.do_bench` does: warm-up, a 256 MB 
 each run so every run starts with a cold L2, median of the runs. In interpret mode (CPU) the
 same path uses wall-clock time and few runs, so CI exercises it end to end.
 
+A kernel whose results host code finishes after its launches (partial sums per block, summed
+on the host) cannot be checked here: the worker has the launches, not the host code. For such
+a plan the parent sends a `run_only` task (restore, run once, return), checks the result itself
+(host_finish.py), then sends an unchecked task to time it.
+
 Right after setup (compiled mode) the worker has its backend compile and launch a tiny kernel
 once, on its warm-up thread (`warm_up`, see workers.py), so the first candidate does not pay for
 what a process's first launch costs (Triton: its cache key, its launcher, loading a module on the

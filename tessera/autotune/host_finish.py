@@ -30,6 +30,7 @@ in place sees it modified.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -53,11 +54,18 @@ def finished_on_host(plan: KernelPlan) -> bool:
     return any(t.numel() > 0 and t.untyped_storage().data_ptr() not in touched for t in flatten_tensors(plan.result))
 
 
-def launch_outputs(plan: KernelPlan, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-    """The launches' tensor arguments outside the tuning inputs' storages (`inputs`: uint8
-    tensors over them): the buffers host code allocated for the launches to write."""
-    kept = {t.untyped_storage().data_ptr() for t in inputs}
-    return [t for t in plan.tensors() if t.untyped_storage().data_ptr() not in kept]
+@dataclasses.dataclass
+class Finished:
+    """What `finish_on_host` returns."""
+
+    results: list[torch.Tensor]  # the kernel's final result, flattened
+    stored: list[torch.Tensor]   # the plan's tensors its launches store into (each once)
+
+    def outputs_outside(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """`stored` less what lies in `inputs`' storages (the tuning inputs, as uint8 tensors):
+        the buffers host code allocated for the launches to write."""
+        kept = {t.untyped_storage().data_ptr() for t in inputs}
+        return [t for t in self.stored if t.untyped_storage().data_ptr() not in kept]
 
 
 class _CopyingRunner(CompiledRunner):
@@ -70,6 +78,12 @@ class _CopyingRunner(CompiledRunner):
                          recorder=[])
         self.launches = launches
         self.position = 0
+        self.stored: dict[int, torch.Tensor] = {}
+        self._values: list[Any] = []
+
+    def launch(self, tile_range: Any, body: Any, launch_index: int = 0) -> None:
+        self._values = [cell.cell_contents for cell in body.__closure__ or ()]  # what `variant.stored_values` indexes
+        super().launch(tile_range, body, launch_index)
 
     def run_variant(self, variant: Any, arguments: list[Any], grid: tuple[int, ...],
                     remembered_binary: list[Any] | None = None) -> None:
@@ -79,8 +93,13 @@ class _CopyingRunner(CompiledRunner):
         self.position += 1
         if len(recorded.arguments) != len(arguments):
             raise RuntimeError("a launch's arguments differ from its plan's")
+        stored = [self._values[p] for p in variant.stored_values
+                  if p < len(self._values) and isinstance(self._values[p], torch.Tensor)]
         with torch.no_grad():
             for new, old in zip(arguments, recorded.arguments):
+                if isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor) and \
+                        any(_same_view(new, target) for target in stored):
+                    self.stored.setdefault(id(old), old)
                 if isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor) and not _same_view(new, old):
                     if new.shape != old.shape or new.dtype != old.dtype:
                         raise RuntimeError("a launch's tensors differ from its plan's")
@@ -92,14 +111,15 @@ def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
             and a.dtype == b.dtype)
 
 
-def finish_on_host(bound: Any, plan: KernelPlan) -> list[torch.Tensor]:
+def finish_on_host(bound: Any, plan: KernelPlan) -> Finished:
     """The kernel's final result (flattened) from what `plan`'s launches wrote: its host code run
-    again on `bound`'s arguments, each launch replaced by copying the recorded launch's tensors."""
+    again on `bound`'s arguments, each launch replaced by copying the recorded launch's tensors;
+    and which of the plan's tensors the launches store into."""
     runner = _CopyingRunner(bound, plan.config, plan.launches)
     result = run_compiled(bound.kernel, bound.mode, bound.args, bound.kwargs, plan.config, bound.device, runner)
     if runner.position != len(plan.launches):
         raise RuntimeError("the host code launched fewer kernels than its plan recorded")
-    return flatten_tensors(result)
+    return Finished(flatten_tensors(result), list(runner.stored.values()))
 
 
-__all__ = ["finish_on_host", "finished_on_host", "launch_outputs"]
+__all__ = ["Finished", "finish_on_host", "finished_on_host"]

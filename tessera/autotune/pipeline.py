@@ -4,7 +4,9 @@
                                    │             └─> compile pool      (N processes: backend compiles)
                                    │                     └─> bench worker (1 process: gate + timing)
                                    └── times <───────────────────────────────┘
-    then the fastest few are timed again, longer, and the best wins.
+    then the fastest few and the heuristic Config are timed again, side by side and longer; the
+    fastest wins only if it beat the heuristic there (ties go to the heuristic): tuning never
+    returns a Config measured slower than what the call would run untuned.
 
 What a run waits for is start-up, so the order is chosen to overlap it: the worker groups are
 leased first (warm ones from an earlier run in this process, else they start in the background),
@@ -19,6 +21,9 @@ The kernel is tuned on copies of its arguments (aliasing kept), so timing runs o
 kernel never touch the user's tensors, and the eager reference is computed once, in the parent.
 Every failure is a failed candidate with a reason in the log: planning (a ConfigError), compile
 error, exception, timeout, crash of a worker, wrong result.
+The accuracy reference is the kernel's final result; a plan whose result host code finishes
+after its launches is checked in this process, by running that host code on what the worker's
+launches wrote (host_finish.py), instead of inside the worker.
 
 >>> result = tune(kernel.bind(x), effort="quick", budget_seconds=30)   # doctest: +SKIP
 >>> result.config
@@ -40,7 +45,7 @@ from tessera.autotune import progress
 from tessera.autotune.bench_worker import (BenchResult, BenchSession, BenchWorkerSpec, accuracy_error, bench_task,
                                            bench_worker_setup, flatten_tensors)
 from tessera.autotune.compile_pool import CompileWorkerSpec, compile_task, compile_worker_setup
-from tessera.autotune.host_finish import finish_on_host, finished_on_host, launch_outputs
+from tessera.autotune.host_finish import Finished, finish_on_host, finished_on_host
 from tessera.autotune.search import SearchResult, search
 from tessera.autotune.pool import leased_group, release_group
 from tessera.autotune.workers import Outcome, WorkerGroup, wait_for
@@ -448,21 +453,23 @@ class CandidateRunner:
             self.bench.submit(number, bench_task(candidate.plan, check=True, rep_ms=self.options.rep_ms))
             return
         try:
-            if self._host_result_error(candidate) <= 1.0:
+            error, finished = self._host_result_error(candidate)
+            if error <= 1.0:
                 # the buffers already hold the answer (memory reused from an earlier candidate):
-                # poison them so a candidate whose launches write nothing cannot pass
+                # poison those its launches store into, so launches that write nothing cannot pass
                 with torch.no_grad():
-                    for tensor in launch_outputs(candidate.plan, [w for w, _ in self.bound.tuning_storages]):
+                    for tensor in finished.outputs_outside([w for w, _ in self.bound.tuning_storages]):
                         tensor.fill_(math.nan if tensor.is_floating_point() else -1)
         except Exception:  # noqa: BLE001 - the check after the run reports what is wrong
             pass
         self.bench.submit(("gate", number), bench_task(candidate.plan, check=True, rep_ms=0.0, run_only=True))
 
-    def _host_result_error(self, candidate: _Candidate) -> float:
+    def _host_result_error(self, candidate: _Candidate) -> tuple[float, Finished]:
         """The accuracy error (tolerance units) of the candidate's host code run on what its
-        launches wrote (host_finish.py)."""
+        launches wrote (host_finish.py), and that run."""
         assert self.reference is not None
-        return accuracy_error(finish_on_host(self.bound, candidate.plan), self.reference)[0]
+        finished = finish_on_host(self.bound, candidate.plan)
+        return accuracy_error(finished.results, self.reference)[0], finished
 
     def _gate_on_host(self, outcome: Outcome) -> None:
         """The worker ran a host-finished candidate once: finish and check it here, then time it."""
@@ -474,7 +481,7 @@ class CandidateRunner:
             self._fail(number, "error" if outcome.kind == "error" else outcome.kind, outcome.message)
             return
         try:
-            error = self._host_result_error(candidate)
+            error = self._host_result_error(candidate)[0]
         except Exception as failure:  # noqa: BLE001 - a candidate whose result cannot be finished is wrong
             self._fail(number, "wrong", f"finishing its result on the host raised {type(failure).__name__}: {failure}")
             return
