@@ -17,11 +17,12 @@ import tessera
 from tessera import backends, exc, settings
 from tessera.autotune import compile_pool, disk_cache, host_finish, prewarm
 from tessera.autotune import forking, pool
-from tessera.autotune.bench_worker import BenchSession, BenchTask, BenchWorkerSpec, accuracy_error, bench_worker_setup
+from tessera.autotune.bench_worker import BenchResult, BenchSession, BenchTask, BenchWorkerSpec, accuracy_error, bench_worker_setup
 from tessera.autotune.compile_pool import CompileWorkerSpec
 from tessera.autotune.pipeline import (CandidateRunner, TuneOptions, _Candidate, _eager_reference, decorator_line,
                                        reference_config, tune)
 from tessera.autotune.search import search
+from tessera.autotune.workers import Outcome
 from tessera.backends.config_space import KernelFacts
 from tessera.backends.triton import worker_support
 from tessera.config import Config
@@ -281,6 +282,44 @@ def test_finishing_on_the_host_runs_the_host_code_on_what_the_launches_wrote():
     torch.testing.assert_close(finished.results[0], torch.full((48, 24), 5.0))
     assert sorted(float(finished.results[i][0]) for i in (1, 2)) == [3.0, 6.0]  # each summed over its 3 rows
     assert all(torch.equal(finished.results[i], finished.results[i][:1].expand(24)) for i in (1, 2))
+
+
+class _RecordingGroup:
+    """Stands in for the bench worker group: keeps what is submitted."""
+
+    def __init__(self):
+        self.submitted = []
+
+    def submit(self, task_id, task):
+        self.submitted.append((task_id, task))
+
+
+def test_host_finished_launches_that_write_nothing_into_buffers_holding_the_answer_are_rejected():
+    grad_out, x, mean, rstd, weight = args = make_bwd_inputs(32, 8, dtype=torch.float32, device="cpu")
+    working = tessera.autotune.pipeline._bind_on_copies(layer_norm_bwd.bind(*args))
+    runner = CandidateRunner(working, TuneOptions(progress=False), "layer_norm_bwd")
+    runner.bench, runner.reference = _RecordingGroup(), list(reference_bwd(*args))
+    candidate = runner.candidates[0] = _Candidate(Config(block_sizes=[16, 16]), host_finished=True)
+    candidate.plan = working.plan(candidate.config)
+    # the plan's buffers already hold the right partial sums (memory an earlier candidate left)
+    x_hat = (x - mean[:, None]) * rstd[:, None]
+    sums = [(grad_out * x_hat).reshape(2, 16, 8).sum(1), grad_out.reshape(2, 16, 8).sum(1)]
+    finished = host_finish.finish_on_host(working, candidate.plan)
+    candidate.plan.result[0].copy_(runner.reference[0])
+    blocks = [t for t in finished.stored if t.shape == (2, 8)]
+    for order in (sums, sums[::-1]):
+        for tensor, value in zip(blocks, order):
+            tensor.copy_(value)
+        if runner._host_result_error(candidate)[0] <= 1:
+            break
+    assert runner._host_result_error(candidate)[0] <= 1
+    runner._submit_check(0)
+    [(task_id, task)] = runner.bench.submitted
+    assert task_id == ("gate", 0) and task.run_only
+    assert all(t.isnan().all() for t in blocks + [candidate.plan.result[0]])  # poisoned; inputs untouched
+    torch.testing.assert_close(working.args[1], x)
+    runner._gate_on_host(Outcome(("gate", 0), "ok", BenchResult(None, float("nan"), "ran")))  # wrote nothing
+    assert candidate.status == "wrong"
 
 
 def _tune_add_against_its_heuristic(times):
