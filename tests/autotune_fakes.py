@@ -5,7 +5,10 @@ function here is module level. A candidate's fault is chosen by its launch setti
 
     num_warps=1  -> compile error          num_warps=2  -> compile hangs (timeout)
     num_warps=16 -> bench worker dies      num_stages=3 -> kernel raises
-    num_stages=4 -> wrong result (caught by the accuracy gate)
+    num_stages=4 -> wrong result (caught by the accuracy gate); for a plan whose results host
+                    code finishes, wrong scratch (partial sums) instead
+
+`timed_bench_setup` (bound to a table with functools.partial) reports fake times by num_warps.
 
 `echo_setup` and `session_echo_setup` drive WorkerGroup directly (tasks "crash", "hang", "raise");
 `warm_echo_setup` has a warm-up that works, kills its process or hangs.
@@ -16,6 +19,8 @@ import dataclasses
 import os
 import time
 from typing import Any, Callable
+
+import torch
 
 from tessera.autotune.bench_worker import BenchHandler, BenchResult, BenchTask, accuracy_error
 from tessera.autotune.compile_pool import CompileWorkerSpec, compile_worker_setup
@@ -41,6 +46,13 @@ def faulty_compile_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
     return handle
 
 
+def _scratch(task: BenchTask, inputs: list[Any]) -> list[Any]:
+    """Tensors the launches take that are neither inputs nor results (e.g. partial-sum buffers)."""
+    kept = {t.untyped_storage().data_ptr() for t in list(inputs) + list(task.results)}
+    return [a for launch in task.launches for a in launch.arguments
+            if isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() not in kept]
+
+
 class _FaultyBench(BenchHandler):
     def __call__(self, task: BenchTask) -> Any:
         launch = task.launches[0]
@@ -48,6 +60,12 @@ class _FaultyBench(BenchHandler):
             os._exit(9)
         if launch.num_stages == 3:
             raise RuntimeError("injected launch failure")
+        if launch.num_stages == 4 and task.run_only:
+            result = super().__call__(task)
+            assert self.session is not None
+            for tensor in _scratch(task, [w for w, _ in self.session.inputs]):
+                tensor.add_(1.0)
+            return result
         if launch.num_stages == 4 and task.check:
             super().__call__(dataclasses.replace(task, check=False))
             for tensor in task.results:
@@ -60,6 +78,26 @@ class _FaultyBench(BenchHandler):
 
 def faulty_bench_setup(spec: Any) -> BenchHandler:
     return _FaultyBench(spec)
+
+
+class _TimedBench(BenchHandler):
+    """Checks candidates for real, then reports a time from `times[phase][num_warps]`: phase
+    "search" for checked tasks (the search's), "final" for unchecked ones (the final timing's)."""
+
+    def __init__(self, spec: Any, times: dict[str, dict[int, float]]) -> None:
+        super().__init__(spec)
+        self.times = times
+
+    def __call__(self, task: BenchTask) -> Any:
+        result = super().__call__(task)
+        if result.time_ms is None or task.run_only:
+            return result
+        phase = "search" if task.check else "final"
+        return dataclasses.replace(result, time_ms=self.times[phase][task.launches[0].num_warps])
+
+
+def timed_bench_setup(times: dict[str, dict[int, float]], spec: Any) -> BenchHandler:
+    return _TimedBench(spec, times)
 
 
 def failing_setup(payload: Any) -> Callable[[Any], Any]:

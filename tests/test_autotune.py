@@ -6,6 +6,7 @@ tested in `test_autotune_workers.py`.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 
@@ -14,13 +15,14 @@ import torch
 
 import tessera
 from tessera import backends, exc, settings
-from tessera.autotune import compile_pool, disk_cache, prewarm
+from tessera.autotune import compile_pool, disk_cache, host_finish, prewarm
 from tessera.autotune import forking, pool
-from tessera.autotune.bench_worker import BenchSession, BenchTask, BenchWorkerSpec, accuracy_error, bench_worker_setup
+from tessera.autotune.bench_worker import BenchResult, BenchSession, BenchTask, BenchWorkerSpec, accuracy_error, bench_worker_setup
 from tessera.autotune.compile_pool import CompileWorkerSpec
 from tessera.autotune.pipeline import (CandidateRunner, TuneOptions, _Candidate, _eager_reference, decorator_line,
                                        reference_config, tune)
 from tessera.autotune.search import search
+from tessera.autotune.workers import Outcome
 from tessera.backends.config_space import KernelFacts
 from tessera.backends.triton import worker_support
 from tessera.config import Config
@@ -29,6 +31,7 @@ from tessera.ir.tunables import TunableDim
 
 import autotune_fakes
 from examples.add import add
+from examples.layer_norm import layer_norm_bwd, make_bwd_inputs, reference_bwd
 from examples.softmax import softmax
 
 
@@ -236,6 +239,127 @@ def test_pipeline_skips_every_kind_of_failing_candidate_and_returns_a_working_on
     result = tune(add.bind(x, y), effort="quick", budget_seconds=120, seeds=seeds, only_seeds=True, options=options)
     assert result.config["block_sizes"] == [4, 16]
     assert result.failures == {"compile": 1, "timeout": 1, "crash": 1, "error": 1, "wrong": 1}
+
+
+def test_a_kernel_whose_host_code_sums_partial_results_tunes_and_wrong_partial_sums_are_rejected(
+        interpreter_workers):
+    # layer_norm_bwd's launch writes partial sums per block; host code sums them into grad_weight
+    args = make_bwd_inputs(48, 24, dtype=torch.float32, device="cpu")
+    seeds = [Config(block_sizes=[16, 16], num_stages=4),   # its launches write wrong partial sums
+             Config(block_sizes=[16, 16], num_stages=1),
+             Config(block_sizes=[32, 16], num_stages=1)]
+    options = TuneOptions(compile_workers=2, rep_ms=1, final_rep_ms=1, progress=False,
+                          bench_setup=autotune_fakes.faulty_bench_setup)
+    result = tune(layer_norm_bwd.bind(*args), effort="none", budget_seconds=120, seeds=seeds, only_seeds=True,
+                  options=options)
+    assert result.failures == {"wrong": 1}
+    assert result.config["num_stages"] == 1
+    for got, want in zip(layer_norm_bwd.bind(*args).run(result.config), reference_bwd(*args)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_quick_tuning_of_a_kernel_whose_host_code_finishes_its_results_finds_no_wrong_candidate(
+        interpreter_workers):
+    args = make_bwd_inputs(32, 16, dtype=torch.float32, device="cpu")
+    options = TuneOptions(compile_workers=2, rep_ms=1, final_rep_ms=1, progress=False)
+    result = tune(layer_norm_bwd.bind(*args), effort="quick", budget_seconds=120, options=options)
+    assert result.failures == {} and len(result.search.trials) > 3
+
+
+def test_finishing_on_the_host_runs_the_host_code_on_what_the_launches_wrote():
+    args = make_bwd_inputs(48, 24, dtype=torch.float32, device="cpu")
+    bound = layer_norm_bwd.bind(*args)
+    plan = bound.plan(Config(block_sizes=[16, 16]))
+    assert host_finish.finished_on_host(plan) and not host_finish.finished_on_host(add.bind(*args[:2]).plan())
+    grad_x = plan.result[0]
+    blocks = [t for t in host_finish.finish_on_host(bound, plan).stored if t.shape == (3, 24)]
+    assert len(blocks) == 2  # the partial sums of grad_weight and grad_bias, one row per block of 16 rows
+    blocks[0].fill_(1.0)  # what a worker's launches would have written
+    blocks[1].fill_(2.0)
+    grad_x.fill_(5.0)
+    finished = host_finish.finish_on_host(bound, plan)
+    assert {id(t) for t in finished.stored} == {id(t) for t in blocks + [grad_x]}  # never an input
+    torch.testing.assert_close(finished.results[0], torch.full((48, 24), 5.0))
+    assert sorted(float(finished.results[i][0]) for i in (1, 2)) == [3.0, 6.0]  # each summed over its 3 rows
+    assert all(torch.equal(finished.results[i], finished.results[i][:1].expand(24)) for i in (1, 2))
+
+
+class _RecordingGroup:
+    """Stands in for the bench worker group: keeps what is submitted."""
+
+    def __init__(self):
+        self.submitted = []
+
+    def submit(self, task_id, task):
+        self.submitted.append((task_id, task))
+
+
+def test_host_finished_launches_that_write_nothing_into_buffers_holding_the_answer_are_rejected():
+    grad_out, x, mean, rstd, weight = args = make_bwd_inputs(32, 8, dtype=torch.float32, device="cpu")
+    working = tessera.autotune.pipeline._bind_on_copies(layer_norm_bwd.bind(*args))
+    runner = CandidateRunner(working, TuneOptions(progress=False), "layer_norm_bwd")
+    runner.bench, runner.reference = _RecordingGroup(), list(reference_bwd(*args))
+    candidate = runner.candidates[0] = _Candidate(Config(block_sizes=[16, 16]), host_finished=True)
+    candidate.plan = working.plan(candidate.config)
+    # the plan's buffers already hold the right partial sums (memory an earlier candidate left)
+    x_hat = (x - mean[:, None]) * rstd[:, None]
+    sums = [(grad_out * x_hat).reshape(2, 16, 8).sum(1), grad_out.reshape(2, 16, 8).sum(1)]
+    finished = host_finish.finish_on_host(working, candidate.plan)
+    candidate.plan.result[0].copy_(runner.reference[0])
+    blocks = [t for t in finished.stored if t.shape == (2, 8)]
+    for order in (sums, sums[::-1]):
+        for tensor, value in zip(blocks, order):
+            tensor.copy_(value)
+        if runner._host_result_error(candidate)[0] <= 1:
+            break
+    assert runner._host_result_error(candidate)[0] <= 1
+    runner._submit_check(0)
+    [(task_id, task)] = runner.bench.submitted
+    assert task_id == ("gate", 0) and task.run_only
+    assert all(t.isnan().all() for t in blocks + [candidate.plan.result[0]])  # poisoned; inputs untouched
+    torch.testing.assert_close(working.args[1], x)
+    runner._gate_on_host(Outcome(("gate", 0), "ok", BenchResult(None, float("nan"), "ran")))  # wrote nothing
+    assert candidate.status == "wrong"
+
+
+def _tune_add_against_its_heuristic(times):
+    """Tune add with its heuristic Config (num_warps=4) and one other (num_warps=8) under fake times."""
+    x, y = torch.randn(64, 64), torch.randn(64, 64)
+    heuristic = tuning.heuristic_for(add.bind(x, y))
+    assert heuristic["num_warps"] == 4
+    options = TuneOptions(compile_workers=1, rep_ms=1, final_rep_ms=1, progress=False, warm_pool=False,
+                          bench_setup=functools.partial(autotune_fakes.timed_bench_setup, times))
+    result = tune(add.bind(x, y), effort="none", budget_seconds=120, seeds=[heuristic.merged(num_warps=8)],
+                  options=options)
+    assert len(result.search.trials) == 2 and result.failures == {}
+    return result, heuristic
+
+
+def test_tuning_never_returns_a_config_the_final_timing_measured_slower_than_the_heuristic(interpreter_workers):
+    # the other Config led the search but is slower when timed again beside the heuristic
+    result, heuristic = _tune_add_against_its_heuristic({"search": {4: 2.0, 8: 1.0}, "final": {4: 2.0, 8: 3.0}})
+    assert result.config["num_warps"] == 4 and result.time_ms == 2.0
+
+
+def test_a_tie_with_the_heuristic_goes_to_the_heuristic(interpreter_workers):
+    result, heuristic = _tune_add_against_its_heuristic({"search": {4: 2.0, 8: 1.0}, "final": {4: 2.0, 8: 2.0}})
+    assert result.config["num_warps"] == 4
+
+
+def test_the_heuristic_is_timed_in_the_final_round_even_when_it_is_not_among_the_leaders(interpreter_workers):
+    x, y = torch.randn(64, 64), torch.randn(64, 64)
+    heuristic = tuning.heuristic_for(add.bind(x, y))
+    others = [heuristic.merged(num_warps=warps) for warps in (1, 2, 8)]
+    times = {"search": {1: 1.0, 2: 1.0, 8: 1.0, 4: 5.0}, "final": {1: 6.0, 2: 7.0, 8: 8.0, 4: 5.0}}
+    options = TuneOptions(compile_workers=1, rep_ms=1, final_rep_ms=1, final_top=2, progress=False, warm_pool=False,
+                          bench_setup=functools.partial(autotune_fakes.timed_bench_setup, times))
+    result = tune(add.bind(x, y), effort="none", budget_seconds=120, seeds=others, options=options)
+    assert result.config["num_warps"] == 4
+
+
+def test_a_config_faster_than_the_heuristic_in_the_final_timing_wins(interpreter_workers):
+    result, heuristic = _tune_add_against_its_heuristic({"search": {4: 2.0, 8: 1.0}, "final": {4: 2.0, 8: 1.5}})
+    assert result.config["num_warps"] == 8 and result.time_ms == 1.5
 
 
 def test_pipeline_raises_a_clear_error_when_every_candidate_fails(monkeypatch):

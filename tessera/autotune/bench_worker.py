@@ -12,6 +12,11 @@ then time with CUDA events as `triton.testing.do_bench` does: warm-up, a 256 MB 
 each run so every run starts with a cold L2, median of the runs. In interpret mode (CPU) the
 same path uses wall-clock time and few runs, so CI exercises it end to end.
 
+A kernel whose results host code finishes after its launches (partial sums per block, summed
+on the host) cannot be checked here: the worker has the launches, not the host code. For such
+a plan the parent sends a `run_only` task (restore, run once, return), checks the result itself
+(host_finish.py), then sends an unchecked task to time it.
+
 Right after setup (compiled mode) the worker has its backend compile and launch a tiny kernel
 once, on its warm-up thread (`warm_up`, see workers.py), so the first candidate does not pay for
 what a process's first launch costs (Triton: its cache key, its launcher, loading a module on the
@@ -74,6 +79,7 @@ class BenchTask:
     results: list[torch.Tensor]  # the plan's result, flattened (written by the launches)
     check: bool                   # run the accuracy gate first
     rep_ms: float                 # how long to spend timing
+    run_only: bool = False        # restore the inputs, run once and return: the parent checks (host-finished plans)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,11 +89,12 @@ class BenchResult:
     detail: str = ""
 
 
-def bench_task(plan: KernelPlan, *, check: bool, rep_ms: float) -> BenchTask:
-    """What the worker needs to run and time one candidate's plan."""
+def bench_task(plan: KernelPlan, *, check: bool, rep_ms: float, run_only: bool = False) -> BenchTask:
+    """What the worker needs to run and time one candidate's plan (`run_only`: run it once, for
+    the parent's accuracy check of a plan whose results host code finishes)."""
     launches = [RunLaunch(launch.source_path, launch.function_name, tuple(launch.arguments), tuple(launch.grid),
                           launch.num_warps, launch.num_stages) for launch in plan.launches]
-    return BenchTask(launches, flatten_tensors(plan.result), check, rep_ms)
+    return BenchTask(launches, flatten_tensors(plan.result), check, rep_ms, run_only)
 
 
 def flatten_tensors(value: Any) -> list[torch.Tensor]:
@@ -207,6 +214,14 @@ def _check_and_time(backend: Backend, mode: str, session: BenchSession, task: Be
                     flush: torch.Tensor | None) -> BenchResult:
     run = backend.candidate_runner(task.launches)
     error, detail = math.nan, ""
+    if task.run_only:
+        # the plan's results are finished by host code after its launches: the parent runs that
+        # code on what these launches wrote and checks the result (pipeline.py, `finish_on_host`)
+        for working, pristine in session.inputs:
+            working.copy_(pristine)
+        run()
+        _synchronize(mode)
+        return BenchResult(None, math.nan, "ran")
     if task.check:
         for working, pristine in session.inputs:
             working.copy_(pristine)

@@ -4,7 +4,9 @@
                                    │             └─> compile pool      (N processes: backend compiles)
                                    │                     └─> bench worker (1 process: gate + timing)
                                    └── times <───────────────────────────────┘
-    then the fastest few are timed again, longer, and the best wins.
+    then the fastest few and the heuristic Config are timed again, side by side and longer; the
+    fastest wins only if it beat the heuristic there (ties go to the heuristic): tuning never
+    returns a Config measured slower than what the call would run untuned.
 
 What a run waits for is start-up, so the order is chosen to overlap it: the worker groups are
 leased first (warm ones from an earlier run in this process, else they start in the background),
@@ -19,6 +21,9 @@ The kernel is tuned on copies of its arguments (aliasing kept), so timing runs o
 kernel never touch the user's tensors, and the eager reference is computed once, in the parent.
 Every failure is a failed candidate with a reason in the log: planning (a ConfigError), compile
 error, exception, timeout, crash of a worker, wrong result.
+The accuracy reference is the kernel's final result; a plan whose result host code finishes
+after its launches is checked in this process, by running that host code on what the worker's
+launches wrote (host_finish.py), instead of inside the worker.
 
 >>> result = tune(kernel.bind(x), effort="quick", budget_seconds=30)   # doctest: +SKIP
 >>> result.config
@@ -37,9 +42,10 @@ import torch
 
 from tessera import backends, exc, settings
 from tessera.autotune import progress
-from tessera.autotune.bench_worker import (BenchResult, BenchSession, BenchWorkerSpec, bench_task, bench_worker_setup,
-                                           flatten_tensors)
+from tessera.autotune.bench_worker import (BenchResult, BenchSession, BenchWorkerSpec, accuracy_error, bench_task,
+                                           bench_worker_setup, flatten_tensors)
 from tessera.autotune.compile_pool import CompileWorkerSpec, compile_task, compile_worker_setup
+from tessera.autotune.host_finish import Finished, finish_on_host, finished_on_host
 from tessera.autotune.search import SearchResult, search
 from tessera.autotune.pool import leased_group, release_group
 from tessera.autotune.workers import Outcome, WorkerGroup, wait_for
@@ -85,6 +91,7 @@ class _Candidate:
     config: Config
     plan: Any = None
     time_ms: float | None = None
+    host_finished: bool = False  # host code finishes its results: checked here (host_finish.py)
     status: str = "pending"  # pending | ok | plan | compile | error | timeout | crash | wrong | budget
 
 
@@ -146,7 +153,10 @@ def tune(bound: Any, *, effort: str, budget_seconds: float, seeds: list[Config] 
                         budget_seconds=budget_seconds, seed=settings.get("autotune_seed") if seed is None else seed,
                         clock=runner.clock)
         runner.timeline.mark("search_done", detail=f"{len(result.trials)} candidates")
-        best, best_ms = runner.final_timing(result, options.final_top, options.final_rep_ms)
+        # the heuristic is what the call would run untuned: the tuned Config must beat it (not so
+        # with only_seeds: the user's configs= are the only choices)
+        baseline = None if only_seeds else space.normalize(heuristic)
+        best, best_ms = runner.final_timing(result, options.final_top, options.final_rep_ms, baseline=baseline)
         runner.timeline.mark("final_done")
     finally:
         runner.close()
@@ -238,7 +248,8 @@ class CandidateRunner:
         self.reference_config: Config | None = None
         self.fallback_config: Config | None = None
         self._session_sent = False
-        self._held: list[tuple[int, Any]] = []  # compiled before the bench session was sent
+        self.reference: list[torch.Tensor] | None = None  # the accuracy reference (final results)
+        self._held: list[int] = []  # compiled before the bench session was sent
         self.stalled = 0.0  # seconds spent waiting for workers to start: not charged to the budget
 
     # -- life cycle ---------------------------------------------------------------------------
@@ -312,23 +323,47 @@ class CandidateRunner:
             self._pump()
         return [self.candidates[i].time_ms for i in ids]
 
-    def final_timing(self, result: SearchResult, top: int, rep_ms: float) -> tuple[Config | None, float]:
-        """Time the fastest few again, longer; the fastest of those wins (timing noise is real)."""
-        leaders = result.ranked()[:top]
+    def final_timing(self, result: SearchResult, top: int, rep_ms: float,
+                     baseline: Config | None = None) -> tuple[Config | None, float]:
+        """Time the fastest few again, longer, together with `baseline` (the heuristic Config);
+        the fastest wins, but only if it beat the baseline in this same timing (ties go to it).
+
+        Search times are short and taken minutes apart, so a candidate can lead by noise or by
+        drift (clocks, temperature): the H100 once tuned attention to a Config slower than its
+        heuristic one. Here every contestant is timed twice with the same rep_ms, in two rounds,
+        the second in reverse order, and ranked by the mean of its two medians, so drift during
+        the phase is shared evenly. A baseline that failed the search (wrong, crashed) is not a
+        contestant.
+        """
+        ranked = result.ranked()
+        leaders = ranked[:top]
+        base = next((n for n, t in enumerate(leaders) if t.config == baseline), None)
+        if baseline is not None and base is None:
+            trial = next((t for t in ranked if t.config == baseline), None)
+            if trial is not None:
+                leaders.append(trial)
+                base = len(leaders) - 1
         if len(leaders) <= 1:
             return (leaders[0].config, leaders[0].time_ms) if leaders else (None, math.inf)
         assert self.bench is not None
-        times: dict[int, float] = {}
-        for number, trial in enumerate(leaders):
-            plan = self.bound.plan(trial.config)
-            self.bench.submit(("final", number), bench_task(plan, check=False, rep_ms=rep_ms))
+        order = list(range(len(leaders)))
+        for round_, numbers in enumerate((order, order[::-1])):
+            for number in numbers:
+                plan = self.bound.plan(leaders[number].config)
+                self.bench.submit(("final", round_, number), bench_task(plan, check=False, rep_ms=rep_ms))
+        samples: dict[int, list[float]] = {}
         for outcome in self.bench.wait_all():
-            if isinstance(outcome.task_id, tuple) and outcome.ok and outcome.value.time_ms is not None:
-                times[outcome.task_id[1]] = outcome.value.time_ms
+            task_id = outcome.task_id
+            if isinstance(task_id, tuple) and task_id[0] == "final" and outcome.ok and outcome.value.time_ms is not None:
+                samples.setdefault(task_id[2], []).append(outcome.value.time_ms)
+        times = {number: sum(values) / len(values) for number, values in samples.items()}
         if not times:
             return leaders[0].config, leaders[0].time_ms
-        winner = min(times, key=times.__getitem__)
-        progress.log("final timing: " + ", ".join(f"{leaders[n].config}: {t:.4g} ms" for n, t in sorted(times.items())))
+        winner = min(times, key=lambda number: (times[number], number != base))
+        if base is not None and base in times and not times[winner] < times[base]:
+            winner = base
+        progress.log("final timing: " + ", ".join(f"{leaders[n].config}{' (heuristic)' if n == base else ''}: {t:.4g} ms"
+                                                  for n, t in sorted(times.items())))
         return leaders[winner].config, times[winner]
 
     def failure_counts(self) -> dict[str, int]:
@@ -355,10 +390,11 @@ class CandidateRunner:
             source = None  # the heuristic Config, compiled: what this call would run without tuning
         reference = (_eager_reference(self.bound, self.reference_config) if source is not None
                      else _compiled_reference(self.bound, self.fallback_config))
+        self.reference = reference
         self.bench.set_session(BenchSession(self.bound.tuning_storages, reference))
         self._session_sent = True
-        for number, task in self._held:
-            self.bench.submit(number, task)
+        for number in self._held:
+            self._submit_check(number)
         self._held.clear()
         self.timeline.add("reference_s", time.monotonic() - begun)
         self.timeline.mark("reference_done", detail=f"eager with {self.reference_config}" if source is not None
@@ -370,6 +406,7 @@ class CandidateRunner:
         self.progress.total += 1
         try:
             candidate.plan = self.bound.plan(config)
+            candidate.host_finished = finished_on_host(candidate.plan)
         except Exception as error:  # noqa: BLE001 - a config the kernel cannot take is just skipped
             self._fail(number, "plan", f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
             return number
@@ -386,16 +423,17 @@ class CandidateRunner:
                 self.timeline.mark("first_compiled")
                 self.timeline.add("compile_sum_s", outcome.value)
                 progress.log(f"candidate {outcome.task_id} compiled in {outcome.value:.2f} s: {candidate.config}")
-                task = bench_task(candidate.plan, check=True, rep_ms=self.options.rep_ms)
                 if self._session_sent:
-                    self.bench.submit(outcome.task_id, task)
+                    self._submit_check(outcome.task_id)
                 else:
-                    self._held.append((outcome.task_id, task))
+                    self._held.append(outcome.task_id)
             else:
                 self._fail(outcome.task_id, "compile" if outcome.kind == "error" else outcome.kind, outcome.message)
         for outcome in self.bench.collect():
             if isinstance(outcome.task_id, int):
                 self._finish(outcome)
+            elif isinstance(outcome.task_id, tuple) and outcome.task_id[0] == "gate":
+                self._gate_on_host(outcome)
         for group in (self.compile_pool, self.bench):
             if group.first_ready_at is not None:
                 self.timeline.mark(f"{group.name}_worker_ready", at=group.first_ready_at,
@@ -403,6 +441,55 @@ class CandidateRunner:
                 self.timeline.note(f"{group.name}_started_by", group.start_methods())
             if group.first_warm_at is not None:
                 self.timeline.mark(f"{group.name}_worker_warm", at=group.first_warm_at)
+
+    def _submit_check(self, number: int) -> None:
+        """Send a compiled candidate to the bench worker: checked and timed there, or, when host
+        code finishes its results, run once there and checked here first (`_gate_on_host`)."""
+        assert self.bench is not None
+        candidate = self.candidates[number]
+        if candidate.status != "pending":
+            return
+        if not candidate.host_finished:
+            self.bench.submit(number, bench_task(candidate.plan, check=True, rep_ms=self.options.rep_ms))
+            return
+        try:
+            error, finished = self._host_result_error(candidate)
+            if error <= 1.0:
+                # the buffers already hold the answer (memory reused from an earlier candidate):
+                # poison those its launches store into, so launches that write nothing cannot pass
+                with torch.no_grad():
+                    for tensor in finished.outputs_outside([w for w, _ in self.bound.tuning_storages]):
+                        tensor.fill_(math.nan if tensor.is_floating_point() else -1)
+        except Exception:  # noqa: BLE001 - the check after the run reports what is wrong
+            pass
+        self.bench.submit(("gate", number), bench_task(candidate.plan, check=True, rep_ms=0.0, run_only=True))
+
+    def _host_result_error(self, candidate: _Candidate) -> tuple[float, Finished]:
+        """The accuracy error (tolerance units) of the candidate's host code run on what its
+        launches wrote (host_finish.py), and that run."""
+        assert self.reference is not None
+        finished = finish_on_host(self.bound, candidate.plan)
+        return accuracy_error(finished.results, self.reference)[0], finished
+
+    def _gate_on_host(self, outcome: Outcome) -> None:
+        """The worker ran a host-finished candidate once: finish and check it here, then time it."""
+        number = outcome.task_id[1]
+        candidate = self.candidates[number]
+        if candidate.status != "pending":
+            return
+        if not outcome.ok:
+            self._fail(number, "error" if outcome.kind == "error" else outcome.kind, outcome.message)
+            return
+        try:
+            error = self._host_result_error(candidate)[0]
+        except Exception as failure:  # noqa: BLE001 - a candidate whose result cannot be finished is wrong
+            self._fail(number, "wrong", f"finishing its result on the host raised {type(failure).__name__}: {failure}")
+            return
+        if not error <= 1.0:
+            self._fail(number, "wrong", f"accuracy gate: the host-finished result is off by {error:.3g} tolerances")
+            return
+        assert self.bench is not None
+        self.bench.submit(number, bench_task(candidate.plan, check=False, rep_ms=self.options.rep_ms))
 
     def _finish(self, outcome: Outcome) -> None:
         candidate = self.candidates[outcome.task_id]
@@ -428,7 +515,9 @@ class CandidateRunner:
     def _cancel_queued(self) -> None:
         assert self.compile_pool is not None and self.bench is not None
         for number in self.compile_pool.cancel_queued() + self.bench.cancel_queued():
-            if isinstance(number, int):
+            if isinstance(number, tuple) and number[0] == "gate":
+                number = number[1]
+            if isinstance(number, int) and self.candidates[number].status == "pending":
                 self._fail(number, "budget", "the time budget ran out before it was timed")
 
     def _report(self) -> None:
