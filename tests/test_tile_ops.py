@@ -93,3 +93,43 @@ def test_out_dtype_is_the_result_dtype_of_the_product() -> None:
     a, b = torch.randn(5, 16), torch.randn(16, 7)
     for mode, result in _run(mm_to_half, tessera.Config(block_sizes=[16, 16]), a, b).items():
         torch.testing.assert_close(result, (a @ b).half().float(), msg=lambda m: f"{mode}: {m}")
+
+
+# -- reshapes of tile values ---------------------------------------------------------------------
+def reshape_roundtrip(x: T) -> T:
+    out = torch.empty(x.size(0), 1, x.size(1))
+    for tile_m in hl.tile(x.size(0)):
+        v = x[tile_m, :]
+        w = v.view(v.size(0), 1, 1, v.size(1)).reshape(-1, v.size(1))       # add unit dims, drop them
+        out[tile_m, :, :] = w.reshape([w.shape[0], 1, x.size(1)]) * 2   # a whole dim named by the tensor's size
+    return out
+
+
+def reshape_tile_block(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile(x.size()):
+        v = x[tile_m, tile_n].view(1, v_size := x[tile_m, tile_n].size(0), -1)
+        out[tile_m, tile_n] = v.reshape(v_size, -1) + 1
+    return out
+
+
+@pytest.mark.parametrize("shape", [(5, 37), (1, 1), (7, 1)])
+def test_reshape_of_a_tile_value_adds_or_drops_unit_dims(shape: tuple[int, int]) -> None:
+    x = torch.randn(shape)
+    for mode, result in _run(reshape_roundtrip, tessera.Config(block_sizes=[4]), x).items():
+        torch.testing.assert_close(result, x[:, None, :] * 2, msg=lambda m: f"{mode}: {m}")
+    for mode, result in _run(reshape_tile_block, tessera.Config(block_sizes=[4, 16]), x).items():
+        torch.testing.assert_close(result, x + 1, msg=lambda m: f"{mode}: {m}")
+
+
+def test_reshape_of_a_tile_value_that_regroups_elements_is_a_located_error() -> None:
+    def flatten(x: T) -> T:
+        out = torch.empty(x.numel())
+        for tile_m in hl.tile(x.size(0)):
+            out[tile_m] = x[tile_m, :].reshape(-1)[:]
+        return out
+    kernel = tessera.kernel(flatten, mode="interpret", config=tessera.Config(block_sizes=[4]))
+    with pytest.raises(tessera.exc.UnsupportedOperationError) as caught:
+        kernel(torch.randn(5, 8))
+    text = str(caught.value)
+    assert "changes how elements are grouped" in text and "reshape(-1)" in text and "hint:" in text
