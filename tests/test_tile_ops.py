@@ -133,3 +133,51 @@ def test_reshape_of_a_tile_value_that_regroups_elements_is_a_located_error() -> 
         kernel(torch.randn(5, 8))
     text = str(caught.value)
     assert "changes how elements are grouped" in text and "reshape(-1)" in text and "hint:" in text
+
+
+# -- fp8 casts both ways -------------------------------------------------------------------------
+FP8 = [torch.float8_e4m3fn, torch.float8_e5m2]
+
+
+def fp8_roundtrip(x: T, dtype: torch.dtype) -> tuple[T, T]:
+    narrow = torch.empty(x.shape, dtype=dtype)
+    wide = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile(x.size()):
+        v = x[tile_m, tile_n].to(dtype)
+        narrow[tile_m, tile_n] = v
+        wide[tile_m, tile_n] = v.to(torch.float32)
+    return narrow, wide
+
+
+def fp8_load(x: T) -> T:
+    out = torch.empty(x.shape, dtype=torch.float32)
+    for tile_m, tile_n in hl.tile(x.size()):
+        out[tile_m, tile_n] = x[tile_m, tile_n].float() * 2
+    return out
+
+
+@pytest.mark.parametrize("dtype", FP8, ids=str)
+@pytest.mark.parametrize("shape", [(5, 37), (1, 1)])
+def test_fp8_casts_round_to_nearest_even_both_ways(dtype: torch.dtype, shape: tuple[int, int]) -> None:
+    generator = torch.Generator().manual_seed(1)
+    # normals, subnormals and exact ties, within range (past it the GPU saturates, torch gives NaN)
+    x = torch.randn(shape, generator=generator) * torch.tensor([1e-3, 0.05, 1.0, 30.0]).repeat(shape[1])[:shape[1]]
+    x.view(-1)[:4] = torch.tensor([0.0, 1.0625, -0.0, 2.0 ** -9 * 1.5])[:x.numel()]
+    expected = x.to(dtype)
+    config = tessera.Config(block_sizes=[4, 16])
+    for mode, (narrow, wide) in _run(fp8_roundtrip, config, x, dtype).items():
+        torch.testing.assert_close(narrow.float(), expected.float(), rtol=0, atol=0, msg=lambda m: f"{mode}: {m}")
+        torch.testing.assert_close(wide, expected.float(), rtol=0, atol=0, msg=lambda m: f"{mode}: {m}")
+    for mode, result in _run(fp8_load, config, expected).items():
+        torch.testing.assert_close(result, expected.float() * 2, rtol=0, atol=0, msg=lambda m: f"{mode}: {m}")
+
+
+def test_amd_fp8_formats_are_a_located_error_when_traced() -> None:
+    x = torch.randn(5, 37)
+    kernel = tessera.kernel(fp8_roundtrip, mode="interpret", config=tessera.Config(block_sizes=[4, 16]))
+    with pytest.raises(tessera.exc.DtypeError) as caught:
+        kernel(x, torch.float8_e4m3fnuz)
+    assert "only on AMD GPUs" in str(caught.value) and "x[tile_m, tile_n].to(dtype)" in str(caught.value)
+    narrow, wide = tessera.kernel(fp8_roundtrip, mode="eager", config=tessera.Config(block_sizes=[4, 16]))(
+        x, torch.float8_e4m3fnuz)
+    torch.testing.assert_close(wide, x.to(torch.float8_e4m3fnuz).float(), rtol=0, atol=0)

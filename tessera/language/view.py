@@ -30,9 +30,18 @@ def normalized_dims(value: TileValue, dim: Any) -> list[int]:
     return sorted(d % value.dim() for d in dims)
 
 
+# AMD's fp8 formats: Triton has them on AMD GPUs only (neither NVIDIA nor its interpreter)
+_AMD_ONLY = (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
+
+
 def cast(tracer: Tracer, value: TileValue, dtype: torch.dtype) -> TileValue:
     if value.dtype == dtype:
         return value
+    if dtype in _AMD_ONLY or value.dtype in _AMD_ONLY:
+        raise exc.DtypeError(
+            f"a cast between {value.dtype} and {dtype}: Triton supports {dtype if dtype in _AMD_ONLY else value.dtype} "
+            "only on AMD GPUs", location=user_location(),
+            hint="use torch.float8_e4m3fn or torch.float8_e5m2 (NVIDIA's fp8), or run the kernel with mode='eager'")
     return tracer.emit(Op.CAST, [value.node], value.axes, dtype)
 
 
