@@ -181,3 +181,28 @@ def test_amd_fp8_formats_are_a_located_error_when_traced() -> None:
     narrow, wide = tessera.kernel(fp8_roundtrip, mode="eager", config=tessera.Config(block_sizes=[4, 16]))(
         x, torch.float8_e4m3fnuz)
     torch.testing.assert_close(wide, x.to(torch.float8_e4m3fnuz).float(), rtol=0, atol=0)
+
+
+# -- Python min/max of tile bounds -----------------------------------------------------------------
+def clipped_bounds(x: T, limit: int) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        valid = min(tile.end, limit, x.size(0)) - max(tile.begin, 1)   # a symbolic Min/Max
+        previous = x[max(tile.begin - 1, 0)]                           # a scalar load at a Max index
+        out[tile] = x[tile] + valid + previous * 0.5
+    return out
+
+
+def _clipped_reference(x: T, limit: int, block: int) -> T:
+    out = torch.empty_like(x)
+    for begin in range(0, x.numel(), block):
+        end = min(begin + block, x.numel())
+        out[begin:end] = x[begin:end] + (min(end, limit, x.numel()) - max(begin, 1)) + x[max(begin - 1, 0)] * 0.5
+    return out
+
+
+@pytest.mark.parametrize("n,limit", [(37, 30), (1, 5), (16, 16), (5, 2)])
+def test_python_min_max_of_tile_bounds(n: int, limit: int) -> None:
+    x = torch.randn(n)
+    for mode, result in _run(clipped_bounds, tessera.Config(block_sizes=[8]), x, limit).items():
+        torch.testing.assert_close(result, _clipped_reference(x, limit, 8), msg=lambda m: f"{mode}: {m}")

@@ -45,6 +45,7 @@ DEVICE_IF = "_tessera_if"  # (condition, then_fn, else_fn, values) -> values
 UNDEFINED_NAME = "_tessera_undefined"
 COMPARE = "_tessera_compare"  # (left, "eq" | "ne", right) -> a relation when a side is symbolic
 RANGE = "_tessera_range"  # (the name `range` as the kernel sees it, *arguments) -> range, or a located error
+MINMAX = "_tessera_minmax"  # (the name `min` / `max` as the kernel sees it, *arguments) -> a symbolic Min/Max or Python's
 
 
 
@@ -96,7 +97,8 @@ class _DeviceExpressions(ast.NodeTransformer):
 
     `a == b` / `a != b` -> `_tessera_compare(a, "eq", b)`: sympy's own `==` compares structure
     instead of building a condition. `for i in range(k)` -> `for i in _tessera_range(range, k)`:
-    a bound known only at run time is a located error, not sympy's TypeError.
+    a bound known only at run time is a located error, not sympy's TypeError. `min(a, b)` ->
+    `_tessera_minmax(min, a, b)`: sympy's Min on symbolic sizes and tile bounds.
     """
 
     def visit_For(self, node: ast.For) -> ast.For:
@@ -105,6 +107,15 @@ class _DeviceExpressions(ast.NodeTransformer):
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "range" \
                 and not call.keywords and not any(isinstance(a, ast.Starred) for a in call.args):
             node.iter = ast.copy_location(ast.Call(ast.Name(RANGE, ast.Load()), [call.func, *call.args], []), call)
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        # `min(tile.end, n)` / `max(...)` of two or more values: on symbolic sizes, sympy's Min/Max
+        # (Python's own would ask a symbolic relation for a bool)
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in ("min", "max") and len(node.args) >= 2 \
+                and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
+            return ast.copy_location(ast.Call(ast.Name(MINMAX, ast.Load()), [node.func, *node.args], []), node)
         return node
 
     def visit_Compare(self, node: ast.Compare) -> ast.expr:
@@ -360,6 +371,11 @@ def _python_range(function: Any, *bounds: Any) -> Any:
     return function(*bounds)
 
 
+def _python_minmax(function: Any, *values: Any) -> Any:
+    """Python's `min(...)` / `max(...)`: what MINMAX means when the caller supplies no helper for it."""
+    return function(*values)
+
+
 def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool],
                    helpers: dict[str, Any]) -> RewrittenKernel:
     """Compile the rewritten kernel function; `helpers` supplies the launch and loop callables."""
@@ -374,7 +390,7 @@ def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool
     # Closure variables become parameters of an outer factory so the new function sees them.
     # Closure variables and the helpers become parameters of an outer factory, so the new
     # function sees them while reading the user's module globals live (not a copy).
-    helpers = {COMPARE: _python_compare, RANGE: _python_range, **helpers, UNDEFINED_NAME: UNDEFINED}
+    helpers = {COMPARE: _python_compare, RANGE: _python_range, MINMAX: _python_minmax, **helpers, UNDEFINED_NAME: UNDEFINED}
     factory_params = list(freevars) + list(helpers)
     factory = ast.FunctionDef("_tessera_factory",
                               ast.arguments([], [ast.arg(n) for n in factory_params], None, [], [], None, []),
