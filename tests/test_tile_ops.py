@@ -206,3 +206,45 @@ def test_python_min_max_of_tile_bounds(n: int, limit: int) -> None:
     x = torch.randn(n)
     for mode, result in _run(clipped_bounds, tessera.Config(block_sizes=[8]), x, limit).items():
         torch.testing.assert_close(result, _clipped_reference(x, limit, 8), msg=lambda m: f"{mode}: {m}")
+
+
+# -- clamp with runtime (host scalar) bounds --------------------------------------------------------
+def clamp_runtime(x: T, lo: float, hi: float, floor: int) -> T:
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile(x.size()):
+        v = x[tile_m, tile_n]
+        clamped = torch.clamp(v, lo, hi) + torch.clamp(v, min=lo) + v.clamp(max=hi) + torch.clip(v, lo, hi)
+        out[tile_m, tile_n] = clamped + torch.where(v > 0, v, lo) + torch.clamp((v * 8).int(), min=floor)
+    return out
+
+
+@pytest.mark.parametrize("shape", [(5, 37), (1, 1)])
+def test_clamp_with_runtime_bounds(shape: tuple[int, int]) -> None:
+    x = torch.randn(shape)
+    kernels = {mode: tessera.kernel(clamp_runtime, mode=mode, config=tessera.Config(block_sizes=[4, 16]))
+               for mode in MODES}
+    for lo, hi, floor in ((-0.3, 0.4, -2), (0.1, 0.2, 3)):   # the bounds are runtime arguments
+        expected = (2 * x.clamp(lo, hi) + x.clamp(min=lo) + x.clamp(max=hi) + torch.where(x > 0, x, lo)
+                    + (x * 8).int().clamp(min=floor))
+        for mode, kernel in kernels.items():
+            torch.testing.assert_close(kernel(x, lo, hi, floor), expected, msg=lambda m: f"{mode}: {m}")
+
+
+# -- register_block_size values as compile-time sizes ------------------------------------------------
+def blocked_rows(x: T) -> T:
+    n = x.size(0)
+    block = hl.register_block_size(n)
+    out = torch.empty_like(x)
+    for tile in hl.tile(n, block_size=block):
+        index = tile.begin + hl.arange(block)           # a register of `block` lanes
+        valid = index < n
+        values = hl.load(x, [index], extra_mask=valid) + hl.zeros([block]) + hl.full([block], 1.0)
+        hl.store(out, [index], values, extra_mask=valid)
+    return out
+
+
+@pytest.mark.parametrize("n", [37, 1, 16])
+def test_register_block_size_is_a_compile_time_size(n: int) -> None:
+    x = torch.randn(n)
+    for mode, result in _run(blocked_rows, tessera.Config(block_sizes=[8]), x).items():
+        torch.testing.assert_close(result, x + 1, msg=lambda m: f"{mode}: {m}")
