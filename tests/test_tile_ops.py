@@ -248,3 +248,46 @@ def test_register_block_size_is_a_compile_time_size(n: int) -> None:
     x = torch.randn(n)
     for mode, result in _run(blocked_rows, tessera.Config(block_sizes=[8]), x).items():
         torch.testing.assert_close(result, x + 1, msg=lambda m: f"{mode}: {m}")
+
+
+# -- `continue` in tile loops: a predicate on the rest of the iteration ----------------------------------
+def skip_rows(x: T) -> T:
+    out = torch.zeros(x.size(0))
+    for i in hl.grid(x.size(0)):
+        first = x[i, 0]
+        if first < 0:            # a device condition
+            out[i] = -1.0
+            continue
+        total = hl.zeros([])
+        for tile_k in hl.tile(x.size(1)):
+            if tile_k.begin == 0:    # a host condition on an inner tile loop: skip its first tile
+                continue
+            total = total + x[i, tile_k].sum()
+            for j in range(3):       # a Python loop's continue stays Python's
+                if j == 1:
+                    continue
+                total = total + 0.0
+        out[i] = total.sum() + first
+    return out
+
+
+@pytest.mark.parametrize("shape", [(5, 37), (1, 1), (3, 16)])
+def test_continue_in_tile_loops(shape: tuple[int, int]) -> None:
+    x = torch.randn(shape)
+    expected = torch.where(x[:, 0] < 0, torch.tensor(-1.0), x[:, 16:].sum(1) + x[:, 0])
+    for mode, result in _run(skip_rows, tessera.Config(block_sizes=[16]), x).items():
+        torch.testing.assert_close(result, expected, rtol=1e-5, atol=1e-5, msg=lambda m: f"{mode}: {m}")
+
+
+def test_continue_inside_a_with_block_is_still_a_located_error() -> None:
+    import contextlib
+
+    def kernel(x: T) -> T:
+        out = torch.zeros_like(x)
+        for tile in hl.tile(x.size(0)):
+            with contextlib.nullcontext():
+                continue
+            out[tile] = x[tile]
+        return out
+    with pytest.raises(tessera.exc.UnsupportedSyntaxError, match="continue"):
+        tessera.kernel(kernel, mode="interpret")(torch.randn(5))

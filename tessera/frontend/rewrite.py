@@ -30,6 +30,7 @@ enclosing Python loop stays a Python `if`.
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import types
 from typing import Any, Callable
@@ -72,6 +73,13 @@ def _assigned_names(statements: list[ast.stmt]) -> list[str]:
     for statement in statements:
         _Visitor().visit(statement)
     return found
+
+
+def _continues(statements: list[ast.stmt]) -> bool:
+    """Whether the statements hold a `continue` here or in nested `if`s (not in loops or other blocks)."""
+    return any(isinstance(statement, ast.Continue) or
+               (isinstance(statement, ast.If) and _continues(statement.body + statement.orelse))
+               for statement in statements)
 
 
 def _safe_read(name: str) -> ast.expr:
@@ -216,6 +224,7 @@ class _Rewriter:
                              "(out[tile] = value) and read the tensor on the host")
 
     def launch(self, loop: ast.For) -> list[ast.stmt]:
+        loop.body = self._fold_continues(loop.body)
         self._check_jumps(loop.body, innermost_is_tile=True)
         # launch bodies count on their own: the loop's ordinal is passed to the launch, which
         # picks its entries of per-loop Config keys (loop_orders[n], reduction_loops[n])
@@ -228,6 +237,32 @@ class _Rewriter:
         call = ast.Expr(ast.Call(ast.Name(LAUNCH, ast.Load()), [loop.iter, ast.Name(name, ast.Load()),
                                                                  ast.Constant(ordinal)], []))
         return [function, ast.copy_location(call, loop)]
+
+    def _fold_continues(self, statements: list[ast.stmt]) -> list[ast.stmt]:
+        """A tile loop's `continue` as a predicate on the rest of the iteration: in
+
+            if c:                          if c:
+                A                  ->          A
+                continue                   else:
+            R                                  R
+
+        the statements after an `if` that (directly or in nested `if`s) continues move into its
+        branches, up to the `continue`. A `continue` inside a Python loop is that loop's own, and
+        one inside another block (`with`, `try`) stays an error (`_check_jumps`)."""
+        folded: list[ast.stmt] = []
+        for position, statement in enumerate(statements):
+            if isinstance(statement, ast.Continue):
+                return folded  # the rest of the iteration is skipped
+            if self._is_tile_loop(statement):
+                statement.body = self._fold_continues(statement.body)  # type: ignore[attr-defined]
+            if isinstance(statement, ast.If) and _continues([statement]):
+                rest = statements[position + 1:]
+                branch = ast.If(statement.test, self._fold_continues(statement.body + copy.deepcopy(rest)) or [ast.Pass()],
+                                self._fold_continues(statement.orelse + rest))
+                folded.append(ast.copy_location(branch, statement))
+                return folded
+            folded.append(statement)
+        return folded
 
     def _check_jumps(self, statements: list[ast.stmt], innermost_is_tile: bool) -> None:
         """`return` in a tile loop, and `break` / `continue` of a tile loop, cannot be traced:
