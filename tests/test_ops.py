@@ -196,6 +196,15 @@ OPS: tuple[OpCase, ...] = (
     OpCase("setitem", lambda x, y, z: x), OpCase("reshape", layout="reshaped"),
     OpCase("full", layout="creation"), OpCase("arange", layout="creation"),
     OpCase("specialize", layout="reshaped"),
+    # torch's allocations shaped like a tile value (language/creation.py)
+    OpCase("zeros_like", lambda x, y, z: torch.zeros_like(x) + x),
+    OpCase("ones_like", lambda x, y, z: torch.ones_like(x, dtype=torch.float16) + x, tolerance=1e-3),
+    OpCase("empty_like", lambda x, y, z: torch.empty_like(x) * 0 + x, reference=lambda x, y, z: x),
+    OpCase("full_like", lambda x, y, z: torch.full_like(x, 2.5) * x),
+    OpCase("new_zeros", lambda x, y, z: x.new_zeros(x.shape) + y),
+    OpCase("new_ones", lambda x, y, z: x.new_ones(x.size(), dtype=torch.int32) + y),
+    OpCase("new_empty", lambda x, y, z: x.new_empty(x.shape) * 0 + y, reference=lambda x, y, z: y),
+    OpCase("new_full", lambda x, y, z: x.new_full(x.shape, -1.5) - y),
 )
 
 

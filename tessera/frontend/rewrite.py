@@ -30,6 +30,7 @@ enclosing Python loop stays a Python `if`.
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import types
 from typing import Any, Callable
@@ -45,6 +46,7 @@ DEVICE_IF = "_tessera_if"  # (condition, then_fn, else_fn, values) -> values
 UNDEFINED_NAME = "_tessera_undefined"
 COMPARE = "_tessera_compare"  # (left, "eq" | "ne", right) -> a relation when a side is symbolic
 RANGE = "_tessera_range"  # (the name `range` as the kernel sees it, *arguments) -> range, or a located error
+MINMAX = "_tessera_minmax"  # (the name `min` / `max` as the kernel sees it, *arguments) -> a symbolic Min/Max or Python's
 
 
 
@@ -73,6 +75,13 @@ def _assigned_names(statements: list[ast.stmt]) -> list[str]:
     return found
 
 
+def _continues(statements: list[ast.stmt]) -> bool:
+    """Whether the statements hold a `continue` here or in nested `if`s (not in loops or other blocks)."""
+    return any(isinstance(statement, ast.Continue) or
+               (isinstance(statement, ast.If) and _continues(statement.body + statement.orelse))
+               for statement in statements)
+
+
 def _safe_read(name: str) -> ast.expr:
     """`locals().get(name, UNDEFINED)`: the value of a local that may not be bound yet."""
     return ast.Call(ast.Attribute(ast.Call(ast.Name("locals", ast.Load()), [], []), "get", ast.Load()),
@@ -97,7 +106,8 @@ class _DeviceExpressions(ast.NodeTransformer):
     `a == b` / `a != b` -> `_tessera_compare(a, "eq", b)`: sympy's own `==` compares structure
     instead of building a condition. `a if c else b` -> the `if` helper, so a condition on a
     program id or a loaded value selects on the device. `for i in range(k)` -> `for i in _tessera_range(range, k)`:
-    a bound known only at run time is a located error, not sympy's TypeError.
+    a bound known only at run time is a located error, not sympy's TypeError. `min(a, b)` ->
+    `_tessera_minmax(min, a, b)`: sympy's Min on symbolic sizes and tile bounds.
     """
 
     def visit_For(self, node: ast.For) -> ast.For:
@@ -117,6 +127,15 @@ class _DeviceExpressions(ast.NodeTransformer):
         call = ast.Call(ast.Name(DEVICE_IF, ast.Load()),
                         [node.test, branch(node.body), branch(node.orelse), ast.Tuple([], ast.Load())], [])
         return ast.copy_location(ast.Subscript(call, ast.Constant(0), ast.Load()), node)
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        # `min(tile.end, n)` / `max(...)` of two or more values: on symbolic sizes, sympy's Min/Max
+        # (Python's own would ask a symbolic relation for a bool)
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in ("min", "max") and len(node.args) >= 2 \
+                and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
+            return ast.copy_location(ast.Call(ast.Name(MINMAX, ast.Load()), [node.func, *node.args], []), node)
+        return node
 
     def visit_Compare(self, node: ast.Compare) -> ast.expr:
         self.generic_visit(node)
@@ -216,6 +235,7 @@ class _Rewriter:
                              "(out[tile] = value) and read the tensor on the host")
 
     def launch(self, loop: ast.For) -> list[ast.stmt]:
+        loop.body = self._fold_continues(loop.body)
         self._check_jumps(loop.body, innermost_is_tile=True)
         # launch bodies count on their own: the loop's ordinal is passed to the launch, which
         # picks its entries of per-loop Config keys (loop_orders[n], reduction_loops[n])
@@ -228,6 +248,32 @@ class _Rewriter:
         call = ast.Expr(ast.Call(ast.Name(LAUNCH, ast.Load()), [loop.iter, ast.Name(name, ast.Load()),
                                                                  ast.Constant(ordinal)], []))
         return [function, ast.copy_location(call, loop)]
+
+    def _fold_continues(self, statements: list[ast.stmt]) -> list[ast.stmt]:
+        """A tile loop's `continue` as a predicate on the rest of the iteration: in
+
+            if c:                          if c:
+                A                  ->          A
+                continue                   else:
+            R                                  R
+
+        the statements after an `if` that (directly or in nested `if`s) continues move into its
+        branches, up to the `continue`. A `continue` inside a Python loop is that loop's own, and
+        one inside another block (`with`, `try`) stays an error (`_check_jumps`)."""
+        folded: list[ast.stmt] = []
+        for position, statement in enumerate(statements):
+            if isinstance(statement, ast.Continue):
+                return folded  # the rest of the iteration is skipped
+            if self._is_tile_loop(statement):
+                statement.body = self._fold_continues(statement.body)  # type: ignore[attr-defined]
+            if isinstance(statement, ast.If) and _continues([statement]):
+                rest = statements[position + 1:]
+                branch = ast.If(statement.test, self._fold_continues(statement.body + copy.deepcopy(rest)) or [ast.Pass()],
+                                self._fold_continues(statement.orelse + rest))
+                folded.append(ast.copy_location(branch, statement))
+                return folded
+            folded.append(statement)
+        return folded
 
     def _check_jumps(self, statements: list[ast.stmt], innermost_is_tile: bool) -> None:
         """`return` in a tile loop, and `break` / `continue` of a tile loop, cannot be traced:
@@ -371,6 +417,11 @@ def _python_range(function: Any, *bounds: Any) -> Any:
     return function(*bounds)
 
 
+def _python_minmax(function: Any, *values: Any) -> Any:
+    """Python's `min(...)` / `max(...)`: what MINMAX means when the caller supplies no helper for it."""
+    return function(*values)
+
+
 def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool],
                    helpers: dict[str, Any]) -> RewrittenKernel:
     """Compile the rewritten kernel function; `helpers` supplies the launch and loop callables."""
@@ -385,7 +436,7 @@ def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool
     # Closure variables become parameters of an outer factory so the new function sees them.
     # Closure variables and the helpers become parameters of an outer factory, so the new
     # function sees them while reading the user's module globals live (not a copy).
-    helpers = {COMPARE: _python_compare, RANGE: _python_range, **helpers, UNDEFINED_NAME: UNDEFINED}
+    helpers = {COMPARE: _python_compare, RANGE: _python_range, MINMAX: _python_minmax, **helpers, UNDEFINED_NAME: UNDEFINED}
     factory_params = list(freevars) + list(helpers)
     factory = ast.FunctionDef("_tessera_factory",
                               ast.arguments([], [ast.arg(n) for n in factory_params], None, [], [], None, []),

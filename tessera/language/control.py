@@ -77,6 +77,16 @@ def range_helper(function: Any, *bounds: Any) -> Any:
     return range(*(int(bound) if isinstance(bound, sympy.Basic) else bound for bound in bounds))
 
 
+def minmax_helper(function: Any, *values: Any) -> Any:
+    """What a rewritten `min(a, b, ...)` / `max(...)` inside a tile loop calls: on symbolic sizes
+    and tile bounds (`min(tile.end, n)`), sympy's Min/Max, which slices, masks and loop bounds
+    take; anything else is Python's own (`function` is the name as the kernel sees it)."""
+    if function in (min, max) and any(_symbolic(value) for value in values) \
+            and all(_number_like(value) and not isinstance(value, bool) for value in values):
+        return (sympy.Min if function is min else sympy.Max)(*values)
+    return function(*values)
+
+
 def device_if_helper(condition: Any, then_body: Callable[..., tuple], else_body: Callable[..., tuple],
                      values: tuple) -> tuple:
     """What a rewritten `if` inside a tile loop calls: a host condition picks a branch in

@@ -127,3 +127,74 @@ def _arange_trace(tracer: Tracer, begin: Any, end: Any, *, step: int, dtype: tor
     check_dtype(dtype, "hl.arange")
     axis = tracer.full_axis((end - begin + step - 1) // step)
     return tracer.emit(Op.ARANGE, [], (axis,), dtype, begin=begin, step=step)
+
+
+# -- torch's allocations shaped like a tile value: `torch.zeros_like(v)`, `v.new_zeros(shape)` ----
+# Registers, like hl.zeros; `empty` means zeros (registers have no "uninitialized").
+T = torch.Tensor
+_LIKE_FILL = {"zeros_like": 0, "ones_like": 1, "empty_like": 0}
+_NEW_FILL = {"new_zeros": 0, "new_ones": 1, "new_empty": 0}
+
+
+def _like_trace(fill: Any) -> Any:
+    def rule(tracer: Tracer, value: TileValue, *, dtype: torch.dtype | None = None, device: Any = None,
+             **_: Any) -> TileValue:
+        _check_device(device)
+        return tracer.emit(Op.FULL, [fill], value.axes, dtype or value.dtype)
+    return rule
+
+
+for _name, _fill in _LIKE_FILL.items():
+    _function = getattr(torch, _name)
+    _primitive = Primitive(_name, torch_functions=(_function,))
+    _primitive.def_trace(_like_trace(_fill))
+    if _name == "empty_like":  # zeros in eager mode too: a kernel's result never depends on stale memory
+        _primitive.def_eager(lambda value, **kwargs: torch.zeros_like(value, **kwargs))
+
+
+def _full_like_trace(tracer: Tracer, value: TileValue, fill_value: Any, *, dtype: torch.dtype | None = None,
+                     device: Any = None, **_: Any) -> TileValue:
+    _check_device(device)
+    return tracer.emit(Op.FULL, [tracer.symbols.canonical(fill_value)], value.axes, dtype or value.dtype)
+
+
+full_like_p = Primitive("full_like", torch_functions=(torch.full_like,))
+full_like_p.def_trace(_full_like_trace)
+
+
+def _shape_arg(sizes: tuple) -> tuple:
+    """`new_zeros(a, b)` or `new_zeros((a, b))` / `new_zeros(v.shape)`: the sizes as one tuple."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, torch.Size)):
+        return tuple(sizes[0])
+    return tuple(sizes)
+
+
+def _new_eager(method: Any, fill: Any) -> Any:
+    def rule(value: torch.Tensor, *args: Any, dtype: torch.dtype | None = None, device: Any = None,
+             **kwargs: Any) -> torch.Tensor:
+        if method is T.new_full:
+            shape, fill_value = args[0], args[1] if len(args) > 1 else kwargs.pop("fill_value")
+        else:
+            shape, fill_value = _shape_arg(args), fill
+        sizes = [_extent(d, i) for i, d in enumerate(_shape_arg((shape,)))]
+        return torch.full(sizes, fill_value, dtype=dtype or value.dtype, device=value.device)
+    return rule
+
+
+def _new_trace(method: Any, fill: Any) -> Any:
+    def rule(tracer: Tracer, value: TileValue, *args: Any, dtype: torch.dtype | None = None, device: Any = None,
+             **kwargs: Any) -> TileValue:
+        _check_device(device)
+        if method is T.new_full:
+            shape, fill_value = args[0], args[1] if len(args) > 1 else kwargs.pop("fill_value")
+        else:
+            shape, fill_value = _shape_arg(args), fill
+        return _full_trace(tracer, _shape_arg((shape,)), fill_value, dtype=dtype or value.dtype)
+    return rule
+
+
+for _name, _fill in (*_NEW_FILL.items(), ("new_full", None)):
+    _method = getattr(T, _name)
+    _primitive = Primitive(_name, torch_functions=(_method,))
+    _primitive.def_eager(_new_eager(_method, _fill))
+    _primitive.def_trace(_new_trace(_method, _fill))

@@ -93,30 +93,31 @@ addmm_p = Primitive("addmm", torch_functions=(torch.addmm, T.addmm, torch.baddbm
 
 
 @mm_p.def_eager
-def _mm_eager(a: torch.Tensor, b: torch.Tensor, *, out: Any = None) -> torch.Tensor:
-    # CPU lacks some low-precision and mixed-dtype products; a compiled kernel accumulates in fp32
-    return exact_matmul(a, b).to(product_dtype(a, b))
+def _mm_eager(a: torch.Tensor, b: torch.Tensor, *, out: Any = None, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    # CPU lacks some low-precision and mixed-dtype products; a compiled kernel accumulates in fp32.
+    # `out_dtype` (torch.mm/bmm's `.dtype` overloads, e.g. fp16 inputs -> fp32 result) is the result dtype.
+    return exact_matmul(a, b).to(out_dtype or product_dtype(a, b))
 
 
 @mm_p.def_trace
-def _mm_trace(tracer: Tracer, a: Any, b: Any, *, out: Any = None) -> TileValue:
-    return _dot_trace(tracer, a, b, None, out_dtype=product_dtype(a, b))
+def _mm_trace(tracer: Tracer, a: Any, b: Any, *, out: Any = None, out_dtype: torch.dtype | None = None) -> TileValue:
+    return _dot_trace(tracer, a, b, None, out_dtype=out_dtype or product_dtype(a, b))
 
 
 @addmm_p.def_eager
 def _addmm_eager(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
-                 out: Any = None) -> torch.Tensor:
+                 out: Any = None, out_dtype: torch.dtype | None = None) -> torch.Tensor:
     product = exact_matmul(a, b)
     total = product * alpha if alpha != 1 else product
     if beta != 0:
         total = total + (acc.to(total.dtype) * beta if beta != 1 else acc.to(total.dtype))
-    return total.to(product_dtype(acc, a, b))
+    return total.to(out_dtype or product_dtype(acc, a, b))
 
 
 @addmm_p.def_trace
 def _addmm_trace(tracer: Tracer, acc: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1,
-                 out: Any = None) -> TileValue:
+                 out: Any = None, out_dtype: torch.dtype | None = None) -> TileValue:
     if beta != 1 or alpha != 1:
         raise exc.UnsupportedOperationError("addmm with beta/alpha != 1 inside a compiled kernel",
                                             location=user_location(), hint="scale the operands or the result instead")
-    return _dot_trace(tracer, a, b, acc, out_dtype=product_dtype(acc, a, b))
+    return _dot_trace(tracer, a, b, acc, out_dtype=out_dtype or product_dtype(acc, a, b))

@@ -2,8 +2,8 @@
 
 Three rules, shared by every elementwise op and reduction, so one check closes each class:
 
-- `check_dtype`: the dtypes generated code can hold (`SUPPORTED_DTYPES`); complex, fp8 and the
-  wide unsigned types end as a located `DtypeError` instead of a backend failure.
+- `check_dtype`: the dtypes generated code can hold (`SUPPORTED_DTYPES`); complex, AMD's fp8 and
+  the wide unsigned types end as a located `DtypeError` instead of a backend failure.
 - `ask_torch`: the op is run once on stand-in tensors of the operands' dtypes and ranks (and the
   real Python scalars); whatever PyTorch refuses (`-bool`, `bool // bool`, `x_int8.clamp(max=1000)`,
   `x ** -1` for integer `x`, `argmax` of bools, a `None` or str operand) is refused at trace time
@@ -30,8 +30,10 @@ from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
 SUPPORTED_DTYPES: frozenset[torch.dtype] = frozenset({
     torch.float32, torch.float16, torch.bfloat16, torch.float64,
     torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool,
+    torch.float8_e4m3fn, torch.float8_e5m2,  # NVIDIA's fp8: loads, stores and casts (torch computes little in them)
 })
 """Dtypes a compiled kernel can load, compute in and store (Triton's types for torch's)."""
+_AMD_FP8 = (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
 
 _INT64_RANGE = (-2 ** 63, 2 ** 64 - 1)  # torch accepts Python ints up to uint64 (and wraps them)
 
@@ -47,8 +49,9 @@ def check_dtype(dtype: torch.dtype, what: str) -> None:
     DtypeError: argument z has dtype complex64, which compiled tile loops do not support
     """
     if dtype not in SUPPORTED_DTYPES:
+        amd = " (Triton supports it only on AMD GPUs)" if dtype in _AMD_FP8 else ""
         raise exc.DtypeError(
-            f"{what} has dtype {dtype_name(dtype)}, which compiled tile loops do not support",
+            f"{what} has dtype {dtype_name(dtype)}, which compiled tile loops do not support{amd}",
             location=user_location(),
             hint="supported: " + ", ".join(sorted(dtype_name(d) for d in SUPPORTED_DTYPES))
                  + "; convert on the host (complex: torch.view_as_real(z); fp8: x.to(torch.float16)) "

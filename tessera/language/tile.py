@@ -18,6 +18,7 @@ from tessera import exc
 from tessera.location import frame_site, is_internal_file, site_and_location, user_location
 from tessera.ir import interpreter
 from tessera.ir.tile_range import TileRange, static_int
+from tessera.language.constexpr import SpecializedInt
 
 
 
@@ -199,7 +200,9 @@ def register_block_size(min_or_max: Any, max_or_none: Any = None) -> Any:
     """
     active = interpreter.current("register_block_size")
     low, high = (1, min_or_max) if max_or_none is None else (min_or_max, max_or_none)
-    return active.block_sizes(_call_site(), 1, [(static_int(low) or 1, static_int(high))])[0]
+    # a compile-time int, as after hl.specialize: usable as a register size (hl.zeros([block]),
+    # hl.arange(block)); the Config that chose it already tells its variants apart
+    return SpecializedInt(active.block_sizes(_call_site(), 1, [(static_int(low) or 1, static_int(high))])[0])
 
 
 def static_range(begin_or_end: int, end: int | None = None, step: int = 1) -> range:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import sympy
 import torch
 
 from tessera import exc
@@ -30,10 +31,19 @@ def normalized_dims(value: TileValue, dim: Any) -> list[int]:
     return sorted(d % value.dim() for d in dims)
 
 
+# AMD's fp8 formats: Triton has them on AMD GPUs only (neither NVIDIA nor its interpreter)
+_AMD_ONLY = (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
+
+
 def cast(tracer: Tracer, value: TileValue, dtype: torch.dtype) -> TileValue:
     check_dtype(dtype, f"the conversion .to({dtype})")
     if value.dtype == dtype:
         return value
+    if dtype in _AMD_ONLY or value.dtype in _AMD_ONLY:
+        raise exc.DtypeError(
+            f"a cast between {value.dtype} and {dtype}: Triton supports {dtype if dtype in _AMD_ONLY else value.dtype} "
+            "only on AMD GPUs", location=user_location(),
+            hint="use torch.float8_e4m3fn or torch.float8_e5m2 (NVIDIA's fp8), or run the kernel with mode='eager'")
     return tracer.emit(Op.CAST, [value.node], value.axes, dtype)
 
 
@@ -138,9 +148,56 @@ def expand_p(tracer: Tracer, value: TileValue, *sizes: Any) -> TileValue:
 
 
 @torch_primitive("reshape", T.reshape, T.view)
-def reshape_p(tracer: Tracer, tensor: Any, *shape: Any) -> TensorProxy:
-    if not isinstance(tensor, TensorProxy):
-        raise exc.UnsupportedOperationError(
-            "reshape of a tile value inside a compiled tile loop", location=user_location(),
-            hint="index with None / unsqueeze / squeeze to add or drop unit dims, or reshape the tensor argument")
+def reshape_p(tracer: Tracer, tensor: Any, *shape: Any) -> Any:
+    if isinstance(tensor, TileValue):
+        return reshape_value(tracer, tensor, shape)
     return reshape_view(tracer, tensor, shape)
+
+
+def reshape_value(tracer: Tracer, value: TileValue, shape: tuple) -> TileValue:
+    """`v.view(...)`/`v.reshape(...)` of a tile value: registers can only rename axes, so the new
+    shape must keep the value's non-unit axes in order and may only add or drop size-1 dims.
+    Each kept dim is named by the value's own size (`v.size(0)`, `v.shape[1]`), its tile, a
+    compile-time int equal to a whole dim's size, or `-1` (at most one)."""
+    sizes = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)) else list(shape)
+    source = [axis for axis in value.axes if axis is not UNIT]
+    wanted = [size for size in sizes if not _is_one(size)]
+
+    def refuse(why: str) -> exc.UnsupportedOperationError:
+        return exc.UnsupportedOperationError(
+            f"reshape of a tile value of shape {list(value.axes)} to {sizes}: {why}", location=user_location(),
+            hint="a tile value lives in registers: a reshape may only add or drop size-1 dims (or use "
+                 "unsqueeze/squeeze/v[:, None]); to regroup elements, reshape the tensor argument before "
+                 "indexing it (x.reshape(m, k)[tile, :])")
+
+    if sum(1 for size in sizes if _is_minus_one(size)) > 1:
+        raise refuse("only one dimension can be -1")
+    if len(wanted) != len(source):
+        raise refuse("it changes how elements are grouped into dims")
+    for axis, size in zip(source, wanted):
+        if not (_is_minus_one(size) or _names_axis(tracer, size, axis)):
+            raise refuse(f"dim {axis.name} (size {axis.end - axis.begin if axis.is_tile else axis.end}) "
+                         f"does not match {size}")
+    kept = iter(source)
+    axes = tuple(UNIT if _is_one(size) else next(kept) for size in sizes)
+    return view_axes(tracer, value, axes, "reshape")
+
+
+def _is_one(size: Any) -> bool:
+    return isinstance(size, int) and not isinstance(size, bool) and size == 1
+
+
+def _is_minus_one(size: Any) -> bool:
+    return isinstance(size, int) and not isinstance(size, bool) and size == -1
+
+
+def _names_axis(tracer: Tracer, size: Any, axis: Any) -> bool:
+    named = getattr(size, "axis", None)  # AxisSize (v.size(d)) or a tile (TileProxy)
+    if named is not None:
+        return tracer.canonical_axis(named) is tracer.canonical_axis(axis)
+    if axis.is_tile or isinstance(size, (TileValue, TensorProxy)):
+        return False
+    try:  # a whole dim named by its size: an int, or the symbol of a tensor's size
+        return bool(sympy.simplify(tracer.symbols.canonical(size) - tracer.symbols.canonical(axis.end)) == 0)
+    except (TypeError, sympy.SympifyError):
+        return False

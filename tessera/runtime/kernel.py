@@ -13,14 +13,14 @@ from tessera import backends, exc, settings
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
 from tessera.location import strip_internal_frames, user_location
-from tessera.frontend.rewrite import COMPARE, DEVICE_IF, DEVICE_LOOP, LAUNCH, RANGE, RewrittenKernel, rewrite_kernel
+from tessera.frontend.rewrite import COMPARE, DEVICE_IF, DEVICE_LOOP, LAUNCH, MINMAX, RANGE, RewrittenKernel, rewrite_kernel
 from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments
 from tessera.language.tile import grid, tile
 from tessera.runtime.argument_checks import unsupported_argument
 from tessera.runtime.bound import BoundKernel
 from tessera.runtime.call_keys import common_device, device_type
-from tessera.language.control import compare_helper, device_if_helper, device_loop_helper, range_helper
+from tessera.language.control import compare_helper, device_if_helper, device_loop_helper, minmax_helper, range_helper
 from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
 from tessera.runtime.eager import run_eager
 from tessera.runtime.tuning import ConfigChoices, autotune, config_for_call, kernel_defined
@@ -144,7 +144,7 @@ class Kernel:
             self._rewritten = rewrite_kernel(
                 self.source, lambda node: isinstance(node, ast.Call) and resolve(node.func) in (tile, grid),
                 {LAUNCH: launch_helper, DEVICE_LOOP: device_loop_helper, DEVICE_IF: device_if_helper,
-                 COMPARE: compare_helper, RANGE: range_helper})
+                 COMPARE: compare_helper, RANGE: range_helper, MINMAX: minmax_helper})
         return self._rewritten
 
     def cache_info(self) -> CacheInfo:

@@ -162,6 +162,17 @@ for _name, _function in _UNARY_OPERATORS.items():
     setattr(TileValue, f"__{_name}__", _unary_operator(_function))
 
 
+class HostScalar(sympy.Symbol):
+    """A scalar argument of the kernel while tracing (`lo: float`): a sympy symbol that torch's
+    argument parser also accepts where a tensor may stand, so `torch.clamp(v, lo, hi)` and
+    `torch.where(c, v, lo)` reach the primitives as `v.clamp(lo, hi)` does."""
+
+    @classmethod
+    def __torch_function__(cls, func: Callable[..., Any], types: Any, args: tuple = (),
+                           kwargs: dict | None = None) -> Any:
+        return _dispatch(func, args, kwargs)
+
+
 class AxisSize:
     """`value.size(d)` of a tiled dimension: usable as a size in hl.zeros and views."""
 

@@ -9,6 +9,7 @@ import torch
 
 from tessera import exc
 from tessera.location import user_location
+from tessera.trace.proxy import HostScalar
 
 
 @dataclasses.dataclass
@@ -25,7 +26,7 @@ class SymbolTable:
     device: set[sympy.Symbol] = dataclasses.field(default_factory=set)
 
     def new(self, name: str, dtype: torch.dtype, value: Any) -> sympy.Symbol:
-        symbol = sympy.Symbol(name, integer=not dtype.is_floating_point)
+        symbol = HostScalar(name, integer=not dtype.is_floating_point)
         self.dtypes[symbol] = dtype
         self.values[symbol] = value
         return symbol

@@ -31,6 +31,20 @@ _HELPERS: dict[str, list[str]] = {
         "    return kept.to(tl.uint16).to(tl.bfloat16, bitcast=True)",
         "",
     ],
+    **{f"round_to_{name}": [
+        "",
+        "@triton.jit",
+        f"def round_to_{name}(x):",
+        f"    # fp32 -> {name} rounding to nearest even ({mantissa} mantissa bits, subnormal below 2**{emin}),",
+        "    # as PyTorch and the GPU do (Triton 3.6's interpreter truncates); the rounded value is exact in fp8",
+        "    exponent = ((x.to(tl.uint32, bitcast=True) >> 23) & 0xFF).to(tl.int32) - 127",
+        f"    exponent = tl.maximum(exponent, {emin}) - {mantissa} + 127",
+        "    quantum = (exponent << 23).to(tl.float32, bitcast=True)",
+        "    scaled = x / quantum",
+        "    rounded = (scaled + 12582912.0) - 12582912.0  # 1.5 * 2**23: fp32 addition rounds to an integer",
+        f"    return (rounded * quantum).to(tl.{name})",
+        "",
+    ] for name, mantissa, emin in (("float8e4nv", 3, -6), ("float8e5", 2, -14))},
     # Triton 3.6's interpreter has no libdevice (its functions return None there): the
     # interpreter's versions of the libdevice ops Tessera uses, from tl operations
     "interpreted_tanh": [

@@ -22,7 +22,9 @@ TRITON_DTYPES = {
     torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
     torch.float64: "tl.float64", torch.int32: "tl.int32", torch.int64: "tl.int64", torch.int16: "tl.int16",
     torch.int8: "tl.int8", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
+    torch.float8_e4m3fn: "tl.float8e4nv", torch.float8_e5m2: "tl.float8e5",
 }
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)  # AMD's fnuz formats are refused when traced (view.py)
 
 
 class Emitter:
@@ -81,6 +83,13 @@ class Emitter:
             # nearest even
             self.helpers.add("round_to_bf16")
             return f"round_to_bf16({text}.to(tl.float32))"
+        if self.interpret and target in FP8_DTYPES:
+            # the interpreter truncates fp32 -> fp8; round to nearest even first, as torch and the GPU do
+            helper = f"round_to_{TRITON_DTYPES[target].removeprefix('tl.')}"
+            self.helpers.add(helper)
+            return f"{helper}({text}.to(tl.float32))"
+        if target not in TRITON_DTYPES:
+            raise exc.DtypeError(f"Triton has no {target} type: a cast to it cannot be compiled")
         return f"{text}.to({TRITON_DTYPES[target]})"
 
     # -- axes -----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import torch
 
 from tessera import exc
 from tessera.backends.triton import numerics
-from tessera.backends.triton.emitter import TRITON_DTYPES, Emitter, join_masks
+from tessera.backends.triton.emitter import FP8_DTYPES, TRITON_DTYPES, Emitter, join_masks
 from tessera.backends.triton.indexing import BlockAccess, element_size, strategy_for
 from tessera.backends.triton.printer import print_expr
 from tessera.ir.graph import Axis, Block, Node, Op
@@ -241,7 +241,9 @@ def _load(emitter: Emitter, node: Node) -> None:
         return
     pointer, masks, scalar_masks = emitter.address(node)
     mask = join_masks(emitter, masks, node.inputs[0], scalar_masks)
-    extra = f", mask={mask}, other=0" if mask else ""
+    # Triton 3.6's interpreter cannot cast `other` to fp8; its masked lanes are zeros without it
+    fp8_interpreted = emitter.interpret and node.dtype in FP8_DTYPES
+    extra = f", mask={mask}" + ("" if fp8_interpreted else ", other=0") if mask else ""
     policy = node.params.get("eviction_policy")
     hint = f", eviction_policy='{policy}'" if policy else ""
     emitter.line(f"{emitter.name_of(node)} = tl.load({pointer}{extra}{hint})")
@@ -275,7 +277,14 @@ def _store(emitter: Emitter, node: Node) -> None:
 
 
 def _full(emitter: Emitter, node: Node) -> None:
-    emitter.line(f"{emitter.name_of(node)} = tl.full({emitter.block_shape(node.shape)}, {print_expr(node.inputs[0])}, "
+    value = print_expr(node.inputs[0])
+    if emitter.interpret and node.dtype == torch.bfloat16:
+        # Triton 3.6's interpreter has no bf16 constants: fill in fp32 and round
+        filled = emitter.cast(f"tl.full({emitter.block_shape(node.shape)}, {value}, tl.float32)", torch.float32,
+                              torch.bfloat16)
+        emitter.line(f"{emitter.name_of(node)} = {filled}")
+        return
+    emitter.line(f"{emitter.name_of(node)} = tl.full({emitter.block_shape(node.shape)}, {value}, "
                  f"{TRITON_DTYPES[node.dtype]})")
 
 
