@@ -48,7 +48,7 @@ def test_worker_group_reports_errors_timeouts_and_crashes_and_keeps_working():
 
 def _fork_allowed(monkeypatch) -> None:
     """As in a process that imported torch and has not touched CUDA (and no fork failed yet)."""
-    if torch.cuda.is_initialized():  # a GPU test process: a fork would really inherit CUDA
+    if torch.cuda.is_initialized() or forking._cuda_driver_initialized():  # a fork would really inherit CUDA
         pytest.skip("CUDA is initialized in this test process; the fork tests need a process without it")
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
     monkeypatch.setattr(forking, "_cuda_driver_initialized", lambda: False)

@@ -277,7 +277,12 @@ def _store(emitter: Emitter, node: Node) -> None:
 
 
 def _full(emitter: Emitter, node: Node) -> None:
-    value = print_expr(node.inputs[0])
+    constant = node.inputs[0]
+    if isinstance(constant, float) and not node.dtype.is_floating_point and constant == constant \
+            and abs(constant) != float("inf"):
+        # torch.full_like(int_tensor, 2.5) holds 2 (the GPU's builder refuses a float for an int)
+        constant = bool(constant) if node.dtype == torch.bool else int(constant)
+    value = print_expr(constant)
     if emitter.interpret and node.dtype == torch.bfloat16:
         # Triton 3.6's interpreter has no bf16 constants: fill in fp32 and round
         filled = emitter.cast(f"tl.full({emitter.block_shape(node.shape)}, {value}, tl.float32)", torch.float32,
