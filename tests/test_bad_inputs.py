@@ -18,18 +18,14 @@ import tessera
 import tessera.language as hl
 from tessera import exc, settings
 from test_errors import raised_by, tessera_frames
+from marked_lines import marked_line
 
 THIS_FILE = os.path.basename(__file__)
 
 
 def line_of(name: str) -> tuple[int, str]:
     """(number, stripped text) of the line in this file marked `# line: <name>`."""
-    marker = f"# line: {name}"
-    with open(__file__, encoding="utf-8") as source:
-        found = [(number, text.split("#")[0].strip()) for number, text in enumerate(source, start=1)
-                 if text.rstrip().endswith(marker)]
-    assert len(found) == 1, f"expected one line marked {marker!r}, found {found}"
-    return found[0]
+    return marked_line(__file__, name)
 
 
 # -- kernels with one mistake each ---------------------------------------------------------------

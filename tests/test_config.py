@@ -14,17 +14,14 @@ import tessera
 import tessera.language as hl
 from tessera import exc, settings
 from tessera.config import DEFAULT_BLOCK_SIZE, Config, default_block_size
+from marked_lines import marked_line
 
 THIS_FILE = os.path.basename(__file__)
 
 
 def line_of(name: str) -> int:
     """Line number in this file of the line marked `# line: <name>`."""
-    marker = f"# line: {name}"
-    with open(__file__, encoding="utf-8") as source:
-        found = [number for number, text in enumerate(source, start=1) if text.rstrip().endswith(marker)]
-    assert len(found) == 1, f"expected one line marked {marker!r}, found {found}"
-    return found[0]
+    return marked_line(__file__, name)[0]
 
 
 # ---------------------------------------------------------------------------------------------

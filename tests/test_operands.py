@@ -17,16 +17,14 @@ import torch
 import tessera
 import tessera.language as hl
 from tessera import exc
+from marked_lines import marked_line
 
 THIS_FILE = os.path.basename(__file__)
 
 
 def line_of(name: str) -> int:
-    marker = f"# line: {name}"
-    with open(__file__, encoding="utf-8") as source:
-        found = [number for number, text in enumerate(source, start=1) if text.rstrip().endswith(marker)]
-    assert len(found) == 1, f"expected one line marked {marker!r}, found {found}"
-    return found[0]
+    """Line number in this file of the line marked `# line: <name>`."""
+    return marked_line(__file__, name)[0]
 
 
 def _compiled_mode(device: torch.device) -> str:

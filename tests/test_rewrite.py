@@ -22,17 +22,14 @@ import tessera.language as hl
 from tessera import exc
 from tessera.frontend.rewrite import DEVICE_IF, DEVICE_LOOP, LAUNCH, UNDEFINED, rewrite_kernel
 from tessera.frontend.source import KernelSource
+from marked_lines import marked_line
 
 THIS_FILE = os.path.abspath(__file__)
 
 
 def line_of(name: str) -> int:
     """Line number in this file of the line marked `# line: <name>`."""
-    marker = f"# line: {name}"
-    with open(__file__, encoding="utf-8") as source:
-        found = [number for number, text in enumerate(source, start=1) if text.rstrip().endswith(marker)]
-    assert len(found) == 1, f"expected one line marked {marker!r}, found {found}"
-    return found[0]
+    return marked_line(__file__, name)[0]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,16 +16,10 @@ from tessera.location import user_location
 from tessera.ir.graph import UNIT, AccessKind, Axis, DimAccess, Node, Op
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
 from tessera.trace.bounds import lower_bound
-from tessera.trace.views import split_view
+from tessera.trace.views import is_whole_slice, split_view
 
 if TYPE_CHECKING:
     from tessera.trace.tracer import Tracer
-
-
-def _unit_slice(item: Any) -> bool:
-    # Compare components by identity: slice bounds may be proxies or symbols, whose `==`
-    # builds an expression instead of answering.
-    return isinstance(item, slice) and item.start is None and item.stop is None and item.step is None
 
 
 def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list[DimAccess], tuple[Axis, ...]]:
@@ -54,7 +48,7 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list
             accesses.append(DimAccess(AccessKind.AXIS, axis=item.axis, bound=_tile_bound(tracer, item.axis, size, tensor, dim),
                                       check_negative=_tile_may_begin_below_zero(tracer, item.axis, tensor, dim)))
             result.append(item.axis)
-        elif _unit_slice(item):
+        elif is_whole_slice(item):
             if tracer.symbols.on_device(size):
                 raise exc.DynamicAllocationError(
                     f"`:` reads dimension {dim} of {tensor.name} whole into registers, but its size {size} is "

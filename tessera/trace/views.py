@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from tessera.trace.tracer import Tracer
 
 
-def _unit_slice(item: Any) -> bool:
+def is_whole_slice(item: Any) -> bool:
+    """`:` (no bounds, no step). Compares components by identity: slice bounds may be proxies or
+    symbols, whose `==` builds an expression instead of answering."""
     return isinstance(item, slice) and item.start is None and item.stop is None and item.step is None
 
 
@@ -45,7 +47,7 @@ def split_view(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[TensorP
     in `index`, the tensor itself and `index` come back unchanged.
     """
     items = list(index) if isinstance(index, (tuple, list)) else [index]
-    if not any(isinstance(item, slice) and not _unit_slice(item) for item in items):
+    if not any(isinstance(item, slice) and not is_whole_slice(item) for item in items):
         return tensor, items
     spot = next((position for position, item in enumerate(items) if item is Ellipsis), None)
     consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
@@ -73,7 +75,7 @@ def split_view(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[TensorP
             continue
         size, stride = tensor.sizes[dim], tensor.strides[dim]
         dim += 1
-        if isinstance(item, slice) and not _unit_slice(item):
+        if isinstance(item, slice) and not is_whole_slice(item):
             low, high = _slice_bounds(tracer, item, size)
             offset = offset + low * stride
             sizes.append(high - low)
