@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import types
 import weakref
 
 import pytest
@@ -82,6 +83,49 @@ def test_a_changed_module_global_compiles_a_new_variant(kernel, name, new_value,
     finally:
         _set_global(name, previous)
     torch.testing.assert_close(kernel(x), first)  # the old value finds its variant again
+
+
+class _Settings:
+    class_scale = 1.0
+
+    def __init__(self) -> None:
+        self.scale = 2.0
+        self.inner = types.SimpleNamespace(offset=1.0)
+
+
+CFG = _Settings()
+USER_MODULE = types.ModuleType("user_settings")  # a user's settings module, read as `mod.ATTR`
+USER_MODULE.SHIFT = 0.0
+
+
+@tessera.kernel
+def scale_by_attributes(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * CFG.scale * _Settings.class_scale + CFG.inner.offset + USER_MODULE.SHIFT
+    return out
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda: setattr(CFG, "scale", 3.0), lambda x: x * 3.0 + 1.0),
+    (lambda: setattr(CFG.inner, "offset", -4.0), lambda x: x * 2.0 - 4.0),
+    (lambda: setattr(CFG, "inner", types.SimpleNamespace(offset=7.0)), lambda x: x * 2.0 + 7.0),
+    (lambda: setattr(_Settings, "class_scale", 0.5), lambda x: x + 1.0),
+    (lambda: setattr(USER_MODULE, "SHIFT", 10.0), lambda x: x * 2.0 + 11.0),
+])
+def test_a_changed_attribute_of_a_global_compiles_a_new_variant(change, expected, device) -> None:
+    x = torch.arange(6.0, device=device)
+    saved = (CFG.scale, CFG.inner, CFG.inner.offset, _Settings.class_scale, USER_MODULE.SHIFT)
+    first = scale_by_attributes(x)
+    torch.testing.assert_close(first, x * 2.0 + 1.0)
+    change()
+    try:
+        torch.testing.assert_close(scale_by_attributes(x), expected(x))
+        torch.testing.assert_close(scale_by_attributes(x), expected(x))  # and the memo repeats it
+    finally:
+        CFG.scale, CFG.inner, _Settings.class_scale = saved[0], saved[1], saved[3]
+        CFG.inner.offset, USER_MODULE.SHIFT = saved[2], saved[4]
+    torch.testing.assert_close(scale_by_attributes(x), first)
 
 
 def test_a_global_list_mutated_in_place_is_seen(device) -> None:

@@ -14,8 +14,11 @@ compiles a new variant (eager's answer), never runs a stale one.
 
 Kept cheap on the hit path: a body that reads no user global records nothing (`of` returns
 None) and its launches check nothing; otherwise a check is one dict lookup and compare per
-recorded global. Not seen (README, "Current limits"): attributes of a module or object read in
-the body (`config.SCALE`), globals read through `getattr`/`eval`, contents of a helper's closure.
+recorded global. Attribute chains on a global (`cfg.SCALE`, `settings_module.USE_BIAS`,
+`cfg.inner.eps`) are recorded the same way when every step is a plain attribute (in a module's
+or an instance's `__dict__`, or a class attribute): reading one never runs user code (no
+property or `__getattr__`). Not seen (README, "Current limits"): attributes reached through a
+property or `__getattr__`, globals read through `getattr`/`eval`, contents of a helper's closure.
 """
 from __future__ import annotations
 
@@ -39,14 +42,54 @@ def _is_library(value: Any) -> bool:
     return module.split(".", 1)[0] in _LIBRARY_PREFIXES
 
 
-def _global_names(code: types.CodeType) -> Iterator[str]:
-    """Names the code (and the functions defined in it) loads as globals."""
-    for instruction in dis.get_instructions(code):
-        if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
-            yield instruction.argval
+_ATTRIBUTE_LOADS = ("LOAD_ATTR", "LOAD_METHOD")
+
+
+def _is_library_module(module: types.ModuleType) -> bool:
+    return module.__name__.split(".", 1)[0] in _LIBRARY_PREFIXES
+
+
+def _global_reads(code: types.CodeType) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """(name, attribute chain) for each global the code (and the functions defined in it) loads:
+    `cfg.inner.eps` gives ("cfg", ("inner", "eps")), a bare `SCALE` gives ("SCALE", ())."""
+    instructions = list(dis.get_instructions(code))
+    for position, instruction in enumerate(instructions):
+        if instruction.opname not in ("LOAD_GLOBAL", "LOAD_NAME"):
+            continue
+        attributes: list[str] = []
+        for following in instructions[position + 1:]:
+            if following.opname not in _ATTRIBUTE_LOADS:
+                break
+            attributes.append(following.argval)
+        yield instruction.argval, tuple(attributes)
     for constant in code.co_consts:
         if isinstance(constant, types.CodeType):
-            yield from _global_names(constant)
+            yield from _global_reads(constant)
+
+
+def _plain_attribute(owner: Any, name: str) -> Any:
+    """`owner.name` where reading it runs no user code, else _MISSING: a module's or an
+    instance's own attribute, or a class attribute that is not a descriptor."""
+    namespace = getattr(owner, "__dict__", None)
+    if isinstance(namespace, (dict, types.MappingProxyType)) and name in namespace:
+        value = namespace[name]
+        if isinstance(owner, (types.ModuleType, type)) or not hasattr(type(value), "__get__"):
+            return value
+        return _MISSING
+    for klass in type(owner).__mro__:
+        if name in klass.__dict__:
+            value = klass.__dict__[name]
+            return _MISSING if hasattr(type(value), "__get__") else value
+    return _MISSING
+
+
+def _resolve(namespace: dict, name: str, attributes: tuple[str, ...]) -> Any:
+    value = namespace.get(name, _MISSING)
+    for attribute in attributes:
+        if value is _MISSING:
+            break
+        value = _plain_attribute(value, attribute)
+    return value
 
 
 def fingerprint(value: Any) -> tuple[Any, bool]:
@@ -58,7 +101,8 @@ def fingerprint(value: Any) -> tuple[Any, bool]:
 
 
 class GlobalReads:
-    """The globals one body read when it compiled: (namespace, name, fingerprint, by identity)."""
+    """The globals one body read when it compiled: (namespace, name, attribute chain, fingerprint,
+    by identity)."""
 
     __slots__ = ("entries",)
 
@@ -72,22 +116,33 @@ class GlobalReads:
         `captured` are the body's closure values: a helper function passed in that way is
         followed into the globals it reads as well.
         """
-        entries: dict[tuple[int, str], tuple[dict, str, Any, bool]] = {}
+        entries: dict[tuple[int, str, tuple[str, ...]], tuple[dict, str, tuple[str, ...], Any, bool]] = {}
         seen: set[int] = set()
+
+        def record(namespace: dict, name: str, attributes: tuple[str, ...], value: Any, depth: int) -> None:
+            entries.setdefault((id(namespace), name, attributes), (namespace, name, attributes, *fingerprint(value)))
+            if isinstance(value, types.FunctionType):
+                visit(value.__code__, value.__globals__, depth + 1)
 
         def visit(code: types.CodeType, namespace: dict, depth: int) -> None:
             if id(code) in seen or depth > _MAX_HELPER_DEPTH:
                 return
             seen.add(id(code))
-            for name in _global_names(code):
+            for name, attributes in _global_reads(code):
                 if name not in namespace:
                     continue  # a builtin: not rebound by user programs
                 value = namespace[name]
-                if isinstance(value, types.ModuleType) or _is_library(value):
+                if _is_library(value) or (isinstance(value, types.ModuleType) and _is_library_module(value)):
                     continue
-                entries.setdefault((id(namespace), name), (namespace, name, *fingerprint(value)))
-                if isinstance(value, types.FunctionType):
-                    visit(value.__code__, value.__globals__, depth + 1)
+                if not isinstance(value, types.ModuleType):
+                    record(namespace, name, (), value, depth)
+                # Each plain step of `cfg.inner.eps` is recorded: rebinding `cfg.inner` or
+                # setting `eps` on it are both changes. Steps reaching library objects stop.
+                for length in range(1, len(attributes) + 1):
+                    value = _resolve(namespace, name, attributes[:length])
+                    if value is _MISSING or isinstance(value, types.ModuleType) or _is_library(value):
+                        break
+                    record(namespace, name, attributes[:length], value, depth)
 
         namespace = getattr(body, "__globals__", None)
         if namespace is None:
@@ -100,13 +155,13 @@ class GlobalReads:
 
     def changed(self) -> str | None:
         """The name of the first recorded global whose value changed (or was deleted), else None."""
-        for namespace, name, recorded, by_identity in self.entries:
-            current = namespace.get(name, _MISSING)
+        for namespace, name, attributes, recorded, by_identity in self.entries:
+            current = _resolve(namespace, name, attributes) if attributes else namespace.get(name, _MISSING)
             if by_identity:
                 if recorded.target() is not current:
-                    return name
+                    return ".".join((name, *attributes))
             elif current is _MISSING or constant_key(current) != recorded:
-                return name
+                return ".".join((name, *attributes))
         return None
 
     def hold(self) -> bool:
@@ -114,7 +169,7 @@ class GlobalReads:
         return self.changed() is None
 
     def names(self) -> tuple[str, ...]:
-        return tuple(entry[1] for entry in self.entries)
+        return tuple(".".join((entry[1], *entry[2])) for entry in self.entries)
 
 
 _MISSING = object()
