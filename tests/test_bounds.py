@@ -160,6 +160,24 @@ def copy_from_slice(x: torch.Tensor, start: int, out: torch.Tensor) -> torch.Ten
     return out
 
 
+@tessera.kernel(config=tessera.Config(block_sizes=[4]))
+def copy_from_loaded_slice(x: torch.Tensor, starts: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    for row in hl.grid(out.size(0)):
+        start = hl.load(starts, [row])
+        for tile in hl.tile(out.size(1)):
+            out[row, tile] = x[start:start + 3][tile]
+    return out
+
+
+def test_a_loaded_negative_slice_start_counts_from_the_end_like_python(device: torch.device) -> None:
+    x = torch.arange(10.0, device=device)
+    starts = torch.tensor([2, -4, 0, -10], device=device)
+    expected = torch.stack([x[int(s):int(s) + 3] for s in starts])
+    for mode in _modes(device):
+        out = torch.zeros(4, 3, device=device)
+        assert torch.equal(_run(mode, copy_from_loaded_slice, x, starts, out), expected), mode
+
+
 @pytest.mark.parametrize("start", [2, -3])
 def test_a_host_int_slice_start_counts_from_the_end_like_python(start: int, device: torch.device) -> None:
     x = torch.arange(8.0, device=device)
