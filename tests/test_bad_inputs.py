@@ -111,6 +111,15 @@ def tile_value_returned(x: torch.Tensor) -> torch.Tensor:
     return value  # line: returned-tile-value
 
 
+@tessera.kernel
+def int_index_of_a_tile_value(x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(x.size(0), device=x.device)
+    for tile in hl.tile(x.size(0)):
+        rows = x[tile, :]
+        out[tile] = rows[:, 0]  # line: int-index-of-tile-value
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class Row:
     kernel: Any
@@ -136,6 +145,9 @@ CATALOGUE: dict[str, Row] = {
                         "int-past-end", ("eager",)),
     "float-indices": Row(float_indices, lambda d: (torch.zeros(8, device=d), torch.zeros(8, device=d)),
                          exc.IndexingError, "float-indices"),
+    # registers, not memory: eager refuses the int index as the trace does (it used to answer)
+    "int-index-of-tile-value": Row(int_index_of_a_tile_value, lambda d: (torch.zeros(5, 3, device=d),),
+                                   exc.IndexingError, "int-index-of-tile-value"),
     "returned-tile-value": Row(tile_value_returned, lambda d: (torch.zeros(8, device=d),),
                                exc.DeviceValueOnHostError, "returned-tile-value"),
 }
