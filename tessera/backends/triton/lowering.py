@@ -134,7 +134,7 @@ def _elementwise(emitter: Emitter, node: Node) -> None:
     if template in ("floordiv", "mod"):
         division, helper = _DIVISION_TEMPLATES[template, compute.is_floating_point]
         if helper is not None:
-            emitter.helpers.add(helper)
+            emitter.helpers.update((helper, "exact_fmod_interpreted" if emitter.interpret else "exact_fmod"))
             operands = _blocks(emitter, node, operands, compute)
         text = division.format(*operands)
     elif template == "invert":
