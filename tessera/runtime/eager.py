@@ -120,6 +120,26 @@ def _makes_tile_value(func: Callable[..., Any], args: tuple, kwargs: dict, resul
     return False
 
 
+# torch's messages, by the Tessera error class the trace raises for the same mistake
+_TORCH_ERROR_CLASSES: tuple[tuple[tuple[str, ...], type[exc.TesseraError]], ...] = (
+    (("must match the size", "cannot be multiplied", "shape", "size mismatch", "expanded size"), exc.ShapeMismatchError),
+    (("not implemented for", "expected scalar type", "dtype", "result type"), exc.DtypeError),
+    (("index", "out of bounds", "out of range"), exc.IndexingError),
+)
+
+
+def _located_torch_error(func: Callable[..., Any], error: Exception) -> exc.TesseraError:
+    """A torch error inside a tile loop in eager mode, as the TesseraError at the user's line that
+    the other modes raise for the same mistake (else TorchOperationError), torch's message kept."""
+    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    name = getattr(func, "__qualname__", getattr(func, "__name__", repr(func)))
+    lowered = message.lower()
+    kind = next((cls for words, cls in _TORCH_ERROR_CLASSES if any(w in lowered for w in words)),
+                exc.TorchOperationError)
+    return kind(f"torch.{name} failed in eager mode: {message}", location=user_location(),
+                hint="the other modes compute the same op; check the operands' shapes, dtypes and values at this line")
+
+
 class EagerTorchMode(TorchFunctionMode):
     """Routes the torch calls listed in `_OVERRIDES` to their eager-mode meaning, and marks the
     tile values computed inside tile loops."""
@@ -134,7 +154,12 @@ class EagerTorchMode(TorchFunctionMode):
         if self.eager.primitive_depth:  # inside an eager rule: its own torch calls mean plain torch
             return func(*args, **kwargs)
         override = _OVERRIDES.get(func)
-        result = override(*args, **kwargs) if override is not None else func(*args, **kwargs)
+        try:
+            result = override(*args, **kwargs) if override is not None else func(*args, **kwargs)
+        except (RuntimeError, TypeError, ValueError, IndexError, ZeroDivisionError) as error:
+            if not self.eager.loop_depth or isinstance(error, exc.TesseraError):
+                raise  # host code is plain Python: its torch errors are the user's own
+            raise _located_torch_error(func, error) from error
         if self.eager.loop_depth and _makes_tile_value(func, args, kwargs, result):
             mark_tile_values(result)
         return result
