@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import itertools
 import types
+from typing import Any
 import weakref
 
 import pytest
@@ -126,6 +127,55 @@ def test_a_changed_attribute_of_a_global_compiles_a_new_variant(change, expected
         CFG.scale, CFG.inner, _Settings.class_scale = saved[0], saved[1], saved[3]
         CFG.inner.offset, USER_MODULE.SHIFT = saved[2], saved[4]
     torch.testing.assert_close(scale_by_attributes(x), first)
+
+
+@tessera.kernel
+def scale_by_argument_attribute(x: torch.Tensor, cfg: Any) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * cfg.scale
+    return out
+
+
+def test_a_changed_attribute_of_an_object_argument_compiles_a_new_variant(device) -> None:
+    x = torch.arange(5.0, device=device)
+    cfg = types.SimpleNamespace(scale=2.0)
+    torch.testing.assert_close(scale_by_argument_attribute(x, cfg), x * 2.0)
+    cfg.scale = 3.0  # the same object: its identity keys the variant, its attribute changed
+    torch.testing.assert_close(scale_by_argument_attribute(x, cfg), x * 3.0)
+    torch.testing.assert_close(scale_by_argument_attribute(x, types.SimpleNamespace(scale=-1.0)), -x)
+
+
+def _closure_helper(factor: float) -> tuple[Any, Any]:
+    def apply(v: torch.Tensor) -> torch.Tensor:
+        return v * factor
+
+    def set_factor(value: float) -> None:
+        nonlocal factor
+        factor = value
+    return apply, set_factor
+
+
+SCALE_CELL, SET_SCALE_CELL = _closure_helper(2.0)
+
+
+@tessera.kernel
+def scale_through_closure(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = SCALE_CELL(x[tile])
+    return out
+
+
+def test_a_rebound_closure_cell_of_a_helper_compiles_a_new_variant(device) -> None:
+    x = torch.arange(5.0, device=device)
+    torch.testing.assert_close(scale_through_closure(x), x * 2.0)
+    SET_SCALE_CELL(7.0)
+    try:
+        torch.testing.assert_close(scale_through_closure(x), x * 7.0)
+    finally:
+        SET_SCALE_CELL(2.0)
+    torch.testing.assert_close(scale_through_closure(x), x * 2.0)
 
 
 def test_a_global_list_mutated_in_place_is_seen(device) -> None:

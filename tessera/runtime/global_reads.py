@@ -17,14 +17,19 @@ None) and its launches check nothing; otherwise a check is one dict lookup and c
 recorded global. Attribute chains on a global (`cfg.SCALE`, `settings_module.USE_BIAS`,
 `cfg.inner.eps`) are recorded the same way when every step is a plain attribute (in a module's
 or an instance's `__dict__`, or a class attribute): reading one never runs user code (no
-property or `__getattr__`). Not seen (README, "Current limits"): attributes reached through a
-property or `__getattr__`, globals read through `getattr`/`eval`, contents of a helper's closure.
+property or `__getattr__`). So are a helper's closure cells (a `nonlocal` may rebind one) and
+the attribute chains the body reads through an object it captures (`cfg.scale` of an object
+passed as an argument: the variant is keyed by the object's identity, and a changed attribute
+must not reuse it). Not seen (README, "Current limits"): attributes reached through a property
+or `__getattr__` (an `nn.Module`'s parameters), globals read through `getattr`/`eval`.
 """
 from __future__ import annotations
 
 import dis
 import types
 from typing import Any, Callable, Iterator
+
+import torch
 
 from tessera.runtime.constant_keys import IdentityKey, constant_key
 
@@ -49,22 +54,55 @@ def _is_library_module(module: types.ModuleType) -> bool:
     return module.__name__.split(".", 1)[0] in _LIBRARY_PREFIXES
 
 
-def _global_reads(code: types.CodeType) -> Iterator[tuple[str, tuple[str, ...]]]:
-    """(name, attribute chain) for each global the code (and the functions defined in it) loads:
-    `cfg.inner.eps` gives ("cfg", ("inner", "eps")), a bare `SCALE` gives ("SCALE", ())."""
+def _reads(code: types.CodeType, nested: bool = True) -> Iterator[tuple[bool, str, tuple[str, ...]]]:
+    """(is a global, name, attribute chain) for each global or closure variable the code loads:
+    `cfg.inner.eps` gives (True, "cfg", ("inner", "eps")), a bare `SCALE` (True, "SCALE", ()).
+    Closure variables (LOAD_DEREF) are read in `code` itself only: a function defined inside it
+    has cells of its own, found when it is called as a helper."""
     instructions = list(dis.get_instructions(code))
     for position, instruction in enumerate(instructions):
-        if instruction.opname not in ("LOAD_GLOBAL", "LOAD_NAME"):
+        is_global = instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME")
+        if not is_global and instruction.opname != "LOAD_DEREF":
             continue
         attributes: list[str] = []
         for following in instructions[position + 1:]:
             if following.opname not in _ATTRIBUTE_LOADS:
                 break
             attributes.append(following.argval)
-        yield instruction.argval, tuple(attributes)
-    for constant in code.co_consts:
-        if isinstance(constant, types.CodeType):
-            yield from _global_reads(constant)
+        yield is_global, instruction.argval, tuple(attributes)
+    if nested:
+        for constant in code.co_consts:
+            if isinstance(constant, types.CodeType):
+                yield from ((g, n, a) for g, n, a in _reads(constant, nested=True) if g)
+
+
+class _CellRoot:
+    """A closure cell read like a namespace: `get(name)` is the cell's current contents."""
+
+    __slots__ = ("cell",)
+
+    def __init__(self, cell: types.CellType) -> None:
+        self.cell = cell
+
+    def get(self, _name: str, default: Any) -> Any:
+        try:
+            return self.cell.cell_contents
+        except ValueError:  # an empty cell
+            return default
+
+
+class _ObjectRoot:
+    """A captured object read like a namespace, held weakly where it can be (IdentityKey): the
+    variant is keyed by the object's identity, so its attributes are read from that object."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, value: Any) -> None:
+        self.key = IdentityKey(value)
+
+    def get(self, _name: str, default: Any) -> Any:
+        value = self.key.target()
+        return default if value is None else value
 
 
 def _plain_attribute(owner: Any, name: str) -> Any:
@@ -83,7 +121,7 @@ def _plain_attribute(owner: Any, name: str) -> Any:
     return _MISSING
 
 
-def _resolve(namespace: dict, name: str, attributes: tuple[str, ...]) -> Any:
+def _resolve(namespace: Any, name: str, attributes: tuple[str, ...]) -> Any:
     value = namespace.get(name, _MISSING)
     for attribute in attributes:
         if value is _MISSING:
@@ -106,7 +144,7 @@ class GlobalReads:
 
     __slots__ = ("entries",)
 
-    def __init__(self, entries: tuple[tuple[dict, str, Any, bool], ...]) -> None:
+    def __init__(self, entries: tuple[tuple[Any, str, tuple[str, ...], Any, bool], ...]) -> None:
         self.entries = entries
 
     @classmethod
@@ -116,41 +154,70 @@ class GlobalReads:
         `captured` are the body's closure values: a helper function passed in that way is
         followed into the globals it reads as well.
         """
-        entries: dict[tuple[int, str, tuple[str, ...]], tuple[dict, str, tuple[str, ...], Any, bool]] = {}
+        entries: dict[tuple[int, str, tuple[str, ...]], tuple[Any, str, tuple[str, ...], Any, bool]] = {}
+        roots: dict[int, Any] = {}  # id(cell or captured object) -> its root (one per object)
         seen: set[int] = set()
 
-        def record(namespace: dict, name: str, attributes: tuple[str, ...], value: Any, depth: int) -> None:
-            entries.setdefault((id(namespace), name, attributes), (namespace, name, attributes, *fingerprint(value)))
+        def record(root: Any, name: str, attributes: tuple[str, ...], value: Any, depth: int) -> None:
+            entries.setdefault((id(root), name, attributes), (root, name, attributes, *fingerprint(value)))
             if isinstance(value, types.FunctionType):
-                visit(value.__code__, value.__globals__, depth + 1)
+                visit(value, depth + 1)
 
-        def visit(code: types.CodeType, namespace: dict, depth: int) -> None:
+        def record_chain(root: Any, name: str, attributes: tuple[str, ...], depth: int, bare: bool) -> None:
+            value = root.get(name, _MISSING)
+            if value is _MISSING or _is_library(value) or (
+                    isinstance(value, types.ModuleType) and _is_library_module(value)):
+                return
+            if bare and not isinstance(value, types.ModuleType):
+                record(root, name, (), value, depth)
+            # Each plain step of `cfg.inner.eps` is recorded: rebinding `cfg.inner` or
+            # setting `eps` on it are both changes. Steps reaching library objects stop.
+            for length in range(1, len(attributes) + 1):
+                value = _resolve(root, name, attributes[:length])
+                if value is _MISSING or isinstance(value, types.ModuleType) or _is_library(value):
+                    break
+                record(root, name, attributes[:length], value, depth)
+
+        def cell_root(function: types.FunctionType, name: str) -> Any:
+            if name not in function.__code__.co_freevars or function.__closure__ is None:
+                return None
+            cell = function.__closure__[function.__code__.co_freevars.index(name)]
+            return roots.setdefault(id(cell), _CellRoot(cell))
+
+        def visit(function: types.FunctionType, depth: int) -> None:
+            """A helper the body calls: its globals, and its closure cells (a `nonlocal` may
+            rebind one), with their attribute chains."""
+            code = function.__code__
             if id(code) in seen or depth > _MAX_HELPER_DEPTH:
                 return
             seen.add(id(code))
-            for name, attributes in _global_reads(code):
-                if name not in namespace:
-                    continue  # a builtin: not rebound by user programs
-                value = namespace[name]
-                if _is_library(value) or (isinstance(value, types.ModuleType) and _is_library_module(value)):
-                    continue
-                if not isinstance(value, types.ModuleType):
-                    record(namespace, name, (), value, depth)
-                # Each plain step of `cfg.inner.eps` is recorded: rebinding `cfg.inner` or
-                # setting `eps` on it are both changes. Steps reaching library objects stop.
-                for length in range(1, len(attributes) + 1):
-                    value = _resolve(namespace, name, attributes[:length])
-                    if value is _MISSING or isinstance(value, types.ModuleType) or _is_library(value):
-                        break
-                    record(namespace, name, attributes[:length], value, depth)
+            for is_global, name, attributes in _reads(code):
+                if is_global:
+                    if name in function.__globals__:  # else a builtin: not rebound by user programs
+                        record_chain(function.__globals__, name, attributes, depth, bare=True)
+                else:
+                    root = cell_root(function, name)
+                    if root is not None:
+                        record_chain(root, name, attributes, depth, bare=True)
 
-        namespace = getattr(body, "__globals__", None)
-        if namespace is None:
+        if getattr(body, "__globals__", None) is None:
             return None
-        visit(body.__code__, namespace, 0)
+        # The body itself: its captured values are keyed per launch (call_keys.py), bare; what
+        # it reads *through* them (`cfg.scale` of an object passed in) is recorded here.
+        seen.add(id(body.__code__))
+        freevars = body.__code__.co_freevars
+        for is_global, name, attributes in _reads(body.__code__):
+            if is_global:
+                if name in body.__globals__:
+                    record_chain(body.__globals__, name, attributes, 0, bare=True)
+            elif attributes and name in freevars and len(captured) == len(freevars):
+                value = captured[freevars.index(name)]
+                if constant_key(value) is None and not isinstance(value, (torch.Tensor, types.ModuleType)):
+                    root = roots.setdefault(id(value), _ObjectRoot(value))
+                    record_chain(root, name, attributes, 0, bare=False)
         for value in captured:
             if isinstance(value, types.FunctionType) and not _is_library(value):
-                visit(value.__code__, value.__globals__, 1)
+                visit(value, 1)
         return cls(tuple(entries.values())) if entries else None
 
     def changed(self) -> str | None:
