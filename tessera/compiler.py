@@ -20,6 +20,7 @@ from tessera import exc, settings
 from tessera.backends.base import Backend, LoadedKernel, LoweredKernel, LoweringOptions
 from tessera.config import Config
 from tessera.ir.graph import KernelIR
+from tessera.ir.loop_split import split_axis_names
 from tessera.ir.passes import run_passes
 from tessera.ir.rolling import why_not_loopable
 from tessera.ir.tile_range import TileRange
@@ -208,7 +209,7 @@ def compile_launch(request: LaunchRequest, backend: Backend) -> CompiledLaunch:
     order = binding.argument_symbols
     return CompiledLaunch(
         ir=ir, lowered=lowered, loaded=loaded, guard=guard_function(order, guards), grid=grid_function(order, lowered.grid),
-        guard_text=tuple(reason for _, reason in guards), tunables=tuple(tracer.tunable_dims()),
+        guard_text=tuple(reason for _, reason in guards), tunables=tuple(tracer.tunable_dims(split_axis_names(ir))),
         loopable_row=loopable_row_length(ir), location=location)
 
 

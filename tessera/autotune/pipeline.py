@@ -541,7 +541,7 @@ def _eager_is_affordable(working: Any, config: Config | None) -> bool:
     programs = sum(math.prod(launch.grid) for launch in plan.launches)
     blocks = list((config or Config()).get("block_sizes") or [])
     steps = math.prod(-(-max(dim.extent, 1) // max(blocks[dim.index] if dim.index < len(blocks) else 1, 1))
-                      for dim in plan.tunables if dim.role == "loop")
+                      for dim in plan.tunables if dim.role in ("loop", "split"))
     return programs * steps <= EAGER_REFERENCE_TILES
 
 

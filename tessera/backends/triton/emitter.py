@@ -47,6 +47,7 @@ class Emitter:
         self.last_comment: str | None = None
         self.locations: dict[int, Any] = {}  # body line index -> kernel SourceLocation
         self.renamed: dict[Node, str] = {}  # nodes computed again in a chunk pass get a per-pass name
+        self.split_loop: Node | None = None  # the loop whose tiles the programs share (split_programs)
 
     def access_number(self, node: Node) -> int:
         """The position of a load/store among the body's accesses (stable when code is re-emitted)."""

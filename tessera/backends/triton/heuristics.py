@@ -33,6 +33,7 @@ DOT_REDUCTION_BLOCK = 64
 CHUNK_ROWS_ABOVE = 16384     # rows longer than this stream through a reduction loop
 REDUCTION_CHUNK = 4096
 BLOCKED_ROW_PROGRAMS = 256   # programs of a kernel that blocks rows with hl.register_block_size
+SPLIT_PROGRAMS = 1024        # programs sharing an inner loop's tiles: ~8 per H100 SM, so a large group keeps the GPU busy
 
 
 def heuristic_config(space: ConfigSpace) -> Config:
@@ -44,6 +45,8 @@ def heuristic_config(space: ConfigSpace) -> Config:
         wanted = _row_kernel(facts)
     else:
         wanted = _elementwise_kernel(facts)
+    if any(d.role == "split" for d in facts.tunables):
+        wanted["split_programs"] = SPLIT_PROGRAMS
     values = {axis.name: _snap(axis, wanted.get(axis.name, axis.default)) for axis in space.axes}
     return space.to_config(values)
 
@@ -52,7 +55,7 @@ def _dot_kernel(facts: KernelFacts) -> dict[str, Any]:
     wanted: dict[str, Any] = {}
     output_blocks = 1
     for dim in facts.tunables:
-        if dim.role == "launch":
+        if dim.role in ("launch", "split"):  # a split loop's tiles are output tiles too
             block = DOT_OUTPUT_BLOCK if dim.min_block >= 16 else 1
             output_blocks *= block
         else:

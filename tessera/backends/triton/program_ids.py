@@ -73,15 +73,27 @@ def host_grid(mapping: ProgramMapping, counts: list[sympy.Expr], programs_cap: i
     return [total]
 
 
+def split_grid(grid: list[sympy.Expr], split_programs: int) -> list[sympy.Expr]:
+    """The flat grid of a launch whose programs are each split into max(1, split_programs // programs)."""
+    programs = grid[0]
+    return [programs * sympy.Max(1, sympy.floor(sympy.Integer(split_programs) / sympy.Max(programs, 1)))]
+
+
 def emit_program_ids(lines: list[str], mapping: ProgramMapping, grid_dims: tuple[GridDim, ...],
-                     int64: bool = False) -> int:
-    """Append the lines defining pid_<d> and offset_<d>; returns the indent the body needs."""
+                     int64: bool = False, split: bool = False) -> int:
+    """Append the lines defining pid_<d> and offset_<d>; returns the indent the body needs.
+    `split` (a flat mapping only): consecutive programs share one pid, told apart by
+    `split_id` in `[0, split_count)` (see `split_grid`)."""
     counts = [f"tl.cdiv({print_expr(dim.end - dim.begin)}, {dim.step})" for dim in grid_dims]
     indent = 1
 
     def line(text: str) -> None:
         lines.append("    " * indent + text)
 
+    if split:
+        total = " * ".join(f"tl.maximum({count}, 0)" for count in counts) or "1"
+        line(f"split_count = tl.num_programs(0) // tl.maximum({total}, 1)")
+        line("split_id = tl.program_id(0) % split_count")
     if not grid_dims:
         return indent
     if mapping.pid_type == "xyz":
@@ -102,7 +114,7 @@ def emit_program_ids(lines: list[str], mapping: ProgramMapping, grid_dims: tuple
             indent += 1
             line("pid = virtual_pid")
         else:
-            line("pid = tl.program_id(0)")
+            line("pid = tl.program_id(0) // split_count" if split else "pid = tl.program_id(0)")
         order = list(mapping.order)
         if mapping.l2_grouping > 1 and len(order) >= 2:
             first, second = order[0], order[1]
