@@ -91,8 +91,9 @@ def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions) -> Lowe
     emitter = Emitter(ir, config, options)
     mapping = mapping_for(config, ir.launch_index, len(ir.grid))
     split_programs = int(config.get("split_programs", 0) or 0)
-    if split_programs > 1 and mapping.pid_type == "flat":
+    if (split_programs > 1 and mapping.pid_type == "flat") or mapping.pid_type == "persistent_interleaved":
         emitter.split_loop = splittable_loop(ir)
+        emitter.split_persistent = mapping.persistent
     split = emitter.split_loop is not None
     emitter.indent = emit_program_ids(emitter.lines, mapping, ir.grid, ir.int64_indexing, split=split)
     looped = ir.row_loop.axis if ir.row_loop is not None else None
@@ -117,9 +118,10 @@ def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions) -> Lowe
         f"def {name}({', '.join(ir.parameters)}):",
     ]
     locations = {index + shift + len(header) + 1: where for index, where in emitter.locations.items()}
-    grid = host_grid(mapping, program_count_exprs(ir.grid), programs_cap(options.interpret))
+    cap = programs_cap(options.interpret)
+    grid = host_grid(mapping, program_count_exprs(ir.grid), cap)
     if split:
-        grid = split_grid(grid, split_programs)
+        grid = split_grid(grid, split_programs, mapping, cap)
     launch = {"num_warps": int(config.get("num_warps", 4)), "num_stages": int(config.get("num_stages", 2))}
     return LoweredKernel(name, "\n".join(header + emitter.lines) + "\n", tuple(grid), tuple(emitter.guards),
                          locations, launch, ir.location)

@@ -48,6 +48,7 @@ class Emitter:
         self.locations: dict[int, Any] = {}  # body line index -> kernel SourceLocation
         self.renamed: dict[Node, str] = {}  # nodes computed again in a chunk pass get a per-pass name
         self.split_loop: Node | None = None  # the loop whose tiles the programs share (split_programs)
+        self.split_persistent = False         # ... dealt out across all grid points (persistent_interleaved)
 
     def access_number(self, node: Node) -> int:
         """The position of a load/store among the body's accesses (stable when code is re-emitted)."""

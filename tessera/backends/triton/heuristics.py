@@ -7,6 +7,9 @@ known to work with Triton on current GPUs (H100) for the three kernel families T
   batch-like launch dims that do not feed the dot get block 1 (one program per batch index).
 - row reductions (softmax, norms): whole rows of up to ~4K elements per program, 8 warps for
   wide rows; rows too wide for registers stream in chunks.
+- a grid over groups whose inner tile loop programs may share (grouped GEMM, ir/loop_split.py):
+  that loop's tiles as output tiles, shared by one program per SM across all groups
+  (`pid_type='persistent_interleaved'`) or, for many groups, by `split_programs` programs in all.
 - elementwise: ~8 KB of each tensor per program (4096 bf16 / 2048 fp32 elements), the contiguous
   (last) dim widest.
 
@@ -33,6 +36,7 @@ DOT_REDUCTION_BLOCK = 64
 CHUNK_ROWS_ABOVE = 16384     # rows longer than this stream through a reduction loop
 REDUCTION_CHUNK = 4096
 BLOCKED_ROW_PROGRAMS = 256   # programs of a kernel that blocks rows with hl.register_block_size
+PERSISTENT_SPLIT_MAX_PROGRAMS = 1024  # more grid points: each program visiting all costs more than it balances
 SPLIT_PROGRAMS = 1024        # programs sharing an inner loop's tiles: ~8 per H100 SM, so a large group keeps the GPU busy
 
 
@@ -47,6 +51,9 @@ def heuristic_config(space: ConfigSpace) -> Config:
         wanted = _elementwise_kernel(facts)
     if any(d.role == "split" for d in facts.tunables):
         wanted["split_programs"] = SPLIT_PROGRAMS
+        if facts.programs <= PERSISTENT_SPLIT_MAX_PROGRAMS:
+            # one program per SM dealing out the tiles of all grid points: balanced however skewed they are
+            wanted["pid_type"] = "persistent_interleaved"
     values = {axis.name: _snap(axis, wanted.get(axis.name, axis.default)) for axis in space.axes}
     return space.to_config(values)
 

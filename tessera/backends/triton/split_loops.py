@@ -10,6 +10,11 @@ as the nested loops it replaces would visit them):
         k1 = 0 + (split_tile % count_k1) * 64
         k0 = 0 + (split_tile // count_k1) * 64
 
+Under `pid_type='persistent_interleaved'` there is one program per SM, every program visits every
+grid point, and the tiles of all grid points are dealt out in turn (`split_seen` counts the tiles
+of the grid points before): a few large groups among many small or empty ones keep every program
+busy (MoE layers).
+
 Such loops are where sizes, strides and offsets loaded from memory address the operands (a group's
 `k`, `n` and offsets). Triton cannot know that those are multiples of 16 bytes, so its loads stay
 one element wide. The loop is therefore emitted twice: under a run-time test that each such value
@@ -54,7 +59,11 @@ def _emit_shared_loop(emitter: Any, node: Node, emit_body: Callable[[], None]) -
     for dim in dims:
         emitter.line(f"count_{dim.variable} = tl.maximum(tl.cdiv({print_expr(dim.end - dim.begin)}, {dim.step}), 0)")
     total = " * ".join(f"count_{dim.variable}" for dim in dims)
-    emitter.line(f"for split_tile in tl.range(split_id, {total}, split_count):")
+    first = "split_id"
+    if emitter.split_persistent:  # this program's first tile here: global tile number = its id mod P
+        first = "split_first"
+        emitter.line("split_first = (tl.program_id(0) - split_seen % split_count + split_count) % split_count")
+    emitter.line(f"for split_tile in tl.range({first}, {total}, split_count):")
     emitter.indent += 1
     rest = "split_tile"
     for position in range(len(dims) - 1, -1, -1):
@@ -64,6 +73,8 @@ def _emit_shared_loop(emitter: Any, node: Node, emit_body: Callable[[], None]) -
         rest = f"({rest} // count_{dim.variable})"
     emit_body()
     emitter.indent -= 1
+    if emitter.split_persistent:
+        emitter.line(f"split_seen += {total}")
 
 
 def aligned_values(loop: Node, device_names: set[str]) -> dict[str, int]:
