@@ -71,28 +71,10 @@ def main() -> int:
               f"{'' if entry['tflops'] is None else round(entry['tflops'], 1)!s:>8} TFLOP/s  {entry['note']}",
               flush=True)
 
-    def flat_call(As: list[Any], Bs: list[Any]) -> tuple[Callable[[], Any], Callable[[], list[Any]]]:
+    def flat_call(As: list[Any], Bs: list[Any]) -> tuple[Callable[[], Any], Callable[[], list[Any]], tuple]:
         """The kernel alone on prepared flat buffers, and its result split per group."""
-        metadata: list[int] = []
-        a = b = c = 0
-        for A, B in zip(As, Bs):
-            m, k = A.shape
-            n = B.shape[1]
-            metadata += [m, n, k, a, b, c]
-            a, b, c = a + m * k, b + k * n, c + m * n
-        fa = torch.cat([A.reshape(-1) for A in As])
-        fb = torch.cat([B.reshape(-1) for B in Bs])
-        fc = torch.empty(c, dtype=fa.dtype, device=device)
-        sizes = torch.tensor(metadata, dtype=torch.int32, device=device)
-        dummy = torch.empty(len(As), device=device)
-
-        def split() -> list[Any]:
-            out = []
-            for g, (A, B) in enumerate(zip(As, Bs)):
-                start = metadata[6 * g + 5]
-                out.append(fc[start:start + A.shape[0] * B.shape[1]].reshape(A.shape[0], B.shape[1]))
-            return out
-        return (lambda: gg.grouped_gemm_impl(fa, fb, fc, sizes, dummy)), split
+        arguments, metadata = gg.flatten_groups(As, Bs)
+        return (lambda: gg.grouped_gemm_impl(*arguments)), (lambda: gg.split_groups(arguments[2], metadata)), arguments
 
     def check(results: list[Any], As: list[Any], Bs: list[Any]) -> str:
         worst = 0.0
@@ -104,7 +86,7 @@ def main() -> int:
 
     def grouped_rows(case: str, As: list[Any], Bs: list[Any], dtype: Any) -> None:
         flops = sum(2.0 * A.shape[0] * A.shape[1] * B.shape[1] for A, B in zip(As, Bs))
-        kernel, split = flat_call(As, Bs)
+        kernel, split, arguments = flat_call(As, Bs)
         try:
             start = time.perf_counter()
             kernel()
@@ -119,7 +101,7 @@ def main() -> int:
             try:
                 start = time.perf_counter()
                 os.environ["TESSERA_AUTOTUNE_EFFORT"] = "quick"
-                config = gg.grouped_gemm_impl.autotune(*_flat_args(kernel))
+                config = gg.grouped_gemm_impl.autotune(*arguments)
                 record(case, "tessera kernel tuned", flops, kernel,
                        f"{config!r}; tuning {time.perf_counter() - start:.0f}s; {check(split(), As, Bs)}")
             except Exception as error:  # noqa: BLE001
@@ -129,11 +111,6 @@ def main() -> int:
         if args.label == "new":
             record(case, f"torch.mm loop ({str(dtype).replace('torch.', '')})", flops,
                    lambda: [torch.mm(A, B) for A, B in zip(As, Bs)])
-
-    def _flat_args(kernel: Callable[[], Any]) -> tuple:
-        cells = kernel.__closure__ or ()
-        values = {name: cell.cell_contents for name, cell in zip(kernel.__code__.co_freevars, cells)}
-        return values["fa"], values["fb"], values["fc"], values["sizes"], values["dummy"]
 
     seed_shapes = ((1024, 512, 2048), (512, 1024, 2048), (1024, 2048, 4096), (4096, 2048, 4096))
     if args.smoke:

@@ -31,21 +31,12 @@ def _mode(device: torch.device) -> str:
 
 def _grouped_inputs(shapes: list[tuple[int, int, int]], device: torch.device, dtype: torch.dtype) -> tuple:
     """The seed kernel's five arguments for groups `(m, k, n)`, and the per-group references."""
-    from examples.grouped_gemm import make_inputs
+    from examples.grouped_gemm import flatten_groups, make_inputs
     As, Bs = make_inputs(tuple(shapes), dtype=dtype, device=str(device))
-    metadata: list[int] = []
-    a = b = c = 0
-    for A, B in zip(As, Bs):
-        m, k = A.shape
-        n = B.shape[1]
-        metadata += [m, n, k, a, b, c]
-        a, b, c = a + m * k, b + k * n, c + m * n
-    flat_a = torch.cat([A.reshape(-1) for A in As])
-    flat_b = torch.cat([B.reshape(-1) for B in Bs])
-    flat_c = torch.full((c,), float("nan"), dtype=dtype, device=device)  # every element must be written
-    sizes = torch.tensor(metadata, dtype=torch.int32, device=device)
-    expected = torch.cat([(A.double() @ B.double()).reshape(-1) for A, B in zip(As, Bs)]) if c else torch.zeros(0)
-    return (flat_a, flat_b, flat_c, sizes, torch.empty(len(As), device=device)), expected
+    (flat_a, flat_b, flat_c, sizes, dummy), _ = flatten_groups(As, Bs)
+    flat_c.fill_(float("nan"))  # every element must be written
+    expected = torch.cat([(A.double() @ B.double()).reshape(-1) for A, B in zip(As, Bs)])
+    return (flat_a, flat_b, flat_c, sizes, dummy), expected
 
 
 def _seed_kernel(**options: Any) -> Any:
