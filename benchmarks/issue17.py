@@ -34,6 +34,8 @@ def main() -> int:
     parser.add_argument("--out", default=".")
     parser.add_argument("--tune", nargs="*", default=(), help="case names (prefixes) to quick-tune too")
     parser.add_argument("--skip-moe", action="store_true")
+    parser.add_argument("--skip-grouped", action="store_true")
+    parser.add_argument("--attention", action="store_true", help="also examples.attention against SDPA")
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny sizes (checks the script)")
     args = parser.parse_args()
     if args.smoke:
@@ -115,7 +117,7 @@ def main() -> int:
     seed_shapes = ((1024, 512, 2048), (512, 1024, 2048), (1024, 2048, 4096), (4096, 2048, 4096))
     if args.smoke:
         seed_shapes = ((32, 16, 16), (16, 32, 24), (0, 16, 16))
-    for dtype in (torch.float16, torch.bfloat16):
+    for dtype in () if args.skip_grouped else (torch.float16, torch.bfloat16):
         As, Bs = gg.make_inputs(seed_shapes, dtype=dtype, device=device)
         case = f"seed000 4 groups {str(dtype).replace('torch.', '')}"
         flops = sum(2.0 * m * k * n for m, k, n in seed_shapes)
@@ -132,7 +134,7 @@ def main() -> int:
     moe = ((8, 4096, 2048, 16384), (64, 2048, 7168, 32768), (16, 7168, 4096, 8192))
     if args.smoke:
         moe = ((4, 32, 16, 40),)
-    for groups, k, n, tokens in () if args.skip_moe else moe:
+    for groups, k, n, tokens in () if args.skip_moe or args.skip_grouped else moe:
         weights = torch.rand(groups, generator=generator) ** 3  # skewed
         counts = (weights / weights.sum() * tokens).long()
         counts[torch.randperm(groups, generator=generator)[: max(1, groups // 8)]] = 0  # empty groups
@@ -161,6 +163,9 @@ def main() -> int:
         if device == "cuda":
             torch.cuda.empty_cache()
 
+    if args.attention:
+        attention_rows(args, record, device, check_dtype=torch.bfloat16)
+
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"issue17_{args.label}.json")
     with open(path, "w") as handle:
@@ -168,6 +173,39 @@ def main() -> int:
                    "torch": torch.__version__, "triton": triton.__version__, "rows": rows}, handle, indent=1)
     print(f"wrote {path}")
     return 0
+
+
+def attention_rows(args: argparse.Namespace, record: Callable[..., None], device: str, check_dtype: Any) -> None:
+    """examples.attention (heuristic Config) against F.scaled_dot_product_attention, B4 H32."""
+    import torch
+    import torch.nn.functional as F
+
+    from examples import attention as at
+    shapes = [(4096, 128, False), (4096, 128, True), (4096, 64, False), (4096, 64, True)]
+    if args.smoke:
+        shapes = [(64, 16, True)]
+    for length, head_dim, causal in shapes:
+        for dtype in (torch.bfloat16, torch.float16) if head_dim == 128 and not causal else (check_dtype,):
+            q, k, v, _ = at.make_inputs(4 if not args.smoke else 1, 32 if not args.smoke else 2, length, length,
+                                        head_dim, causal=causal, dtype=dtype, device=device)
+            flops = 4.0 * q.shape[0] * q.shape[1] * length * length * head_dim / (2 if causal else 1)
+            case = f"attention S{length} D{head_dim}{' causal' if causal else ''} {str(dtype).replace('torch.', '')}"
+            try:
+                start = time.perf_counter()
+                out = at.attention(q, k, v, causal)
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                first = time.perf_counter() - start
+                ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+                error = ((out.float() - ref).norm() / ref.norm()).item()
+                record(case, "tessera (heuristic config)", flops, lambda: at.attention(q, k, v, causal),
+                       f"rel err {error:.1e}{'' if error < 2e-2 else ' WRONG'}; first call {first:.1f}s")
+            except Exception as error:  # noqa: BLE001
+                record(case, "tessera (heuristic config)", flops, None, f"error: {type(error).__name__}: {error}"[:300])
+            if args.label == "new":
+                record(case, "F.scaled_dot_product_attention", flops,
+                       lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+            del q, k, v
 
 
 if __name__ == "__main__":

@@ -182,3 +182,18 @@ def test_a_kernel_without_a_split_loop_has_no_split_axis() -> None:
 def test_split_programs_must_be_a_count(value: Any) -> None:
     with pytest.raises(exc.ConfigError, match="split_programs"):
         tessera.Config(split_programs=value)
+
+
+# -- masks of loops bounded by a tile's begin (causal attention) --------------------------------
+@pytest.mark.parametrize("blocks, masked", [([32, 64], False), ([64, 64], False), ([64, 32], True)],
+                         ids=["launch-block-multiple", "equal", "launch-block-smaller"])
+def test_a_key_loop_ending_at_the_query_tile_is_unmasked_when_blocks_divide(blocks: list, masked: bool) -> None:
+    from examples.attention import attention, make_inputs
+    q, k, v, causal = make_inputs(1, 2, 100, 100, 16, causal=True, dtype=torch.float32, device="cpu")
+    code = attention.bind(q, k, v, causal).to_triton_code(tessera.Config(block_sizes=blocks))
+    before_diagonal = code.split("for tile_n in hl.tile(0,")[1].split("for tile_n in hl.tile(tile_m.begin")[0]
+    assert ("mask_t2 = " in before_diagonal) is masked
+    with settings.override(mode="interpret"):
+        out = tessera.kernel(attention.fn, config=tessera.Config(block_sizes=blocks))(q, k, v, causal)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(out, expected, atol=1e-4, rtol=1e-4)
