@@ -36,6 +36,7 @@ def main() -> int:
     parser.add_argument("--skip-moe", action="store_true")
     parser.add_argument("--skip-grouped", action="store_true")
     parser.add_argument("--attention", action="store_true", help="also examples.attention against SDPA")
+    parser.add_argument("--tune-attention", default="", help="an attention case name to quick-tune too")
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny sizes (checks the script)")
     args = parser.parse_args()
     if args.smoke:
@@ -202,6 +203,17 @@ def attention_rows(args: argparse.Namespace, record: Callable[..., None], device
                        f"rel err {error:.1e}{'' if error < 2e-2 else ' WRONG'}; first call {first:.1f}s")
             except Exception as error:  # noqa: BLE001
                 record(case, "tessera (heuristic config)", flops, None, f"error: {type(error).__name__}: {error}"[:300])
+            if args.tune_attention and args.label == "new" and case == args.tune_attention:
+                try:
+                    start = time.perf_counter()
+                    os.environ["TESSERA_AUTOTUNE_EFFORT"] = "quick"
+                    config = at.attention.autotune(q, k, v, causal)
+                    record(case, "tessera quick-tuned", flops, lambda: at.attention(q, k, v, causal),
+                           f"{config!r}; tuning {time.perf_counter() - start:.0f}s")
+                except Exception as error:  # noqa: BLE001
+                    record(case, "tessera quick-tuned", flops, None, f"error: {type(error).__name__}: {error}"[:300])
+                finally:
+                    os.environ["TESSERA_AUTOTUNE_EFFORT"] = "none"
             if args.label == "new":
                 record(case, "F.scaled_dot_product_attention", flops,
                        lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))

@@ -216,13 +216,17 @@ def compile_launch(request: LaunchRequest, backend: Backend) -> CompiledLaunch:
 def loopable_row_length(ir: KernelIR) -> int:
     """The length of the launch's first whole row if `reduction_loops` could chunk it, else 0
     (no whole row, or its uses cannot be split into passes: see ir/rolling.py)."""
+    if not ir.whole_axes or why_not_loopable(ir.body, {ir.whole_axes[0]}) is not None:
+        return 0
+    return whole_row_length(ir)
+
+
+def whole_row_length(ir: KernelIR) -> int:
+    """The length of the launch's first whole row in the traced call (0: none), e.g. attention's head_dim."""
     if not ir.whole_axes:
         return 0
-    first = ir.whole_axes[0]
-    if why_not_loopable(ir.body, {first}) is not None:
-        return 0
     try:
-        return int(sympy.sympify(first.end).xreplace(dict(ir.example)))
+        return int(sympy.sympify(ir.whole_axes[0].end).xreplace(dict(ir.example)))
     except (TypeError, ValueError):
         return 0
 

@@ -57,7 +57,9 @@ SHAPES = [
     tessera.Config(block_sizes=[16, 32, 16], split_programs=64),
     tessera.Config(block_sizes=[32, 16, 16], pid_type="persistent_interleaved"),
     tessera.Config(block_sizes=[16, 16, 16], pid_type="persistent_blocked", split_programs=64),
-], ids=["off", "split3", "split64", "persistent", "blocked"])
+    tessera.Config(block_sizes=[16, 16, 16], split_programs=8, l2_grouping=2),
+    tessera.Config(block_sizes=[16, 16, 16], pid_type="persistent_interleaved", l2_grouping=4),
+], ids=["off", "split3", "split64", "persistent", "blocked", "split-grouped", "persistent-grouped"])
 def test_shared_tile_loop_matches_pytorch_and_eager(shapes: list, config: tessera.Config,
                                                     device: torch.device) -> None:
     args, expected = _grouped_inputs(shapes, device, torch.float16)
@@ -197,3 +199,11 @@ def test_a_key_loop_ending_at_the_query_tile_is_unmasked_when_blocks_divide(bloc
         out = tessera.kernel(attention.fn, config=tessera.Config(block_sizes=blocks))(q, k, v, causal)
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(out, expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("head_dim, warps", [(128, 8), (64, 4)])
+def test_the_dot_heuristic_counts_a_whole_row_in_the_program_tile(head_dim: int, warps: int) -> None:
+    from examples.attention import attention, make_inputs
+    from tessera.runtime.tuning import heuristic_for
+    q, k, v, causal = make_inputs(1, 2, 256, 256, head_dim, dtype=torch.bfloat16, device="cpu")
+    assert heuristic_for(attention.bind(q, k, v, causal))["num_warps"] == warps  # [128 queries, head_dim] accumulator

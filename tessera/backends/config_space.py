@@ -47,6 +47,7 @@ class KernelFacts:
     largest_numel: int = 0
     on_gpu: bool = False
     programs: int = 0  # the most programs one launch of the call starts under the default Config
+    whole_row: int = 0  # the longest whole row (`:`) a launch holds per program, e.g. attention's head_dim
 
 
 @dataclasses.dataclass(frozen=True)

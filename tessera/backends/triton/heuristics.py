@@ -68,6 +68,9 @@ def _dot_kernel(facts: KernelFacts) -> dict[str, Any]:
         else:
             block = DOT_REDUCTION_BLOCK
         wanted[f"block_sizes[{dim.index}]"] = block
+    # a whole row held per program (attention's head_dim: the width of its second product's
+    # accumulator) is part of each program's output tile
+    output_blocks *= max(facts.whole_row, 1)
     wanted["num_warps"] = 8 if output_blocks >= DOT_OUTPUT_BLOCK * DOT_OUTPUT_BLOCK else 4
     wanted["num_stages"] = 3
     wanted["l2_grouping"] = 8

@@ -59,7 +59,8 @@ def config_space(facts: KernelFacts, enabled: Iterable[str] = ENABLED_KEYS) -> C
             orders = tuple(list(p) for p in itertools.permutations(range(facts.launch_dims[i])))
             axes.append(Axis("loop_orders", i, orders, list(range(facts.launch_dims[i])),
                              f"tile loop {i} with {facts.launch_dims[i]} dims", ordered=False))
-    if "l2_grouping" in enabled and multi_dim:
+    shares_2d_loop = sum(dim.role == "split" for dim in facts.tunables) >= 2
+    if "l2_grouping" in enabled and (multi_dim or shares_2d_loop):
         axes.append(Axis("l2_grouping", None, L2_GROUPING_CHOICES, 1, "program-id grouping",
                          accepts=_power_of_two))
     if "pid_type" in enabled:

@@ -66,7 +66,21 @@ def _emit_shared_loop(emitter: Any, node: Node, emit_body: Callable[[], None]) -
     emitter.line(f"for split_tile in tl.range({first}, {total}, split_count):")
     emitter.indent += 1
     rest = "split_tile"
-    for position in range(len(dims) - 1, -1, -1):
+    grouping = int(emitter.config.get("l2_grouping", 1) or 1)
+    last = len(dims) - 1
+    if grouping > 1 and len(dims) >= 2:
+        # G rows of tiles at a time (the last two dims): programs working together share operand tiles in L2
+        rows, cols = f"count_{dims[-2].variable}", f"count_{dims[-1].variable}"
+        emitter.line(f"split_plane = split_tile % ({rows} * {cols})")
+        emitter.line(f"split_group = split_plane // ({grouping} * {cols}) * {grouping}")
+        emitter.line(f"split_rows = tl.minimum({rows} - split_group, {grouping})")
+        emitter.line(f"{dims[-1].variable} = ({print_expr(dims[-1].begin)}) + "
+                     f"(split_plane % ({grouping} * {cols}) // split_rows) * {dims[-1].step}")
+        emitter.line(f"{dims[-2].variable} = ({print_expr(dims[-2].begin)}) + "
+                     f"(split_group + split_plane % ({grouping} * {cols}) % split_rows) * {dims[-2].step}")
+        rest = f"(split_tile // ({rows} * {cols}))"
+        last = len(dims) - 3
+    for position in range(last, -1, -1):
         dim = dims[position]
         index = f"{rest} % count_{dim.variable}" if position else rest
         emitter.line(f"{dim.variable} = ({print_expr(dim.begin)}) + ({index}) * {dim.step}")
