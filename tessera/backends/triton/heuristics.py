@@ -51,6 +51,10 @@ def heuristic_config(space: ConfigSpace) -> Config:
         wanted = _elementwise_kernel(facts)
     if any(d.role == "split" for d in facts.tunables):
         wanted["split_programs"] = SPLIT_PROGRAMS
+        # measured on the H100 (benchmarks/results/issue17): grouping rows of a shared loop's tiles
+        # helped a 64-expert MoE (3.4 -> 2.5 ms) but slowed 8 and 16 experts and the seed shapes
+        # by 7-40%; the tuner has the axis
+        wanted["l2_grouping"] = 1
         if facts.programs <= PERSISTENT_SPLIT_MAX_PROGRAMS:
             # one program per SM dealing out the tiles of all grid points: balanced however skewed they are
             wanted["pid_type"] = "persistent_interleaved"
