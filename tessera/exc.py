@@ -85,6 +85,11 @@ class IndexingError(TesseraError):
     """An index expression that Tessera cannot lower, or that is out of range."""
 
 
+class TorchOperationError(TesseraError):
+    """A torch operation in a tile body failed in eager mode for a reason no other class names
+    (an integer division by zero in the data, ...): torch's message, at the user's line."""
+
+
 class UnsupportedSyntaxError(TesseraError):
     """Python syntax that cannot appear inside a tile loop (break, return, ...)."""
 

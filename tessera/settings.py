@@ -66,6 +66,11 @@ _DECLARED: tuple[Setting, ...] = (
     Setting("op_fuzz_rounds", "TESSERA_OP_FUZZ_ROUNDS", int, 1,
             "Rounds of fresh edge values and input layouts per (op, dtype) pair of the differential op "
             "fuzzer (tests/test_op_fuzz.py); raise it for long runs, e.g. on the GPU."),
+    Setting("check_indices", "TESSERA_CHECK_INDICES", _parse_bool, False,
+            "Check index tensors on the device: a gathered or scattered index outside its dimension in "
+            "a lane that is not masked raises IndexingError at the kernel line after the launch "
+            "(instead of reading 0 / skipping the write). Costs a device sync per launch; tuning "
+            "is skipped (the heuristic Config runs). Read when a variant compiles."),
     Setting("prewarm", "TESSERA_PREWARM", _parse_bool, True,
             "Start the autotuning workers in the background when a kernel that will likely tune "
             "is defined (CUDA present, tuning on, no tuned config on disk); 0 turns it off."),

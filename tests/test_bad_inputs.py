@@ -111,6 +111,31 @@ def tile_value_returned(x: torch.Tensor) -> torch.Tensor:
     return value  # line: returned-tile-value
 
 
+@tessera.kernel
+def int_index_of_a_tile_value(x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(x.size(0), device=x.device)
+    for tile in hl.tile(x.size(0)):
+        rows = x[tile, :]
+        out[tile] = rows[:, 0]  # line: int-index-of-tile-value
+    return out
+
+
+@tessera.kernel
+def mismatched_rows(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(x.size(0), device=x.device)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = (x[tile, :] + y[tile, :]).sum(1)  # line: mismatched-rows
+    return out
+
+
+@tessera.kernel
+def integer_division(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] // y[tile]  # line: integer-division
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class Row:
     kernel: Any
@@ -118,6 +143,7 @@ class Row:
     error: type[exc.TesseraError]
     line: str
     modes: tuple[str, ...] = ("eager", "generated")
+    cpu_only: bool = False  # torch itself raises only on the CPU
 
 
 CATALOGUE: dict[str, Row] = {
@@ -136,6 +162,16 @@ CATALOGUE: dict[str, Row] = {
                         "int-past-end", ("eager",)),
     "float-indices": Row(float_indices, lambda d: (torch.zeros(8, device=d), torch.zeros(8, device=d)),
                          exc.IndexingError, "float-indices"),
+    # registers, not memory: eager refuses the int index as the trace does (it used to answer)
+    "int-index-of-tile-value": Row(int_index_of_a_tile_value, lambda d: (torch.zeros(5, 3, device=d),),
+                                   exc.IndexingError, "int-index-of-tile-value"),
+    # eager raised torch's RuntimeError; every mode now names the line with the same class
+    "mismatched-rows": Row(mismatched_rows, lambda d: (torch.zeros(4, 5, device=d), torch.zeros(4, 6, device=d)),
+                           exc.ShapeMismatchError, "mismatched-rows"),
+    # torch (on the CPU) refuses an integer division by zero in the data; generated code cannot see it
+    "integer-division-by-zero": Row(integer_division, lambda d: (torch.ones(3, dtype=torch.int32, device=d),
+                                                                 torch.zeros(3, dtype=torch.int32, device=d)),
+                                    exc.TorchOperationError, "integer-division", ("eager",), cpu_only=True),
     "returned-tile-value": Row(tile_value_returned, lambda d: (torch.zeros(8, device=d),),
                                exc.DeviceValueOnHostError, "returned-tile-value"),
 }
@@ -145,6 +181,8 @@ CASES = [(name, mode) for name, row in CATALOGUE.items() for mode in row.modes]
 
 def _error(name: str, mode: str, device: torch.device) -> exc.TesseraError:
     row = CATALOGUE[name]
+    if row.cpu_only and device.type != "cpu":
+        pytest.skip("torch raises this only on the CPU")
     if mode == "generated":
         mode = "compiled" if device.type == "cuda" else "interpret"
     with settings.override(mode=mode):

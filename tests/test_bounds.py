@@ -15,6 +15,7 @@ import torch
 import tessera
 import tessera.language as hl
 from tessera import exc, settings
+from marked_lines import marked_line
 
 
 def _generated_mode(device: torch.device) -> str:
@@ -160,6 +161,24 @@ def copy_from_slice(x: torch.Tensor, start: int, out: torch.Tensor) -> torch.Ten
     return out
 
 
+@tessera.kernel(config=tessera.Config(block_sizes=[4]))
+def copy_from_loaded_slice(x: torch.Tensor, starts: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    for row in hl.grid(out.size(0)):
+        start = hl.load(starts, [row])
+        for tile in hl.tile(out.size(1)):
+            out[row, tile] = x[start:start + 3][tile]
+    return out
+
+
+def test_a_loaded_negative_slice_start_counts_from_the_end_like_python(device: torch.device) -> None:
+    x = torch.arange(10.0, device=device)
+    starts = torch.tensor([2, -4, 0, -10], device=device)
+    expected = torch.stack([x[int(s):int(s) + 3] for s in starts])
+    for mode in _modes(device):
+        out = torch.zeros(4, 3, device=device)
+        assert torch.equal(_run(mode, copy_from_loaded_slice, x, starts, out), expected), mode
+
+
 @pytest.mark.parametrize("start", [2, -3])
 def test_a_host_int_slice_start_counts_from_the_end_like_python(start: int, device: torch.device) -> None:
     x = torch.arange(8.0, device=device)
@@ -167,3 +186,62 @@ def test_a_host_int_slice_start_counts_from_the_end_like_python(start: int, devi
     for mode in _modes(device):
         out = torch.zeros(expected.numel(), device=device)
         assert torch.equal(_run(mode, copy_from_slice, x, start, out), expected), mode
+
+
+# -- index tensors checked on the device (TESSERA_CHECK_INDICES) ----------------------------------
+@tessera.kernel(config=tessera.Config(block_sizes=[4]))
+def gather_checked(x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(indices.size(0), device=x.device)
+    for tile in hl.tile(indices.size(0)):
+        out[tile] = x[indices[tile]]  # line: checked-gather
+    return out
+
+
+@tessera.kernel(config=tessera.Config(block_sizes=[4]))
+def gather_checked_masked(x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(indices.size(0), device=x.device)
+    for tile in hl.tile(indices.size(0)):
+        lanes = indices[tile]
+        out[tile] = hl.load(x, [lanes], extra_mask=lanes < x.size(0))
+    return out
+
+
+@tessera.kernel(config=tessera.Config(block_sizes=[4]))
+def scatter_checked(values: torch.Tensor, indices: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    for tile in hl.tile(indices.size(0)):
+        out[indices[tile]] = values[tile]  # line: checked-scatter
+    return out
+
+
+def _checked(kernel: Any, *args: Any) -> Any:
+    kernel.reset()  # the setting is read when a variant compiles
+    try:
+        with settings.override(check_indices=True, mode=_generated_mode(args[0].device)):
+            return kernel(*args)
+    finally:
+        kernel.reset()
+
+
+def test_checked_indices_report_an_out_of_range_gather_at_its_line(device: torch.device) -> None:
+    x = torch.arange(10.0, device=device)
+    with pytest.raises(exc.IndexingError) as caught:
+        _checked(gather_checked, x, torch.tensor([1, 3, 12, 2, 5], device=device))
+    assert caught.value.location.lineno == marked_line(__file__, "checked-gather")[0]
+    assert "TESSERA_CHECK_INDICES" in str(caught.value)
+
+
+def test_checked_indices_report_a_negative_scatter_index(device: torch.device) -> None:
+    out = torch.zeros(6, device=device)
+    with pytest.raises(exc.IndexingError) as caught:
+        _checked(scatter_checked, torch.ones(3, device=device), torch.tensor([0, -1, 2], device=device), out)
+    assert caught.value.location.lineno == marked_line(__file__, "checked-scatter")[0]
+
+
+@pytest.mark.parametrize("size", [1, 5, 9])
+def test_checked_indices_pass_in_range_and_masked_lanes(size: int, device: torch.device) -> None:
+    x = torch.arange(10.0, device=device)
+    indices = torch.arange(size, device=device) * 7 % 10
+    torch.testing.assert_close(_checked(gather_checked, x, indices), x[indices])
+    wild = indices + 10 * (torch.arange(size, device=device) % 2)  # odd lanes out of range, masked
+    expected = torch.where(wild < 10, x[wild.clamp(max=9)], torch.zeros((), device=device))
+    torch.testing.assert_close(_checked(gather_checked_masked, x, wild), expected)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gc
 import itertools
+import types
+from typing import Any
 import weakref
 
 import pytest
@@ -82,6 +84,98 @@ def test_a_changed_module_global_compiles_a_new_variant(kernel, name, new_value,
     finally:
         _set_global(name, previous)
     torch.testing.assert_close(kernel(x), first)  # the old value finds its variant again
+
+
+class _Settings:
+    class_scale = 1.0
+
+    def __init__(self) -> None:
+        self.scale = 2.0
+        self.inner = types.SimpleNamespace(offset=1.0)
+
+
+CFG = _Settings()
+USER_MODULE = types.ModuleType("user_settings")  # a user's settings module, read as `mod.ATTR`
+USER_MODULE.SHIFT = 0.0
+
+
+@tessera.kernel
+def scale_by_attributes(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * CFG.scale * _Settings.class_scale + CFG.inner.offset + USER_MODULE.SHIFT
+    return out
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda: setattr(CFG, "scale", 3.0), lambda x: x * 3.0 + 1.0),
+    (lambda: setattr(CFG.inner, "offset", -4.0), lambda x: x * 2.0 - 4.0),
+    (lambda: setattr(CFG, "inner", types.SimpleNamespace(offset=7.0)), lambda x: x * 2.0 + 7.0),
+    (lambda: setattr(_Settings, "class_scale", 0.5), lambda x: x + 1.0),
+    (lambda: setattr(USER_MODULE, "SHIFT", 10.0), lambda x: x * 2.0 + 11.0),
+])
+def test_a_changed_attribute_of_a_global_compiles_a_new_variant(change, expected, device) -> None:
+    x = torch.arange(6.0, device=device)
+    saved = (CFG.scale, CFG.inner, CFG.inner.offset, _Settings.class_scale, USER_MODULE.SHIFT)
+    first = scale_by_attributes(x)
+    torch.testing.assert_close(first, x * 2.0 + 1.0)
+    change()
+    try:
+        torch.testing.assert_close(scale_by_attributes(x), expected(x))
+        torch.testing.assert_close(scale_by_attributes(x), expected(x))  # and the memo repeats it
+    finally:
+        CFG.scale, CFG.inner, _Settings.class_scale = saved[0], saved[1], saved[3]
+        CFG.inner.offset, USER_MODULE.SHIFT = saved[2], saved[4]
+    torch.testing.assert_close(scale_by_attributes(x), first)
+
+
+@tessera.kernel
+def scale_by_argument_attribute(x: torch.Tensor, cfg: Any) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * cfg.scale
+    return out
+
+
+def test_a_changed_attribute_of_an_object_argument_compiles_a_new_variant(device) -> None:
+    x = torch.arange(5.0, device=device)
+    cfg = types.SimpleNamespace(scale=2.0)
+    torch.testing.assert_close(scale_by_argument_attribute(x, cfg), x * 2.0)
+    cfg.scale = 3.0  # the same object: its identity keys the variant, its attribute changed
+    torch.testing.assert_close(scale_by_argument_attribute(x, cfg), x * 3.0)
+    torch.testing.assert_close(scale_by_argument_attribute(x, types.SimpleNamespace(scale=-1.0)), -x)
+
+
+def _closure_helper(factor: float) -> tuple[Any, Any]:
+    def apply(v: torch.Tensor) -> torch.Tensor:
+        return v * factor
+
+    def set_factor(value: float) -> None:
+        nonlocal factor
+        factor = value
+    return apply, set_factor
+
+
+SCALE_CELL, SET_SCALE_CELL = _closure_helper(2.0)
+
+
+@tessera.kernel
+def scale_through_closure(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = SCALE_CELL(x[tile])
+    return out
+
+
+def test_a_rebound_closure_cell_of_a_helper_compiles_a_new_variant(device) -> None:
+    x = torch.arange(5.0, device=device)
+    torch.testing.assert_close(scale_through_closure(x), x * 2.0)
+    SET_SCALE_CELL(7.0)
+    try:
+        torch.testing.assert_close(scale_through_closure(x), x * 7.0)
+    finally:
+        SET_SCALE_CELL(2.0)
+    torch.testing.assert_close(scale_through_closure(x), x * 2.0)
 
 
 def test_a_global_list_mutated_in_place_is_seen(device) -> None:

@@ -211,10 +211,6 @@ def _tolerances(case: OpCase, dtype: torch.dtype, expected: torch.Tensor, inputs
 @pytest.mark.parametrize("case, dtype, round_number", FUZZ_CASES)
 def test_op_matches_torch_or_is_refused_where_torch_refuses(case: OpCase, dtype: torch.dtype, round_number: int,
                                                              device: torch.device) -> None:
-    if device.type == "cuda" and case.primitive == "mod" and dtype.is_floating_point:
-        # open (README limits): on the H100 float % of edge values (NaN, inf, huge) differs from
-        # torch in a few elements; random values match (tests/test_numerics.py)
-        pytest.xfail("float % of edge values on the GPU: open")
     rng = random.Random(zlib.crc32(f"{case.id}/{dtype}/{round_number}".encode()))
     inputs, layout = _inputs(case, dtype, rng)
     expected = _reference(case, inputs)

@@ -41,6 +41,7 @@ class LoweringOptions:
 
     interpret: bool
     dot_precision: str = "tf32"
+    check_indices: bool = False  # TESSERA_CHECK_INDICES: report out-of-range index tensors
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +61,9 @@ class LoweredKernel:
     locations: dict[int, SourceLocation] = dataclasses.field(default_factory=dict)
     launch_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # e.g. num_warps
     location: SourceLocation | None = None  # the tile loop's line, for errors no generated line explains
+    # with `check_indices`: the kernel takes one more argument, an int32 flag per checked access
+    # (set on the device when an unmasked lane's index was out of range); the access's line
+    index_checks: tuple[SourceLocation | None, ...] = ()
 
 
 class LoadedKernel(Protocol):

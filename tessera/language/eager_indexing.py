@@ -17,6 +17,32 @@ from tessera.trace.indexing import check_index_dtype
 
 Index = tuple[Any, ...]
 
+# Eager mode runs tile values as plain tensors; this attribute marks those computed inside a tile
+# loop (loads, hl.* results and everything derived from them), so eager can refuse what compiled
+# modes refuse for tile values (an int index, a tile value leaving its loop) instead of answering.
+_TILE_VALUE_MARK = "_tessera_tile_value"
+
+
+def mark_tile_values(result: Any) -> Any:
+    """Marks `result` (a tensor, or a tuple/list of them) as tile values; returns it."""
+    for item in (result if isinstance(result, (tuple, list)) else (result,)):
+        if isinstance(item, torch.Tensor):
+            setattr(item, _TILE_VALUE_MARK, True)
+    return result
+
+
+def is_tile_value(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and getattr(value, _TILE_VALUE_MARK, False)
+
+
+def check_tile_value_index(index: Any) -> None:
+    """What a tile value can be indexed with in every mode: `:`, None and `...` (views)."""
+    for item in (index if isinstance(index, tuple) else (index,)):
+        if not (item is None or item is Ellipsis or (isinstance(item, slice) and item == slice(None))):
+            raise exc.IndexingError(
+                f"indexing a tile value with {item!r} is not supported", location=user_location(),
+                hint="index the tensor in memory instead (x[tile, i]), or use `:` and None on tile values")
+
 
 def _as_int(value: Any) -> Any:
     if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point():

@@ -14,6 +14,7 @@ import torch
 from tessera import exc
 from tessera.ir.graph import UNIT, Op
 from tessera.ir.primitive import torch_primitive
+from tessera.language.eager_indexing import check_tile_value_index
 from tessera.language.operands import check_dtype
 from tessera.location import user_location
 from tessera.trace.proxy import TensorProxy, TileValue
@@ -84,18 +85,15 @@ def subscript_value(tracer: Tracer, value: TileValue, index: Any) -> TileValue:
         spot = items.index(Ellipsis)
         explicit = sum(1 for i in items if i is not None and i is not Ellipsis)
         items[spot:spot + 1] = [slice(None)] * (value.dim() - explicit)
+    check_tile_value_index(tuple(items))
     axes, source = [], list(value.axes)
     for item in items:
         if item is None:
             axes.append(UNIT)
-        elif isinstance(item, slice) and item == slice(None):
+        else:
             if not source:
                 raise exc.IndexingError("too many indices for a tile value", location=user_location())
             axes.append(source.pop(0))
-        else:
-            raise exc.IndexingError(
-                f"indexing a tile value with {item!r} is not supported", location=user_location(),
-                hint="index the tensor in memory instead (x[tile, i]), or use `:` and None on tile values")
     axes.extend(source)
     return view_axes(tracer, value, tuple(axes), "index")
 

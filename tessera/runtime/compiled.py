@@ -148,7 +148,8 @@ class CompiledRunner:
             launch_index=launch_index, config=self.config, slots=self.slots, static_shapes=self.static_shapes,
             int64_indexing=any(needs_int64(v) for v in values if isinstance(v, torch.Tensor)),
             device=self.host.device if self.host is not None else torch.device("cpu"),
-            options=LoweringOptions(interpret=self.mode == "interpret", dot_precision=settings_.dot_precision))
+            options=LoweringOptions(interpret=self.mode == "interpret", dot_precision=settings_.dot_precision,
+                                    check_indices=bool(settings.get("check_indices"))))
 
     def run_variant(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...],
                     remembered_binary: list[Any] | None = None) -> None:

@@ -21,6 +21,7 @@ from tessera.location import user_location
 import tessera.language  # noqa: F401  (defines the primitives whose eager rules _OVERRIDES reads)
 from tessera.ir.primitive import ALL_PRIMITIVES, Primitive
 from tessera.ir.tile_range import TileRange, static_bounds
+from tessera.language.eager_indexing import is_tile_value, mark_tile_values
 from tessera.language.tile import Tile
 from tessera.ir import interpreter
 from tessera.trace.block_sizes import choose_block_sizes
@@ -34,6 +35,7 @@ class EagerInterpreter:
         self.config = config
         self.device = device
         self.loop_depth = 0
+        self.primitive_depth = 0  # > 0 while a primitive's eager rule runs (its torch calls are plain torch)
 
     def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
         if primitive.device_only and self.loop_depth == 0:
@@ -42,7 +44,12 @@ class EagerInterpreter:
                 hint="move it into a `for tile in hl.tile(...)` loop, or use the torch "
                      "equivalent on the host (torch.zeros, tensor indexing, ...)")
         assert primitive.eager_rule is not None, f"{primitive} has no eager rule"
-        return primitive.eager_rule(*args, **params)
+        self.primitive_depth += 1
+        try:
+            result = primitive.eager_rule(*args, **params)
+        finally:
+            self.primitive_depth -= 1
+        return mark_tile_values(result) if self.loop_depth else result
 
     def block_sizes(self, site: tuple[str, int, int] | None, count: int,
                     bounds: list[tuple[int, int | None]]) -> list[int]:
@@ -95,20 +102,72 @@ def _eager_overrides() -> dict[Callable[..., Any], Callable[..., Any]]:
 _OVERRIDES = _eager_overrides()
 
 
+def _makes_tile_value(func: Callable[..., Any], args: tuple, kwargs: dict, result: Any) -> bool:
+    """Whether a torch call inside a tile loop computed a tile value. A view of memory
+    (`x[a:b]`, `x[i]`, `x.reshape(m, k)`, even with sizes loaded on the device) is memory still,
+    as it is when traced; a load (`x[tile]`, `x[index_tensor]`) and anything computed from a
+    tile value are tile values."""
+    source = args[0] if args else None
+    if (isinstance(source, torch.Tensor) and not is_tile_value(source) and isinstance(result, torch.Tensor)
+            and result.untyped_storage().data_ptr() == source.untyped_storage().data_ptr()):
+        return False
+    if func is torch.Tensor.__getitem__:
+        return True
+    for operand in (*args, *kwargs.values()):
+        for item in (operand if isinstance(operand, (tuple, list)) else (operand,)):
+            if is_tile_value(item):
+                return True
+    return False
+
+
+# torch's messages, by the Tessera error class the trace raises for the same mistake
+_TORCH_ERROR_CLASSES: tuple[tuple[tuple[str, ...], type[exc.TesseraError]], ...] = (
+    (("must match the size", "cannot be multiplied", "shape", "size mismatch", "expanded size"), exc.ShapeMismatchError),
+    (("not implemented for", "expected scalar type", "dtype", "result type"), exc.DtypeError),
+    (("index", "out of bounds", "out of range"), exc.IndexingError),
+)
+
+
+def _located_torch_error(func: Callable[..., Any], error: Exception) -> exc.TesseraError:
+    """A torch error inside a tile loop in eager mode, as the TesseraError at the user's line that
+    the other modes raise for the same mistake (else TorchOperationError), torch's message kept."""
+    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    name = getattr(func, "__qualname__", getattr(func, "__name__", repr(func)))
+    lowered = message.lower()
+    kind = next((cls for words, cls in _TORCH_ERROR_CLASSES if any(w in lowered for w in words)),
+                exc.TorchOperationError)
+    return kind(f"torch.{name} failed in eager mode: {message}", location=user_location(),
+                hint="the other modes compute the same op; check the operands' shapes, dtypes and values at this line")
+
+
 class EagerTorchMode(TorchFunctionMode):
-    """Routes the torch calls listed in `_OVERRIDES` to their eager-mode meaning."""
+    """Routes the torch calls listed in `_OVERRIDES` to their eager-mode meaning, and marks the
+    tile values computed inside tile loops."""
+
+    def __init__(self, eager: EagerInterpreter) -> None:
+        super().__init__()
+        self.eager = eager
 
     def __torch_function__(self, func: Callable[..., Any], types: Any, args: tuple = (),
                            kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if self.eager.primitive_depth:  # inside an eager rule: its own torch calls mean plain torch
+            return func(*args, **kwargs)
         override = _OVERRIDES.get(func)
-        if override is not None:
-            return override(*args, **(kwargs or {}))
-        return func(*args, **(kwargs or {}))
+        try:
+            result = override(*args, **kwargs) if override is not None else func(*args, **kwargs)
+        except (RuntimeError, TypeError, ValueError, IndexError, ZeroDivisionError) as error:
+            if not self.eager.loop_depth or isinstance(error, exc.TesseraError):
+                raise  # host code is plain Python: its torch errors are the user's own
+            raise _located_torch_error(func, error) from error
+        if self.eager.loop_depth and _makes_tile_value(func, args, kwargs, result):
+            mark_tile_values(result)
+        return result
 
 
 def run_eager(fn: Callable[..., Any], args: tuple, kwargs: dict, slots: BlockSlotTable,
               config: Config, device: torch.device) -> Any:
     """Call the kernel function in eager mode."""
     eager = EagerInterpreter(slots, config, device)
-    with interpreter.activate(eager), EagerTorchMode():
+    with interpreter.activate(eager), EagerTorchMode(eager):
         return fn(*args, **kwargs)

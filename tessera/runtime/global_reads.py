@@ -14,14 +14,22 @@ compiles a new variant (eager's answer), never runs a stale one.
 
 Kept cheap on the hit path: a body that reads no user global records nothing (`of` returns
 None) and its launches check nothing; otherwise a check is one dict lookup and compare per
-recorded global. Not seen (README, "Current limits"): attributes of a module or object read in
-the body (`config.SCALE`), globals read through `getattr`/`eval`, contents of a helper's closure.
+recorded global. Attribute chains on a global (`cfg.SCALE`, `settings_module.USE_BIAS`,
+`cfg.inner.eps`) are recorded the same way when every step is a plain attribute (in a module's
+or an instance's `__dict__`, or a class attribute): reading one never runs user code (no
+property or `__getattr__`). So are a helper's closure cells (a `nonlocal` may rebind one) and
+the attribute chains the body reads through an object it captures (`cfg.scale` of an object
+passed as an argument: the variant is keyed by the object's identity, and a changed attribute
+must not reuse it). Not seen (README, "Current limits"): attributes reached through a property
+or `__getattr__` (an `nn.Module`'s parameters), globals read through `getattr`/`eval`.
 """
 from __future__ import annotations
 
 import dis
 import types
 from typing import Any, Callable, Iterator
+
+import torch
 
 from tessera.runtime.constant_keys import IdentityKey, constant_key
 
@@ -39,14 +47,87 @@ def _is_library(value: Any) -> bool:
     return module.split(".", 1)[0] in _LIBRARY_PREFIXES
 
 
-def _global_names(code: types.CodeType) -> Iterator[str]:
-    """Names the code (and the functions defined in it) loads as globals."""
-    for instruction in dis.get_instructions(code):
-        if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
-            yield instruction.argval
-    for constant in code.co_consts:
-        if isinstance(constant, types.CodeType):
-            yield from _global_names(constant)
+_ATTRIBUTE_LOADS = ("LOAD_ATTR", "LOAD_METHOD")
+
+
+def _is_library_module(module: types.ModuleType) -> bool:
+    return module.__name__.split(".", 1)[0] in _LIBRARY_PREFIXES
+
+
+def _reads(code: types.CodeType, nested: bool = True) -> Iterator[tuple[bool, str, tuple[str, ...]]]:
+    """(is a global, name, attribute chain) for each global or closure variable the code loads:
+    `cfg.inner.eps` gives (True, "cfg", ("inner", "eps")), a bare `SCALE` (True, "SCALE", ()).
+    Closure variables (LOAD_DEREF) are read in `code` itself only: a function defined inside it
+    has cells of its own, found when it is called as a helper."""
+    instructions = list(dis.get_instructions(code))
+    for position, instruction in enumerate(instructions):
+        is_global = instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME")
+        if not is_global and instruction.opname != "LOAD_DEREF":
+            continue
+        attributes: list[str] = []
+        for following in instructions[position + 1:]:
+            if following.opname not in _ATTRIBUTE_LOADS:
+                break
+            attributes.append(following.argval)
+        yield is_global, instruction.argval, tuple(attributes)
+    if nested:
+        for constant in code.co_consts:
+            if isinstance(constant, types.CodeType):
+                yield from ((g, n, a) for g, n, a in _reads(constant, nested=True) if g)
+
+
+class _CellRoot:
+    """A closure cell read like a namespace: `get(name)` is the cell's current contents."""
+
+    __slots__ = ("cell",)
+
+    def __init__(self, cell: types.CellType) -> None:
+        self.cell = cell
+
+    def get(self, _name: str, default: Any) -> Any:
+        try:
+            return self.cell.cell_contents
+        except ValueError:  # an empty cell
+            return default
+
+
+class _ObjectRoot:
+    """A captured object read like a namespace, held weakly where it can be (IdentityKey): the
+    variant is keyed by the object's identity, so its attributes are read from that object."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, value: Any) -> None:
+        self.key = IdentityKey(value)
+
+    def get(self, _name: str, default: Any) -> Any:
+        value = self.key.target()
+        return default if value is None else value
+
+
+def _plain_attribute(owner: Any, name: str) -> Any:
+    """`owner.name` where reading it runs no user code, else _MISSING: a module's or an
+    instance's own attribute, or a class attribute that is not a descriptor."""
+    namespace = getattr(owner, "__dict__", None)
+    if isinstance(namespace, (dict, types.MappingProxyType)) and name in namespace:
+        value = namespace[name]
+        if isinstance(owner, (types.ModuleType, type)) or not hasattr(type(value), "__get__"):
+            return value
+        return _MISSING
+    for klass in type(owner).__mro__:
+        if name in klass.__dict__:
+            value = klass.__dict__[name]
+            return _MISSING if hasattr(type(value), "__get__") else value
+    return _MISSING
+
+
+def _resolve(namespace: Any, name: str, attributes: tuple[str, ...]) -> Any:
+    value = namespace.get(name, _MISSING)
+    for attribute in attributes:
+        if value is _MISSING:
+            break
+        value = _plain_attribute(value, attribute)
+    return value
 
 
 def fingerprint(value: Any) -> tuple[Any, bool]:
@@ -58,11 +139,12 @@ def fingerprint(value: Any) -> tuple[Any, bool]:
 
 
 class GlobalReads:
-    """The globals one body read when it compiled: (namespace, name, fingerprint, by identity)."""
+    """The globals one body read when it compiled: (namespace, name, attribute chain, fingerprint,
+    by identity)."""
 
     __slots__ = ("entries",)
 
-    def __init__(self, entries: tuple[tuple[dict, str, Any, bool], ...]) -> None:
+    def __init__(self, entries: tuple[tuple[Any, str, tuple[str, ...], Any, bool], ...]) -> None:
         self.entries = entries
 
     @classmethod
@@ -72,41 +154,81 @@ class GlobalReads:
         `captured` are the body's closure values: a helper function passed in that way is
         followed into the globals it reads as well.
         """
-        entries: dict[tuple[int, str], tuple[dict, str, Any, bool]] = {}
+        entries: dict[tuple[int, str, tuple[str, ...]], tuple[Any, str, tuple[str, ...], Any, bool]] = {}
+        roots: dict[int, Any] = {}  # id(cell or captured object) -> its root (one per object)
         seen: set[int] = set()
 
-        def visit(code: types.CodeType, namespace: dict, depth: int) -> None:
+        def record(root: Any, name: str, attributes: tuple[str, ...], value: Any, depth: int) -> None:
+            entries.setdefault((id(root), name, attributes), (root, name, attributes, *fingerprint(value)))
+            if isinstance(value, types.FunctionType):
+                visit(value, depth + 1)
+
+        def record_chain(root: Any, name: str, attributes: tuple[str, ...], depth: int, bare: bool) -> None:
+            value = root.get(name, _MISSING)
+            if value is _MISSING or _is_library(value) or (
+                    isinstance(value, types.ModuleType) and _is_library_module(value)):
+                return
+            if bare and not isinstance(value, types.ModuleType):
+                record(root, name, (), value, depth)
+            # Each plain step of `cfg.inner.eps` is recorded: rebinding `cfg.inner` or
+            # setting `eps` on it are both changes. Steps reaching library objects stop.
+            for length in range(1, len(attributes) + 1):
+                value = _resolve(root, name, attributes[:length])
+                if value is _MISSING or isinstance(value, types.ModuleType) or _is_library(value):
+                    break
+                record(root, name, attributes[:length], value, depth)
+
+        def cell_root(function: types.FunctionType, name: str) -> Any:
+            if name not in function.__code__.co_freevars or function.__closure__ is None:
+                return None
+            cell = function.__closure__[function.__code__.co_freevars.index(name)]
+            return roots.setdefault(id(cell), _CellRoot(cell))
+
+        def visit(function: types.FunctionType, depth: int) -> None:
+            """A helper the body calls: its globals, and its closure cells (a `nonlocal` may
+            rebind one), with their attribute chains."""
+            code = function.__code__
             if id(code) in seen or depth > _MAX_HELPER_DEPTH:
                 return
             seen.add(id(code))
-            for name in _global_names(code):
-                if name not in namespace:
-                    continue  # a builtin: not rebound by user programs
-                value = namespace[name]
-                if isinstance(value, types.ModuleType) or _is_library(value):
-                    continue
-                entries.setdefault((id(namespace), name), (namespace, name, *fingerprint(value)))
-                if isinstance(value, types.FunctionType):
-                    visit(value.__code__, value.__globals__, depth + 1)
+            for is_global, name, attributes in _reads(code):
+                if is_global:
+                    if name in function.__globals__:  # else a builtin: not rebound by user programs
+                        record_chain(function.__globals__, name, attributes, depth, bare=True)
+                else:
+                    root = cell_root(function, name)
+                    if root is not None:
+                        record_chain(root, name, attributes, depth, bare=True)
 
-        namespace = getattr(body, "__globals__", None)
-        if namespace is None:
+        if getattr(body, "__globals__", None) is None:
             return None
-        visit(body.__code__, namespace, 0)
+        # The body itself: its captured values are keyed per launch (call_keys.py), bare; what
+        # it reads *through* them (`cfg.scale` of an object passed in) is recorded here.
+        seen.add(id(body.__code__))
+        freevars = body.__code__.co_freevars
+        for is_global, name, attributes in _reads(body.__code__):
+            if is_global:
+                if name in body.__globals__:
+                    record_chain(body.__globals__, name, attributes, 0, bare=True)
+            elif attributes and name in freevars and len(captured) == len(freevars):
+                value = captured[freevars.index(name)]
+                if constant_key(value) is None and not isinstance(value, (torch.Tensor, types.ModuleType)):
+                    root = roots.setdefault(id(value), _ObjectRoot(value))
+                    record_chain(root, name, attributes, 0, bare=False)
         for value in captured:
             if isinstance(value, types.FunctionType) and not _is_library(value):
-                visit(value.__code__, value.__globals__, 1)
+                visit(value, 1)
         return cls(tuple(entries.values())) if entries else None
 
     def changed(self) -> str | None:
         """The name of the first recorded global whose value changed (or was deleted), else None."""
-        for namespace, name, recorded, by_identity in self.entries:
-            current = namespace.get(name, _MISSING)
+        for namespace, name, attributes, recorded, by_identity in self.entries:
+            current = _resolve(namespace, name, attributes) if attributes else namespace.get(name, _MISSING)
             if by_identity:
                 if recorded.target() is not current:
-                    return name
+                    return ".".join((name, *attributes))
             elif current is _MISSING or constant_key(current) != recorded:
-                return name
+                return ".".join((name, *attributes))
         return None
 
     def hold(self) -> bool:
@@ -114,7 +236,7 @@ class GlobalReads:
         return self.changed() is None
 
     def names(self) -> tuple[str, ...]:
-        return tuple(entry[1] for entry in self.entries)
+        return tuple(".".join((entry[1], *entry[2])) for entry in self.entries)
 
 
 _MISSING = object()

@@ -124,6 +124,12 @@ class Kernel:
         except exc.TesseraError as error:
             if settings.get("debug") == "raw":
                 raise
+            if error.__cause__ is not None and not isinstance(error.__cause__, exc.TesseraError):
+                # a torch error eager mode located (eager.py): a tensor no kernel can read is the
+                # likelier cause, said as such
+                refused = unsupported_argument(self.fn.__name__, args, kwargs)
+                if refused is not None:
+                    raise refused.with_traceback(None) from None
             raise error.with_traceback(strip_internal_frames(error.__traceback__)) from None
         except Exception:
             # checked only once a call failed (see argument_checks.py): a sparse, mkldnn, nested

@@ -7,8 +7,8 @@ stays inside the part of the argument it views:
 
 - a slice is clipped to the dimension (`0 <= start <= stop <= size`): a slice past the
   argument's end views fewer elements, where eager mode (PyTorch) would raise; a negative
-  bound counts from the end (Python's rule) when it is a literal or a host int, and is
-  clipped to 0 when it is loaded on the device;
+  bound counts from the end (Python's rule), whether a literal, a host int or a value loaded
+  on the device;
 - a reshape to more elements than its source has (`m * k` larger than the slice) masks the
   accesses past the source's last element: they read 0 and write nothing;
 - a scalar index into a view (`t[i, a:b]`) masks every access when `i` is out of range.
@@ -110,7 +110,10 @@ def _slice_bounds(tracer: Tracer, item: slice, size: Any) -> tuple[Any, Any]:
             tracer.symbols.guard(sympy.Lt(expr, 0) if negative else sympy.Ge(expr, 0),
                                  f"slice bound {expr} is {'below' if negative else 'at or above'} 0")
             return size + expr if negative else expr
-        return expr  # a value loaded on the device: below 0 is clipped to 0
+        # A value loaded on the device: its sign is known only there. `Min(Max(-e, 0), 1)` is 1
+        # for a negative int and 0 otherwise, so this is Python's rule in Min/Max arithmetic
+        # (which every backend prints), without a branch.
+        return expr + size * sympy.Min(sympy.Max(-expr, 0), 1)
 
     # (`is`/isinstance only: `==` on a tile value builds a node)
     start_zero = item.start is None or (isinstance(item.start, int) and item.start == 0)

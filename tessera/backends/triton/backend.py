@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import torch
+
 from tessera import exc
 from tessera.backends.base import LoadedKernel, LoweredKernel, LoweringOptions
 from tessera.backends.triton.codegen import lower_kernel
@@ -53,6 +55,12 @@ class TritonKernel:
             self.launcher = TritonLauncher(self.function, self.num_warps, self.num_stages, key_pointers=False)
 
     def launch(self, grid: tuple[int, ...], arguments: list[Any], memory: list[Any] | None = None) -> None:
+        if self.lowered.index_checks:
+            self._launch_checked(grid, arguments)
+        else:
+            self._launch(grid, arguments, memory)
+
+    def _launch(self, grid: tuple[int, ...], arguments: list[Any], memory: list[Any] | None) -> None:
         if self.launched and self.launcher is not None:  # the hit path
             if memory is None:
                 self.launcher.launch(grid, arguments)
@@ -73,6 +81,21 @@ class TritonKernel:
             raise compile_error(error, self.path, self.lowered.source, self.function_name, self.lowered.locations,
                                 self.lowered.location) from error
         self.launched = True
+
+
+    def _launch_checked(self, grid: tuple[int, ...], arguments: list[Any]) -> None:
+        """A launch with TESSERA_CHECK_INDICES: one more argument, a flag per checked access, read
+        back after the launch (a device sync) and reported at the first flagged access's line."""
+        device = next((a.device for a in arguments if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        checks = self.lowered.index_checks
+        flags = torch.zeros(len(checks), dtype=torch.int32, device=device)
+        self._launch(grid, [*arguments, flags], None)
+        flagged = flags.nonzero()
+        if flagged.numel():
+            raise exc.IndexingError(
+                "an index tensor held values outside the tensor's dimension in lanes that are not masked "
+                "(found by TESSERA_CHECK_INDICES)", location=checks[int(flagged[0, 0])],
+                hint="mask those lanes with extra_mask=..., or clamp the indices")
 
 
 class TritonBackend(TritonTuning):

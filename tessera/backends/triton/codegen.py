@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from tessera.backends.base import LoweredKernel, LoweringOptions
-from tessera.backends.triton.emitter import Emitter
+from tessera.backends.triton.emitter import INDEX_ERRORS, Emitter
 from tessera.backends.triton.lowering import emit_block
 from tessera.backends.triton.program_ids import (emit_program_ids, host_grid, mapping_for, program_count_exprs,
                                                  split_grid)
@@ -115,7 +115,7 @@ def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions) -> Lowe
         *[line for helper in sorted(emitter.helpers) for line in _HELPERS[helper]],
         "",
         "@triton.jit",
-        f"def {name}({', '.join(ir.parameters)}):",
+        f"def {name}({', '.join(ir.parameters + ((INDEX_ERRORS,) if emitter.index_checks else ()))}):",
     ]
     locations = {index + shift + len(header) + 1: where for index, where in emitter.locations.items()}
     cap = programs_cap(options.interpret)
@@ -124,7 +124,7 @@ def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions) -> Lowe
         grid = split_grid(grid, split_programs, mapping, cap)
     launch = {"num_warps": int(config.get("num_warps", 4)), "num_stages": int(config.get("num_stages", 2))}
     return LoweredKernel(name, "\n".join(header + emitter.lines) + "\n", tuple(grid), tuple(emitter.guards),
-                         locations, launch, ir.location)
+                         locations, launch, ir.location, tuple(emitter.index_checks))
 
 
 def programs_cap(interpret: bool) -> int:

@@ -49,6 +49,9 @@ class Emitter:
         self.renamed: dict[Node, str] = {}  # nodes computed again in a chunk pass get a per-pass name
         self.split_loop: Node | None = None  # the loop whose tiles the programs share (split_programs)
         self.split_persistent = False         # ... dealt out across all grid points (persistent_interleaved)
+        self.check_indices = options.check_indices
+        self.index_checks: list[Any] = []  # with check_indices: the line of each checked access
+        self.gather_ranges: list[str] = []  # the in-range terms of the last address()'s index tensors
 
     def access_number(self, node: Node) -> int:
         """The position of a load/store among the body's accesses (stable when code is re-emitted)."""
@@ -143,6 +146,7 @@ class Emitter:
         masks = self.shape_mask(shape)
         scalar_masks: list[str] = []
         gather_offset = None
+        self.gather_ranges = []
         for dim, access in enumerate(node.params["accesses"]):
             stride = print_expr(tensor.strides[dim])
             if access.kind is AccessKind.AXIS:
@@ -171,7 +175,9 @@ class Emitter:
                     for i in range(len(value.shape)):
                         pieces[gather_offset + i] = ":"
                     index = f"{index}[{', '.join(pieces)}]"
-                masks.append(f"({index} >= 0) & ({index} < {print_expr(tensor.sizes[dim])})")
+                inside = f"({index} >= 0) & ({index} < {print_expr(tensor.sizes[dim])})"
+                masks.append(inside)
+                self.gather_ranges.append(inside)
             terms.append(index if stride == "1" else f"{index} * {stride}")
         offset = " + ".join(terms) if terms else "0"
         if tensor.is_view:
@@ -185,6 +191,25 @@ class Emitter:
                 if not _provably_inside(position, size):
                     scalar_masks.append(f"(({print_expr(position)}) >= 0) & (({print_expr(position)}) < ({print_expr(size)}))")
         return f"{tensor.name} + ({offset})", masks, scalar_masks
+
+
+INDEX_ERRORS = "tessera_index_errors"  # the extra argument of a kernel lowered with check_indices
+
+
+def emit_index_check(emitter: Emitter, node: Node, masks: list[str], extra: Node | None,
+                     scalar_masks: list[str]) -> None:
+    """With check_indices: flag this access if an unmasked lane's index tensor is out of range.
+
+    `masks` are the address's block mask terms; the index tensors' own in-range terms
+    (`emitter.gather_ranges`) are what is checked, the rest say which lanes count."""
+    if not (emitter.check_indices and emitter.gather_ranges):
+        return
+    slot = len(emitter.index_checks)
+    emitter.index_checks.append(node.location)
+    lanes = join_masks(emitter, [m for m in masks if m not in emitter.gather_ranges], extra, scalar_masks)
+    outside = f"~({' & '.join(emitter.gather_ranges)})"
+    bad = outside if lanes is None else f"({lanes}) & {outside}"
+    emitter.line(f"tl.store({INDEX_ERRORS} + {slot}, 1, mask=tl.max(tl.where({bad}, 1, 0)) > 0)")
 
 
 def _provably_inside(index: Any, size: Any) -> bool:

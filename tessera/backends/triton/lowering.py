@@ -16,7 +16,7 @@ import torch
 
 from tessera import exc
 from tessera.backends.triton import numerics
-from tessera.backends.triton.emitter import FP8_DTYPES, TRITON_DTYPES, Emitter, join_masks
+from tessera.backends.triton.emitter import FP8_DTYPES, TRITON_DTYPES, Emitter, emit_index_check, join_masks
 from tessera.backends.triton.indexing import BlockAccess, element_size, strategy_for
 from tessera.backends.triton.printer import print_expr
 from tessera.backends.triton.split_loops import emit_split_loop
@@ -135,7 +135,7 @@ def _elementwise(emitter: Emitter, node: Node) -> None:
     if template in ("floordiv", "mod"):
         division, helper = _DIVISION_TEMPLATES[template, compute.is_floating_point]
         if helper is not None:
-            emitter.helpers.add(helper)
+            emitter.helpers.update((helper, "exact_fmod_interpreted" if emitter.interpret else "exact_fmod"))
             operands = _blocks(emitter, node, operands, compute)
         text = division.format(*operands)
     elif template == "invert":
@@ -241,6 +241,7 @@ def _load(emitter: Emitter, node: Node) -> None:
         emitter.line(f"{emitter.name_of(node)} = {text}")
         return
     pointer, masks, scalar_masks = emitter.address(node)
+    emit_index_check(emitter, node, masks, node.inputs[0], scalar_masks)
     mask = join_masks(emitter, masks, node.inputs[0], scalar_masks)
     # Triton 3.6's interpreter cannot cast `other` to fp8; its masked lanes are zeros without it
     fp8_interpreted = emitter.interpret and node.dtype in FP8_DTYPES
@@ -266,6 +267,7 @@ def _store(emitter: Emitter, node: Node) -> None:
             emitter.line(f"tl.store({access.block_pointer()}, {text}, boundary_check={access.boundary_check()})")
         return
     pointer, masks, scalar_masks = emitter.address(node)
+    emit_index_check(emitter, node, masks, mask_node, scalar_masks)
     mask = join_masks(emitter, masks, mask_node, scalar_masks)
     extra = f", mask={mask}" if mask else ""
     atomic = node.params.get("atomic")

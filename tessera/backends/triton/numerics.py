@@ -7,9 +7,11 @@ Triton's own `tl.max`/`tl.min` drop NaN (GPU: `maxnum`; interpreter: `np.nanmax`
 `tl.argmax` never picks a NaN on the GPU, while PyTorch propagates NaN through `amax`/`amin`/
 `max(dim)`/`min(dim)` and `argmax`/`argmin` return the first NaN's index. Float `//` and `%` follow
 torch's fmod-based formulas (`aten/src/ATen/native/BinaryOps.h`: `div_floor_floating`, and the
-remainder kernel), not `floor(a / b)`: `1.0 // 0.1` is 9, `7.0 % inf` is 7. Triton's float `%` is
-C's fmod in both the GPU code (`frem`) and the interpreter (`np.fmod`), so the helpers below use
-only tl operations and run unchanged in both.
+remainder kernel), not `floor(a / b)`: `1.0 // 0.1` is 9, `7.0 % inf` is 7. Both need C's exact
+fmod: the interpreter's float `%` is `np.fmod`, but on the H100 Triton's `%` computes
+`a - b * trunc(a / b)`, which loses the remainder when `a / b` is huge or overflows (a // b then
+gave inf where torch gives a finite value). `exact_fmod` is libdevice's fmod in compiled code and
+`%` in the interpreter (which has no libdevice); the other helpers use only tl operations.
 """
 from __future__ import annotations
 
@@ -21,9 +23,7 @@ HELPERS: dict[str, list[str]] = {
         "@triton.jit",
         "def float_floordiv(a, b):",
         "    # torch's div_floor_floating: fmod-based, so a // b never exceeds the true quotient",
-        "    mod = a % b",
-        "    # C's fmod(a, +-inf) is a; the GPU's % (a - b * trunc(a / b)) gives NaN there",
-        "    mod = tl.where((tl.abs(b) == float('inf')) & (tl.abs(a) != float('inf')), a, mod)",
+        "    mod = exact_fmod(a, b)",
         "    div = (a - mod) / b",
         "    div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1.0, div)",
         "    floored = tl.floor(div)",
@@ -38,11 +38,27 @@ HELPERS: dict[str, list[str]] = {
         "@triton.jit",
         "def float_remainder(a, b):",
         "    # torch's remainder: fmod, moved into the divisor's sign",
-        "    mod = a % b",
-        "    # C's fmod(a, +-inf) is a; the GPU's % (a - b * trunc(a / b)) gives NaN there",
-        "    mod = tl.where((tl.abs(b) == float('inf')) & (tl.abs(a) != float('inf')), a, mod)",
+        "    mod = exact_fmod(a, b)",
         "    mod = tl.where(mod == 0, a * 0.0, mod)  # a zero keeps the dividend's sign (the H100's % gave +0.0)",
         "    return tl.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)",
+        "",
+    ],
+    # C's fmod (exact; fmod(a, +-inf) is a), one helper per mode under the same name
+    "exact_fmod": [
+        "",
+        "@triton.jit",
+        "def exact_fmod(a, b):",
+        "    if a.dtype == tl.float64:",
+        "        return libdevice.fmod(a, b)",
+        "    # exact in fp32, and the remainder of 16-bit operands is a 16-bit value again",
+        "    return libdevice.fmod(a.to(tl.float32), b.to(tl.float32)).to(a.dtype)",
+        "",
+    ],
+    "exact_fmod_interpreted": [
+        "",
+        "@triton.jit",
+        "def exact_fmod(a, b):",
+        "    return a % b  # the interpreter's float % is np.fmod",
         "",
     ],
     "max_propagating_nan": [
