@@ -48,8 +48,9 @@ def grouped_gemm_impl(
     return flattened_C
 
 
-def grouped_gemm(As: list[torch.Tensor], Bs: list[torch.Tensor]) -> list[torch.Tensor]:
-    """`[A @ B for A, B in zip(As, Bs)]`, as one kernel launch over flattened operands."""
+def flatten_groups(As: list[torch.Tensor], Bs: list[torch.Tensor]) -> tuple[tuple[torch.Tensor, ...], list[int]]:
+    """The kernel's five arguments for groups `A_g @ B_g` (operands concatenated flat, an
+    uninitialized flat output, the metadata on the device), and the metadata as host ints."""
     device = As[0].device
     metadata: list[int] = []
     a_offset = b_offset = c_offset = 0
@@ -66,14 +67,23 @@ def grouped_gemm(As: list[torch.Tensor], Bs: list[torch.Tensor]) -> list[torch.T
     flattened_C = torch.empty(c_offset, dtype=flattened_A.dtype, device=device)
     group_sizes = torch.tensor(metadata, dtype=torch.int32, device=device)
     group_size_dummy = torch.empty(len(As), device=device)
+    return (flattened_A, flattened_B, flattened_C, group_sizes, group_size_dummy), metadata
 
-    grouped_gemm_impl(flattened_A, flattened_B, flattened_C, group_sizes, group_size_dummy)
 
+def split_groups(flattened_C: torch.Tensor, metadata: list[int]) -> list[torch.Tensor]:
+    """Each group's `[m, n]` result, a view of the flat output."""
     results = []
-    for group, (A, B) in enumerate(zip(As, Bs)):
-        m, n, c_start = A.size(0), B.size(1), metadata[group * VALUES_PER_GROUP + 5]
+    for group in range(len(metadata) // VALUES_PER_GROUP):
+        m, n, _, _, _, c_start = metadata[group * VALUES_PER_GROUP:(group + 1) * VALUES_PER_GROUP]
         results.append(flattened_C[c_start : c_start + m * n].reshape(m, n))
     return results
+
+
+def grouped_gemm(As: list[torch.Tensor], Bs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """`[A @ B for A, B in zip(As, Bs)]`, as one kernel launch over flattened operands."""
+    arguments, metadata = flatten_groups(As, Bs)
+    flattened_C = grouped_gemm_impl(*arguments)
+    return split_groups(flattened_C, metadata)
 
 
 def reference(As: list[torch.Tensor], Bs: list[torch.Tensor]) -> list[torch.Tensor]:

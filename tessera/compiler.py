@@ -20,6 +20,7 @@ from tessera import exc, settings
 from tessera.backends.base import Backend, LoadedKernel, LoweredKernel, LoweringOptions
 from tessera.config import Config
 from tessera.ir.graph import KernelIR
+from tessera.ir.loop_split import split_axis_names
 from tessera.ir.passes import run_passes
 from tessera.ir.rolling import why_not_loopable
 from tessera.ir.tile_range import TileRange
@@ -208,20 +209,24 @@ def compile_launch(request: LaunchRequest, backend: Backend) -> CompiledLaunch:
     order = binding.argument_symbols
     return CompiledLaunch(
         ir=ir, lowered=lowered, loaded=loaded, guard=guard_function(order, guards), grid=grid_function(order, lowered.grid),
-        guard_text=tuple(reason for _, reason in guards), tunables=tuple(tracer.tunable_dims()),
+        guard_text=tuple(reason for _, reason in guards), tunables=tuple(tracer.tunable_dims(split_axis_names(ir))),
         loopable_row=loopable_row_length(ir), location=location)
 
 
 def loopable_row_length(ir: KernelIR) -> int:
     """The length of the launch's first whole row if `reduction_loops` could chunk it, else 0
     (no whole row, or its uses cannot be split into passes: see ir/rolling.py)."""
+    if not ir.whole_axes or why_not_loopable(ir.body, {ir.whole_axes[0]}) is not None:
+        return 0
+    return whole_row_length(ir)
+
+
+def whole_row_length(ir: KernelIR) -> int:
+    """The length of the launch's first whole row in the traced call (0: none), e.g. attention's head_dim."""
     if not ir.whole_axes:
         return 0
-    first = ir.whole_axes[0]
-    if why_not_loopable(ir.body, {first}) is not None:
-        return 0
     try:
-        return int(sympy.sympify(first.end).xreplace(dict(ir.example)))
+        return int(sympy.sympify(ir.whole_axes[0].end).xreplace(dict(ir.example)))
     except (TypeError, ValueError):
         return 0
 

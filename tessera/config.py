@@ -22,6 +22,9 @@ _KNOWN_KEYS: dict[str, str] = {
     "reduction_loops": "per top-level tile loop: None (its whole row is one block) or a chunk size "
                        "(the row is processed in passes over chunks of that size)",
     "pid_type": "'flat' | 'xyz' | 'persistent_blocked' | 'persistent_interleaved'",
+    "split_programs": "programs to launch in all when the launch's inner tile loop has independent iterations "
+                      "(e.g. a tile loop over data-dependent sizes inside hl.grid): each program of the grid "
+                      "becomes max(1, split_programs // grid) programs taking every such tile in turn; 0 = off",
 }
 
 
@@ -124,6 +127,12 @@ PID_TYPES = ("flat", "xyz", "persistent_blocked", "persistent_interleaved")
 INDEXING_STRATEGIES = ("pointer", "block_ptr", "tensor_descriptor")
 
 
+def _check_split_programs(value: Any) -> None:
+    if not (_is_int(value) and value >= 0):
+        raise ConfigError(f"split_programs={value!r} must be an int of at least 0",
+                          hint="e.g. split_programs=1024 (0 turns splitting off)")
+
+
 def _check_loop_orders(orders: Any) -> None:
     """Each entry must be a permutation of 0..d-1: a repeated or missing dim would drop tiles."""
     if not isinstance(orders, (list, tuple)):
@@ -176,6 +185,7 @@ _VALUE_CHECKS = {
     "indexing": _check_indexing,
     "reduction_loops": _check_reduction_loops,
     "pid_type": _check_pid_type,
+    "split_programs": _check_split_programs,
 }
 
 

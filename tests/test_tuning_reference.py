@@ -26,3 +26,11 @@ def test_compiled_reference_matches_and_restores_the_tuning_copies(device: torch
     torch.testing.assert_close(reference, x + y)
     for copy, pristine in working.tuning_storages:
         assert torch.equal(copy, pristine)
+
+
+def test_a_kernel_with_a_shared_loop_over_loaded_sizes_takes_the_compiled_reference(device: torch.device) -> None:
+    from examples.grouped_gemm import flatten_groups, grouped_gemm_impl, make_inputs
+    As, Bs = make_inputs(((4, 8, 8), (2, 8, 8)), dtype=torch.float32, device=str(device))
+    arguments, _ = flatten_groups(As, Bs)
+    # two programs under the default Config, but how many tiles each walks is data
+    assert not pipeline._eager_is_affordable(grouped_gemm_impl.bind(*arguments), tessera.Config(block_sizes=[16, 16, 16]))

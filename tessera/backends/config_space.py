@@ -32,6 +32,7 @@ class KernelFacts:
     `launch_dims`: per top-level tile loop, how many dims it tiles (loop_orders and l2_grouping
     apply to loops of two or more). `reduction_extents`: per whole-row reduction, its length
     (reduction_loops has one entry per reduction). `uses_dot` / `uses_reduction`: the op mix.
+    `programs`: the largest launch grid (programs) of the planned call.
 
     >>> KernelFacts(tunables=(TunableDim(0, 4096, 1, "launch"),), launch_dims=(1,)).uses_dot
     False
@@ -45,6 +46,8 @@ class KernelFacts:
     uses_reduction: bool = False
     largest_numel: int = 0
     on_gpu: bool = False
+    programs: int = 0  # the most programs one launch of the call starts under the default Config
+    whole_row: int = 0  # the longest whole row (`:`) a launch holds per program, e.g. attention's head_dim
 
 
 @dataclasses.dataclass(frozen=True)

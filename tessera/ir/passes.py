@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import types
 from typing import Any, Callable, Iterator, Mapping
 
 import sympy
@@ -48,14 +49,26 @@ def decide_masks(ir: KernelIR) -> KernelIR:
     """An axis needs a mask unless its block provably divides its extent (a tile loop over a
     multiple of its block, a whole dimension exactly one block long)."""
     changed = {}
+    offsets = _launch_offsets(ir)
     for axis in _axes(ir):
-        needs_mask = _needs_mask(axis)
+        needs_mask = _needs_mask(axis, offsets)
         if needs_mask != axis.needs_mask:
             changed[axis] = dataclasses.replace(axis, needs_mask=needs_mask)
     return with_axes(ir, changed)
 
 
-def _needs_mask(axis: Axis) -> bool:
+def _launch_offsets(ir: KernelIR) -> dict[sympy.Symbol, sympy.Expr]:
+    """Each tile launch dim's offset symbol as `begin + block * p` (p a program number): a loop
+    bounded by a tile's begin (causal attention's keys before the query tile) then provably
+    covers whole blocks when the launch block is a multiple of the loop's."""
+    if not ir.launch_axes:
+        return {}
+    return {sympy.Symbol(f"offset_{dim}", integer=True):
+            grid.begin + grid.step * sympy.Symbol(f"program_{dim}", integer=True, nonnegative=True)
+            for dim, grid in enumerate(ir.grid)}
+
+
+def _needs_mask(axis: Axis, offsets: Mapping[sympy.Symbol, sympy.Expr] = types.MappingProxyType({})) -> bool:
     if axis.kind is AxisKind.UNIT:
         return False
     if axis.kind is AxisKind.WHOLE:
@@ -63,7 +76,11 @@ def _needs_mask(axis: Axis) -> bool:
             return not (sympy.Mod(axis.end, axis.block) == 0)
         return not (sympy.Integer(axis.block) == axis.end)
     extent = sympy.sympify(axis.range_end - axis.range_begin)
-    return not (extent.is_Integer and int(extent) % axis.block == 0)
+    if extent.is_Integer:
+        return int(extent) % axis.block != 0
+    if axis.kind is AxisKind.LOOP and offsets and extent.free_symbols <= set(offsets):
+        return sympy.Mod(extent.xreplace(offsets), axis.block) != 0
+    return True
 
 
 def is_chunked(axis: Axis) -> bool:

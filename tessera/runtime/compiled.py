@@ -16,7 +16,7 @@ import torch
 
 from tessera import backends, exc, settings
 from tessera.backends.base import LoweringOptions
-from tessera.compiler import LaunchRequest, compile_launch, to_ir
+from tessera.compiler import LaunchRequest, compile_launch, to_ir, whole_row_length
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.ir import interpreter
@@ -81,6 +81,7 @@ class CompiledRunner:
         self.host: Any = None  # the host interpreter of a kernel's spare runner (see run_compiled)
         self.launch_dims: dict[int, int] = {}
         self.loopable_rows: dict[int, int] = {}
+        self.whole_rows: dict[int, int] = {}
 
     def launch(self, tile_range: TileRange, body: Callable[..., Any], launch_index: int = 0) -> None:
         """Run one top-level tile loop: the first variant under its key whose guards hold, else a new one.
@@ -167,6 +168,7 @@ class CompiledRunner:
     def _record(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...]) -> None:
         self.launch_dims[variant.launch_index] = variant.launch_ndim
         self.loopable_rows[variant.launch_index] = variant.loopable_row
+        self.whole_rows[variant.launch_index] = whole_row_length(variant.compiled.ir)
         for dim in variant.tunables:  # only plans report tunables
             known = self.tunables.get(dim.index)
             if known is None:

@@ -44,6 +44,7 @@ class KernelPlan:
     launch_dims: tuple[int, ...] = ()  # per top-level tile loop (source order): dims it tiles
     # per top-level tile loop: length of the whole dimension `reduction_loops` may chunk, 0 if none
     reduction_extents: tuple[int, ...] = ()
+    whole_rows: tuple[int, ...] = ()  # per launch, the length of its first whole row (0: none)
 
     def tensors(self) -> list[torch.Tensor]:
         """Every tensor the launches touch, each once (by identity)."""

@@ -21,6 +21,8 @@ Config are the backend's (`Backend.config_space`, `Backend.heuristic_config`).
 """
 from __future__ import annotations
 
+import math
+
 import sys
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -178,7 +180,9 @@ def kernel_facts(plan: KernelPlan, backend: Backend) -> KernelFacts:
         reduction_extents=tuple(plan.reduction_extents),
         dtypes=tuple(dict.fromkeys(t.dtype for t in tensors)),
         largest_numel=max((t.numel() for t in tensors), default=0),
-        on_gpu=any(t.is_cuda for t in tensors))
+        on_gpu=any(t.is_cuda for t in tensors),
+        programs=max((math.prod(launch.grid) for launch in plan.launches), default=0),
+        whole_row=max(plan.whole_rows, default=0))
     return backend.read_op_mix(facts, [_read(launch.source_path) for launch in plan.launches])
 
 

@@ -274,10 +274,14 @@ class Tracer:
                                          location=user_location(), hint="index one element of it")
         return sympy.sympify(value) if not isinstance(value, sympy.Basic) else value
 
-    def tunable_dims(self) -> list[TunableDim]:
-        """What this trace learned about each block_sizes entry it used (for the autotuner)."""
+    def tunable_dims(self, split_axes: frozenset[str] = frozenset()) -> list[TunableDim]:
+        """What this trace learned about each block_sizes entry it used (for the autotuner).
+        `split_axes` names the axes of a loop the backend may spread over programs: their role
+        is 'split' (ir/loop_split.py)."""
         found: dict[int, TunableDim] = {}
         for index, axis, role in self._tunable_axes:
+            if axis.name in split_axes:
+                role = "split"
             extent_expr = sympy.sympify(sympy.sympify(axis.end - axis.range_begin).xreplace(self.symbols.values))
             if self.symbols.on_device(extent_expr):
                 extent = DATA_DEPENDENT_EXTENT  # read from tensor data inside the kernel: unknown here

@@ -12,11 +12,13 @@ import torch
 from tessera.backends.base import LoweredKernel, LoweringOptions
 from tessera.backends.triton.emitter import INDEX_ERRORS, Emitter
 from tessera.backends.triton.lowering import emit_block
-from tessera.backends.triton.program_ids import emit_program_ids, host_grid, mapping_for, program_count_exprs
+from tessera.backends.triton.program_ids import (emit_program_ids, host_grid, mapping_for, program_count_exprs,
+                                                 split_grid)
 from tessera.backends.triton.numerics import HELPERS as NUMERIC_HELPERS
 from tessera.backends.triton.row_loops import emit_row_schedule
 from tessera.config import Config
 from tessera.ir.graph import KernelIR
+from tessera.ir.loop_split import splittable_loop
 
 _HELPERS: dict[str, list[str]] = {
     "round_to_bf16": [
@@ -88,7 +90,12 @@ def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions) -> Lowe
     line that starts a node's code, the kernel source location it comes from."""
     emitter = Emitter(ir, config, options)
     mapping = mapping_for(config, ir.launch_index, len(ir.grid))
-    emitter.indent = emit_program_ids(emitter.lines, mapping, ir.grid, ir.int64_indexing)
+    split_programs = int(config.get("split_programs", 0) or 0)
+    if (split_programs > 1 and mapping.pid_type == "flat") or mapping.pid_type == "persistent_interleaved":
+        emitter.split_loop = splittable_loop(ir)
+        emitter.split_persistent = mapping.persistent
+    split = emitter.split_loop is not None
+    emitter.indent = emit_program_ids(emitter.lines, mapping, ir.grid, ir.int64_indexing, split=split)
     looped = ir.row_loop.axis if ir.row_loop is not None else None
     for axis in (*ir.launch_axes, *(a for a in ir.whole_axes if a is not looped)):
         emitter.define_axis(axis)
@@ -111,7 +118,10 @@ def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions) -> Lowe
         f"def {name}({', '.join(ir.parameters + ((INDEX_ERRORS,) if emitter.index_checks else ()))}):",
     ]
     locations = {index + shift + len(header) + 1: where for index, where in emitter.locations.items()}
-    grid = host_grid(mapping, program_count_exprs(ir.grid), programs_cap(options.interpret))
+    cap = programs_cap(options.interpret)
+    grid = host_grid(mapping, program_count_exprs(ir.grid), cap)
+    if split:
+        grid = split_grid(grid, split_programs, mapping, cap)
     launch = {"num_warps": int(config.get("num_warps", 4)), "num_stages": int(config.get("num_stages", 2))}
     return LoweredKernel(name, "\n".join(header + emitter.lines) + "\n", tuple(grid), tuple(emitter.guards),
                          locations, launch, ir.location, tuple(emitter.index_checks))

@@ -47,6 +47,8 @@ class Emitter:
         self.last_comment: str | None = None
         self.locations: dict[int, Any] = {}  # body line index -> kernel SourceLocation
         self.renamed: dict[Node, str] = {}  # nodes computed again in a chunk pass get a per-pass name
+        self.split_loop: Node | None = None  # the loop whose tiles the programs share (split_programs)
+        self.split_persistent = False         # ... dealt out across all grid points (persistent_interleaved)
         self.check_indices = options.check_indices
         self.index_checks: list[Any] = []  # with check_indices: the line of each checked access
         self.gather_ranges: list[str] = []  # the in-range terms of the last address()'s index tensors

@@ -7,6 +7,9 @@ known to work with Triton on current GPUs (H100) for the three kernel families T
   batch-like launch dims that do not feed the dot get block 1 (one program per batch index).
 - row reductions (softmax, norms): whole rows of up to ~4K elements per program, 8 warps for
   wide rows; rows too wide for registers stream in chunks.
+- a grid over groups whose inner tile loop programs may share (grouped GEMM, ir/loop_split.py):
+  that loop's tiles as output tiles, shared by one program per SM across all groups
+  (`pid_type='persistent_interleaved'`) or, for many groups, by `split_programs` programs in all.
 - elementwise: ~8 KB of each tensor per program (4096 bf16 / 2048 fp32 elements), the contiguous
   (last) dim widest.
 
@@ -33,6 +36,8 @@ DOT_REDUCTION_BLOCK = 64
 CHUNK_ROWS_ABOVE = 16384     # rows longer than this stream through a reduction loop
 REDUCTION_CHUNK = 4096
 BLOCKED_ROW_PROGRAMS = 256   # programs of a kernel that blocks rows with hl.register_block_size
+PERSISTENT_SPLIT_MAX_PROGRAMS = 1024  # more grid points: each program visiting all costs more than it balances
+SPLIT_PROGRAMS = 1024        # programs sharing an inner loop's tiles: ~8 per H100 SM, so a large group keeps the GPU busy
 
 
 def heuristic_config(space: ConfigSpace) -> Config:
@@ -44,6 +49,15 @@ def heuristic_config(space: ConfigSpace) -> Config:
         wanted = _row_kernel(facts)
     else:
         wanted = _elementwise_kernel(facts)
+    if any(d.role == "split" for d in facts.tunables):
+        wanted["split_programs"] = SPLIT_PROGRAMS
+        # measured on the H100 (benchmarks/results/issue17): grouping rows of a shared loop's tiles
+        # helped a 64-expert MoE (3.4 -> 2.5 ms) but slowed 8 and 16 experts and the seed shapes
+        # by 7-40%; the tuner has the axis
+        wanted["l2_grouping"] = 1
+        if facts.programs <= PERSISTENT_SPLIT_MAX_PROGRAMS:
+            # one program per SM dealing out the tiles of all grid points: balanced however skewed they are
+            wanted["pid_type"] = "persistent_interleaved"
     values = {axis.name: _snap(axis, wanted.get(axis.name, axis.default)) for axis in space.axes}
     return space.to_config(values)
 
@@ -52,12 +66,15 @@ def _dot_kernel(facts: KernelFacts) -> dict[str, Any]:
     wanted: dict[str, Any] = {}
     output_blocks = 1
     for dim in facts.tunables:
-        if dim.role == "launch":
+        if dim.role in ("launch", "split"):  # a split loop's tiles are output tiles too
             block = DOT_OUTPUT_BLOCK if dim.min_block >= 16 else 1
             output_blocks *= block
         else:
             block = DOT_REDUCTION_BLOCK
         wanted[f"block_sizes[{dim.index}]"] = block
+    # a whole row held per program (attention's head_dim: the width of its second product's
+    # accumulator) is part of each program's output tile
+    output_blocks *= max(facts.whole_row, 1)
     wanted["num_warps"] = 8 if output_blocks >= DOT_OUTPUT_BLOCK * DOT_OUTPUT_BLOCK else 4
     wanted["num_stages"] = 3
     wanted["l2_grouping"] = 8

@@ -19,6 +19,7 @@ from tessera.backends.triton import numerics
 from tessera.backends.triton.emitter import FP8_DTYPES, TRITON_DTYPES, Emitter, emit_index_check, join_masks
 from tessera.backends.triton.indexing import BlockAccess, element_size, strategy_for
 from tessera.backends.triton.printer import print_expr
+from tessera.backends.triton.split_loops import emit_split_loop
 from tessera.ir.graph import Axis, Block, Node, Op
 
 ELEMENTWISE_TEMPLATES: dict[str, str] = {
@@ -353,6 +354,13 @@ def _carried(emitter: Emitter, node: Node) -> None:
 
 
 def _loop(emitter: Emitter, node: Node) -> None:
+    if node is emitter.split_loop:  # no carried values (ir/loop_split.py)
+        def body() -> None:
+            for loop in node.params["loops"]:
+                emitter.define_axis(loop.axis)
+            emit_block(emitter, node.blocks[0])
+        emit_split_loop(emitter, node, body)
+        return
     placeholders = node.params["carried"]
     for placeholder in placeholders:
         _carried(emitter, placeholder)

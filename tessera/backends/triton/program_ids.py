@@ -73,15 +73,36 @@ def host_grid(mapping: ProgramMapping, counts: list[sympy.Expr], programs_cap: i
     return [total]
 
 
+def split_grid(grid: list[sympy.Expr], split_programs: int, mapping: ProgramMapping,
+               programs_cap: int) -> list[sympy.Expr]:
+    """The grid of a launch with a split loop: flat, each program split into
+    max(1, split_programs // programs); persistent, one program per SM whatever the grid."""
+    if mapping.persistent:
+        return [sympy.Integer(programs_cap)]
+    programs = grid[0]
+    return [programs * sympy.Max(1, sympy.floor(sympy.Integer(split_programs) / sympy.Max(programs, 1)))]
+
+
 def emit_program_ids(lines: list[str], mapping: ProgramMapping, grid_dims: tuple[GridDim, ...],
-                     int64: bool = False) -> int:
-    """Append the lines defining pid_<d> and offset_<d>; returns the indent the body needs."""
+                     int64: bool = False, split: bool = False) -> int:
+    """Append the lines defining pid_<d> and offset_<d>; returns the indent the body needs.
+    `split` (flat): consecutive programs share one pid, told apart by `split_id` in
+    `[0, split_count)` (see `split_grid`); (persistent_interleaved): every program visits every
+    pid, and the split loop deals its tiles out by a running count `split_seen` (split_loops.py)."""
     counts = [f"tl.cdiv({print_expr(dim.end - dim.begin)}, {dim.step})" for dim in grid_dims]
     indent = 1
 
     def line(text: str) -> None:
         lines.append("    " * indent + text)
 
+    if split and mapping.persistent:
+        # every program visits every grid point and takes every P-th tile of all their loops' tiles
+        line("split_count = tl.num_programs(0)")
+        line("split_seen = tl.program_id(0) * 0  # tiles of the grid points visited so far")
+    elif split:
+        total = " * ".join(f"tl.maximum({count}, 0)" for count in counts) or "1"
+        line(f"split_count = tl.num_programs(0) // tl.maximum({total}, 1)")
+        line("split_id = tl.program_id(0) % split_count")
     if not grid_dims:
         return indent
     if mapping.pid_type == "xyz":
@@ -93,7 +114,9 @@ def emit_program_ids(lines: list[str], mapping: ProgramMapping, grid_dims: tuple
             for d, count in enumerate(counts):
                 line(f"count_{d} = {count}")
             line(f"total_tiles = {total}")
-            if mapping.pid_type == "persistent_interleaved":
+            if split:
+                line("for virtual_pid in tl.range(0, total_tiles):")
+            elif mapping.pid_type == "persistent_interleaved":
                 line("for virtual_pid in tl.range(tl.program_id(0), total_tiles, tl.num_programs(0)):")
             else:
                 line("tiles_per_program = tl.cdiv(total_tiles, tl.num_programs(0))")
@@ -102,7 +125,7 @@ def emit_program_ids(lines: list[str], mapping: ProgramMapping, grid_dims: tuple
             indent += 1
             line("pid = virtual_pid")
         else:
-            line("pid = tl.program_id(0)")
+            line("pid = tl.program_id(0) // split_count" if split else "pid = tl.program_id(0)")
         order = list(mapping.order)
         if mapping.l2_grouping > 1 and len(order) >= 2:
             first, second = order[0], order[1]

@@ -24,7 +24,7 @@ from tessera.config import INDEXING_STRATEGIES, _is_power_of_two
 from tessera.ir.tunables import TunableDim
 
 ENABLED_KEYS: frozenset[str] = frozenset({"block_sizes", "num_warps", "num_stages", "loop_orders", "l2_grouping",
-                                          "pid_type", "indexing", "reduction_loops"})
+                                          "pid_type", "indexing", "reduction_loops", "split_programs"})
 """Config keys the backend honours; the others are generated only once listed here."""
 
 ENABLED_PID_TYPES: tuple[str, ...] = ("flat", "xyz", "persistent_blocked", "persistent_interleaved")
@@ -36,6 +36,9 @@ L2_GROUPING_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 MAX_BLOCK = 1 << 14          # a larger block per dim never pays off and costs compile time
 MAX_BLOCK_ELEMENTS = 1 << 16  # per launch: elements a program holds in registers at once
 MIN_REDUCTION_CHUNK = 32
+# programs in all for a launch whose inner loop's tiles programs share (0: one program per grid point)
+SPLIT_PROGRAMS_CHOICES = (0, 256, 512, 1024, 2048, 4096, 8192)
+SPLIT_MAX_BLOCK = 256  # a shared loop's tiles are output tiles: as wide as a launch's, whatever the extent guess
 
 
 def config_space(facts: KernelFacts, enabled: Iterable[str] = ENABLED_KEYS) -> ConfigSpace:
@@ -56,11 +59,15 @@ def config_space(facts: KernelFacts, enabled: Iterable[str] = ENABLED_KEYS) -> C
             orders = tuple(list(p) for p in itertools.permutations(range(facts.launch_dims[i])))
             axes.append(Axis("loop_orders", i, orders, list(range(facts.launch_dims[i])),
                              f"tile loop {i} with {facts.launch_dims[i]} dims", ordered=False))
-    if "l2_grouping" in enabled and multi_dim:
+    shares_2d_loop = sum(dim.role == "split" for dim in facts.tunables) >= 2
+    if "l2_grouping" in enabled and (multi_dim or shares_2d_loop):
         axes.append(Axis("l2_grouping", None, L2_GROUPING_CHOICES, 1, "program-id grouping",
                          accepts=_power_of_two))
     if "pid_type" in enabled:
         axes.append(Axis("pid_type", None, ENABLED_PID_TYPES, "flat", "program-id mapping", ordered=False))
+    if "split_programs" in enabled and any(dim.role == "split" for dim in facts.tunables):
+        axes.append(Axis("split_programs", None, SPLIT_PROGRAMS_CHOICES, 0, "programs sharing an inner loop's tiles",
+                         accepts=_split_allowed))
     if "indexing" in enabled:
         axes.append(Axis("indexing", None, INDEXING_STRATEGIES, "pointer", "memory access strategy",
                          ordered=False, accepts=_indexing_allowed))
@@ -70,6 +77,8 @@ def config_space(facts: KernelFacts, enabled: Iterable[str] = ENABLED_KEYS) -> C
 def _block_axis(dim: TunableDim) -> Axis:
     low = next_power_of_two(max(dim.min_block, 1))
     high = max(low, min(next_power_of_two(max(dim.extent, 1)), MAX_BLOCK))
+    if dim.role == "split":
+        high = max(high, SPLIT_MAX_BLOCK)
     why = (f"a {dim.role} dim of extent {dim.extent}"
            + (f" whose smallest legal block is {dim.min_block}" if dim.min_block > 1 else ""))
     # a user's block may be any power of two from the smallest legal one up to the cap: extents vary between calls
@@ -88,6 +97,10 @@ def _reduction_axis(position: int, extent: int) -> Axis:
 
 def _block_allowed(low: int, value: Any) -> bool:
     return isinstance(value, int) and _is_power_of_two(value) and low <= value <= MAX_BLOCK
+
+
+def _split_allowed(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _warps_allowed(value: Any) -> bool:

@@ -1,0 +1,224 @@
+"""Issue 17: grouped GEMM (seed 000) and MoE-like groups, Tessera against torch, one tree per process.
+
+    PYTHONPATH=<tree> python3 benchmarks/issue17.py --tree <tree> --label new --out $OUT
+
+`--tree` is the repository copy whose `tessera` and `examples` are imported (to compare two
+versions of the compiler in one device call, run this once per tree). Rows, printed and written to
+`$OUT/issue17_<label>.json`:
+
+- grouped_gemm seed shapes (fp16 and bf16): `examples.grouped_gemm.grouped_gemm` (the seed's host
+  code: flatten, metadata to the device, one launch), the kernel alone on prepared flat buffers,
+  a loop of per-group `torch.mm` in the inputs' dtype, and the same loop in float32 (what the
+  example's `reference` does, the baseline of the issue's first table).
+- MoE-like groups (bf16, 8 and 64 experts, skewed and empty groups, K, N in 2048..7168): the seed's
+  kernel on the flat token buffer, the `torch.mm` loop, and `torch._grouped_mm` where it runs.
+
+Every Tessera result is checked against float32 torch at the benchmark size. Times: the median of
+`triton.testing.do_bench` (CUDA events, L2 flushed). The heuristic Config is used (no tuning) unless
+`--tune CASE...`, which adds a quick-tuned row for the kernel-alone call of those cases.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, Callable
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tree", required=True)
+    parser.add_argument("--label", required=True)
+    parser.add_argument("--out", default=".")
+    parser.add_argument("--tune", nargs="*", default=(), help="case names (prefixes) to quick-tune too")
+    parser.add_argument("--skip-moe", action="store_true")
+    parser.add_argument("--skip-grouped", action="store_true")
+    parser.add_argument("--attention", action="store_true", help="also examples.attention against SDPA")
+    parser.add_argument("--tune-attention", default="", help="an attention case name to quick-tune too")
+    parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny sizes (checks the script)")
+    args = parser.parse_args()
+    if args.smoke:
+        os.environ["TRITON_INTERPRET"] = "1"
+        os.environ["TESSERA_MODE"] = "interpret"
+    os.environ.setdefault("TESSERA_AUTOTUNE_EFFORT", "none")
+    sys.path.insert(0, os.path.abspath(args.tree))
+    import torch
+    import triton
+
+    from examples import grouped_gemm as gg
+
+    device = "cpu" if args.smoke else "cuda"
+    rows: list[dict[str, Any]] = []
+
+    def bench(function: Callable[[], Any]) -> float:
+        if args.smoke:
+            start = time.perf_counter()
+            function()
+            return (time.perf_counter() - start) * 1e3
+        return triton.testing.do_bench(function, warmup=10, rep=60, return_mode="median")
+
+    def record(case: str, impl: str, flops: float, function: Callable[[], Any] | None, note: str = "") -> None:
+        entry: dict[str, Any] = {"case": case, "impl": impl, "tree": args.label, "ms": None, "tflops": None,
+                                 "note": note}
+        if function is not None:
+            try:
+                entry["ms"] = bench(function)
+                entry["tflops"] = flops / (entry["ms"] * 1e-3) / 1e12
+            except Exception as error:  # noqa: BLE001 - one failing row must not hide the others
+                entry["note"] = f"error: {type(error).__name__}: {str(error)[:200]}"
+        rows.append(entry)
+        print(f"{case:44s} {impl:34s} {args.label:5s} "
+              f"{entry['ms'] if entry['ms'] is None else round(entry['ms'], 4)!s:>10} ms "
+              f"{'' if entry['tflops'] is None else round(entry['tflops'], 1)!s:>8} TFLOP/s  {entry['note']}",
+              flush=True)
+
+    def flat_call(As: list[Any], Bs: list[Any]) -> tuple[Callable[[], Any], Callable[[], list[Any]], tuple]:
+        """The kernel alone on prepared flat buffers, and its result split per group."""
+        arguments, metadata = gg.flatten_groups(As, Bs)
+        return (lambda: gg.grouped_gemm_impl(*arguments)), (lambda: gg.split_groups(arguments[2], metadata)), arguments
+
+    def check(results: list[Any], As: list[Any], Bs: list[Any]) -> str:
+        worst = 0.0
+        for out, A, B in zip(results, As, Bs):
+            ref = A.float() @ B.float()
+            if ref.numel():
+                worst = max(worst, ((out.float() - ref).norm() / ref.norm().clamp_min(1e-30)).item())
+        return f"rel err {worst:.1e}" + ("" if worst < 2e-2 else " WRONG")
+
+    def grouped_rows(case: str, As: list[Any], Bs: list[Any], dtype: Any) -> None:
+        flops = sum(2.0 * A.shape[0] * A.shape[1] * B.shape[1] for A, B in zip(As, Bs))
+        kernel, split, arguments = flat_call(As, Bs)
+        try:
+            start = time.perf_counter()
+            kernel()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            compile_s = time.perf_counter() - start
+            note = f"{check(split(), As, Bs)}; first call {compile_s:.1f}s"
+            record(case, "tessera kernel (flat buffers)", flops, kernel, note)
+        except Exception as error:  # noqa: BLE001
+            record(case, "tessera kernel (flat buffers)", flops, None, f"error: {type(error).__name__}: {error}"[:300])
+        if any(case.startswith(prefix) for prefix in args.tune):
+            try:
+                start = time.perf_counter()
+                os.environ["TESSERA_AUTOTUNE_EFFORT"] = "quick"
+                config = gg.grouped_gemm_impl.autotune(*arguments)
+                record(case, "tessera kernel tuned", flops, kernel,
+                       f"{config!r}; tuning {time.perf_counter() - start:.0f}s; {check(split(), As, Bs)}")
+            except Exception as error:  # noqa: BLE001
+                record(case, "tessera kernel tuned", flops, None, f"error: {type(error).__name__}: {error}"[:300])
+            finally:
+                os.environ["TESSERA_AUTOTUNE_EFFORT"] = "none"
+        if args.label == "new":
+            record(case, f"torch.mm loop ({str(dtype).replace('torch.', '')})", flops,
+                   lambda: [torch.mm(A, B) for A, B in zip(As, Bs)])
+
+    seed_shapes = ((1024, 512, 2048), (512, 1024, 2048), (1024, 2048, 4096), (4096, 2048, 4096))
+    if args.smoke:
+        seed_shapes = ((32, 16, 16), (16, 32, 24), (0, 16, 16))
+    for dtype in () if args.skip_grouped else (torch.float16, torch.bfloat16):
+        As, Bs = gg.make_inputs(seed_shapes, dtype=dtype, device=device)
+        case = f"seed000 4 groups {str(dtype).replace('torch.', '')}"
+        flops = sum(2.0 * m * k * n for m, k, n in seed_shapes)
+        results = gg.grouped_gemm(As, Bs)
+        record(case, "tessera grouped_gemm (seed host code)", flops, lambda: gg.grouped_gemm(As, Bs),
+               check(results, As, Bs))
+        grouped_rows(case, As, Bs, dtype)
+        if args.label == "new":
+            record(case, "torch.mm loop in float32 (old baseline)", flops,
+                   lambda: [A.float() @ B.float() for A, B in zip(As, Bs)])
+        del As, Bs
+
+    generator = torch.Generator().manual_seed(17)
+    moe = ((8, 4096, 2048, 16384), (64, 2048, 7168, 32768), (16, 7168, 4096, 8192))
+    if args.smoke:
+        moe = ((4, 32, 16, 40),)
+    for groups, k, n, tokens in () if args.skip_moe or args.skip_grouped else moe:
+        weights = torch.rand(groups, generator=generator) ** 3  # skewed
+        counts = (weights / weights.sum() * tokens).long()
+        counts[torch.randperm(groups, generator=generator)[: max(1, groups // 8)]] = 0  # empty groups
+        counts[0] += tokens - int(counts.sum())
+        dtype = torch.bfloat16
+        x = torch.randn(int(counts.sum()), k, device=device).to(dtype)
+        w = (torch.randn(groups, k, n, device=device) / k ** 0.5).to(dtype)
+        As = list(torch.split(x, counts.tolist()))
+        Bs = list(w.unbind(0))
+        case = f"moe G{groups} K{k} N{n} T{tokens} bf16"
+        flops = 2.0 * x.shape[0] * k * n
+        grouped_rows(case, As, Bs, dtype)
+        if args.label == "new":
+            offs = torch.cumsum(counts, 0).to(torch.int32).to(device)
+            grouped_mm = getattr(torch, "_grouped_mm", None)
+            if grouped_mm is None:
+                record(case, "torch._grouped_mm", flops, None, "absent in this torch")
+            else:
+                try:
+                    out = grouped_mm(x, w, offs=offs)
+                    pieces = list(torch.split(out, counts.tolist()))
+                    record(case, "torch._grouped_mm", flops, lambda: grouped_mm(x, w, offs=offs), check(pieces, As, Bs))
+                except Exception as error:  # noqa: BLE001
+                    record(case, "torch._grouped_mm", flops, None, f"error: {type(error).__name__}: {error}"[:300])
+        del x, w, As, Bs
+        if device == "cuda":
+            torch.cuda.empty_cache()
+
+    if args.attention:
+        attention_rows(args, record, device, check_dtype=torch.bfloat16)
+
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, f"issue17_{args.label}.json")
+    with open(path, "w") as handle:
+        json.dump({"label": args.label, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+                   "torch": torch.__version__, "triton": triton.__version__, "rows": rows}, handle, indent=1)
+    print(f"wrote {path}")
+    return 0
+
+
+def attention_rows(args: argparse.Namespace, record: Callable[..., None], device: str, check_dtype: Any) -> None:
+    """examples.attention (heuristic Config) against F.scaled_dot_product_attention, B4 H32."""
+    import torch
+    import torch.nn.functional as F
+
+    from examples import attention as at
+    shapes = [(4096, 128, False), (4096, 128, True), (4096, 64, False), (4096, 64, True)]
+    if args.smoke:
+        shapes = [(64, 16, True)]
+    for length, head_dim, causal in shapes:
+        for dtype in (torch.bfloat16, torch.float16) if head_dim == 128 and not causal else (check_dtype,):
+            q, k, v, _ = at.make_inputs(4 if not args.smoke else 1, 32 if not args.smoke else 2, length, length,
+                                        head_dim, causal=causal, dtype=dtype, device=device)
+            flops = 4.0 * q.shape[0] * q.shape[1] * length * length * head_dim / (2 if causal else 1)
+            case = f"attention S{length} D{head_dim}{' causal' if causal else ''} {str(dtype).replace('torch.', '')}"
+            try:
+                start = time.perf_counter()
+                out = at.attention(q, k, v, causal)
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                first = time.perf_counter() - start
+                ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+                error = ((out.float() - ref).norm() / ref.norm()).item()
+                record(case, "tessera (heuristic config)", flops, lambda: at.attention(q, k, v, causal),
+                       f"rel err {error:.1e}{'' if error < 2e-2 else ' WRONG'}; first call {first:.1f}s")
+            except Exception as error:  # noqa: BLE001
+                record(case, "tessera (heuristic config)", flops, None, f"error: {type(error).__name__}: {error}"[:300])
+            if args.tune_attention and args.label == "new" and case == args.tune_attention:
+                try:
+                    start = time.perf_counter()
+                    os.environ["TESSERA_AUTOTUNE_EFFORT"] = "quick"
+                    config = at.attention.autotune(q, k, v, causal)
+                    record(case, "tessera quick-tuned", flops, lambda: at.attention(q, k, v, causal),
+                           f"{config!r}; tuning {time.perf_counter() - start:.0f}s")
+                except Exception as error:  # noqa: BLE001
+                    record(case, "tessera quick-tuned", flops, None, f"error: {type(error).__name__}: {error}"[:300])
+                finally:
+                    os.environ["TESSERA_AUTOTUNE_EFFORT"] = "none"
+            if args.label == "new":
+                record(case, "F.scaled_dot_product_attention", flops,
+                       lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+            del q, k, v
+
+
+if __name__ == "__main__":
+    sys.exit(main())

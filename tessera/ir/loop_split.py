@@ -1,0 +1,78 @@
+"""Which inner tile loop of a launch may be spread over several programs (`split_programs`).
+
+A top-level `hl.grid(groups)` whose body runs a tile loop over data-dependent sizes (the grouped
+GEMM of seed 000) launches one program per group: each program walks every tile of its group
+alone, so a few large groups leave most of the GPU idle. When the iterations of that loop are
+independent, a backend may instead give each group several programs that take every S-th tile.
+This module decides when that is the same computation:
+
+- the loop is in the launch body itself (not nested), tiles every dim it loops over, and carries
+  no value out (nothing after it depends on its order);
+- nothing outside it stores (those stores would run once per program instead of once);
+- every store in it either is atomic or indexes each of the loop's tiles (distinct iterations
+  write distinct elements), and no tensor it stores into is read anywhere in the launch (no
+  iteration sees another's writes).
+
+>>> splittable_loop(ir)            # doctest: +SKIP
+<loop node v12>
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from tessera.ir.graph import AccessKind, Block, KernelIR, Node, Op, walk
+
+
+def splittable_loop(ir: KernelIR) -> Node | None:
+    """The launch body's one LOOP node whose iterations may run in any order on any program, or None."""
+    if ir.row_loop is not None or ir.row_schedule is not None:
+        return None
+    loops = [node for node in ir.body.nodes if node.op is Op.LOOP]
+    if len(loops) != 1:
+        return None
+    loop = loops[0]
+    dims = loop.params["loops"]
+    if loop.params["carried"] or loop.params["outputs"] or not dims:
+        return None
+    if any(dim.axis is None for dim in dims):
+        return None
+    variables = {dim.variable for dim in dims}
+    if any(_free_symbols(bound) & variables for dim in dims for bound in (dim.begin, dim.end)):
+        return None  # a triangular nest: one dim's range depends on another's tile
+    inside = set(walk(Block((loop,))))
+    if any(node.op is Op.STORE for node in walk(ir.body) if node not in inside):
+        return None
+    names = {dim.axis.name for dim in dims}
+    stored: set[str] = set()
+    for node in inside:
+        if node.op is not Op.STORE:
+            continue
+        stored.add(node.params["tensor"].name)
+        if node.params.get("atomic"):
+            continue
+        indexed = {access.axis.name for access in node.params["accesses"] if access.kind is AccessKind.AXIS}
+        if not names <= indexed:
+            return None
+    if any(node.params["tensor"].name in stored for node in walk(ir.body) if node.op is Op.LOAD):
+        return None
+    return loop
+
+
+def split_axis_names(ir: KernelIR) -> frozenset[str]:
+    """The names of the axes tiled by the launch's splittable loop (empty when there is none)."""
+    loop = splittable_loop(ir)
+    if loop is None:
+        return frozenset()
+    return frozenset(dim.axis.name for dim in loop.params["loops"])
+
+
+def memory_nodes(loop: Node) -> Iterator[Node]:
+    """The loads and stores inside `loop`, nested loops included."""
+    return (node for node in walk(Block((loop,))) if node.op in (Op.LOAD, Op.STORE))
+
+
+def _free_symbols(value: object) -> set:
+    return set(getattr(value, "free_symbols", ()))
+
+
+__all__ = ["memory_nodes", "split_axis_names", "splittable_loop"]
