@@ -185,6 +185,16 @@ OPS: tuple[OpCase, ...] = (
     OpCase("min", lambda v: v.min(-1).indices, layout="row_to_value"),
     OpCase("softmax", lambda v: torch.softmax(v, -1), layout="row_to_row", tolerance=1e-5),
     OpCase("log_softmax", lambda v: torch.log_softmax(v, -1), layout="row_to_row", tolerance=1e-5),
+    # reductions built from those (language/statistics.py)
+    OpCase("var", lambda v: v.var(-1), layout="row_to_value", tolerance=1e-4),
+    OpCase("var", lambda v: torch.var(v, -1, correction=0, keepdim=True).squeeze(-1), layout="row_to_value",
+           dtype=torch.bfloat16, tolerance=2e-2),
+    OpCase("std", lambda v: v.std(-1, unbiased=False), layout="row_to_value", tolerance=1e-4),
+    OpCase("logsumexp", lambda v: torch.logsumexp(v, -1), layout="row_to_value", tolerance=1e-4),
+    OpCase("logsumexp", lambda v: torch.logsumexp(torch.where(v < 10, float("-inf"), v), -1), layout="row_to_value"),
+    OpCase("any", lambda v: (v > 0.9).any(-1), layout="row_to_value"),
+    OpCase("all", lambda v: torch.all(v > -0.9, -1), layout="row_to_value"),
+    OpCase("count_nonzero", lambda v: torch.count_nonzero(v > 0, -1), layout="row_to_value"),
     # products (language/math.py)
     OpCase("mm", lambda a, b, c: a @ b, layout="matrix", tolerance=1e-4),
     OpCase("addmm", lambda a, b, c: torch.addmm(c, a, b), layout="matrix", tolerance=1e-4),
@@ -245,7 +255,7 @@ def test_op_matches_torch_in_every_mode(case: OpCase, shape: tuple[int, int], de
         out = torch.zeros_like(reference, device=device)
         result = kernel(out, x, y, z, case.op)
         torch.testing.assert_close(result.cpu(), reference, rtol=case.tolerance, atol=case.tolerance,
-                                   msg=lambda text: f"{case.id} in {mode} mode: {text}")
+                                   equal_nan=True, msg=lambda text: f"{case.id} in {mode} mode: {text}")
 
 
 def test_every_primitive_has_a_row() -> None:

@@ -18,4 +18,5 @@ __all__ = [
 # Op families that only define primitives for torch calls (no new `hl.` names).
 from tessera.language import elementwise as _elementwise  # noqa: E402,F401
 from tessera.language import reduce as _reduce  # noqa: E402,F401
+from tessera.language import statistics as _statistics  # noqa: E402,F401
 from tessera.language import view as _view  # noqa: E402,F401

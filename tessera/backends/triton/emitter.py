@@ -76,6 +76,10 @@ class Emitter:
         if isinstance(value, Node):
             name = self.name_of(value)
             return self.cast(name, value.dtype, dtype) if dtype is not None else name
+        if self.interpret and dtype == torch.bfloat16 and not isinstance(value, sympy.Basic):
+            # Triton 3.6's interpreter has no bf16 constants (`tl.where(c, float('-inf'), v_bf16)`):
+            # make the constant in fp32 and round it
+            return self.cast(f"tl.full([], {print_expr(value)}, tl.float32)", torch.float32, dtype)
         # parenthesized: templates like "({0} / {1})" must not re-associate `a - b`
         return f"({print_expr(value)})"
 

@@ -1,0 +1,132 @@
+"""Reductions built from the basic ones: `var std logsumexp any all count_nonzero` on tile values.
+
+Each is a primitive for its torch functions whose trace rule composes sum/amax/amin and
+elementwise ops, with torch's numerics: 16-bit inputs compute in fp32 and round once at the
+end; `var`/`std` divide by `max(0, n - correction)` (so one element with the default correction
+gives NaN, as in torch); `logsumexp` shifts by the row's max, taken as 0 where that max is
+infinite (a row of -inf gives -inf, not NaN); `any`/`all` of uint8 return uint8, as torch does.
+What torch refuses for a dtype (`var` of ints) is refused at the user's line.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+import torch
+
+from tessera import exc
+from tessera.ir.graph import UNIT
+from tessera.ir.primitive import torch_primitive
+from tessera.language.elementwise import apply_elementwise
+from tessera.language.operands import ask_torch
+from tessera.language.reduce import reduce
+from tessera.language.view import cast, normalized_dims
+from tessera.location import user_location
+from tessera.trace.proxy import TileValue
+from tessera.trace.tracer import Tracer
+
+T = torch.Tensor
+
+
+def _tile_value(kind: str, value: Any) -> TileValue:
+    if not isinstance(value, TileValue):
+        raise exc.UnsupportedOperationError(f"torch.{kind} of {type(value).__name__} {value!r}: only tile values "
+                                            "reduce inside a tile loop", location=user_location())
+    return value
+
+
+def _element_count(kind: str, value: TileValue, dim: Any) -> Any:
+    """How many elements a reduction over `dim` combines: whole dimensions only (a tile's extent
+    varies per tile, as for mean)."""
+    count: Any = 1
+    for d in normalized_dims(value, dim):
+        axis = value.axes[d]
+        if axis is UNIT:
+            continue
+        if axis.is_tile:
+            raise exc.UnsupportedOperationError(
+                f"{kind} over a tile dimension (its element count varies per tile)", location=user_location(),
+                hint="reduce over a whole dimension (x[tile, :]) instead")
+        count = count * axis.end
+    return count
+
+
+def _wide(tracer: Tracer, value: TileValue) -> TileValue:
+    """16-bit floats compute in fp32, as torch's CPU and GPU kernels do."""
+    return cast(tracer, value, torch.float32) if value.dtype in (torch.float16, torch.bfloat16) else value
+
+
+def _correction(dim: Any, unbiased: Any, correction: Any) -> tuple[Any, float]:
+    """torch's spellings: var(x, dim, unbiased, keepdim), var(x, unbiased), var(x, dim, correction=)."""
+    if isinstance(dim, bool):  # var(x, False): the old positional `unbiased`
+        dim, unbiased = None, dim
+    if correction is not None:
+        return dim, float(correction)
+    return dim, 0.0 if unbiased is False else 1.0
+
+
+def variance(tracer: Tracer, value: TileValue, dim: Any, correction: float, keepdim: bool) -> TileValue:
+    wide = _wide(tracer, value)
+    count = _element_count("var", value, dim)
+    mean = apply_elementwise(tracer, "truediv", reduce(tracer, "sum", wide, dim, True), count)
+    centered = apply_elementwise(tracer, "sub", wide, mean)
+    squares = reduce(tracer, "sum", apply_elementwise(tracer, "mul", centered, centered), dim, keepdim)
+    integral = int(correction) if float(correction).is_integer() else correction
+    denominator = count - integral
+    denominator = max(0, denominator) if isinstance(denominator, (int, float)) else sympy.Max(denominator, 0)
+    return apply_elementwise(tracer, "truediv", squares, denominator)
+
+
+def _variance_rule(kind: str) -> Any:
+    def rule(tracer: Tracer, value: TileValue, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+             correction: Any = None, out: Any = None) -> TileValue:
+        value = _tile_value(kind, value)
+        dim, corrected = _correction(dim, unbiased, correction)
+        ask_torch(f"torch.{kind}", getattr(torch, kind), (value,), {"dim": dim, "correction": corrected})
+        result = variance(tracer, value, dim, corrected, keepdim)
+        if kind == "std":
+            result = apply_elementwise(tracer, "sqrt", result)
+        return cast(tracer, result, value.dtype)
+    return rule
+
+
+var_p = torch_primitive("var", torch.var, T.var)(_variance_rule("var"))
+std_p = torch_primitive("std", torch.std, T.std)(_variance_rule("std"))
+
+
+@torch_primitive("logsumexp", torch.logsumexp, T.logsumexp)
+def logsumexp_p(tracer: Tracer, value: TileValue, dim: Any, keepdim: bool = False, *, out: Any = None) -> TileValue:
+    value = _tile_value("logsumexp", value)
+    ask_torch("torch.logsumexp", torch.logsumexp, (value,), {"dim": dim, "keepdim": keepdim})
+    result_dtype = value.dtype if value.dtype.is_floating_point else torch.get_default_dtype()
+    wide = _wide(tracer, cast(tracer, value, result_dtype))
+    peak = reduce(tracer, "amax", wide, dim, True)
+    infinite = apply_elementwise(tracer, "eq", apply_elementwise(tracer, "abs", peak), float("inf"))
+    shift = apply_elementwise(tracer, "where", infinite, 0.0, peak)
+    total = reduce(tracer, "sum", apply_elementwise(tracer, "exp", apply_elementwise(tracer, "sub", wide, shift)),
+                   dim, keepdim)
+    if not keepdim:
+        shift = reduce(tracer, "amax", shift, dim, False)  # drop the kept dims (one value per row)
+    return cast(tracer, apply_elementwise(tracer, "add", apply_elementwise(tracer, "log", total), shift), result_dtype)
+
+
+def _truth_rule(kind: str) -> Any:
+    def rule(tracer: Tracer, value: TileValue, dim: Any = None, keepdim: bool = False, *, out: Any = None) -> TileValue:
+        value = _tile_value(kind, value)
+        ask_torch(f"torch.{kind}", getattr(torch, kind), (value,),
+                  {"dim": dim, "keepdim": keepdim} if dim is not None else {})
+        nonzero = apply_elementwise(tracer, "ne", value, 0)
+        result = reduce(tracer, "amax" if kind == "any" else "amin", nonzero, dim, keepdim)
+        return cast(tracer, result, torch.uint8 if value.dtype == torch.uint8 else torch.bool)
+    return rule
+
+
+any_p = torch_primitive("any", torch.any, T.any)(_truth_rule("any"))
+all_p = torch_primitive("all", torch.all, T.all)(_truth_rule("all"))
+
+
+@torch_primitive("count_nonzero", torch.count_nonzero, T.count_nonzero)
+def count_nonzero_p(tracer: Tracer, value: TileValue, dim: Any = None) -> TileValue:
+    value = _tile_value("count_nonzero", value)
+    ask_torch("torch.count_nonzero", torch.count_nonzero, (value,), {"dim": dim} if dim is not None else {})
+    return reduce(tracer, "sum", apply_elementwise(tracer, "ne", value, 0), dim, False, torch.int64)
