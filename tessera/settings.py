@@ -181,5 +181,5 @@ def override(**values: Any) -> Iterator[None]:
 
 
 def describe() -> str:
-    """A table of every environment variable, its default and meaning (used by the README)."""
+    """A table of every environment variable, its default and meaning (the README lists the same in a table; tests/test_docs.py checks it)."""
     return "\n".join(f"{s.env} (default {s.default!r}): {s.doc}" for s in _DECLARED)

@@ -14,7 +14,7 @@ compiles a new variant (eager's answer), never runs a stale one.
 
 Kept cheap on the hit path: a body that reads no user global records nothing (`of` returns
 None) and its launches check nothing; otherwise a check is one dict lookup and compare per
-recorded global. Not seen (README, "Current limits"): attributes of a module or object read in
+recorded global. Not seen (README, "Current limits (honest list)"): attributes of a module or object read in
 the body (`config.SCALE`), globals read through `getattr`/`eval`, contents of a helper's closure.
 """
 from __future__ import annotations

@@ -18,15 +18,17 @@ from tessera.location import user_location
 from tessera.ir import interpreter
 from tessera.ir.graph import UNIT, Axis, Node, TensorRef
 from tessera.ir.primitive import TORCH_FUNCTIONS
+from tessera.ir.torch_alternatives import ALTERNATIVES_BY_FUNCTION, torch_spelling
 
 def _dispatch(func: Callable[..., Any], args: tuple, kwargs: dict | None) -> Any:
     primitive = TORCH_FUNCTIONS.get(func)
     if primitive is None:
-        name = getattr(func, "__qualname__", getattr(func, "__name__", repr(func)))
+        alternative = ALTERNATIVES_BY_FUNCTION.get(func)
+        advice = f"{alternative.advice}; " if alternative is not None else ""
         raise exc.UnsupportedOperationError(
-            f"torch operation {name} is not supported inside a compiled tile loop",
+            f"{torch_spelling(func)} is not supported inside a compiled tile loop",
             location=user_location(),
-            hint="use a supported op (see README 'A tour of the language'), or run this kernel with mode='eager'")
+            hint=f"{advice}see docs/language.md for every supported op, or run this kernel with mode='eager'")
     return primitive.bind(*args, **(kwargs or {}))
 
 
@@ -130,15 +132,15 @@ class TileValue(_TorchLike):
 
 # Python operators on tile values mean the torch function of the same name (one table for both
 # directions, as torch.fx does): `a + b` is torch.add(a, b), `2 - a` is torch.sub(2, a).
-_BINARY_OPERATORS: dict[str, Callable[..., Any]] = {
+BINARY_OPERATORS: dict[str, Callable[..., Any]] = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.div, "floordiv": torch.floor_divide,
     "mod": torch.remainder, "pow": torch.pow, "and": torch.bitwise_and, "or": torch.bitwise_or,
     "xor": torch.bitwise_xor, "matmul": torch.matmul,
 }
-_COMPARISONS: dict[str, Callable[..., Any]] = {
+COMPARISONS: dict[str, Callable[..., Any]] = {
     "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge, "eq": torch.eq, "ne": torch.ne,
 }
-_UNARY_OPERATORS: dict[str, Callable[..., Any]] = {"neg": torch.neg, "abs": torch.abs, "invert": torch.bitwise_not}
+UNARY_OPERATORS: dict[str, Callable[..., Any]] = {"neg": torch.neg, "abs": torch.abs, "invert": torch.bitwise_not}
 
 
 def _binary_operator(function: Callable[..., Any], reflected: bool) -> Callable[..., Any]:
@@ -153,12 +155,12 @@ def _unary_operator(function: Callable[..., Any]) -> Callable[..., Any]:
     return operator
 
 
-for _name, _function in _BINARY_OPERATORS.items():
+for _name, _function in BINARY_OPERATORS.items():
     setattr(TileValue, f"__{_name}__", _binary_operator(_function, False))
     setattr(TileValue, f"__r{_name}__", _binary_operator(_function, True))
-for _name, _function in _COMPARISONS.items():
+for _name, _function in COMPARISONS.items():
     setattr(TileValue, f"__{_name}__", _binary_operator(_function, False))
-for _name, _function in _UNARY_OPERATORS.items():
+for _name, _function in UNARY_OPERATORS.items():
     setattr(TileValue, f"__{_name}__", _unary_operator(_function))
 
 
