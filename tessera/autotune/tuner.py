@@ -48,8 +48,15 @@ class Autotuner:
         disk_cache.store(key, result.config, time_ms=result.time_ms, effort="given" if configs else effort)
         tried = len(result.search.trials)
         failed = sum(result.failures.values())
-        print(f"[tessera] autotuned {kernel.fn.__name__} in {result.seconds:.1f} s ({tried} candidates, {failed} "
-              f"failed): {result.time_ms:.4g} ms. To skip tuning, hard-code it:\n"
+        summary = f"autotuned {kernel.fn.__name__} in {result.seconds:.1f} s ({tried} candidates, {failed} failed)"
+        if bound.mode == "interpret":
+            # the interpreter's clock measures Python, not a GPU: say so rather than advertise a winner
+            print(f"[tessera] {summary} in Triton's CPU interpreter. Interpreter timings say nothing about GPU "
+                  f"speed: this Config is one that runs correctly, not a fast one, and its GPU choices (indexing, "
+                  f"e.g. TMA tensor descriptors, warps, stages) were not chosen for performance. Tune on a GPU "
+                  f"before hard-coding a Config.\n    chosen here: {result.config!r}", file=sys.stderr)
+            return result.config
+        print(f"[tessera] {summary}: {result.time_ms:.4g} ms. To skip tuning, hard-code it:\n"
               f"    {pipeline.decorator_line(result.config)}", file=sys.stderr)
         return result.config
 

@@ -32,6 +32,18 @@ def _dispatch(func: Callable[..., Any], args: tuple, kwargs: dict | None) -> Any
     return primitive.bind(*args, **(kwargs or {}))
 
 
+def refuse_value_list(value: Any, what: str) -> None:
+    """Refuse a Python list or tuple where one tile value belongs (`out[tile] = [a, b]`): a list
+    of tiles exists only in Python while the kernel is traced, it is no value the kernel computes."""
+    if isinstance(value, (list, tuple)):
+        raise exc.UnsupportedOperationError(
+            f"{what} got a Python {type(value).__name__} of {len(value)} items, but needs one tile value: "
+            "a list of tiles is not a tile (it holds values only while the kernel is traced)",
+            location=user_location(),
+            hint="combine the values with torch ops first (a + b, torch.where(c, a, b), a.sum() + b.sum()), "
+                 "or store each into its own slice of the output (out[tile, 0] = a; out[tile, 1] = b)")
+
+
 class _TorchLike:
     """Shared `__torch_function__`: every proxy dispatches through the same table."""
 
@@ -70,6 +82,18 @@ class TileValue(_TorchLike):
 
     def __repr__(self) -> str:
         return f"TileValue({self.node.name}: {self.dtype}, {list(self.axes)})"
+
+    def __str__(self) -> str:
+        # print(v) / f"{v}" in a tile body runs while the kernel is traced, when v has no numbers
+        raise exc.UnsupportedOperationError(
+            "print() or str() of a tile value: Python in a tile body runs once, when the kernel is traced, "
+            "before any value is computed, so there are no numbers to print",
+            location=user_location(),
+            hint="run the kernel with mode='eager' (or TESSERA_MODE=eager), where print shows the real values; "
+                 "or store the value into an output tensor and print that after the call (docs/debugging.md)")
+
+    def __format__(self, spec: str) -> str:
+        return str(self)
 
     def __getattr__(self, name: str) -> Any:
         # Tensor methods (`v.sum(1)`, `v.to(dtype)`, `v.exp()`) route through the same table
