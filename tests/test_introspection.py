@@ -62,9 +62,10 @@ def test_tuning_in_the_interpreter_says_its_timings_mean_nothing_for_gpu_speed(c
     monkeypatch.setattr(pipeline, "tune", lambda *args, **kwargs: fake)
 
     double_rows = tessera.kernel(mode="interpret")(_double_rows)
-    with settings.override(cache_dir=str(tmp_path)):
+    with settings.override(cache_dir=str(tmp_path), autotune_effort=None):
         assert double_rows.autotune(torch.randn(8, 4)) == chosen
     said = capsys.readouterr().err
+    assert said.startswith("[tessera] autotuning _double_rows for this call's shapes (quick effort, at most 30 s)")
     assert "Interpreter timings say nothing about GPU speed" in said
     assert "not chosen for performance" in said
     assert "To skip tuning, hard-code it" not in said
@@ -156,3 +157,18 @@ def test_print_of_a_tile_value_points_to_eager_mode_where_it_prints_numbers(cpu_
         tessera.kernel(config=CONFIG, mode="interpret")(show)(torch.ones(2, 3))
     tessera.kernel(config=CONFIG, mode="eager")(show)(torch.ones(2, 3))
     assert "tensor([[1., 1., 1.]," in capsys.readouterr().out
+
+
+def test_a_shape_mismatch_names_the_sizes_of_this_call_beside_the_symbols(cpu_only) -> None:
+    @tessera.kernel(config=CONFIG, mode="interpret")
+    def add_rows(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile in hl.tile(x.size(0)):
+            out[tile, :] = x[tile, :] + y[tile, :]  # line: mismatch
+        return out
+
+    with pytest.raises(exc.ShapeMismatchError) as raised:
+        add_rows(torch.randn(4, 768), torch.randn(4, 767))
+    number, _ = marked_line(__file__, "mismatch")
+    assert "(768 vs 767 in this call)" in str(raised.value)
+    assert f"{__file__}:{number}:" in str(raised.value)

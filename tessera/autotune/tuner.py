@@ -42,6 +42,11 @@ class Autotuner:
         say on stderr how to hard-code it."""
         from tessera.autotune import pipeline  # the search and the worker machinery: only when tuning
         configs = list(kernel.settings.configs)
+        budget = kernel.settings.autotune_budget_seconds
+        among = f"among its {len(configs)} configs" if configs else f"{effort} effort"
+        progress.announce(f"autotuning {kernel.fn.__name__} for this call's shapes ({among}"
+                          f"{f', at most {budget:g} s' if budget else ''}); the call waits for it. "
+                          "To skip tuning: config=... or autotune_effort='none'")
         result = pipeline.tune(bound, effort=effort, budget_seconds=kernel.settings.autotune_budget_seconds,
                                seeds=configs or None, only_seeds=bool(configs))
         key = disk_cache.make_key(kernel.source_hash, bound.specialization_key(), bound.device)
