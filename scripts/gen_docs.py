@@ -1,6 +1,6 @@
 """Generate docs/language.md, the language reference, from the op table.
 
-    python scripts/gen_docs.py           # rewrite docs/language.md
+    python scripts/gen_docs.py           # rewrite docs/language.md (or: make docs)
     python scripts/gen_docs.py --check   # exit 1 if docs/language.md is out of date
 
 Everything in the page comes from the code: the `hl` functions (`tessera.language.__all__`, their

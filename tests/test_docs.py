@@ -55,7 +55,8 @@ def test_the_language_reference_is_generated_from_the_current_op_table() -> None
     gen_docs = _load_gen_docs()
     committed = (DOCS / "language.md").read_text(encoding="utf-8")
     assert committed == gen_docs.render(), (
-        "docs/language.md is out of date with the op table: run `python scripts/gen_docs.py` and commit it")
+        "docs/language.md is out of date with the op table: run `make docs` (or `python scripts/gen_docs.py`) "
+        "and commit docs/language.md")
 
 
 def test_the_readme_quickstart_runs_when_pasted_into_a_file(tmp_path: pathlib.Path) -> None:
