@@ -26,7 +26,7 @@ def _modes(device: torch.device) -> list[str]:
 @pytest.mark.parametrize("shape", [(5, 37), (1, 1)])
 def test_the_written_alternative_equals_the_torch_op(alternative: Alternative, shape: tuple[int, int],
                                                      device: torch.device) -> None:
-    x = torch.randn(shape, device=device)
+    x = torch.randn(shape, device=device) * 0.5  # keeps tan away from its poles (sin/cos there lose digits)
     expected = eval(alternative.call, {"torch": torch, "F": F, "x": x})
 
     def rows(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
