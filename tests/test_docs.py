@@ -1,4 +1,4 @@
-"""The documentation is true where a test can tell: the README's quickstart runs when pasted, the
+"""The documentation is true where a test can tell: the README's code runs when pasted, the
 generated language reference matches the op table, every TESSERA_* variable the code reads is in
 the README's table (and no other), and every README/docs section or link the code or the docs
 point to exists."""
@@ -59,11 +59,16 @@ def test_the_language_reference_is_generated_from_the_current_op_table() -> None
         "and commit docs/language.md")
 
 
-def test_the_readme_quickstart_runs_when_pasted_into_a_file(tmp_path: pathlib.Path) -> None:
-    code = "\n".join(_python_blocks(_section(README.read_text(encoding="utf-8"), "Quickstart")))
+def test_the_readme_quickstart_tour_and_looking_inside_run_when_pasted_into_a_file(tmp_path: pathlib.Path) -> None:
+    readme = README.read_text(encoding="utf-8")
+    code = "\n".join(_python_blocks(_section(readme, "Quickstart")))
     assert "tessera.kernel" in code and "assert_close" in code
+    # the tour's kernel and the "Looking inside" calls build on the quickstart's imports and values
+    extra = _python_blocks(_section(readme, "A tour of the language")) + _python_blocks(_section(readme, "Looking inside"))
+    check = ("a, b = torch.randn(37, 20, device=device), torch.randn(20, 9, device=device)\n"
+             "torch.testing.assert_close(matmul(a, b), a @ b, rtol=1e-4, atol=1e-4)\n")
     script = tmp_path / "quickstart.py"
-    script.write_text(code, encoding="utf-8")
+    script.write_text("\n".join([code, *extra, check]), encoding="utf-8")
     environment = {**os.environ, "TESSERA_MODE": "interpret", "CUDA_VISIBLE_DEVICES": ""}
     environment.pop("TRITON_INTERPRET", None)
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=environment,
