@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.tessera-installed
 PYTEST_ARGS ?= -x -q -n 2
 
-.PHONY: demo test setup clean
+.PHONY: demo test setup docs clean
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(if $(shell $(PYTHON) -c 'import torch' 2>/dev/null && echo yes),--system-site-packages,) $(VENV)
@@ -24,6 +24,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+docs: $(STAMP)  # regenerate docs/language.md from the op table (tests/test_docs.py checks it)
+	$(PY) scripts/gen_docs.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

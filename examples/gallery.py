@@ -13,6 +13,7 @@ import argparse
 import importlib
 import os
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
@@ -94,6 +95,18 @@ def _run_example(example: Example, mode: str, device: str, dtype: torch.dtype, v
     return row("yes", f"{error:.2e}", f"{ms:.3f}", f"{reference_ms:.3f}")
 
 
+def _run_with_progress(example: Example, mode: str, device: str, dtype: torch.dtype, verbose: bool,
+                       counter: str) -> Row:
+    """`_run_example`, announced on stderr before it starts and summed up when it ends: the first
+    call compiles (seconds; minutes for big kernels in the interpreter), so a silent gallery
+    looks hung."""
+    print(f"{counter} {example.name} ({mode}, {device}) ...", end="", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    row = _run_example(example, mode, device, dtype, verbose)
+    print(f" {row.correct.split(':')[0]} in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+    return row
+
+
 def _short(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
@@ -131,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     dtype = getattr(torch, DTYPES_BY_NAME[args.dtype])
     rows: list[Row] = []
+    chosen: list[Example] = []
     for module_name in EXAMPLE_MODULES:
         try:
             module = importlib.import_module(f"examples.{module_name}")
@@ -146,9 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rows.append(Row(example.name, "", _short(dtype), mode, device, f"skipped: no {args.dtype} variant", "",
                                 ""))
                 continue
-            if args.verbose:
-                print(f"running {example.name}", file=sys.stderr, flush=True)
-            rows.append(_run_example(example, mode, device, dtype, args.verbose))
+            chosen.append(example)
+    for number, example in enumerate(chosen, 1):
+        rows.append(_run_with_progress(example, mode, device, dtype, args.verbose, f"[{number}/{len(chosen)}]"))
     _print_table(rows)
     if mode != "compiled":
         print(f"\n{mode} mode runs on the CPU ({'Triton' + chr(39) + 's interpreter' if mode == 'interpret' else 'tiles as Python'}):"

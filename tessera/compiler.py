@@ -10,7 +10,6 @@ tile-loop body into code is here and below (trace/, ir/passes.py, the backend).
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any, Callable
 
 import sympy
@@ -201,9 +200,6 @@ def compile_launch(request: LaunchRequest, backend: Backend) -> CompiledLaunch:
         lowered = backend.lower(ir, request.config, request.options)
     except exc.TesseraError as error:
         raise error.with_location(location)
-    if settings.get("print_code"):
-        print(f"# ---- {request.kernel_name}: tile loop {request.launch_index}, a new variant ----\n{lowered.source}",
-              file=sys.stderr)
     loaded = backend.load(lowered, request.options)
     guards = ir.guards + lowered.guards
     order = binding.argument_symbols

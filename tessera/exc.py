@@ -6,6 +6,8 @@ raised from user code. Errors pickle, so autotune workers can report them.
 """
 from __future__ import annotations
 
+import warnings
+
 from tessera.location import SourceLocation
 
 
@@ -117,3 +119,20 @@ class BackendCompileError(TesseraError):
 
 class AutotuneError(TesseraError):
     """Every autotuning candidate failed."""
+
+
+class TesseraWarning(UserWarning):
+    """The kernel runs, but likely not as its author meant; shown at the user's line."""
+
+
+def warn(detail: str, *, location: SourceLocation | None, hint: str) -> None:
+    """Issue a `TesseraWarning` rendered like an error (location with a caret, hint), attributed
+    to the user's file and line so Python's once-per-line filter applies to that line."""
+    text = "\n".join([detail, *([location.render()] if location is not None else []), f"hint: {hint}"])
+    if location is None:
+        warnings.warn(text, TesseraWarning, stacklevel=2)
+    else:
+        warnings.warn_explicit(text, TesseraWarning, location.filename, location.lineno, registry=_warned)
+
+
+_warned: dict = {}  # the registry Python's warning filters use for "once per line" (warn_explicit's)

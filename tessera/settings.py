@@ -50,7 +50,8 @@ _DECLARED: tuple[Setting, ...] = (
             "Force a mode for every kernel: eager | interpret | compiled. Default: compiled on CUDA "
             "tensors, interpret on CPU tensors."),
     Setting("print_code", "TESSERA_PRINT_CODE", _parse_bool, False,
-            "Print the generated Triton source of every new compiled variant."),
+            "Print the generated Triton source of each variant a call builds, once, headed by the kernel, "
+            "tile loop, variant, mode and Config (plans and tuning runs do not print)."),
     Setting("log", "TESSERA_LOG", _parse_set, frozenset(),
             "Comma-separated log topics: recompiles, ir, autotune."),
     Setting("debug", "TESSERA_DEBUG", _parse_optional_str, None,
@@ -186,5 +187,5 @@ def override(**values: Any) -> Iterator[None]:
 
 
 def describe() -> str:
-    """A table of every environment variable, its default and meaning (used by the README)."""
+    """A table of every environment variable, its default and meaning (the README lists the same in a table; tests/test_docs.py checks it)."""
     return "\n".join(f"{s.env} (default {s.default!r}): {s.doc}" for s in _DECLARED)

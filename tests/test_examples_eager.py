@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import re
 from types import ModuleType
 from typing import Any
 
@@ -229,7 +230,11 @@ def test_gallery_prints_a_table_and_exits_zero_when_all_agree(capsys: pytest.Cap
 
     monkeypatch.setenv("TESSERA_MODE", "eager")  # restored afterwards; the gallery sets it too
     assert gallery.main(["--mode", "eager", "--device", "cpu", "--only", "add", "softmax"]) == 0
-    table = capsys.readouterr().out.splitlines()
+    printed = capsys.readouterr()
+    table = printed.out.splitlines()
+    # progress on stderr, one line per example as it finishes, so a long gallery never looks hung
+    assert re.findall(r"^\[(\d)/2\] (\w+) \(eager, cpu\) \.\.\. yes in [\d.]+ s$", printed.err, re.M) == [
+        ("1", "add"), ("2", "softmax")]
     assert [cell.strip() for cell in table[0].split("|")] == [
         "kernel", "sizes", "dtype", "mode", "device", "correct", "max err", "tessera ms", "torch ms"]
     rows = [line for line in table[2:] if "|" in line]

@@ -11,8 +11,8 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tessera"
 
-# Bottom to top; a module may import from its own layer and those before it. README's layout
-# section lists the same order.
+# Bottom to top; a module may import from its own layer and those before it. docs/internals.md,
+# "Layout", lists the same order.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("tessera.exc", "tessera.config", "tessera.settings", "tessera.thread_state", "tessera.location",
      "tessera.marking"),

@@ -42,14 +42,26 @@ class Autotuner:
         say on stderr how to hard-code it."""
         from tessera.autotune import pipeline  # the search and the worker machinery: only when tuning
         configs = list(kernel.settings.configs)
+        budget = kernel.settings.autotune_budget_seconds
+        among = f"among its {len(configs)} configs" if configs else f"{effort} effort"
+        progress.announce(f"autotuning {kernel.fn.__name__} for this call's shapes ({among}"
+                          f"{f', at most {budget:g} s' if budget else ''}); the call waits for it. "
+                          "To skip tuning: config=... or autotune_effort='none'")
         result = pipeline.tune(bound, effort=effort, budget_seconds=kernel.settings.autotune_budget_seconds,
                                seeds=configs or None, only_seeds=bool(configs))
         key = disk_cache.make_key(kernel.source_hash, bound.specialization_key(), bound.device)
         disk_cache.store(key, result.config, time_ms=result.time_ms, effort="given" if configs else effort)
         tried = len(result.search.trials)
         failed = sum(result.failures.values())
-        print(f"[tessera] autotuned {kernel.fn.__name__} in {result.seconds:.1f} s ({tried} candidates, {failed} "
-              f"failed): {result.time_ms:.4g} ms. To skip tuning, hard-code it:\n"
+        summary = f"autotuned {kernel.fn.__name__} in {result.seconds:.1f} s ({tried} candidates, {failed} failed)"
+        if bound.mode == "interpret":
+            # the interpreter's clock measures Python, not a GPU: say so rather than advertise a winner
+            print(f"[tessera] {summary} in Triton's CPU interpreter. Interpreter timings say nothing about GPU "
+                  f"speed: this Config is one that runs correctly, not a fast one, and its GPU choices (indexing, "
+                  f"e.g. TMA tensor descriptors, warps, stages) were not chosen for performance. Tune on a GPU "
+                  f"before hard-coding a Config.\n    chosen here: {result.config!r}", file=sys.stderr)
+            return result.config
+        print(f"[tessera] {summary}: {result.time_ms:.4g} ms. To skip tuning, hard-code it:\n"
               f"    {pipeline.decorator_line(result.config)}", file=sys.stderr)
         return result.config
 

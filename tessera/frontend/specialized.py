@@ -10,7 +10,7 @@ the source which values the host code will pin. Forms found, in the kernel's own
     n = x.size(1); ...; hl.specialize(n)        m, n = x.shape; ...; hl.specialize(n)
 
 Other forms (a size computed by arithmetic, through a helper) are not seen: their Config is
-chosen per bucket, as for any dynamic size (README, "Current limits").
+chosen per bucket, as for any dynamic size (README, "Current limits (honest list)").
 
 >>> specialized_arguments(KernelSource(layer_norm_bwd), resolve)     # doctest: +SKIP
 (('x', 1),)

@@ -13,7 +13,7 @@ import sympy
 import torch
 
 from tessera import exc
-from tessera.ir.graph import UNIT
+from tessera.ir.graph import UNIT, Node, Op
 from tessera.language.elementwise import apply_elementwise
 from tessera.location import user_location
 from tessera.trace.proxy import TileValue
@@ -117,7 +117,14 @@ def device_if(tracer: Tracer, condition: TileValue, then_body: Callable[..., tup
             f"`if` needs a single boolean, but the condition is a tile of shape {list(condition.axes)}",
             location=user_location(),
             hint="use torch.where(condition, a, b) for per-element choices, or reduce the condition "
-                 "(e.g. condition.any())")
+                 "(e.g. condition.to(torch.int32).amax() > 0 for 'any')")
+    reduction = _reduction_over_a_tile(condition.node)
+    if reduction is not None:
+        exc.warn("this `if` depends on a reduction across a tile's block (all rows or columns a program "
+                 "holds), so it decides once per block, not per row: its outcome changes with the block size",
+                 location=user_location(),
+                 hint="reduce over the row only and choose per row: "
+                      "torch.where(row.sum(1, keepdim=True) > 0, a, b); or loop over single rows with hl.grid")
     taken = condition if condition.dtype == torch.bool else apply_elementwise(tracer, "ne", condition, 0)
     outer = tracer.predicate
     results = []
@@ -136,3 +143,20 @@ def device_if(tracer: Tracer, condition: TileValue, then_body: Callable[..., tup
         else:
             merged.append(apply_elementwise(tracer, "where", taken, then_value, else_value))
     return tuple(merged)
+
+
+def _reduction_over_a_tile(node: Node) -> Node | None:
+    """A REDUCE node among `node`'s inputs (transitively) that folds a tile axis (a block of rows
+    of a tile loop), whose result therefore depends on the block size; None if there is none."""
+    seen: set[int] = set()
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if not isinstance(current, Node) or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if current.op is Op.REDUCE and current.inputs and isinstance(current.inputs[0], Node) and any(
+                axis.is_tile and axis.block > 1 and axis not in current.shape for axis in current.inputs[0].shape):
+            return current
+        pending.extend(current.inputs)
+    return None

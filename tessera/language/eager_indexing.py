@@ -14,6 +14,7 @@ from tessera import exc
 from tessera.location import user_location
 from tessera.language.tile import Tile
 from tessera.trace.indexing import check_index_dtype
+from tessera.trace.proxy import refuse_value_list
 
 Index = tuple[Any, ...]
 
@@ -188,6 +189,7 @@ def _coordinates(tensor: torch.Tensor, index: Index) -> tuple[torch.Tensor, ...]
 def store(tensor: torch.Tensor, index: Any, value: Any, mask: Any = None, accumulate: bool = False,
           reduce: str | None = None) -> None:
     """`tensor[index] = value` writing only unmasked lanes; `accumulate` adds (atomic_add)."""
+    refuse_value_list(value, "a store")
     index = normalize_index(tensor, index)
     tensor_dims = _tensor_dims(tensor, index)
     if tensor_dims:

@@ -25,7 +25,7 @@ import torch
 from tessera import exc
 from tessera.ir.symbolic import is_integral
 from tessera.location import user_location
-from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
+from tessera.trace.proxy import TensorProxy, TileProxy, TileValue, refuse_value_list
 
 SUPPORTED_DTYPES: frozenset[torch.dtype] = frozenset({
     torch.float32, torch.float16, torch.bfloat16, torch.float64,
@@ -109,6 +109,8 @@ def ask_torch(op: str, function: Callable[..., Any], args: tuple[Any, ...], kwar
     """`function` run on stand-ins of `args`; a located DtypeError with torch's reason if it refuses,
     or if its answer has a dtype compiled code cannot hold. Returns torch's answer."""
     for value in (*args, *kwargs.values()):
+        if isinstance(value, (list, tuple)) and any(isinstance(item, TileValue) for item in value):
+            refuse_value_list(value, op)
         for item in (value if isinstance(value, (list, tuple)) else (value,)):
             check_operand(item, op)
     stand_ins = tuple(_stand_in(a) for a in args)

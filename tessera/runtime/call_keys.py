@@ -5,7 +5,7 @@ computes them, so they are written for speed: each tensor's metadata
 is read once, facts derived from a layout (unit strides, int64 need, size buckets) are computed
 once per (shape, strides), a value's kind is decided once per Python type (not by an isinstance
 chain per value), and a launch's key and kernel arguments come out of one pass over its captured
-values (`launch_inputs`). What a key holds is the contract of README "Cache key, guards and the hit path":
+values (`launch_inputs`). What a key holds is the contract of docs/internals.md "Cache key, guards and the hit path":
 
 - tensor: dtype, rank, which dims have unit stride, whether int64 indexing is needed, the
   (dim, size, stride) of pinned dims (`static_shapes`, `mark_static`), 16-byte alignment, the
@@ -125,7 +125,9 @@ def _tensor_key(tensor: torch.Tensor, shape: Sequence[int], strides: Sequence[in
 
 
 def value_key(value: Any, static_shapes: bool) -> Any:
-    """The part of the cache key one captured value contributes (see README, 'Cache key')."""
+    """The part of the cache key one captured value contributes.
+
+    Documented in docs/internals.md, "Cache key, guards and the hit path"."""
     kind = kind_of(value)
     if kind == TENSOR:
         return tensor_key(value, static_shapes)

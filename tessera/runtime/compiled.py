@@ -133,9 +133,14 @@ class CompiledRunner:
         variant = Variant.of(compile_launch(self.request(values, tile_range, body, launch_index),
                                             backends.get(self.kernel.settings.backend)), launch_index, reads,
                              body.__code__.co_freevars)
-        if settings.log_enabled("recompiles") and self.store is self.kernel.store:  # not planning/tuning runs
-            print(f"[tessera] compiling {self.kernel.fn.__name__} variant {total + 1} ({_recompile_reason(variants)})",
-                  file=sys.stderr)
+        if self.store is self.kernel.store:  # a real call, not a plan or a tuning run
+            if settings.log_enabled("recompiles"):
+                print(f"[tessera] compiling {self.kernel.fn.__name__} variant {total + 1} ({_recompile_reason(variants)})",
+                      file=sys.stderr)
+            if settings.get("print_code"):
+                print(f"# ---- {self.kernel.fn.__name__}: tile loop {launch_index}, variant {total + 1} "
+                      f"({_recompile_reason(variants)}), {self.mode}, {self.config!r} ----\n"
+                      f"{variant.compiled.lowered.source}", file=sys.stderr)
         self.store.variants.setdefault(key, variants).append(variant)
         return variant
 

@@ -20,7 +20,7 @@ or an instance's `__dict__`, or a class attribute): reading one never runs user 
 property or `__getattr__`). So are a helper's closure cells (a `nonlocal` may rebind one) and
 the attribute chains the body reads through an object it captures (`cfg.scale` of an object
 passed as an argument: the variant is keyed by the object's identity, and a changed attribute
-must not reuse it). Not seen (README, "Current limits"): attributes reached through a property
+must not reuse it). Not seen (README, "Current limits (honest list)"): attributes reached through a property
 or `__getattr__` (an `nn.Module`'s parameters), globals read through `getattr`/`eval`.
 """
 from __future__ import annotations

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from tessera.config import Config
+from tessera.ir.graph import short_dtype
 from tessera.ir.tunables import TunableDim
 
 
@@ -30,6 +31,11 @@ class LaunchRecord:
     grid: tuple[int, ...]
     num_warps: int
     num_stages: int
+
+    def __repr__(self) -> str:
+        arguments = ", ".join(describe_value(argument) for argument in self.arguments)
+        return (f"LaunchRecord({self.function_name}, grid={self.grid}, num_warps={self.num_warps}, "
+                f"num_stages={self.num_stages}, arguments=({arguments}), source={self.source_path!r})")
 
 
 @dataclasses.dataclass
@@ -46,6 +52,15 @@ class KernelPlan:
     reduction_extents: tuple[int, ...] = ()
     whole_rows: tuple[int, ...] = ()  # per launch, the length of its first whole row (0: none)
 
+    def __repr__(self) -> str:
+        """One line per launch; tensors as dtype and shape, never their (maybe unwritten) contents."""
+        lines = [f"KernelPlan({self.config!r}, {len(self.launches)} launch{'es' if len(self.launches) != 1 else ''}, "
+                 f"result={describe_value(self.result)}"]
+        lines += [f"  {launch!r}" for launch in self.launches]
+        if self.tunables:
+            lines.append(f"  tunables={self.tunables}")
+        return "\n".join(lines) + ")"
+
     def tensors(self) -> list[torch.Tensor]:
         """Every tensor the launches touch, each once (by identity)."""
         seen: dict[int, torch.Tensor] = {}
@@ -54,3 +69,19 @@ class KernelPlan:
                 if isinstance(argument, torch.Tensor):
                     seen.setdefault(id(argument), argument)
         return list(seen.values())
+
+
+def describe_value(value: Any) -> str:
+    """A value as a plan shows it: a tensor as `f32[100, 37] cpu`, containers by their items.
+
+    >>> describe_value((torch.zeros(2, 3), 4))
+    '(f32[2, 3] cpu, 4)'
+    """
+    if isinstance(value, torch.Tensor):
+        return f"{short_dtype(value.dtype)}[{', '.join(map(str, value.shape))}] {value.device}"
+    if isinstance(value, (list, tuple)):
+        items = ", ".join(describe_value(item) for item in value)
+        return f"[{items}]" if isinstance(value, list) else f"({items}{',' if len(value) == 1 else ''})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{key!r}: {describe_value(item)}" for key, item in value.items()) + "}"
+    return repr(value)

@@ -14,7 +14,7 @@ import torch
 from tessera import exc
 from tessera.location import user_location
 from tessera.ir.graph import UNIT, AccessKind, Axis, DimAccess, Node, Op
-from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
+from tessera.trace.proxy import TensorProxy, TileProxy, TileValue, refuse_value_list
 from tessera.trace.bounds import lower_bound
 from tessera.trace.views import is_whole_slice, split_view
 
@@ -179,6 +179,7 @@ def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any =
     if not isinstance(tensor, TensorProxy):
         raise exc.IndexingError(f"cannot store into {type(tensor).__name__} inside a tile loop",
                                 location=user_location(), hint="store into a tensor argument of the kernel")
+    refuse_value_list(value, f"a store into {tensor.name}")
     accesses, shape = resolve_index(tracer, tensor, index)
     if isinstance(value, TileValue):
         target = tracer.broadcast([shape, value.axes], f"store into {tensor.name}")

@@ -18,16 +18,30 @@ from tessera.location import user_location
 from tessera.ir import interpreter
 from tessera.ir.graph import UNIT, Axis, Node, TensorRef
 from tessera.ir.primitive import TORCH_FUNCTIONS
+from tessera.ir.torch_alternatives import ALTERNATIVES_BY_FUNCTION, torch_spelling
 
 def _dispatch(func: Callable[..., Any], args: tuple, kwargs: dict | None) -> Any:
     primitive = TORCH_FUNCTIONS.get(func)
     if primitive is None:
-        name = getattr(func, "__qualname__", getattr(func, "__name__", repr(func)))
+        alternative = ALTERNATIVES_BY_FUNCTION.get(func)
+        advice = f"{alternative.advice}; " if alternative is not None else ""
         raise exc.UnsupportedOperationError(
-            f"torch operation {name} is not supported inside a compiled tile loop",
+            f"{torch_spelling(func)} is not supported inside a compiled tile loop",
             location=user_location(),
-            hint="use a supported op (see README 'A tour of the language'), or run this kernel with mode='eager'")
+            hint=f"{advice}see docs/language.md for every supported op, or run this kernel with mode='eager'")
     return primitive.bind(*args, **(kwargs or {}))
+
+
+def refuse_value_list(value: Any, what: str) -> None:
+    """Refuse a Python list or tuple where one tile value belongs (`out[tile] = [a, b]`): a list
+    of tiles exists only in Python while the kernel is traced, it is no value the kernel computes."""
+    if isinstance(value, (list, tuple)):
+        raise exc.UnsupportedOperationError(
+            f"{what} got a Python {type(value).__name__} of {len(value)} items, but needs one tile value: "
+            "a list of tiles is not a tile (it holds values only while the kernel is traced)",
+            location=user_location(),
+            hint="combine the values with torch ops first (a + b, torch.where(c, a, b), a.sum() + b.sum()), "
+                 "or store each into its own slice of the output (out[tile, 0] = a; out[tile, 1] = b)")
 
 
 class _TorchLike:
@@ -68,6 +82,18 @@ class TileValue(_TorchLike):
 
     def __repr__(self) -> str:
         return f"TileValue({self.node.name}: {self.dtype}, {list(self.axes)})"
+
+    def __str__(self) -> str:
+        # print(v) / f"{v}" in a tile body runs while the kernel is traced, when v has no numbers
+        raise exc.UnsupportedOperationError(
+            "print() or str() of a tile value: Python in a tile body runs once, when the kernel is traced, "
+            "before any value is computed, so there are no numbers to print",
+            location=user_location(),
+            hint="run the kernel with mode='eager' (or TESSERA_MODE=eager), where print shows the real values; "
+                 "or store the value into an output tensor and print that after the call (docs/debugging.md)")
+
+    def __format__(self, spec: str) -> str:
+        return str(self)
 
     def __getattr__(self, name: str) -> Any:
         # Tensor methods (`v.sum(1)`, `v.to(dtype)`, `v.exp()`) route through the same table
@@ -130,15 +156,15 @@ class TileValue(_TorchLike):
 
 # Python operators on tile values mean the torch function of the same name (one table for both
 # directions, as torch.fx does): `a + b` is torch.add(a, b), `2 - a` is torch.sub(2, a).
-_BINARY_OPERATORS: dict[str, Callable[..., Any]] = {
+BINARY_OPERATORS: dict[str, Callable[..., Any]] = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.div, "floordiv": torch.floor_divide,
     "mod": torch.remainder, "pow": torch.pow, "and": torch.bitwise_and, "or": torch.bitwise_or,
     "xor": torch.bitwise_xor, "matmul": torch.matmul,
 }
-_COMPARISONS: dict[str, Callable[..., Any]] = {
+COMPARISONS: dict[str, Callable[..., Any]] = {
     "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge, "eq": torch.eq, "ne": torch.ne,
 }
-_UNARY_OPERATORS: dict[str, Callable[..., Any]] = {"neg": torch.neg, "abs": torch.abs, "invert": torch.bitwise_not}
+UNARY_OPERATORS: dict[str, Callable[..., Any]] = {"neg": torch.neg, "abs": torch.abs, "invert": torch.bitwise_not}
 
 
 def _binary_operator(function: Callable[..., Any], reflected: bool) -> Callable[..., Any]:
@@ -153,12 +179,12 @@ def _unary_operator(function: Callable[..., Any]) -> Callable[..., Any]:
     return operator
 
 
-for _name, _function in _BINARY_OPERATORS.items():
+for _name, _function in BINARY_OPERATORS.items():
     setattr(TileValue, f"__{_name}__", _binary_operator(_function, False))
     setattr(TileValue, f"__r{_name}__", _binary_operator(_function, True))
-for _name, _function in _COMPARISONS.items():
+for _name, _function in COMPARISONS.items():
     setattr(TileValue, f"__{_name}__", _binary_operator(_function, False))
-for _name, _function in _UNARY_OPERATORS.items():
+for _name, _function in UNARY_OPERATORS.items():
     setattr(TileValue, f"__{_name}__", _unary_operator(_function))
 
 

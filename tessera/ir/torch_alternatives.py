@@ -1,0 +1,107 @@
+"""Common torch operations that have no primitive inside a compiled tile loop, and what to write
+instead. The table feeds two readers: the error a traced kernel raises when it meets one of these
+callables (`trace/proxy.py`), and the language reference (`scripts/gen_docs.py`).
+
+An entry with an `instead` expression is checked by `tests/test_torch_alternatives.py`: the
+expression, on a tile of rows `x` (`x[tile, :]`), must equal `call` on the whole tensor.
+
+>>> ALTERNATIVES_BY_FUNCTION[torch.logsumexp].instead      # doctest: +ELLIPSIS
+'x.amax(1) + torch.log(...'
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import torch
+
+T = torch.Tensor
+F = torch.nn.functional
+
+
+@dataclasses.dataclass(frozen=True)
+class Alternative:
+    """One unsupported torch operation: how users spell it, and what works instead."""
+
+    spelling: str                              # as a user writes it, e.g. "torch.cumsum(x, dim)"
+    functions: tuple[Callable[..., Any], ...]  # the callables (functions and Tensor methods) it covers
+    advice: str                                # one sentence: what to write instead, or why not yet
+    call: str = ""                             # torch on the whole tensor `x` (the test's reference) ...
+    instead: str = ""                          # ... equals this expression on the tile of rows `x`
+
+
+ALTERNATIVES: tuple[Alternative, ...] = (
+    Alternative("torch.logsumexp(x, dim)", (torch.logsumexp, T.logsumexp),
+                "subtract the maximum, sum the exponentials, add the maximum back",
+                call="torch.logsumexp(x, 1)",
+                instead="x.amax(1) + torch.log(torch.exp(x - x.amax(1, keepdim=True)).sum(1))"),
+    Alternative("torch.var(x, dim) / x.std(dim) / torch.var_mean", (torch.var, T.var, torch.std, T.std,
+                                                                     torch.var_mean, torch.std_mean),
+                "write the mean of squared deviations (torch's default is the unbiased n - 1 form; "
+                "examples/layer_norm.py uses the biased one)",
+                call="torch.var(x, 1, unbiased=False)", instead="((x - x.mean(1, keepdim=True)) ** 2).mean(1)"),
+    Alternative("torch.norm(x, dim=...) / torch.linalg.vector_norm", (torch.norm, T.norm, torch.linalg.vector_norm),
+                "the square root of the sum of squares",
+                call="torch.linalg.vector_norm(x, dim=1)", instead="torch.sqrt((x * x).sum(1))"),
+    Alternative("torch.any(x, dim) / torch.all(x, dim)", (torch.any, T.any, torch.all, T.all),
+                "compare, then take the maximum (any) or minimum (all) of the 0/1 values",
+                call="torch.any(x > 0, 1)", instead="(x > 0).to(torch.int32).amax(1) > 0"),
+    Alternative("torch.prod(x, dim)", (torch.prod, T.prod),
+                "no product reduction yet: for positive values, the exponential of the summed logarithms",
+                call="torch.prod(x.abs() + 0.5, 1)", instead="torch.exp(torch.log(x.abs() + 0.5).sum(1))"),
+    Alternative("torch.masked_fill(x, mask, v)", (torch.masked_fill, T.masked_fill),
+                "select with torch.where",
+                call="x.masked_fill(x < 0, 0.0)", instead="torch.where(x < 0, 0.0, x)"),
+    Alternative("F.softplus(x)", (F.softplus,),
+                "log1p of the exponential (torch switches to `x` above its threshold of 20)",
+                call="F.softplus(x)", instead="torch.where(x > 20, x, torch.log1p(torch.exp(x)))"),
+    Alternative("torch.tan(x)", (torch.tan, T.tan), "sin over cos",
+                call="torch.tan(x)", instead="torch.sin(x) / torch.cos(x)"),
+    Alternative("torch.sign(x)", (torch.sign, T.sign), "the difference of two comparisons",
+                call="torch.sign(x)", instead="(x > 0).to(x.dtype) - (x < 0).to(x.dtype)"),
+    Alternative("torch.floor(x) / torch.ceil(x)", (torch.floor, T.floor, torch.ceil, T.ceil),
+                "floor division by 1 (ceil: `-((-x) // 1)`)",
+                call="torch.floor(x)", instead="x // 1"),
+    Alternative("torch.isnan(x)", (torch.isnan, T.isnan), "NaN is the one value unequal to itself",
+                call="torch.isnan(x)", instead="x != x"),
+    Alternative("torch.cumsum / torch.cumprod (x.cumsum(dim))", (torch.cumsum, T.cumsum, torch.cumprod, T.cumprod),
+                "no scan primitive yet: compute it in host code around the kernel, or run the kernel "
+                "with mode='eager'"),
+    Alternative("torch.sort / torch.topk / torch.argsort", (torch.sort, T.sort, torch.topk, T.topk,
+                                                           torch.argsort, T.argsort),
+                "no sort primitive yet; the largest value and its index per row are `amax` and `argmax`"),
+    Alternative("torch.stack / torch.cat", (torch.stack, torch.cat, torch.concat),
+                "store each part into its own slice of the output (`out[tile, 0] = a` and "
+                "`out[tile, 1] = b`) instead of joining values in registers"),
+    Alternative("torch.gather / torch.index_select / x.index_select", (torch.gather, T.gather,
+                                                                       torch.index_select, T.index_select),
+                "index the tensor argument with an index tile: `x[hl.load(idx, [tile]), :]`"),
+    Alternative("torch.einsum", (torch.einsum,),
+                "write the product with torch.matmul / hl.dot and permute / transpose"),
+    Alternative("torch.flip / torch.roll", (torch.flip, T.flip, torch.roll, T.roll),
+                "load with a computed index, e.g. `hl.load(x, [n - 1 - tile.index])`"),
+    Alternative("F.dropout / torch.rand", (F.dropout, torch.rand, torch.rand_like, torch.randn, torch.randn_like),
+                "no random numbers inside kernels yet: draw the mask or noise on the host and pass it in"),
+    Alternative("F.layer_norm / F.rms_norm", (F.layer_norm, F.rms_norm),
+                "write the normalization with mean, rsqrt and the weights (examples/layer_norm.py, "
+                "examples/rms_norm.py)"),
+    Alternative(".item() / .tolist() / float(v)", (),
+                "a tile value has no Python value while the kernel is compiled: keep it a tensor "
+                "(`x * v`, `torch.where(v > 0, a, b)`)"),
+)
+
+ALTERNATIVES_BY_FUNCTION: dict[Callable[..., Any], Alternative] = {
+    function: alternative for alternative in ALTERNATIVES for function in alternative.functions}
+
+
+def torch_spelling(function: Callable[..., Any]) -> str:
+    """How a user writes a torch callable: `torch.exp`, `F.gelu` or `Tensor.exp`.
+
+    >>> torch_spelling(torch.Tensor.sum)
+    'Tensor.sum'
+    """
+    name = getattr(function, "__name__", repr(function))
+    for prefix, namespace in (("torch.", torch), ("F.", F), ("torch.linalg.", torch.linalg), ("Tensor.", T)):
+        if getattr(namespace, name, None) is function:
+            return prefix + name
+    return name
