@@ -100,6 +100,11 @@ class UnsupportedOperationError(TesseraError):
     """An operation that has no lowering in the chosen mode."""
 
 
+class UnsupportedMethodError(UnsupportedOperationError, AttributeError):
+    """A Tensor method with no primitive, looked up on a tile value (`v.frac()`); an AttributeError
+    too, so `hasattr(v, name)` stays False instead of raising."""
+
+
 class DeviceValueOnHostError(TesseraError):
     """A value computed inside a tile loop was read by host code after the loop."""
 

@@ -136,6 +136,22 @@ def integer_division(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@tessera.kernel
+def op_without_a_primitive(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = torch.tan(x[tile])  # line: op-without-primitive
+    return out
+
+
+@tessera.kernel
+def method_without_a_primitive(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile].frac()  # line: method-without-primitive
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class Row:
     kernel: Any
@@ -172,6 +188,11 @@ CATALOGUE: dict[str, Row] = {
     "integer-division-by-zero": Row(integer_division, lambda d: (torch.ones(3, dtype=torch.int32, device=d),
                                                                  torch.zeros(3, dtype=torch.int32, device=d)),
                                     exc.TorchOperationError, "integer-division", ("eager",), cpu_only=True),
+    # eager ran torch's op and answered; every mode now refuses it at the line
+    "op-without-primitive": Row(op_without_a_primitive, lambda d: (torch.zeros(4, device=d),),
+                                exc.UnsupportedOperationError, "op-without-primitive"),
+    "method-without-primitive": Row(method_without_a_primitive, lambda d: (torch.zeros(4, device=d),),
+                                    exc.UnsupportedOperationError, "method-without-primitive"),
     "returned-tile-value": Row(tile_value_returned, lambda d: (torch.zeros(8, device=d),),
                                exc.DeviceValueOnHostError, "returned-tile-value"),
 }

@@ -54,17 +54,24 @@ def test_an_unsupported_torch_op_is_refused_with_the_written_alternative(device:
         pytest.skip("checked on CPU (the error comes from tracing)")
 
     @tessera.kernel(config=CONFIG, mode="interpret")
-    def lse(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    def tangent(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         for tile in hl.tile(x.size(0)):
-            out[tile] = torch.logsumexp(x[tile, :], 1)  # line: call
+            out[tile] = torch.tan(x[tile])  # line: call
         return out
 
-    x = torch.randn(5, 7)
+    x = torch.randn(5)
     with pytest.raises(exc.UnsupportedOperationError) as raised:
-        lse(torch.empty(5), x)
+        tangent(torch.empty(5), x)
     text = str(raised.value)
-    assert "torch.logsumexp is not supported" in text
-    assert ALTERNATIVES_BY_FUNCTION[torch.logsumexp].advice in text
-    assert "out[tile] = torch.logsumexp(x[tile, :], 1)  # line: call" in text
+    assert "torch.tan is not supported" in text
+    assert ALTERNATIVES_BY_FUNCTION[torch.tan].advice in text
+    assert "out[tile] = torch.tan(x[tile])  # line: call" in text
     number, _ = marked_line(__file__, "call")
     assert f"{__file__}:{number}:" in text
+
+
+def test_no_alternative_is_listed_for_an_op_that_has_a_primitive() -> None:
+    from tessera.ir.primitive import TORCH_FUNCTIONS
+    supported = [spelling for spelling, alternative in ((a.spelling, a) for a in ALTERNATIVES)
+                 if any(function in TORCH_FUNCTIONS for function in alternative.functions)]
+    assert supported == [], "these now have primitives: drop them from tessera/ir/torch_alternatives.py"

@@ -8,6 +8,7 @@ products work.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any, Callable, Iterator
 
@@ -19,12 +20,13 @@ from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.location import user_location
 import tessera.language  # noqa: F401  (defines the primitives whose eager rules _OVERRIDES reads)
-from tessera.ir.primitive import ALL_PRIMITIVES, Primitive
+from tessera.ir.primitive import ALL_PRIMITIVES, TORCH_FUNCTIONS, Primitive
 from tessera.ir.tile_range import TileRange, static_bounds
 from tessera.language.eager_indexing import is_tile_value, mark_tile_values
 from tessera.language.tile import Tile
 from tessera.ir import interpreter
 from tessera.trace.block_sizes import choose_block_sizes
+from tessera.trace.proxy import TileValue, unsupported_operation
 
 
 class EagerInterpreter:
@@ -140,6 +142,34 @@ def _located_torch_error(func: Callable[..., Any], error: Exception) -> exc.Tess
                 hint="the other modes compute the same op; check the operands' shapes, dtypes and values at this line")
 
 
+# Tensor callables eager mode lets through on tile values without a primitive: what a tile value
+# has in every mode (its shape, dtype, ...: TileValue's own attributes) and, for debugging, what
+# reads its numbers (print, .item(), ...; the trace refuses those with a located error).
+_TILE_VALUE_ATTRIBUTES = frozenset(name for name in dir(TileValue) if not name.startswith("_")) | {
+    "item", "tolist", "numpy", "__array__", "cpu", "detach", "numel", "is_floating_point", "element_size",
+    "dim", "size", "stride", "is_contiguous", "data_ptr", "untyped_storage", "storage_offset"}
+
+
+@functools.cache
+def _primitive_names() -> frozenset[str]:
+    return frozenset(getattr(function, "__name__", "") for function in TORCH_FUNCTIONS)
+
+
+def _refused_on_tile_values(func: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
+    """Whether the trace refuses `func` on these operands: a torch callable with no primitive
+    applied to a tile value."""
+    name = getattr(func, "__name__", "")
+    # operators (`v == 0`, `v % 3`: torch runs them as `Tensor.remainder`): the trace maps them
+    # through its own tables to the primitive of the same name, or refuses them
+    if func in TORCH_FUNCTIONS or name in _TILE_VALUE_ATTRIBUTES or name.startswith("__") or name in _primitive_names():
+        return False
+    for operand in (*args, *kwargs.values()):
+        for item in (operand if isinstance(operand, (tuple, list)) else (operand,)):
+            if is_tile_value(item):
+                return True
+    return False
+
+
 class EagerTorchMode(TorchFunctionMode):
     """Routes the torch calls listed in `_OVERRIDES` to their eager-mode meaning, and marks the
     tile values computed inside tile loops."""
@@ -154,6 +184,8 @@ class EagerTorchMode(TorchFunctionMode):
         if self.eager.primitive_depth:  # inside an eager rule: its own torch calls mean plain torch
             return func(*args, **kwargs)
         override = _OVERRIDES.get(func)
+        if override is None and self.eager.loop_depth and _refused_on_tile_values(func, args, kwargs):
+            raise unsupported_operation(func)  # what the trace raises: eager is no looser
         try:
             result = override(*args, **kwargs) if override is not None else func(*args, **kwargs)
         except (RuntimeError, TypeError, ValueError, IndexError, ZeroDivisionError) as error:

@@ -20,15 +20,20 @@ from tessera.ir.graph import UNIT, Axis, Node, TensorRef
 from tessera.ir.primitive import TORCH_FUNCTIONS
 from tessera.ir.torch_alternatives import ALTERNATIVES_BY_FUNCTION, torch_spelling
 
+def unsupported_operation(func: Callable[..., Any]) -> exc.UnsupportedOperationError:
+    """The error for a torch callable with no primitive, met on a tile value (every mode raises it)."""
+    alternative = ALTERNATIVES_BY_FUNCTION.get(func)
+    advice = f"{alternative.advice}; " if alternative is not None else ""
+    return exc.UnsupportedOperationError(
+        f"{torch_spelling(func)} is not supported inside a compiled tile loop",
+        location=user_location(),
+        hint=f"{advice}see docs/language.md for every supported op")
+
+
 def _dispatch(func: Callable[..., Any], args: tuple, kwargs: dict | None) -> Any:
     primitive = TORCH_FUNCTIONS.get(func)
     if primitive is None:
-        alternative = ALTERNATIVES_BY_FUNCTION.get(func)
-        advice = f"{alternative.advice}; " if alternative is not None else ""
-        raise exc.UnsupportedOperationError(
-            f"{torch_spelling(func)} is not supported inside a compiled tile loop",
-            location=user_location(),
-            hint=f"{advice}see docs/language.md for every supported op, or run this kernel with mode='eager'")
+        raise unsupported_operation(func)
     return primitive.bind(*args, **(kwargs or {}))
 
 
@@ -99,8 +104,11 @@ class TileValue(_TorchLike):
         # Tensor methods (`v.sum(1)`, `v.to(dtype)`, `v.exp()`) route through the same table
         # as the torch functions.
         method = getattr(torch.Tensor, name, None)
-        if method is None or method not in TORCH_FUNCTIONS:
-            raise AttributeError(f"tile values have no method {name!r} in compiled kernels")
+        if method is None:
+            raise AttributeError(f"tile values have no attribute {name!r}")
+        if method not in TORCH_FUNCTIONS:
+            error = unsupported_operation(method)
+            raise exc.UnsupportedMethodError(error.detail, location=error.location, hint=error.hint)
 
         def bound(*args: Any, **kwargs: Any) -> Any:
             return _dispatch(method, (self, *args), kwargs)
