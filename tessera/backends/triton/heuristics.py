@@ -37,7 +37,6 @@ CHUNK_ROWS_ABOVE = 16384     # rows longer than this stream through a reduction 
 REDUCTION_CHUNK = 4096
 BLOCKED_ROW_PROGRAMS = 256   # programs of a kernel that blocks rows with hl.register_block_size
 PERSISTENT_SPLIT_MAX_PROGRAMS = 1024  # more grid points: each program visiting all costs more than it balances
-SPLIT_DOT_COLUMNS = 256      # the last dim of a shared loop's output tile
 SPLIT_PROGRAMS = 1024        # programs sharing an inner loop's tiles: ~8 per H100 SM, so a large group keeps the GPU busy
 
 
@@ -66,13 +65,9 @@ def heuristic_config(space: ConfigSpace) -> Config:
 def _dot_kernel(facts: KernelFacts) -> dict[str, Any]:
     wanted: dict[str, Any] = {}
     output_blocks = 1
-    split = [dim.index for dim in facts.tunables if dim.role == "split"]
     for dim in facts.tunables:
         if dim.role in ("launch", "split"):  # a split loop's tiles are output tiles too
             block = DOT_OUTPUT_BLOCK if dim.min_block >= 16 else 1
-            if len(split) >= 2 and dim.index == split[-1] and block > 1:
-                # tuning on the H100 chose 128 x 256 for every grouped GEMM it ran (seed shapes, 64 experts)
-                block = SPLIT_DOT_COLUMNS
             output_blocks *= block
         else:
             block = DOT_REDUCTION_BLOCK
