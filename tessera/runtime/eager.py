@@ -104,6 +104,12 @@ def _eager_overrides() -> dict[Callable[..., Any], Callable[..., Any]]:
 _OVERRIDES = _eager_overrides()
 
 
+def _reads_tile_value(args: tuple, kwargs: dict) -> bool:
+    """Whether an operand (or an element of a tuple/list operand) is a tile value."""
+    return any(is_tile_value(item) for operand in (*args, *kwargs.values())
+               for item in (operand if isinstance(operand, (tuple, list)) else (operand,)))
+
+
 def _makes_tile_value(func: Callable[..., Any], args: tuple, kwargs: dict, result: Any) -> bool:
     """Whether a torch call inside a tile loop computed a tile value. A view of memory
     (`x[a:b]`, `x[i]`, `x.reshape(m, k)`, even with sizes loaded on the device) is memory still,
@@ -113,13 +119,7 @@ def _makes_tile_value(func: Callable[..., Any], args: tuple, kwargs: dict, resul
     if (isinstance(source, torch.Tensor) and not is_tile_value(source) and isinstance(result, torch.Tensor)
             and result.untyped_storage().data_ptr() == source.untyped_storage().data_ptr()):
         return False
-    if func is torch.Tensor.__getitem__:
-        return True
-    for operand in (*args, *kwargs.values()):
-        for item in (operand if isinstance(operand, (tuple, list)) else (operand,)):
-            if is_tile_value(item):
-                return True
-    return False
+    return func is torch.Tensor.__getitem__ or _reads_tile_value(args, kwargs)
 
 
 # torch's messages, by the Tessera error class the trace raises for the same mistake
@@ -163,11 +163,7 @@ def _refused_on_tile_values(func: Callable[..., Any], args: tuple, kwargs: dict)
     # through its own tables to the primitive of the same name, or refuses them
     if func in TORCH_FUNCTIONS or name in _TILE_VALUE_ATTRIBUTES or name.startswith("__") or name in _primitive_names():
         return False
-    for operand in (*args, *kwargs.values()):
-        for item in (operand if isinstance(operand, (tuple, list)) else (operand,)):
-            if is_tile_value(item):
-                return True
-    return False
+    return _reads_tile_value(args, kwargs)
 
 
 class EagerTorchMode(TorchFunctionMode):
