@@ -158,9 +158,10 @@ def _primitive_names() -> frozenset[str]:
 def _refused_on_tile_values(func: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
     """Whether the trace refuses `func` on these operands: a torch callable with no primitive
     applied to a tile value."""
-    name = getattr(func, "__name__", "")
-    # operators (`v == 0`, `v % 3`: torch runs them as `Tensor.remainder`): the trace maps them
-    # through its own tables to the primitive of the same name, or refuses them
+    # operators (`v == 0`, `v % 3`: torch runs them as `Tensor.remainder`, `v *= 2` as
+    # `Tensor.mul_`): the trace maps them through its own tables to the primitive of the same
+    # name (an augmented assignment rebinds), or refuses them
+    name = getattr(func, "__name__", "").removesuffix("_")
     if func in TORCH_FUNCTIONS or name in _TILE_VALUE_ATTRIBUTES or name.startswith("__") or name in _primitive_names():
         return False
     return _reads_tile_value(args, kwargs)
