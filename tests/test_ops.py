@@ -19,7 +19,7 @@ from tessera import backends
 from tessera.ir.graph import Op
 from tessera.ir.primitive import ALL_PRIMITIVES
 from tessera.language.elementwise import ELEMENTWISE_OPS
-from tessera.language.reduce import REDUCTIONS
+from tessera.language.reductions import REDUCTIONS
 
 SHAPES = ((5, 37), (1, 1))
 CONFIG = tessera.Config(block_sizes=[4, 16])
@@ -174,7 +174,7 @@ OPS: tuple[OpCase, ...] = (
     OpCase("permute", lambda v: v.permute(1, 0), layout="transposed"),
     OpCase("transpose", lambda v: v.transpose(0, 1), layout="transposed"),
     OpCase("t", lambda v: v.t(), layout="transposed"),
-    # reductions (language/reduce.py)
+    # reductions (language/reductions.py)
     OpCase("sum", lambda v: v.sum(-1), layout="row_to_value", tolerance=1e-4),
     OpCase("sum", lambda v: v.sum(-1), layout="row_to_value", dtype=torch.bfloat16, tolerance=2e-2),
     OpCase("mean", lambda v: v.mean(-1), layout="row_to_value", tolerance=1e-4),
@@ -185,6 +185,12 @@ OPS: tuple[OpCase, ...] = (
     OpCase("min", lambda v: v.min(-1).indices, layout="row_to_value"),
     OpCase("softmax", lambda v: torch.softmax(v, -1), layout="row_to_row", tolerance=1e-5),
     OpCase("log_softmax", lambda v: torch.log_softmax(v, -1), layout="row_to_row", tolerance=1e-5),
+    # scans and user combine functions (language/scans.py)
+    OpCase("cumsum", lambda v: torch.cumsum(v, -1), layout="row_to_row", tolerance=1e-4),
+    OpCase("cumprod", lambda v: v.cumprod(1), layout="row_to_row", tolerance=1e-4),
+    OpCase("associative_scan", lambda v: hl.associative_scan(torch.maximum, v, 1, reverse=True), layout="row_to_row",
+           reference=lambda v: v.flip(1).cummax(1).values.flip(1)),
+    OpCase("reduce", lambda v: hl.reduce(torch.minimum, v, 1), layout="row_to_value", reference=lambda v: v.amin(1)),
     # products (language/math.py)
     OpCase("mm", lambda a, b, c: a @ b, layout="matrix", tolerance=1e-4),
     OpCase("addmm", lambda a, b, c: torch.addmm(c, a, b), layout="matrix", tolerance=1e-4),

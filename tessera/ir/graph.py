@@ -39,7 +39,9 @@ class Op(enum.Enum):
     LOAD = "load"                # inputs: (mask | None,); params: tensor, accesses, eviction_policy
     STORE = "store"              # inputs: (value, mask | None); params: tensor, accesses, atomic, sem
     # reductions and products
-    REDUCE = "reduce"            # params: fn, dim, keepdim, axis, accumulate
+    REDUCE = "reduce"            # params: fn, dim, keepdim, axis, accumulate (fn "combine": see COMBINE)
+    SCAN = "scan"                # prefix over one axis; params: fn ("sum", "prod" or "combine"), dim, axis,
+                                 # reverse, accumulate
     DOT = "dot"                  # inputs: (a, b, acc | None); params: accumulate, k_axis, small
     # layout
     VIEW = "view"                # adds/removes unit axes; params: what
@@ -48,11 +50,19 @@ class Op(enum.Enum):
     # control flow
     LOOP = "loop"                # inputs: entry values; params: loops, carried, outputs; blocks: (body,)
     CARRIED = "carried"          # a loop-carried value inside its loop (inputs: (entry,))
+    # user combine functions (hl.reduce, hl.associative_scan): a REDUCE or SCAN node with fn
+    # "combine" holds the traced function as its one block: ARGUMENT nodes (its parameters, left
+    # operands then right ones) and 0-d values computed from them; params `results` name the
+    # nodes it returns. With several operands the node's dtype is None, params `dtypes` hold one
+    # dtype per result and ITEM nodes take them apart.
+    ARGUMENT = "argument"        # params: position
+    ITEM = "item"                # one result of a node with several (inputs: (node,)); params: index
 
 
 MEMORY_OPS = frozenset({Op.LOAD, Op.STORE})
 LAYOUT_OPS = frozenset({Op.VIEW, Op.PERMUTE, Op.BROADCAST})
 CONTROL_OPS = frozenset({Op.LOOP, Op.CARRIED})
+COMBINE_OPS = frozenset({Op.REDUCE, Op.SCAN})  # may hold a combine function (fn "combine")
 
 
 class AxisKind(enum.Enum):

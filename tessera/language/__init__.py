@@ -8,14 +8,16 @@ from tessera.language.constexpr import constexpr, specialize
 from tessera.language.creation import arange, full, zeros
 from tessera.language.math import dot
 from tessera.language.memory import atomic_add, atomic_max, atomic_min, load, store
+from tessera.language.scans import associative_scan, cumprod, cumsum, reduce
 from tessera.language.tile import Tile, grid, register_block_size, static_range, tile
 
 __all__ = [
-    "Tile", "arange", "atomic_add", "atomic_max", "atomic_min", "constexpr", "dot", "full", "grid",
-    "load", "register_block_size", "specialize", "static_range", "store", "tile", "zeros",
+    "Tile", "arange", "associative_scan", "atomic_add", "atomic_max", "atomic_min", "constexpr", "cumprod",
+    "cumsum", "dot", "full", "grid", "load", "reduce", "register_block_size", "specialize", "static_range",
+    "store", "tile", "zeros",
 ]
 
 # Op families that only define primitives for torch calls (no new `hl.` names).
 from tessera.language import elementwise as _elementwise  # noqa: E402,F401
-from tessera.language import reduce as _reduce  # noqa: E402,F401
+from tessera.language import reductions as _reductions  # noqa: E402,F401
 from tessera.language import view as _view  # noqa: E402,F401

@@ -10,6 +10,7 @@ are recorded; `finish` merges unified whole dimensions and returns the value.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import types
 from typing import Any, Callable, Iterator
@@ -103,6 +104,13 @@ class Tracer:
              **params: Any) -> TileValue:
         return TileValue(self._append(self._node(op, inputs, shape, dtype, params)))
 
+    def emit_with_block(self, op: Op, inputs: list[Any], shape: tuple[Axis, ...], dtype: torch.dtype | None,
+                        block: Block, **params: Any) -> Node:
+        """A node holding a block (a combine function's body): the node itself, since with
+        several results it has no single value."""
+        node = self._node(op, inputs, shape, dtype, params)
+        return self._append(dataclasses.replace(node, blocks=(block,)))
+
     def _node(self, op: Op, inputs: list[Any], shape: tuple[Axis, ...], dtype: torch.dtype | None,
               params: dict[str, Any], name: str | None = None) -> Node:
         if self.predicate is not None and op in (Op.LOAD, Op.STORE):
@@ -118,6 +126,19 @@ class Tracer:
             name = self._next_name()
         return Node(op, tuple(inputs), tuple(self.canonical_axis(a) for a in shape), dtype, freeze_params(params),
                     user_location(), name=name)
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[list[Node]]:
+        """Nodes emitted inside the `with` go to a fresh list (a combine function's body), not
+        the open block; device `if` predicates do not apply to them."""
+        nodes: list[Node] = []
+        saved, self.predicate = self.predicate, None
+        self._open_blocks.append(nodes)
+        try:
+            yield nodes
+        finally:
+            self._open_blocks.pop()
+            self.predicate = saved
 
     def _append(self, node: Node) -> Node:
         self._open_blocks[-1].append(node)

@@ -164,6 +164,9 @@ def _blocks(emitter: Emitter, node: Node, operands: list[str], compute: torch.dt
 
 def _reduce(emitter: Emitter, node: Node) -> None:
     fn = node.params["fn"]
+    if fn == "combine":
+        _combine(emitter, node)
+        return
     source = node.inputs[0]
     operand = emitter.name_of(source)
     # 16-bit sums accumulate in fp32 and integer sums in int64, as PyTorch does
@@ -177,6 +180,83 @@ def _reduce(emitter: Emitter, node: Node) -> None:
         _assign(emitter, node, f"{text}.to(tl.int64)")
     else:
         _assign(emitter, node, emitter.cast(text, accumulate, node.dtype))
+
+
+# scans of the builtin functions: the Triton function and the value of lanes that must not count
+SCAN_FUNCTIONS: dict[str, tuple[str, str]] = {"sum": ("tl.cumsum", "0"), "prod": ("tl.cumprod", "1")}
+
+
+def _scan(emitter: Emitter, node: Node) -> None:
+    fn = node.params["fn"]
+    if fn == "combine":
+        _combine(emitter, node)
+        return
+    source, axis, reverse = node.inputs[0], node.params["axis"], node.params["reverse"]
+    accumulate = node.params["accumulate"]
+    operand = emitter.cast(emitter.name_of(source), source.dtype, accumulate)
+    function, identity = SCAN_FUNCTIONS[fn]
+    if axis.needs_mask and reverse:  # a scan from the end starts in the padding past the extent
+        operand = f"tl.where({emitter.axis_mask(axis, source.shape)}, {operand}, {identity})"
+    text = f"{function}({operand}, axis={node.params['dim']}{', reverse=True' if reverse else ''})"
+    _assign(emitter, node, emitter.cast(text, accumulate, node.dtype))
+
+
+def _combine(emitter: Emitter, node: Node) -> None:
+    """A scan or reduction with a user combine function: the function becomes a `@triton.jit`
+    helper. Where lanes past the extent could reach valid ones (any reduction, a reverse scan),
+    each operand travels with a validity flag and invalid lanes never enter the function."""
+    helper = _combine_helper(emitter, node)
+    source, axis, dim = node.inputs[0], node.params["axis"], node.params["dim"]
+    operands = [emitter.name_of(value) for value in node.inputs]
+    count = len(operands)
+    results = [emitter.name_of(node)] if count == 1 else [f"{emitter.name_of(node)}_{i}" for i in range(count)]
+    if axis.needs_mask and (node.op is Op.REDUCE or node.params["reverse"]):
+        helper = _flagged_helper(emitter, helper, count)
+        operands.append(f"tl.broadcast_to({emitter.axis_mask(axis, source.shape)}, {emitter.block_shape(source.shape)})")
+        results.append(f"{emitter.name_of(node)}_valid")
+    packed = operands[0] if len(operands) == 1 else f"({', '.join(operands)})"
+    if node.op is Op.SCAN:
+        call = f"tl.associative_scan({packed}, {dim}, {helper}, reverse={bool(node.params['reverse'])})"
+    else:
+        call = f"tl.reduce({packed}, {dim}, {helper}, keep_dims={bool(node.params['keepdim'])})"
+    emitter.line(f"{', '.join(results)} = {call}")
+
+
+def _combine_helper(emitter: Emitter, node: Node) -> str:
+    """Write the traced combine function of `node` as a helper; its name."""
+    name = f"combine_{emitter.name_of(node)}"
+    body = node.blocks[0]
+    arguments = [inner for inner in body.nodes if inner.op is Op.ARGUMENT]
+    nested = emitter.nested()
+    emit_block(nested, Block(tuple(inner for inner in body.nodes if inner.op is not Op.ARGUMENT)))
+    returned = ", ".join(nested.name_of(result) for result in node.params["results"])
+    emitter.generated[name] = ["", "@triton.jit", f"def {name}({', '.join(a.name for a in arguments)}):",
+                               *nested.lines, f"    return {returned}", ""]
+    return name
+
+
+def _flagged_helper(emitter: Emitter, helper: str, count: int) -> str:
+    """`helper` over (values..., valid) pairs: an invalid side yields the other side unchanged,
+    so invalid lanes act as an identity the user's function need not have."""
+    left, right = [f"a{i}" for i in range(count)], [f"b{i}" for i in range(count)]
+    combined = [f"c{i}" for i in range(count)]
+    name = f"{helper}_flagged"
+    emitter.generated[name] = [
+        "", "@triton.jit", f"def {name}({', '.join(left)}, a_valid, {', '.join(right)}, b_valid):",
+        f"    {', '.join(combined)} = {helper}({', '.join(left + right)})" if count > 1 else
+        f"    c0 = {helper}(a0, b0)",
+        *[f"    {c} = tl.where(a_valid & b_valid, {c}, tl.where(a_valid, {a}, {b}))"
+          for c, a, b in zip(combined, left, right)],
+        f"    return {', '.join(combined)}, a_valid | b_valid", ""]
+    return name
+
+
+def _argument(emitter: Emitter, node: Node) -> None:
+    """A combine function's parameter: the helper's argument of the same name, nothing to write."""
+
+
+def _item(emitter: Emitter, node: Node) -> None:
+    _assign(emitter, node, f"{emitter.name_of(node.inputs[0])}_{node.params['index']}")
 
 
 def _cast(emitter: Emitter, node: Node) -> None:
@@ -372,7 +452,7 @@ LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
     Op.ELEMENTWISE: _elementwise, Op.CAST: _cast, Op.SYMBOLIC: _symbolic,
     Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index,
     Op.LOAD: _load, Op.STORE: _store,
-    Op.REDUCE: _reduce, Op.DOT: _dot,
+    Op.REDUCE: _reduce, Op.SCAN: _scan, Op.DOT: _dot, Op.ARGUMENT: _argument, Op.ITEM: _item,
     Op.VIEW: _view, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast,
     Op.LOOP: _loop, Op.CARRIED: _carried,
 }

@@ -35,7 +35,7 @@ def _accumulator(fn: str, source: torch.dtype, result: torch.dtype) -> torch.dty
     return result
 
 
-def reduce(tracer: Tracer, kind: str, value: TileValue, dim: Any, keepdim: bool,
+def record_reduction(tracer: Tracer, kind: str, value: TileValue, dim: Any, keepdim: bool,
            dtype: torch.dtype | None = None) -> TileValue:
     if not isinstance(value, TileValue):
         raise exc.UnsupportedOperationError(f"{kind} of a non-tile value", location=user_location())
@@ -66,7 +66,7 @@ def _reduction_handler(kind: str) -> Any:
     def handler(tracer: Tracer, value: TileValue, dim: Any = None, keepdim: bool = False, *,
                 dtype: torch.dtype | None = None, out: Any = None) -> Any:
         _asked(kind, value, dim=dim, keepdim=keepdim if dim is not None else None, dtype=dtype)
-        return reduce(tracer, kind, value, dim, keepdim, dtype)
+        return record_reduction(tracer, kind, value, dim, keepdim, dtype)
     return handler
 
 
@@ -85,7 +85,7 @@ def mean_p(tracer: Tracer, value: TileValue, dim: Any = None, keepdim: bool = Fa
     # torch divides the fp32 sum of 16-bit values before rounding: rounding the sum first overflows
     # (fp16 [65504, 21840] has a mean but no sum)
     wide = torch.float32 if result_dtype in (torch.float16, torch.bfloat16) else result_dtype
-    total = reduce(tracer, "sum", value, dim, keepdim, wide)
+    total = record_reduction(tracer, "sum", value, dim, keepdim, wide)
     count: Any = 1
     for d in normalized_dims(value, dim):
         count = count * value.axes[d].end if value.axes[d] is not UNIT else count
@@ -108,9 +108,9 @@ def _max_min(kind: str) -> Any:
             return apply_elementwise(tracer, "maximum" if kind == "max" else "minimum", value, dim)
         _asked(kind, value, dim=dim, keepdim=keepdim if dim is not None else None)
         if dim is None:
-            return reduce(tracer, "amax" if kind == "max" else "amin", value, None, False)
-        values = reduce(tracer, "amax" if kind == "max" else "amin", value, dim, keepdim)
-        indices = reduce(tracer, "argmax" if kind == "max" else "argmin", value, dim, keepdim)
+            return record_reduction(tracer, "amax" if kind == "max" else "amin", value, None, False)
+        values = record_reduction(tracer, "amax" if kind == "max" else "amin", value, dim, keepdim)
+        indices = record_reduction(tracer, "argmax" if kind == "max" else "argmin", value, dim, keepdim)
         return torch.return_types.max((values, indices)) if kind == "max" else torch.return_types.min((values, indices))
     return handler
 
@@ -124,9 +124,9 @@ def _softmax(tracer: Tracer, value: TileValue, dim: int, log: bool, dtype: torch
     compute = value if dtype is None else cast(tracer, value, dtype)
     if compute.dtype in (torch.float16, torch.bfloat16):
         compute = cast(tracer, compute, torch.float32)
-    shifted = apply_elementwise(tracer, "sub", compute, reduce(tracer, "amax", compute, dim, True))
+    shifted = apply_elementwise(tracer, "sub", compute, record_reduction(tracer, "amax", compute, dim, True))
     exps = apply_elementwise(tracer, "exp", shifted)
-    total = reduce(tracer, "sum", exps, dim, True)
+    total = record_reduction(tracer, "sum", exps, dim, True)
     if log:
         result = apply_elementwise(tracer, "sub", shifted, apply_elementwise(tracer, "log", total))
     else:
