@@ -20,6 +20,7 @@ from tessera.ir.graph import Op
 from tessera.ir.primitive import ALL_PRIMITIVES
 from tessera.language.elementwise import ELEMENTWISE_OPS
 from tessera.language.reductions import REDUCTIONS
+from tessera.language.rng import philox_first_word
 
 SHAPES = ((5, 37), (1, 1))
 CONFIG = tessera.Config(block_sizes=[4, 16])
@@ -77,6 +78,19 @@ def creation(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
     return out
 
 
+def random_tiles(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    for tile_m, tile_n in hl.tile(out.size()):
+        out[tile_m, tile_n] = hl.rand([tile_m, tile_n], seed=11) + x[tile_m, tile_n]
+    return out
+
+
+def _philox_uniform(x: T) -> T:
+    """hl.rand's numbers: Philox's first word at each element's row-major number, to [0, 1)."""
+    word = philox_first_word(11, torch.arange(x.numel()).reshape(x.shape))
+    signed = torch.where(word >= 2 ** 31, word - 2 ** 32, word)
+    return torch.where(signed < 0, -signed - 1, signed).float() * 4.6566127342e-10 + x
+
+
 def reshaped(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
     rows = hl.specialize(x.size(0))
     cols = hl.specialize(x.size(1))
@@ -107,6 +121,7 @@ LAYOUTS: dict[str, Layout] = {
     "atomic_rows": Layout(atomic_rows, lambda x, y, z, op: x.sum(1)),
     "creation": Layout(creation, lambda x, y, z, op: 1.5 + torch.arange(8.0)[None, :].expand(x.size(0), 8)),
     "reshaped": Layout(reshaped, lambda x, y, z, op: x.reshape(-1) + 1),
+    "random": Layout(random_tiles, lambda x, y, z, op: _philox_uniform(x)),
 }
 
 
@@ -202,6 +217,7 @@ OPS: tuple[OpCase, ...] = (
     OpCase("setitem", lambda x, y, z: x), OpCase("reshape", layout="reshaped"),
     OpCase("full", layout="creation"), OpCase("arange", layout="creation"),
     OpCase("specialize", layout="reshaped"),
+    OpCase("random", layout="random"),  # hl.rand / hl.randint (language/rng.py)
     # torch's allocations shaped like a tile value (language/creation.py)
     OpCase("zeros_like", lambda x, y, z: torch.zeros_like(x) + x),
     OpCase("ones_like", lambda x, y, z: torch.ones_like(x, dtype=torch.float16) + x, tolerance=1e-3),

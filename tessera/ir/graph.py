@@ -35,6 +35,9 @@ class Op(enum.Enum):
     FULL = "full"                # inputs: (fill value,)
     ARANGE = "arange"            # params: begin, step
     TILE_INDEX = "tile_index"    # the indices of an axis; params: axis
+    RANDOM = "random"            # Philox numbers; inputs: (seed, offsets | None); params: fn ("rand" or
+                                 # "randint"), low, high; without offsets, each element's row-major
+                                 # number in the loops' full extents (params: extents)
     # memory
     LOAD = "load"                # inputs: (mask | None,); params: tensor, accesses, eviction_policy
     STORE = "store"              # inputs: (value, mask | None); params: tensor, accesses, atomic, sem

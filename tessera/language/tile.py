@@ -41,6 +41,9 @@ class Tile:
     id: int
     count: int
     device: torch.device
+    # the bounds of the whole loop this tile is one block of (hl.rand numbers elements by them)
+    range_begin: int = 0
+    range_end: int | None = None
 
     @property
     def index(self) -> torch.Tensor:

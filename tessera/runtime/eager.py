@@ -64,7 +64,7 @@ class EagerInterpreter:
         for begin, end, block in zip(tile_range.begins, tile_range.ends, blocks):
             begin, end = int(begin), int(end)
             count = max(-(-(end - begin) // block), 0)
-            per_dim.append([Tile(b, min(b + block, end), block, i, count, self.device)
+            per_dim.append([Tile(b, min(b + block, end), block, i, count, self.device, begin, end)
                             for i, b in enumerate(range(begin, end, block))])
         return self._loop(per_dim, tile_range.multi_dim)
 

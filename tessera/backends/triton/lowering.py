@@ -19,7 +19,7 @@ from tessera.backends.triton import numerics
 from tessera.backends.triton.emitter import FP8_DTYPES, TRITON_DTYPES, Emitter, join_masks
 from tessera.backends.triton.indexing import BlockAccess, element_size, strategy_for
 from tessera.backends.triton.printer import print_expr
-from tessera.ir.graph import Axis, Block, Node, Op
+from tessera.ir.graph import UNIT, Axis, Block, Node, Op
 
 ELEMENTWISE_TEMPLATES: dict[str, str] = {
     "add": "({0} + {1})",
@@ -387,6 +387,27 @@ def _arange(emitter: Emitter, node: Node) -> None:
                  f".to({TRITON_DTYPES[node.dtype]})")
 
 
+def _random(emitter: Emitter, node: Node) -> None:
+    """Philox numbers (tl.rand / tl.randint) at each element's row-major number in the loops'
+    full extents, or at the given offsets: the same numbers under any block sizes."""
+    seed, offsets = node.inputs
+    seed_text = emitter.operand(seed, torch.int64)
+    if offsets is not None:
+        numbers = emitter.operand(offsets, torch.int64)
+    else:
+        numbers = f"tl.zeros({emitter.block_shape(node.shape)}, tl.int64)"
+        for axis in node.shape:
+            if axis is not UNIT:
+                extent = print_expr(axis.range_end - axis.range_begin)
+                numbers = f"({numbers}) * ({extent}) + {emitter.axis_index(axis, node.shape)}.to(tl.int64)"
+    if node.params["fn"] == "rand":
+        _assign(emitter, node, f"tl.rand({seed_text}, {numbers})")
+        return
+    low, high = node.params["low"], node.params["high"]
+    emitter.line(f"{emitter.name_of(node)} = tl.randint({seed_text}, {numbers}).to(tl.int32, bitcast=True).to(tl.int64)")
+    _assign(emitter, node, f"({low} + tl.abs({emitter.name_of(node)}) % {high - low}).to(tl.int32)")
+
+
 def _dot(emitter: Emitter, node: Node) -> None:
     a, b, acc = node.inputs
     common = torch.promote_types(a.dtype, b.dtype)
@@ -450,7 +471,7 @@ def _loop(emitter: Emitter, node: Node) -> None:
 
 LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
     Op.ELEMENTWISE: _elementwise, Op.CAST: _cast, Op.SYMBOLIC: _symbolic,
-    Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index,
+    Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index, Op.RANDOM: _random,
     Op.LOAD: _load, Op.STORE: _store,
     Op.REDUCE: _reduce, Op.SCAN: _scan, Op.DOT: _dot, Op.ARGUMENT: _argument, Op.ITEM: _item,
     Op.VIEW: _view, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast,
