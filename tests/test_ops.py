@@ -158,6 +158,8 @@ OPS: tuple[OpCase, ...] = (
     OpCase("bitwise_or", lambda x, y, z: x | y, dtype=torch.int32, domain="small_int"),
     OpCase("bitwise_xor", lambda x, y, z: x ^ y, dtype=torch.int32, domain="small_int"),
     OpCase("invert", lambda x, y, z: ~x, dtype=torch.int32, domain="small_int"),
+    OpCase("lshift", lambda x, y, z: x << (y & 7), dtype=torch.int32, domain="small_int"),
+    OpCase("rshift", lambda x, y, z: torch.bitwise_right_shift(x, 2), dtype=torch.int32, domain="small_int"),
     OpCase("invert", lambda x, y, z: ~(x > y)),
     OpCase("logical_and", lambda x, y, z: torch.logical_and(x, y), dtype=torch.int32, domain="small_int"),
     OpCase("logical_or", lambda x, y, z: torch.logical_or(x, y > 0)),

@@ -7,13 +7,15 @@ from __future__ import annotations
 from tessera.language.constexpr import constexpr, specialize
 from tessera.language.creation import arange, full, zeros
 from tessera.language.math import dot
-from tessera.language.memory import atomic_add, atomic_max, atomic_min, load, store
+from tessera.language.memory import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or,
+                                     atomic_xchg, atomic_xor, load, store)
 from tessera.language.rng import rand, randint
 from tessera.language.scans import associative_scan, cumprod, cumsum, reduce
 from tessera.language.tile import Tile, grid, register_block_size, static_range, tile
 
 __all__ = [
-    "Tile", "arange", "associative_scan", "atomic_add", "atomic_max", "atomic_min", "constexpr", "cumprod",
+    "Tile", "arange", "associative_scan", "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min",
+    "atomic_or", "atomic_xchg", "atomic_xor", "constexpr", "cumprod",
     "cumsum", "dot", "full", "grid", "load", "rand", "randint", "reduce", "register_block_size", "specialize",
     "static_range", "store", "tile", "zeros",
 ]

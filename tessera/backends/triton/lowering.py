@@ -40,6 +40,8 @@ ELEMENTWISE_TEMPLATES: dict[str, str] = {
     "bitwise_and": "({0} & {1})",
     "bitwise_or": "({0} | {1})",
     "bitwise_xor": "({0} ^ {1})",
+    "lshift": "({0} << {1})",
+    "rshift": "({0} >> {1})",
     "invert": "invert",
     "neg": "(-{0})",
     "abs": "tl.abs({0})",
@@ -331,11 +333,8 @@ def _load(emitter: Emitter, node: Node) -> None:
 
 def _store(emitter: Emitter, node: Node) -> None:
     strategy, access = _block_access(emitter, node)
-    value, mask_node = node.inputs
-    target = node.params["tensor"].dtype
-    text = emitter.operand(value, target) if isinstance(value, Node) else f"tl.full({emitter.block_shape(node.shape)}, {print_expr(value)}, {TRITON_DTYPES[target]})"
-    if isinstance(value, Node) and value.shape != node.shape:
-        text = f"tl.broadcast_to({text}, {emitter.block_shape(node.shape)})"
+    value, mask_node = node.inputs[:2]
+    text = _stored_text(emitter, node, value)
     if access is not None:
         if len(access.kept_shape) != len(node.shape):
             text = f"tl.reshape({text}, [{', '.join(str(a.block) for a in access.kept_shape)}])"
@@ -348,12 +347,31 @@ def _store(emitter: Emitter, node: Node) -> None:
     mask = join_masks(emitter, masks, mask_node, scalar_masks)
     extra = f", mask={mask}" if mask else ""
     atomic = node.params.get("atomic")
-    if atomic:
+    if atomic == "cas":
+        # tl.atomic_cas has no mask: a masked lane swaps the argument's first element for itself
+        # (compare with x, write x), which changes nothing
+        expected = _stored_text(emitter, node, node.inputs[2])
+        if mask:
+            pointer, text = f"tl.where({mask}, {pointer}, {node.params['tensor'].name})", f"tl.where({mask}, {text}, {expected})"
+        emitter.line(f"{emitter.name_of(node)} = tl.atomic_cas({pointer}, {expected}, {text}, "
+                     f"sem='{node.params.get('sem') or 'relaxed'}')")
+    elif atomic:
         # the previous values (tl.atomic_* returns them): `old = hl.atomic_add(...)`
         emitter.line(f"{emitter.name_of(node)} = tl.atomic_{atomic}({pointer}, {text}{extra}, "
                      f"sem='{node.params.get('sem') or 'relaxed'}')")
     else:
         emitter.line(f"tl.store({pointer}, {text}{extra})")
+
+
+def _stored_text(emitter: Emitter, node: Node, value: Any) -> str:
+    """A value a store writes, in the tensor's dtype and the store's block shape."""
+    target = node.params["tensor"].dtype
+    if not isinstance(value, Node):
+        return f"tl.full({emitter.block_shape(node.shape)}, {print_expr(value)}, {TRITON_DTYPES[target]})"
+    text = emitter.operand(value, target)
+    if value.shape != node.shape:
+        text = f"tl.broadcast_to({text}, {emitter.block_shape(node.shape)})"
+    return text
 
 
 def _full(emitter: Emitter, node: Node) -> None:
