@@ -58,40 +58,24 @@ def atomic_add(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str 
     return atomic_p.bind(tensor, tuple(index), value, op="add", sem=_checked_sem(sem))
 
 
-def atomic_max(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """Atomically store `max(tensor[index], value)`; returns the values before."""
-    return atomic_p.bind(tensor, tuple(index), value, op="max", sem=_checked_sem(sem))
+def _read_modify_write(op: str, meaning: str) -> Any:
+    """The public `hl.atomic_<op>`: atomically store `meaning`, returning the values before."""
+    def atomic(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+        return atomic_p.bind(tensor, tuple(index), value, op=op, sem=_checked_sem(sem))
+    name = f"atomic_{op}"
+    atomic.__name__ = atomic.__qualname__ = name
+    atomic.__code__ = atomic.__code__.replace(co_name=name)  # errors name the hl. function by its frame
+    atomic.__doc__ = (f"Atomically store {meaning} into `tensor[index]`; returns the values it held before.\n\n"
+                      f"    >>> old = hl.{name}(target, [tile], value)    # doctest: +SKIP\n    ")
+    return atomic
 
 
-def atomic_min(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """Atomically store `min(tensor[index], value)`; returns the values before."""
-    return atomic_p.bind(tensor, tuple(index), value, op="min", sem=_checked_sem(sem))
-
-
-def atomic_and(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """Atomically store `tensor[index] & value` (integer tensors); returns the values before.
-
-    >>> old = hl.atomic_and(flags, [tile], mask_bits)            # doctest: +SKIP
-    """
-    return atomic_p.bind(tensor, tuple(index), value, op="and", sem=_checked_sem(sem))
-
-
-def atomic_or(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """Atomically store `tensor[index] | value` (integer tensors); returns the values before."""
-    return atomic_p.bind(tensor, tuple(index), value, op="or", sem=_checked_sem(sem))
-
-
-def atomic_xor(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """Atomically store `tensor[index] ^ value` (integer tensors); returns the values before."""
-    return atomic_p.bind(tensor, tuple(index), value, op="xor", sem=_checked_sem(sem))
-
-
-def atomic_xchg(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """Atomically store `value` into `tensor[index]`; returns the values it replaced.
-
-    >>> previous = hl.atomic_xchg(lock, [0], 1, sem="acquire")  # doctest: +SKIP
-    """
-    return atomic_p.bind(tensor, tuple(index), value, op="xchg", sem=_checked_sem(sem))
+atomic_max = _read_modify_write("max", "`max(tensor[index], value)`")
+atomic_min = _read_modify_write("min", "`min(tensor[index], value)`")
+atomic_and = _read_modify_write("and", "`tensor[index] & value` (integer tensors)")
+atomic_or = _read_modify_write("or", "`tensor[index] | value` (integer tensors)")
+atomic_xor = _read_modify_write("xor", "`tensor[index] ^ value` (integer tensors)")
+atomic_xchg = _read_modify_write("xchg", "`value` (an exchange)")
 
 
 def atomic_cas(tensor: torch.Tensor, index: Sequence[Any], expected: Any, value: Any, sem: str = "relaxed") -> Any:
