@@ -229,6 +229,11 @@ OPS: tuple[OpCase, ...] = (
     OpCase("new_ones", lambda x, y, z: x.new_ones(x.size(), dtype=torch.int32) + y),
     OpCase("new_empty", lambda x, y, z: x.new_empty(x.shape) * 0 + y, reference=lambda x, y, z: y),
     OpCase("new_full", lambda x, y, z: x.new_full(x.shape, -1.5) - y),
+    # torch's factories with tile sizes (language/creation.py)
+    OpCase("torch_zeros", lambda x, y, z: torch.zeros(x.shape) + x),
+    OpCase("torch_ones", lambda x, y, z: torch.ones(x.shape, dtype=torch.float16) + x, tolerance=1e-3),
+    OpCase("torch_empty", lambda x, y, z: torch.empty(x.shape) * 0 + y, reference=lambda x, y, z: y),
+    OpCase("torch_full", lambda x, y, z: torch.full(x.shape, 2) * x),
 )
 
 

@@ -205,3 +205,28 @@ for _name, _fill in (*_NEW_FILL.items(), ("new_full", None)):
     _primitive = Primitive(_name, torch_functions=(_method,))
     _primitive.def_eager(_new_eager(_method, _fill))
     _primitive.def_trace(_new_trace(_method, _fill))
+
+
+# -- torch's factories with tile sizes inside a loop: `torch.zeros([tile_m, 8], dtype=...)` -------
+def _factory_trace(fill: Any) -> Any:
+    def rule(tracer: Tracer, *size: Any, dtype: torch.dtype | None = None, device: Any = None, **_: Any) -> TileValue:
+        check_device(device)
+        return _full_trace(tracer, _shape_arg(size), fill, dtype=dtype or torch.get_default_dtype())
+    return rule
+
+
+def _torch_full_trace(tracer: Tracer, size: Any, fill_value: Any, *, dtype: torch.dtype | None = None,
+                      device: Any = None, **_: Any) -> TileValue:
+    check_device(device)
+    if dtype is None:  # torch infers it from the fill value
+        dtype = torch.full([], fill_value).dtype if isinstance(fill_value, (bool, int, float)) else torch.float32
+    return _full_trace(tracer, _shape_arg((size,)), fill_value, dtype=dtype)
+
+
+for _name, _fill in (("zeros", 0), ("ones", 1), ("empty", 0)):
+    _primitive = Primitive(f"torch_{_name}", torch_functions=(getattr(torch, _name),))
+    _primitive.def_trace(_factory_trace(_fill))
+    if _name == "empty":  # zeros in eager mode too, as for empty_like
+        _primitive.def_eager(lambda *size, **kwargs: torch.zeros(*size, **kwargs))
+torch_full_p = Primitive("torch_full", torch_functions=(torch.full,))
+torch_full_p.def_trace(_torch_full_trace)

@@ -55,6 +55,10 @@ class Tile:
     def __len__(self) -> int:
         return self.end - self.begin
 
+    def __index__(self) -> int:
+        # a tile used as a size (`torch.zeros([tile_m, 8])`) is its element count, as when compiled
+        return self.end - self.begin
+
     def __repr__(self) -> str:
         return f"Tile({self.begin}:{self.end}, block_size={self.block_size}, id={self.id})"
 

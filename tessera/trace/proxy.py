@@ -174,7 +174,7 @@ class HostScalar(sympy.Symbol):
         return _dispatch(func, args, kwargs)
 
 
-class AxisSize:
+class AxisSize(_TorchLike):
     """`value.size(d)` of a tiled dimension: usable as a size in hl.zeros and views."""
 
     def __init__(self, axis: Axis) -> None:
