@@ -91,6 +91,26 @@ def _philox_uniform(x: T) -> T:
     return torch.where(signed < 0, -signed - 1, signed).float() * 4.6566127342e-10 + x
 
 
+def joined(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    for tile_m, tile_n in hl.tile(out.size()):
+        first, second = hl.split(hl.join(x[tile_m, tile_n], y[tile_m, tile_n]))
+        pair = torch.stack([first, second], dim=0)
+        both = torch.cat([pair, pair], dim=0)
+        out[tile_m, tile_n] = both.sum(0) - second
+    return out
+
+
+def assembled(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    for tile_m, tile_n in hl.tile(out.size()):
+        out[tile_m, tile_n] = x[tile_m, tile_n]
+    hl.barrier()  # between the launches
+    if out.is_cuda:  # PTX: compiled mode only
+        for tile_m, tile_n in hl.tile(out.size()):
+            out[tile_m, tile_n] = hl.inline_asm_elementwise("add.f32 $0, $1, $1;", "=r,r", [out[tile_m, tile_n]],
+                                                            dtype=torch.float32, is_pure=True, pack=1) * 0.5
+    return out
+
+
 def reshaped(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
     rows = hl.specialize(x.size(0))
     cols = hl.specialize(x.size(1))
@@ -122,6 +142,8 @@ LAYOUTS: dict[str, Layout] = {
     "creation": Layout(creation, lambda x, y, z, op: 1.5 + torch.arange(8.0)[None, :].expand(x.size(0), 8)),
     "reshaped": Layout(reshaped, lambda x, y, z, op: x.reshape(-1) + 1),
     "random": Layout(random_tiles, lambda x, y, z, op: _philox_uniform(x)),
+    "joined": Layout(joined, lambda x, y, z, op: 2 * x + y),
+    "assembled": Layout(assembled, lambda x, y, z, op: x),
 }
 
 
@@ -220,6 +242,10 @@ OPS: tuple[OpCase, ...] = (
     OpCase("full", layout="creation"), OpCase("arange", layout="creation"),
     OpCase("specialize", layout="reshaped"),
     OpCase("random", layout="random"),  # hl.rand / hl.randint (language/rng.py)
+    # joins (language/joins.py), the barrier and inline assembly (language/tile.py, inline_asm.py)
+    OpCase("join", layout="joined"), OpCase("split", layout="joined"), OpCase("stack", layout="joined"),
+    OpCase("cat", layout="joined"), OpCase("barrier", layout="assembled"),
+    OpCase("inline_asm_elementwise", layout="assembled"),
     # torch's allocations shaped like a tile value (language/creation.py)
     OpCase("zeros_like", lambda x, y, z: torch.zeros_like(x) + x),
     OpCase("ones_like", lambda x, y, z: torch.ones_like(x, dtype=torch.float16) + x, tolerance=1e-3),

@@ -35,6 +35,8 @@ class Op(enum.Enum):
     FULL = "full"                # inputs: (fill value,)
     ARANGE = "arange"            # params: begin, step
     TILE_INDEX = "tile_index"    # the indices of an axis; params: axis
+    INLINE_ASM = "inline_asm"    # elementwise assembly (GPU only); params: asm, constraints, is_pure, pack
+                                 # (and dtypes, for several results)
     RANDOM = "random"            # Philox numbers; inputs: (seed, offsets | None); params: fn ("rand" or
                                  # "randint"), low, high; without offsets, each element's row-major
                                  # number in the loops' full extents (params: extents)
@@ -50,6 +52,9 @@ class Op(enum.Enum):
     VIEW = "view"                # adds/removes unit axes; params: what
     PERMUTE = "permute"          # params: order
     BROADCAST = "broadcast"
+    JOIN = "join"                # inputs: (a, b); a new last axis of 2 holding them
+    SPLIT = "split"              # the two halves of a last axis of 2 (two results, see ITEM)
+    CAT = "cat"                  # inputs: (a, b) concatenated along params dim (a whole axis of each)
     # control flow
     LOOP = "loop"                # inputs: entry values; params: loops, carried, outputs; blocks: (body,)
     CARRIED = "carried"          # a loop-carried value inside its loop (inputs: (entry,))
@@ -63,7 +68,7 @@ class Op(enum.Enum):
 
 
 MEMORY_OPS = frozenset({Op.LOAD, Op.STORE})
-LAYOUT_OPS = frozenset({Op.VIEW, Op.PERMUTE, Op.BROADCAST})
+LAYOUT_OPS = frozenset({Op.VIEW, Op.PERMUTE, Op.BROADCAST, Op.JOIN, Op.SPLIT, Op.CAT})
 CONTROL_OPS = frozenset({Op.LOOP, Op.CARRIED})
 COMBINE_OPS = frozenset({Op.REDUCE, Op.SCAN})  # may hold a combine function (fn "combine")
 

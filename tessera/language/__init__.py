@@ -7,17 +7,19 @@ from __future__ import annotations
 from tessera.language.constexpr import constexpr, specialize
 from tessera.language.creation import arange, full, zeros
 from tessera.language.math import dot
+from tessera.language.inline_asm import inline_asm_elementwise
+from tessera.language.joins import join, split
 from tessera.language.memory import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or,
                                      atomic_xchg, atomic_xor, load, store)
 from tessera.language.rng import rand, randint
 from tessera.language.scans import associative_scan, cumprod, cumsum, reduce
-from tessera.language.tile import Tile, grid, register_block_size, static_range, tile
+from tessera.language.tile import Tile, barrier, grid, register_block_size, static_range, tile
 
 __all__ = [
     "Tile", "arange", "associative_scan", "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min",
-    "atomic_or", "atomic_xchg", "atomic_xor", "constexpr", "cumprod",
-    "cumsum", "dot", "full", "grid", "load", "rand", "randint", "reduce", "register_block_size", "specialize",
-    "static_range", "store", "tile", "zeros",
+    "atomic_or", "atomic_xchg", "atomic_xor", "barrier", "constexpr", "cumprod",
+    "cumsum", "dot", "full", "grid", "inline_asm_elementwise", "join", "load", "rand", "randint", "reduce", "register_block_size", "specialize",
+    "split", "static_range", "store", "tile", "zeros",
 ]
 
 # Op families that only define primitives for torch calls (no new `hl.` names).

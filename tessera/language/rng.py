@@ -16,7 +16,7 @@ import torch
 from tessera import exc
 from tessera.ir import interpreter
 from tessera.ir.graph import Op
-from tessera.ir.primitive import Primitive
+from tessera.ir.primitive import defined_primitive
 from tessera.language.creation import check_device, shape_axes
 from tessera.language.tile import Tile
 from tessera.location import user_location
@@ -148,6 +148,4 @@ def _random_trace(tracer: Tracer, shape: tuple, seed: Any, offsets: Any, *, fn: 
     return tracer.emit(Op.RANDOM, [seed_value, None], shape_axes(tracer, shape), dtype, fn=fn, low=low, high=high)
 
 
-random_p = Primitive("random")
-random_p.def_eager(_random_eager)
-random_p.def_trace(_random_trace)
+random_p = defined_primitive("random", _random_eager, _random_trace)

@@ -17,7 +17,7 @@ import torch
 
 from tessera import exc
 from tessera.ir.graph import UNIT, Node, Op
-from tessera.ir.primitive import Primitive
+from tessera.ir.primitive import defined_primitive
 from tessera.language.operands import ask_torch
 from tessera.language.view import cast
 from tessera.location import user_location
@@ -204,18 +204,9 @@ def _reduce_trace(tracer: Tracer, combine_fn: Callable[..., Any], input: Any, di
     return tuple(results) if is_tuple else results[0]
 
 
-cumsum_p = Primitive("cumsum", torch_functions=(torch.cumsum, T.cumsum))
-cumsum_p.def_eager(_cumulative_eager(torch.cumsum))
-cumsum_p.def_trace(_cumulative_trace("sum"))
-
-cumprod_p = Primitive("cumprod", torch_functions=(torch.cumprod, T.cumprod))
-cumprod_p.def_eager(_cumulative_eager(torch.cumprod))
-cumprod_p.def_trace(_cumulative_trace("prod"))
-
-associative_scan_p = Primitive("associative_scan")
-associative_scan_p.def_eager(_scan_eager)
-associative_scan_p.def_trace(_scan_trace)
-
-combine_reduce_p = Primitive("reduce")
-combine_reduce_p.def_eager(_reduce_eager)
-combine_reduce_p.def_trace(_reduce_trace)
+cumsum_p = defined_primitive("cumsum", _cumulative_eager(torch.cumsum), _cumulative_trace("sum"),
+                             torch_functions=(torch.cumsum, T.cumsum))
+cumprod_p = defined_primitive("cumprod", _cumulative_eager(torch.cumprod), _cumulative_trace("prod"),
+                              torch_functions=(torch.cumprod, T.cumprod))
+associative_scan_p = defined_primitive("associative_scan", _scan_eager, _scan_trace)
+combine_reduce_p = defined_primitive("reduce", _reduce_eager, _reduce_trace)

@@ -18,6 +18,7 @@ from tessera import exc
 from tessera.location import frame_site, is_internal_file, site_and_location, user_location
 from tessera.ir import interpreter
 from tessera.ir.tile_range import TileRange, static_int
+from tessera.ir.primitive import defined_primitive
 from tessera.language.constexpr import SpecializedInt
 
 
@@ -218,3 +219,35 @@ def static_range(begin_or_end: int, end: int | None = None, step: int = 1) -> ra
     >>> for i in hl.static_range(4): ...         # doctest: +SKIP
     """
     return range(begin_or_end) if end is None else range(begin_or_end, end, step)
+
+
+def barrier() -> None:
+    """A grid-wide barrier between two top-level tile loops: everything the first stored is
+    visible to the second. Each top-level loop is its own kernel launch, run in order on the
+    device's stream, so the launch boundary already is that barrier; inside a tile loop there is
+    no grid-wide barrier to take, and the call is refused.
+
+    >>> for tile in hl.tile(n): partial[tile] = ...          # doctest: +SKIP
+    >>> hl.barrier()
+    >>> for tile in hl.tile(m): out[tile] = partial[...].sum(0)
+    """
+    barrier_p.bind()
+
+
+def _barrier_eager() -> None:
+    if getattr(interpreter.active(), "loop_depth", 0):
+        _refuse_barrier()
+
+
+def _barrier_trace(tracer: Any) -> None:
+    _refuse_barrier()
+
+
+def _refuse_barrier() -> None:
+    raise exc.UnsupportedSyntaxError(
+        "hl.barrier() inside a tile loop: it separates top-level tile loops (kernel launches), and "
+        "the programs of one launch have no grid-wide barrier", location=user_location(),
+        hint="call hl.barrier() between two top-level `for ... in hl.tile(...)` loops")
+
+
+barrier_p = defined_primitive("barrier", _barrier_eager, _barrier_trace, device_only=False)

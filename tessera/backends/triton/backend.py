@@ -102,6 +102,10 @@ class TritonBackend(TritonTuning):
                 raise exc.UnsupportedOperationError(
                     f"the Triton backend has no lowering for {node.op.value}{f' {fn}' if fn else ''}",
                     location=node.location, hint="run this kernel with mode='eager', or use another op")
+            if options.interpret and node.op is Op.INLINE_ASM:
+                raise exc.UnsupportedOperationError(
+                    "hl.inline_asm_elementwise runs only on the GPU: Triton's CPU interpreter cannot execute PTX",
+                    location=node.location, hint="run this kernel on CUDA tensors in compiled mode")
             if options.interpret or node.op is not Op.DOT:
                 continue
             a, b = node.inputs[0], node.inputs[1]

@@ -279,6 +279,45 @@ def _broadcast(emitter: Emitter, node: Node) -> None:
     _assign(emitter, node, f"tl.broadcast_to({emitter.name_of(node.inputs[0])}, {emitter.block_shape(node.shape)})")
 
 
+def _broadcast_operand(emitter: Emitter, value: Node, dtype: torch.dtype, blocks: list[int]) -> str:
+    """`value` cast to `dtype` and broadcast to a block of `blocks` lanes per dimension."""
+    text = emitter.operand(value, dtype)
+    if [axis.block for axis in value.shape] != blocks:
+        text = f"tl.broadcast_to({text}, {blocks})"
+    return text
+
+
+def _join(emitter: Emitter, node: Node) -> None:
+    blocks = [axis.block for axis in node.shape[:-1]]
+    a, b = (_broadcast_operand(emitter, value, node.dtype, blocks) for value in node.inputs)
+    _assign(emitter, node, f"tl.join({a}, {b})")
+
+
+def _split(emitter: Emitter, node: Node) -> None:
+    emitter.line(f"{emitter.name_of(node)}_0, {emitter.name_of(node)}_1 = tl.split({emitter.name_of(node.inputs[0])})")
+
+
+def _cat(emitter: Emitter, node: Node) -> None:
+    """Join the two along a new last axis, move it before the concatenated one and merge the two:
+    row-major order puts all of the first value before the second."""
+    dim = node.params["dim"]
+    blocks = [axis.block for axis in node.shape]
+    blocks[dim] //= 2
+    a, b = (_broadcast_operand(emitter, value, node.dtype, blocks) for value in node.inputs)
+    rank = len(blocks)
+    order = [*range(dim), rank, *range(dim, rank)]
+    _assign(emitter, node, f"tl.reshape(tl.permute(tl.join({a}, {b}), {tuple(order)}), {emitter.block_shape(node.shape)})")
+
+
+def _inline_asm(emitter: Emitter, node: Node) -> None:
+    dtypes = node.params.get("dtypes") or (node.dtype,)
+    types = TRITON_DTYPES[dtypes[0]] if len(dtypes) == 1 else f"({', '.join(TRITON_DTYPES[d] for d in dtypes)},)"
+    names = emitter.name_of(node) if len(dtypes) == 1 else ", ".join(f"{emitter.name_of(node)}_{i}" for i in range(len(dtypes)))
+    arguments = ", ".join(emitter.name_of(value) for value in node.inputs)
+    emitter.line(f"{names} = tl.inline_asm_elementwise({node.params['asm']!r}, {node.params['constraints']!r}, "
+                 f"[{arguments}], dtype={types}, is_pure={node.params['is_pure']}, pack={node.params['pack']})")
+
+
 def _block_access(emitter: Emitter, node: Node) -> tuple[str, BlockAccess | None]:
     """The indexing strategy of this load/store, and its block form when not 'pointer'."""
     strategy = strategy_for(emitter.config, emitter.access_number(node))
@@ -489,10 +528,10 @@ def _loop(emitter: Emitter, node: Node) -> None:
 
 LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
     Op.ELEMENTWISE: _elementwise, Op.CAST: _cast, Op.SYMBOLIC: _symbolic,
-    Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index, Op.RANDOM: _random,
+    Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index, Op.RANDOM: _random, Op.INLINE_ASM: _inline_asm,
     Op.LOAD: _load, Op.STORE: _store,
     Op.REDUCE: _reduce, Op.SCAN: _scan, Op.DOT: _dot, Op.ARGUMENT: _argument, Op.ITEM: _item,
-    Op.VIEW: _view, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast,
+    Op.VIEW: _view, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast, Op.JOIN: _join, Op.SPLIT: _split, Op.CAT: _cat,
     Op.LOOP: _loop, Op.CARRIED: _carried,
 }
 
