@@ -230,6 +230,9 @@ OPS: tuple[OpCase, ...] = (
     OpCase("associative_scan", lambda v: hl.associative_scan(torch.maximum, v, 1, reverse=True), layout="row_to_row",
            reference=lambda v: v.flip(1).cummax(1).values.flip(1)),
     OpCase("reduce", lambda v: hl.reduce(torch.minimum, v, 1), layout="row_to_value", reference=lambda v: v.amin(1)),
+    # sorting (language/sorting.py)
+    OpCase("sort", lambda v: torch.sort(v, dim=1, descending=True).values, layout="row_to_row"),
+    OpCase("topk", lambda v: v.topk(1, dim=1).indices.float().squeeze(1), layout="row_to_value"),
     # products (language/math.py)
     OpCase("mm", lambda a, b, c: a @ b, layout="matrix", tolerance=1e-4),
     OpCase("addmm", lambda a, b, c: torch.addmm(c, a, b), layout="matrix", tolerance=1e-4),

@@ -55,6 +55,8 @@ class Op(enum.Enum):
     JOIN = "join"                # inputs: (a, b); a new last axis of 2 holding them
     SPLIT = "split"              # the two halves of a last axis of 2 (two results, see ITEM)
     CAT = "cat"                  # inputs: (a, b) concatenated along params dim (a whole axis of each)
+    SORT = "sort"                # along the last axis (params axis): values and int64 indices (two
+                                 # results); params descending, k (topk: the k first, else None)
     # control flow
     LOOP = "loop"                # inputs: entry values; params: loops, carried, outputs; blocks: (body,)
     CARRIED = "carried"          # a loop-carried value inside its loop (inputs: (entry,))

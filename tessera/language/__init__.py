@@ -24,5 +24,6 @@ __all__ = [
 
 # Op families that only define primitives for torch calls (no new `hl.` names).
 from tessera.language import elementwise as _elementwise  # noqa: E402,F401
+from tessera.language import sorting as _sorting  # noqa: E402,F401
 from tessera.language import reductions as _reductions  # noqa: E402,F401
 from tessera.language import view as _view  # noqa: E402,F401

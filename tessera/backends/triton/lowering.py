@@ -318,6 +318,41 @@ def _inline_asm(emitter: Emitter, node: Node) -> None:
                  f"[{arguments}], dtype={types}, is_pure={node.params['is_pure']}, pack={node.params['pack']})")
 
 
+def _sort(emitter: Emitter, node: Node) -> None:
+    """Sort 64-bit keys: an order-preserving int32 of each value above its lane number (counted
+    down for a descending sort), so ties keep their order and indices travel with the values;
+    padding lanes sort last. `~` turns the smallest-k selection into tl.topk's largest-k."""
+    source, axis = node.inputs[0], node.params["axis"]
+    descending, k = node.params["descending"], node.params["k"]
+    name, rank = emitter.name_of(node), len(source.shape)
+    bits = f"{name}_bits"
+    if source.dtype.is_floating_point:
+        emitter.line(f"{bits} = {emitter.cast(emitter.name_of(source), source.dtype, torch.float32)}.to(tl.int32, bitcast=True)")
+        emitter.line(f"{bits} = tl.where({bits} < 0, {bits} ^ 0x7FFFFFFF, {bits})")
+    else:
+        emitter.line(f"{bits} = {emitter.name_of(source)}.to(tl.int32)")
+    if axis.needs_mask:
+        emitter.line(f"{bits} = tl.where({emitter.axis_mask(axis, source.shape)}, {bits}, "
+                     f"{-2 ** 31 if descending else 2 ** 31 - 1})")
+    lanes = f"tl.broadcast_to({Emitter.placed(f'tl.arange(0, {axis.block})', rank - 1, rank)}, {emitter.block_shape(source.shape)})"
+    low = f"(2147483647 - {lanes})" if descending else lanes
+    emitter.line(f"{name}_keys = ({bits}.to(tl.int64) << 32) | {low}.to(tl.int64)")
+    if k is None:
+        emitter.line(f"{name}_keys = tl.sort({name}_keys, descending={bool(descending)})")
+    elif descending:
+        emitter.line(f"{name}_keys = tl.topk({name}_keys, {k})")
+    else:
+        emitter.line(f"{name}_keys = ~tl.topk(~{name}_keys, {k})")
+    emitter.line(f"{bits} = ({name}_keys >> 32).to(tl.int32)")
+    if source.dtype.is_floating_point:
+        value = f"tl.where({bits} < 0, {bits} ^ 0x7FFFFFFF, {bits}).to(tl.float32, bitcast=True)"
+        emitter.line(f"{name}_0 = {emitter.cast(value, torch.float32, source.dtype)}")
+    else:
+        emitter.line(f"{name}_0 = {emitter.cast(bits, torch.int32, source.dtype)}")
+    position = f"({name}_keys & 0xFFFFFFFF)"
+    emitter.line(f"{name}_1 = {f'(2147483647 - {position})' if descending else position}.to(tl.int64)")
+
+
 def _block_access(emitter: Emitter, node: Node) -> tuple[str, BlockAccess | None]:
     """The indexing strategy of this load/store, and its block form when not 'pointer'."""
     strategy = strategy_for(emitter.config, emitter.access_number(node))
@@ -531,7 +566,7 @@ LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
     Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index, Op.RANDOM: _random, Op.INLINE_ASM: _inline_asm,
     Op.LOAD: _load, Op.STORE: _store,
     Op.REDUCE: _reduce, Op.SCAN: _scan, Op.DOT: _dot, Op.ARGUMENT: _argument, Op.ITEM: _item,
-    Op.VIEW: _view, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast, Op.JOIN: _join, Op.SPLIT: _split, Op.CAT: _cat,
+    Op.VIEW: _view, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast, Op.JOIN: _join, Op.SPLIT: _split, Op.CAT: _cat, Op.SORT: _sort,
     Op.LOOP: _loop, Op.CARRIED: _carried,
 }
 
