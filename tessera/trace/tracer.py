@@ -172,6 +172,12 @@ class Tracer:
         the loop's first whole dimension under `reduction_loops`, chunks (see ir/rolling.py)."""
         extent = self.symbols.canonical(extent)
         name = f"r{len(self._full_axes)}"
+        if isinstance(extent, sympy.Basic) and not extent.free_symbols <= set(self.symbols.values):
+            # a length that changes from tile to tile (`x[t.begin : t.begin + 4, :]`): no one block fits it
+            raise exc.UnsupportedOperationError(
+                f"a dimension of length {extent}, which depends on the tile or loop iteration, read whole into "
+                "registers", location=user_location(),
+                hint="index with the tile itself (x[tile]), a tile of a fixed block_size, or hl.arange(n) offsets")
         actual = self.symbols.evaluate(extent)
         chunk = self._row_chunk(extent, actual) if not self._full_axes else None
         if chunk is not None:
