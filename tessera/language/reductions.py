@@ -43,6 +43,7 @@ def record_reduction(tracer: Tracer, kind: str, value: TileValue, dim: Any, keep
     if kind == "sum" and dtype is None and not value.dtype.is_floating_point:
         dtype = torch.int64 if value.dtype != torch.bool else torch.int64
     for d in reversed(normalized_dims(value, dim)):
+        result = _outside_jagged_ends(tracer, kind, result, d)
         axes = list(result.axes)
         out_axes = axes[:d] + ([UNIT] if keepdim else []) + axes[d + 1:]
         if kind in ("argmax", "argmin"):
@@ -52,6 +53,26 @@ def record_reduction(tracer: Tracer, kind: str, value: TileValue, dim: Any, keep
         result = tracer.emit(Op.REDUCE, [result.node], tuple(out_axes), out_dtype, fn=kind, dim=d,
                              keepdim=keepdim, axis=axes[d], accumulate=_accumulator(kind, result.dtype, out_dtype))
     return result
+
+
+def _identity(kind: str, dtype: torch.dtype) -> Any:
+    """The value that never changes a reduction's result (what lanes past a jagged end hold)."""
+    if kind == "sum":
+        return 0
+    largest = kind in ("amin", "argmin")
+    if dtype == torch.bool:
+        return largest
+    if dtype.is_floating_point:
+        return float("inf") if largest else float("-inf")
+    return torch.iinfo(dtype).max if largest else torch.iinfo(dtype).min
+
+
+def _outside_jagged_ends(tracer: Tracer, kind: str, value: TileValue, dim: int) -> TileValue:
+    """A reduction over an hl.jagged_tile axis: lanes past their end take the identity."""
+    if tracer.canonical_axis(value.axes[dim]) not in tracer.jagged_ends:
+        return value
+    inside = tracer.jagged_mask(tuple(map(tracer.canonical_axis, value.axes)), f"a {kind} reduction")
+    return apply_elementwise(tracer, "where", inside, value, _identity(kind, value.dtype))
 
 
 def _asked(kind: str, value: Any, **kwargs: Any) -> None:

@@ -177,6 +177,25 @@ def tile(begin_or_end: Any, end_or_none: Any = None, block_size: Any = None) -> 
     return TileRange(begins, ends, sizes, multi or multi_b, False, *_site_and_location())
 
 
+def jagged_tile(parent: Any) -> TileRange:
+    """Tiles of a loop whose length differs per lane of the enclosing tiles: `parent[i, ...]` is
+    the end for lane `(i, ...)`. The loop runs to `parent.amax()`; lanes at or past their own end
+    are left out of every load (they read 0), store and reduction over the tile.
+
+    >>> for tile_b in hl.tile(b):                                   # doctest: +SKIP
+    ...     lengths = row_lengths[tile_b]
+    ...     for tile_k in hl.jagged_tile(lengths):
+    ...         acc = acc + x[tile_b, tile_k].sum(dim=1)
+    """
+    interpreter.current("jagged_tile")
+    if not hasattr(parent, "dim") or parent.dim() == 0 or isinstance(parent, Tile):
+        raise exc.TesseraError(f"hl.jagged_tile takes a tensor of per-lane ends over enclosing tiles, got {parent!r}",
+                               location=user_location(), hint="e.g. hl.jagged_tile(lengths) with lengths = n[tile_b]")
+    end = parent.amax()
+    _check_extent(end, "jagged_tile")
+    return TileRange([0], [end], [None], False, False, *_site_and_location(), jagged_ends=parent)
+
+
 def grid(begin_or_end: Any, end_or_none: Any = None, step: Any = None) -> TileRange:
     """Iterate over single indices: one program per index (a tile of block size 1).
 

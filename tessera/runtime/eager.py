@@ -59,6 +59,13 @@ class EagerInterpreter:
         return [int(block) for block in blocks]
 
     def iterate_tiles(self, tile_range: TileRange) -> Iterator[Any]:
+        if tile_range.jagged_ends is not None:
+            # eager values are plain tensors: the per-lane ends could not follow them into
+            # reductions (amax of a lane past its end), so eager mode refuses rather than guess
+            raise exc.UnsupportedOperationError(
+                "hl.jagged_tile runs in interpret and compiled modes only", location=tile_range.location,
+                hint="in eager mode write the dense loop: `for tile_k in hl.tile(ends.amax()):` with "
+                     "extra_mask=tile_k.index[None, :] < ends[:, None] on its loads and stores")
         blocks = self._resolved_blocks(tile_range)
         per_dim = []
         for begin, end, block in zip(tile_range.begins, tile_range.ends, blocks):

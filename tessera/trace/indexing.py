@@ -152,6 +152,14 @@ def _scalar_index(tracer: Tracer, item: Any, size: Any) -> tuple[Any, bool]:
     return index, True
 
 
+def _with_jagged_mask(tracer: Tracer, mask: Node | None, shape: tuple[Axis, ...], what: str) -> Node | None:
+    """`mask` and, for an access over an hl.jagged_tile axis, the lanes below their ends."""
+    jagged = tracer.jagged_mask(shape, what)
+    if jagged is None:
+        return mask
+    return jagged.node if mask is None else tracer.and_predicate(mask, jagged.node)
+
+
 def _mask_node(tracer: Tracer, mask: Any) -> Node | None:
     if mask is None:
         return None
@@ -168,6 +176,7 @@ def trace_load(tracer: Tracer, tensor: Any, index: Any, mask: Any = None, evicti
     mask_node = _mask_node(tracer, mask)
     if mask_node is not None:
         shape = tracer.broadcast([shape, mask_node.shape], "extra_mask")
+    mask_node = _with_jagged_mask(tracer, mask_node, shape, f"a load from {tensor.name}")
     return tracer.emit(Op.LOAD, [mask_node], shape, tensor.dtype, tensor=tensor.ref(), accesses=accesses,
                        eviction_policy=eviction_policy)
 
@@ -189,6 +198,7 @@ def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any =
             raise exc.ShapeMismatchError(
                 f"extra_mask of shape {list(mask_node.shape)} does not fit a store into {tensor.name}{list(shape)}",
                 location=user_location(), hint="give the mask the store's dims (or size 1 to broadcast)")
+    mask_node = _with_jagged_mask(tracer, mask_node, shape, f"a store into {tensor.name}")
     inputs = [value_input, mask_node] + ([_stored_value(tracer, tensor, shape, expected)] if atomic == "cas" else [])
     stored = tracer.emit(Op.STORE, inputs, shape, tensor.dtype if atomic else None,
                          tensor=tensor.ref(), accesses=accesses, atomic=atomic, sem=sem)

@@ -80,6 +80,7 @@ class Tracer:
         # loop variable (program id, tile offset, inner-loop variable) -> the least value it takes:
         # what proves an index nonnegative (trace/bounds.py)
         self.loop_minimums: dict[sympy.Symbol, Any] = {}
+        self.jagged_ends: dict[Axis, TileValue] = {}  # the axis of an hl.jagged_tile -> its per-lane ends
 
     # -- interpreter protocol -------------------------------------------------------------
     def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
@@ -322,6 +323,9 @@ class Tracer:
     def trace_launch(self, name: str, parameters: tuple[str, ...], tile_range: TileRange,
                      body: Callable[..., Any], cells: list[Any]) -> KernelIR:
         """Trace a top-level loop body; program ids map to its dims, first dim fastest."""
+        if tile_range.jagged_ends is not None:
+            raise exc.UnsupportedSyntaxError("hl.jagged_tile as the outermost loop of a kernel", location=tile_range.location,
+                                             hint="nest it in a tile loop over the lanes its ends belong to")
         if tile_range.is_grid:
             targets: list[Any] = []
             for dim, (begin, end, step) in enumerate(zip(tile_range.begins, tile_range.ends, tile_range.block_sizes)):
@@ -376,6 +380,8 @@ class Tracer:
             targets = list(proxies)
             loops = [LoopDim(var, p.axis.range_begin, p.axis.range_end, p.axis.block, p.axis)
                      for var, p in zip(variables, proxies)]
+            if tile_range.jagged_ends is not None:
+                self.jagged_ends[proxies[0].axis] = tile_range.jagged_ends
         entry = [self._as_carried(value) for value in carried]
         # placeholders live in the loop node's params, not in a block
         placeholders = [self._node(Op.CARRIED, [value.node], value.axes, value.dtype, {}) for value in entry]
@@ -408,6 +414,29 @@ class Tracer:
                 f"a loop-carried value changes shape in the loop: {list(placeholder.axes)} -> {list(result.axes)}",
                 location=user_location(), hint="keep carried values the same shape in every iteration")
         return result.node
+
+    def jagged_mask(self, shape: tuple[Axis, ...], what: str) -> TileValue | None:
+        """For a value of axes `shape`: True where every hl.jagged_tile axis in it is below its
+        lane's end (None when it has none). The ends' axes must be in `shape` too."""
+        mask: TileValue | None = None
+        for axis, ends in self.jagged_ends.items():
+            if axis not in shape:
+                continue
+            parents = [self.canonical_axis(a) for a in ends.axes if a is not UNIT]
+            if not all(parent in shape for parent in parents):
+                raise exc.IndexingError(
+                    f"{what} uses the jagged tile {axis.name} without the tiles its ends are over ({parents})",
+                    location=user_location(), hint="index with the enclosing tiles too, e.g. x[tile_b, tile_k]")
+            keep = (axis, *parents)
+            placed_ends = self.emit(Op.VIEW, [ends.node], tuple(a if a in parents else UNIT for a in shape),
+                                    ends.dtype, what="jagged ends")
+            index = self.emit(Op.VIEW, [self.tile_index(axis).node], tuple(a if a is axis else UNIT for a in shape),
+                              torch.int32, what="jagged index")
+            compute = torch.promote_types(torch.int32, ends.dtype)
+            inside = self.emit(Op.ELEMENTWISE, [index.node, placed_ends.node],
+                               tuple(a if a in keep else UNIT for a in shape), torch.bool, fn="lt", compute=compute)
+            mask = inside if mask is None else TileValue(self.and_predicate(mask.node, inside.node))
+        return mask
 
     def and_predicate(self, mask: Node | None, other: Node | None = None) -> Node:
         """`mask & other` (default: the branch predicate) as a boolean node."""
