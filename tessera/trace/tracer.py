@@ -361,7 +361,9 @@ class Tracer:
             example=types.MappingProxyType(dict(self.symbols.values)), location=self.location)
 
     def device_loop(self, tile_range: TileRange, body: Callable[..., Any], carried: tuple) -> tuple:
-        """Trace an inner loop: carried values enter as loop variables and leave as results."""
+        """Trace an inner loop: carried values enter as loop variables and leave as results. A
+        carried tuple or list of values is carried element by element."""
+        carried, structure = _flatten_carried(carried)
         for value in carried:
             if not isinstance(value, TileValue) and not is_constant(value):
                 raise exc.UnsupportedOperationError(
@@ -389,7 +391,8 @@ class Tracer:
         self._open_blocks.append([])
         try:
             results = body(tuple(targets) if tile_range.multi_dim else targets[0],
-                           *(TileValue(p) for p in placeholders))
+                           *_unflatten_carried([TileValue(p) for p in placeholders], structure))
+            results = _flatten_results(results, structure)
             # casts and views of the results belong to the loop body, before the loop-back
             outputs = [self._loop_output(TileValue(placeholder), result)
                        for placeholder, result in zip(placeholders, results)]
@@ -399,7 +402,7 @@ class Tracer:
                           {"loops": loops, "carried": placeholders, "outputs": outputs}, name=loop_name)
         self._append(Node(loop.op, loop.inputs, loop.shape, loop.dtype, loop.params, loop.location, loop.name,
                           blocks=(Block(tuple(body_nodes)),)))
-        return tuple(TileValue(p) for p in placeholders)
+        return tuple(_unflatten_carried([TileValue(p) for p in placeholders], structure))
 
     def _loop_output(self, placeholder: TileValue, result: Any) -> Node:
         result = self._as_carried(result, like=placeholder)
@@ -460,6 +463,50 @@ class Tracer:
             return value
         dtype = like.dtype if like is not None else (torch.float32 if isinstance(value, float) else torch.int32)
         return self.emit(Op.FULL, [value], like.axes if like is not None else (), dtype)
+
+
+def _flatten_carried(values: tuple) -> tuple[list[Any], list[Any]]:
+    """The carried values with tuples and lists spread out, and per value its container type and
+    length (None for a single value), to rebuild them."""
+    leaves: list[Any] = []
+    structure: list[Any] = []
+    for value in values:
+        if isinstance(value, (tuple, list)):
+            structure.append((type(value), len(value)))
+            leaves.extend(value)
+        else:
+            structure.append(None)
+            leaves.append(value)
+    return leaves, structure
+
+
+def _unflatten_carried(leaves: list[Any], structure: list[Any]) -> list[Any]:
+    values, position = [], 0
+    for kind in structure:
+        if kind is None:
+            values.append(leaves[position])
+            position += 1
+        else:
+            container, length = kind
+            values.append(container(leaves[position:position + length]))
+            position += length
+    return values
+
+
+def _flatten_results(results: Any, structure: list[Any]) -> list[Any]:
+    """The loop body's results spread out like the carried values they replace."""
+    leaves: list[Any] = []
+    for result, kind in zip(results, structure):
+        if kind is None:
+            leaves.append(result)
+            continue
+        if not isinstance(result, (tuple, list)) or len(result) != kind[1]:
+            raise exc.ShapeMismatchError(
+                f"a loop-carried {kind[0].__name__} of {kind[1]} values holds "
+                f"{len(result) if isinstance(result, (tuple, list)) else 'a single value'} after an iteration",
+                location=user_location(), hint="keep a carried tuple the same length in every iteration")
+        leaves.extend(result)
+    return leaves
 
 
 def _same_registers(a: tuple[Axis, ...], b: tuple[Axis, ...]) -> bool:
