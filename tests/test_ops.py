@@ -232,7 +232,7 @@ OPS: tuple[OpCase, ...] = (
     OpCase("reduce", lambda v: hl.reduce(torch.minimum, v, 1), layout="row_to_value", reference=lambda v: v.amin(1)),
     # sorting (language/sorting.py)
     OpCase("sort", lambda v: torch.sort(v, dim=1, descending=True).values, layout="row_to_row"),
-    OpCase("topk", lambda v: v.topk(1, dim=1).indices.float().squeeze(1), layout="row_to_value"),
+    OpCase("topk", lambda v: v.topk(1, dim=1).values.squeeze(1), layout="row_to_value"),
     # products (language/math.py)
     OpCase("mm", lambda a, b, c: a @ b, layout="matrix", tolerance=1e-4),
     OpCase("addmm", lambda a, b, c: torch.addmm(c, a, b), layout="matrix", tolerance=1e-4),
@@ -261,7 +261,8 @@ OPS: tuple[OpCase, ...] = (
     # torch's factories with tile sizes (language/creation.py)
     OpCase("torch_zeros", lambda x, y, z: torch.zeros(x.shape) + x),
     OpCase("torch_ones", lambda x, y, z: torch.ones(x.shape, dtype=torch.float16) + x, tolerance=1e-3),
-    OpCase("torch_empty", lambda x, y, z: torch.empty(x.shape) * 0 + y, reference=lambda x, y, z: y),
+    OpCase("torch_empty", lambda x, y, z: torch.empty(x.shape, dtype=torch.int8) * 0 + y,
+           reference=lambda x, y, z: torch.zeros(x.shape, dtype=torch.int8) + y),
     OpCase("torch_full", lambda x, y, z: torch.full(x.shape, 2) * x),
 )
 

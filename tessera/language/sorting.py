@@ -17,6 +17,7 @@ import torch
 from tessera import exc
 from tessera.ir.graph import UNIT, AxisKind, Op
 from tessera.ir.primitive import Primitive
+from tessera.language.operands import ask_torch
 from tessera.language.view import permute
 from tessera.location import user_location
 from tessera.trace.proxy import TileValue
@@ -31,6 +32,8 @@ def _sorted(tracer: Tracer, value: Any, dim: Any, descending: bool, k: int | Non
     if not isinstance(value, TileValue):
         raise exc.UnsupportedOperationError(f"{what} of {type(value).__name__}: only tile values sort inside a "
                                             "tile loop", location=user_location())
+    ask_torch(what, getattr(torch, what.split(".")[-1]), (value,),
+              {"dim": dim, **({"k": 1} if k is not None else {})})  # topk of bools: torch refuses it
     if value.dtype not in SORTABLE:
         raise exc.DtypeError(f"{what} of a {value.dtype} value: the sort key holds 32-bit values and their positions",
                              location=user_location(), hint="convert to float32 or int32 first")

@@ -327,8 +327,11 @@ def _sort(emitter: Emitter, node: Node) -> None:
     name, rank = emitter.name_of(node), len(source.shape)
     bits = f"{name}_bits"
     if source.dtype.is_floating_point:
-        emitter.line(f"{bits} = {emitter.cast(emitter.name_of(source), source.dtype, torch.float32)}.to(tl.int32, bitcast=True)")
-        emitter.line(f"{bits} = tl.where({bits} < 0, {bits} ^ 0x7FFFFFFF, {bits})")
+        emitter.line(f"{name}_wide = {emitter.cast(emitter.name_of(source), source.dtype, torch.float32)}")
+        emitter.line(f"{bits} = {name}_wide.to(tl.int32, bitcast=True)")
+        # every NaN as the positive quiet NaN: above inf, as torch sorts NaN (of either sign) last
+        emitter.line(f"{bits} = tl.where({name}_wide != {name}_wide, 0x7FC00000, "
+                     f"tl.where({bits} < 0, {bits} ^ 0x7FFFFFFF, {bits}))")
     else:
         emitter.line(f"{bits} = {emitter.name_of(source)}.to(tl.int32)")
     if axis.needs_mask:
