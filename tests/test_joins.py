@@ -120,3 +120,35 @@ def test_inline_assembly_lowers_to_triton(device: torch.device) -> None:
         torch.testing.assert_close(tessera.kernel(add_in_assembly)(x, y), x + y)
     ir = tessera.kernel(add_in_assembly, config=CONFIG).bind(x, y).to_ir()
     assert "inline_asm" in str(ir) and "add.f32 $0, $1, $2;" in str(ir)
+
+
+def rotate_halves(x: T) -> T:
+    out = torch.empty_like(x)
+    half = x.size(1) // 2
+    for tile in hl.tile(x.size(0)):
+        first, second = hl.split(x[tile, :].reshape([tile, 2, half]).permute(0, 2, 1))
+        out[tile, :] = hl.join(-second, first).permute(0, 2, 1).reshape([tile, x.size(1)])
+    return out
+
+
+def regroup_a_tile(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = x[tile, :].reshape([2, -1]).reshape([tile, x.size(1)])  # line: regroup
+    return out
+
+
+@pytest.mark.parametrize("shape", [(5, 16), (1, 2), (3, 64)], ids=str)
+def test_reshape_splits_and_merges_whole_dimensions(shape: tuple[int, int], device: torch.device) -> None:
+    x = torch.randn(shape)
+    half = shape[1] // 2
+    expected = torch.cat([-x[:, half:], x[:, :half]], dim=1)
+    for mode in _modes(device):
+        result = tessera.kernel(rotate_halves, mode=mode, config=CONFIG)(x.to(device))
+        torch.testing.assert_close(result.cpu(), expected, msg=lambda text: f"{mode}: {text}")
+
+
+def test_a_reshape_regrouping_a_tile_is_refused_with_its_line() -> None:
+    with pytest.raises(exc.UnsupportedOperationError, match="whole, power-of-two ones") as info:
+        tessera.kernel(regroup_a_tile, mode="interpret", config=CONFIG)(torch.randn(8, 4))
+    assert "# line: regroup" in str(info.value)

@@ -51,6 +51,7 @@ class Op(enum.Enum):
     # layout
     VIEW = "view"                # adds/removes unit axes; params: what
     PERMUTE = "permute"          # params: order
+    RESHAPE = "reshape"          # splits or merges whole axes held exactly (row-major order kept)
     BROADCAST = "broadcast"
     JOIN = "join"                # inputs: (a, b); a new last axis of 2 holding them
     SPLIT = "split"              # the two halves of a last axis of 2 (two results, see ITEM)
@@ -70,7 +71,7 @@ class Op(enum.Enum):
 
 
 MEMORY_OPS = frozenset({Op.LOAD, Op.STORE})
-LAYOUT_OPS = frozenset({Op.VIEW, Op.PERMUTE, Op.BROADCAST, Op.JOIN, Op.SPLIT, Op.CAT})
+LAYOUT_OPS = frozenset({Op.VIEW, Op.RESHAPE, Op.PERMUTE, Op.BROADCAST, Op.JOIN, Op.SPLIT, Op.CAT})
 CONTROL_OPS = frozenset({Op.LOOP, Op.CARRIED})
 COMBINE_OPS = frozenset({Op.REDUCE, Op.SCAN})  # may hold a combine function (fn "combine")
 

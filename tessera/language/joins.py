@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import sympy
 import torch
 
 from tessera import exc
-from tessera.ir.graph import UNIT, Axis, AxisKind, Op
+from tessera.ir.graph import UNIT, Op
 from tessera.ir.primitive import Primitive, defined_primitive
 from tessera.location import user_location
 from tessera.trace.proxy import TileValue
@@ -79,27 +78,11 @@ def _join_trace(tracer: Tracer, tensor0: Any, tensor1: Any) -> TileValue:
 
 def _split_trace(tracer: Tracer, tensor: Any) -> tuple[TileValue, TileValue]:
     (value,) = _tile_values((tensor,), "hl.split")
-    if not value.axes or not _holds_exactly(tracer, value.axes[-1], 2):
+    if not value.axes or tracer.exact_extent(value.axes[-1], "hl.split") != 2:
         raise exc.ShapeMismatchError(f"hl.split of a value of shape {list(value.axes)}: its last dimension must "
                                      "have size 2", location=user_location(), hint="use hl.join's results")
     node = tracer.emit(Op.SPLIT, [value.node], value.axes[:-1], None, dtypes=(value.dtype, value.dtype)).node
     return tuple(tracer.emit(Op.ITEM, [node], value.axes[:-1], value.dtype, index=i) for i in range(2))  # type: ignore[return-value]
-
-
-def _holds_exactly(tracer: Tracer, axis: Axis, size: int) -> bool:
-    """A whole dimension whose block is exactly its extent `size` (no padding lanes); a symbolic
-    extent of that size in this call is guarded to it."""
-    if axis is UNIT:
-        return size == 1
-    if axis.kind is not AxisKind.WHOLE or axis.block != size:
-        return False
-    extent = sympy.sympify(axis.end)
-    if extent.is_Integer:
-        return int(extent) == size
-    if tracer.symbols.evaluate(extent) != size:
-        return False
-    tracer.symbols.guard(sympy.Eq(extent, size), f"dimension {extent} is {size}, held whole by a join")
-    return True
 
 
 def _stack_trace(tracer: Tracer, tensors: Any, dim: int = 0, *, out: Any = None) -> TileValue:
@@ -139,7 +122,7 @@ def _cat_trace(tracer: Tracer, tensors: Any, dim: int = 0, *, out: Any = None) -
     position = dim % rank
     axis, other = tracer.canonical_axis(first.axes[position]), tracer.canonical_axis(second.axes[position])
     size = axis.block
-    if not (_holds_exactly(tracer, axis, size) and (other is axis or _holds_exactly(tracer, other, size))):
+    if tracer.exact_extent(axis, "torch.cat") != size or tracer.exact_extent(other, "torch.cat") != size:
         raise exc.UnsupportedOperationError(
             f"torch.cat along dimension {position} ({axis.name}): only a dimension held whole, of one power-of-two "
             "size in both values, concatenates in registers (a tile's padding would land in the middle)",

@@ -211,6 +211,22 @@ class Tracer:
                                f"longer than {ONE_BLOCK_ROW_LIMIT} (looped in chunks)")
         return DEFAULT_ROW_CHUNK if actual > ONE_BLOCK_ROW_LIMIT else None
 
+    def exact_extent(self, axis: Axis, what: str) -> int | None:
+        """The size of a whole dimension whose block holds it exactly (no padding lanes: it may
+        be split, merged or joined in registers), or None. A symbolic size is guarded to this
+        call's value; the unit axis is 1."""
+        if axis is UNIT:
+            return 1
+        if axis.kind is not AxisKind.WHOLE:
+            return None
+        extent = sympy.sympify(axis.end)
+        if extent.is_Integer:
+            return int(extent) if int(extent) == axis.block else None
+        if extent.free_symbols <= set(self.symbols.values) and self.symbols.evaluate(extent) == axis.block:
+            self.symbols.guard(sympy.Eq(extent, axis.block), f"dimension {extent} is {axis.block}, held whole by {what}")
+            return axis.block
+        return None
+
     def unify_axes(self, a: Axis, b: Axis, what: str) -> Axis:
         """Broadcast two dims: the same axis, or a unit axis, or two whole dims of equal size."""
         a, b = self.canonical_axis(a), self.canonical_axis(b)

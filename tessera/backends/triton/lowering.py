@@ -269,6 +269,10 @@ def _view(emitter: Emitter, node: Node) -> None:
     _assign(emitter, node, emitter.reshape(emitter.name_of(node.inputs[0]), node.inputs[0].shape, node.shape))
 
 
+def _reshape(emitter: Emitter, node: Node) -> None:
+    _assign(emitter, node, f"tl.reshape({emitter.name_of(node.inputs[0])}, {emitter.block_shape(node.shape)})")
+
+
 def _permute(emitter: Emitter, node: Node) -> None:
     order = list(node.params["order"])
     name = emitter.name_of(node.inputs[0])
@@ -569,7 +573,7 @@ LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
     Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index, Op.RANDOM: _random, Op.INLINE_ASM: _inline_asm,
     Op.LOAD: _load, Op.STORE: _store,
     Op.REDUCE: _reduce, Op.SCAN: _scan, Op.DOT: _dot, Op.ARGUMENT: _argument, Op.ITEM: _item,
-    Op.VIEW: _view, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast, Op.JOIN: _join, Op.SPLIT: _split, Op.CAT: _cat, Op.SORT: _sort,
+    Op.VIEW: _view, Op.RESHAPE: _reshape, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast, Op.JOIN: _join, Op.SPLIT: _split, Op.CAT: _cat, Op.SORT: _sort,
     Op.LOOP: _loop, Op.CARRIED: _carried,
 }
 
