@@ -270,3 +270,37 @@ def _refuse_barrier() -> None:
 
 
 barrier_p = defined_primitive("barrier", _barrier_eager, _barrier_trace, device_only=False)
+
+
+# -- Helion's function spellings of a tile's attributes: `hl.tile_begin(t)` is `t.begin` ---------
+def _tile_of(tile: Any, function: str) -> Any:
+    interpreter.current(function)
+    if not hasattr(tile, "block_size") or not hasattr(tile, "index"):
+        raise exc.TesseraError(f"hl.{function} of {tile!r}: not a tile of a tile loop", location=user_location(2),
+                               hint="pass the variable of a `for tile in hl.tile(...)` loop")
+    return tile
+
+
+def tile_index(tile: Any) -> Any:
+    """The indices of a tile (`tile.index`)."""
+    return _tile_of(tile, "tile_index").index
+
+
+def tile_begin(tile: Any) -> Any:
+    """The tile's first index (`tile.begin`)."""
+    return _tile_of(tile, "tile_begin").begin
+
+
+def tile_end(tile: Any) -> Any:
+    """One past the tile's last index (`tile.end`)."""
+    return _tile_of(tile, "tile_end").end
+
+
+def tile_block_size(tile: Any) -> Any:
+    """The tile's block size (`tile.block_size`)."""
+    return _tile_of(tile, "tile_block_size").block_size
+
+
+def tile_id(tile: Any) -> Any:
+    """The tile's number along its loop (`tile.id`)."""
+    return _tile_of(tile, "tile_id").id

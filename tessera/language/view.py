@@ -101,6 +101,11 @@ def subscript_value(tracer: Tracer, value: TileValue, index: Any) -> TileValue:
 
 
 
+def subscript(tensor: Any, index: Any) -> Any:
+    """`tensor[index]` (Helion's spelling), e.g. `hl.subscript(v, [None, slice(None)])` is `v[None, :]`."""
+    return tensor[tuple(index) if isinstance(index, list) else index]
+
+
 @torch_primitive("unsqueeze", torch.unsqueeze, T.unsqueeze)
 def unsqueeze_p(tracer: Tracer, value: TileValue, dim: int) -> TileValue:
     axes = list(value.axes)
