@@ -68,12 +68,19 @@ class EagerInterpreter:
         return [int(block) for block in blocks]
 
     def iterate_tiles(self, tile_range: TileRange) -> Iterator[Any]:
+        if tile_range.jagged_ends is not None:
+            # eager values are plain tensors: the per-lane ends could not follow them into
+            # reductions (amax of a lane past its end), so eager mode refuses rather than guess
+            raise exc.UnsupportedOperationError(
+                "hl.jagged_tile runs in interpret and compiled modes only", location=tile_range.location,
+                hint="in eager mode write the dense loop: `for tile_k in hl.tile(ends.amax()):` with "
+                     "extra_mask=tile_k.index[None, :] < ends[:, None] on its loads and stores")
         blocks = self._resolved_blocks(tile_range)
         per_dim = []
         for begin, end, block in zip(tile_range.begins, tile_range.ends, blocks):
             begin, end = int(begin), int(end)
             count = max(-(-(end - begin) // block), 0)
-            per_dim.append([Tile(b, min(b + block, end), block, i, count, self.device)
+            per_dim.append([Tile(b, min(b + block, end), block, i, count, self.device, begin, end)
                             for i, b in enumerate(range(begin, end, block))])
         return self._loop(per_dim, tile_range.multi_dim)
 

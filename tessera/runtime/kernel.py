@@ -16,7 +16,7 @@ from tessera.location import strip_internal_frames, user_location
 from tessera.frontend.rewrite import COMPARE, DEVICE_IF, DEVICE_LOOP, LAUNCH, MINMAX, RANGE, RewrittenKernel, rewrite_kernel
 from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments
-from tessera.language.tile import grid, tile
+from tessera.language.tile import grid, jagged_tile, tile
 from tessera.runtime.argument_checks import unsupported_argument
 from tessera.runtime.bound import BoundKernel
 from tessera.runtime.call_keys import common_device, device_type
@@ -148,7 +148,7 @@ class Kernel:
         if self._rewritten is None:
             resolve = self.source.resolver()
             self._rewritten = rewrite_kernel(
-                self.source, lambda node: isinstance(node, ast.Call) and resolve(node.func) in (tile, grid),
+                self.source, lambda node: isinstance(node, ast.Call) and resolve(node.func) in (tile, grid, jagged_tile),
                 {LAUNCH: launch_helper, DEVICE_LOOP: device_loop_helper, DEVICE_IF: device_if_helper,
                  COMPARE: compare_helper, RANGE: range_helper, MINMAX: minmax_helper})
         return self._rewritten

@@ -16,7 +16,7 @@ from tessera import exc
 from tessera.backends.base import LoadedKernel, LoweredKernel, LoweringOptions
 from tessera.backends.triton.codegen import lower_kernel
 from tessera.backends.triton.launcher import TritonLauncher
-from tessera.backends.triton.lowering import ELEMENTWISE_TEMPLATES, LOWERINGS, REDUCTION_FUNCTIONS
+from tessera.backends.triton.lowering import ELEMENTWISE_TEMPLATES, LOWERINGS, REDUCTION_FUNCTIONS, SCAN_FUNCTIONS
 from tessera.backends.triton.modules import compile_error, import_generated, write_generated
 from tessera.backends.triton.tuning import TritonTuning
 from tessera.config import Config
@@ -110,7 +110,9 @@ class TritonBackend(TritonTuning):
         if op is Op.ELEMENTWISE and fn is not None:
             return fn in ELEMENTWISE_TEMPLATES
         if op is Op.REDUCE and fn is not None:
-            return fn in REDUCTION_FUNCTIONS
+            return fn in REDUCTION_FUNCTIONS or fn == "combine"
+        if op is Op.SCAN and fn is not None:
+            return fn in SCAN_FUNCTIONS or fn == "combine"
         return True
 
     def check(self, ir: KernelIR, options: LoweringOptions) -> None:
@@ -118,11 +120,15 @@ class TritonBackend(TritonTuning):
         dimension narrower than 16 (its multiply-sum path gave wrong sums on the H100 while the
         interpreter was right)."""
         for node in walk(ir.body):
-            fn = node.params.get("fn") if node.op in (Op.ELEMENTWISE, Op.REDUCE) else None
+            fn = node.params.get("fn") if node.op in (Op.ELEMENTWISE, Op.REDUCE, Op.SCAN) else None
             if node.op not in self.supported_ops or not self.lowers(node.op, fn):
                 raise exc.UnsupportedOperationError(
                     f"the Triton backend has no lowering for {node.op.value}{f' {fn}' if fn else ''}",
                     location=node.location, hint="run this kernel with mode='eager', or use another op")
+            if options.interpret and node.op is Op.INLINE_ASM:
+                raise exc.UnsupportedOperationError(
+                    "hl.inline_asm_elementwise runs only on the GPU: Triton's CPU interpreter cannot execute PTX",
+                    location=node.location, hint="run this kernel on CUDA tensors in compiled mode")
             if options.interpret or node.op is not Op.DOT:
                 continue
             a, b = node.inputs[0], node.inputs[1]

@@ -7,6 +7,7 @@ is variable `v7` (`v7_p1` when a chunk pass computes it again), axis `t0` has in
 """
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import sympy
@@ -44,6 +45,7 @@ class Emitter:
         self.int64_indexing = ir.int64_indexing
         self.interpret = options.interpret
         self.helpers: set[str] = set()  # names of @triton.jit helpers the body calls
+        self.generated: dict[str, list[str]] = {}  # helpers written for this kernel (combine functions)
         self.last_comment: str | None = None
         self.locations: dict[int, Any] = {}  # body line index -> kernel SourceLocation
         self.renamed: dict[Node, str] = {}  # nodes computed again in a chunk pass get a per-pass name
@@ -64,6 +66,13 @@ class Emitter:
     def guard(self, condition: sympy.Basic, reason: str) -> None:
         """Rely on `condition` (over host symbols): the variant is reused only where it holds."""
         self.guards.append((condition, reason))
+
+    def nested(self) -> Emitter:
+        """An emitter for the body of a helper function (indent 1, its own lines), sharing this
+        one's helpers."""
+        inner = copy.copy(self)
+        inner.lines, inner.indent, inner.locations, inner.last_comment = [], 1, {}, None
+        return inner
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.indent + text)
