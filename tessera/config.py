@@ -22,6 +22,9 @@ _KNOWN_KEYS: dict[str, str] = {
     "reduction_loops": "per top-level tile loop: None (its whole row is one block) or a chunk size "
                        "(the row is processed in passes over chunks of that size)",
     "pid_type": "'flat' | 'xyz' | 'persistent_blocked' | 'persistent_interleaved'",
+    "pallas_pre_broadcast": "Pallas: keep loop-carried per-row values with a trailing lane dim of 128 (default True)",
+    "pallas_tpu_layout_check": "Pallas: refuse blocks a TPU cannot hold (last two dims multiples of 8 x 128 "
+                               "or whole dims) before lowering (default False: the CPU interpreter runs any)",
 }
 
 

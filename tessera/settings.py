@@ -50,7 +50,9 @@ _DECLARED: tuple[Setting, ...] = (
             "Force a mode for every kernel: eager | interpret | compiled. Default: compiled on CUDA "
             "tensors, interpret on CPU tensors."),
     Setting("print_code", "TESSERA_PRINT_CODE", _parse_bool, False,
-            "Print the generated Triton source of every new compiled variant."),
+            "Print the generated source (Triton or Pallas) of every new compiled variant."),
+    Setting("backend", "TESSERA_BACKEND", _parse_optional_str, None,
+            "The backend of kernels that do not name one: triton (default) | pallas."),
     Setting("log", "TESSERA_LOG", _parse_set, frozenset(),
             "Comma-separated log topics: recompiles, ir, autotune."),
     Setting("debug", "TESSERA_DEBUG", _parse_optional_str, None,

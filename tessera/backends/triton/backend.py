@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 from tessera import exc
+from tessera.backends.source_text import refuse_unlowered, table_lowers
 from tessera.backends.base import LoadedKernel, LoweredKernel, LoweringOptions
 from tessera.backends.triton.codegen import lower_kernel
 from tessera.backends.triton.launcher import TritonLauncher
@@ -79,27 +80,18 @@ class TritonBackend(TritonTuning):
     """Lowers `KernelIR` to Triton source; runs it compiled (CUDA) or interpreted (CPU)."""
 
     name = "triton"
+    title = "Triton"
     supported_ops = frozenset(Op)
 
     def lowers(self, op: Op, fn: str | None = None) -> bool:
-        if op not in LOWERINGS:
-            return False
-        if op is Op.ELEMENTWISE and fn is not None:
-            return fn in ELEMENTWISE_TEMPLATES
-        if op is Op.REDUCE and fn is not None:
-            return fn in REDUCTION_FUNCTIONS
-        return True
+        return table_lowers(op, fn, LOWERINGS, ELEMENTWISE_TEMPLATES, REDUCTION_FUNCTIONS)
 
     def check(self, ir: KernelIR, options: LoweringOptions) -> None:
         """What this backend refuses: an op without a lowering; on the GPU, a product over a whole
         dimension narrower than 16 (its multiply-sum path gave wrong sums on the H100 while the
         interpreter was right)."""
+        refuse_unlowered(self, ir.body, "run this kernel with mode='eager', or use another op")
         for node in walk(ir.body):
-            fn = node.params.get("fn") if node.op in (Op.ELEMENTWISE, Op.REDUCE) else None
-            if node.op not in self.supported_ops or not self.lowers(node.op, fn):
-                raise exc.UnsupportedOperationError(
-                    f"the Triton backend has no lowering for {node.op.value}{f' {fn}' if fn else ''}",
-                    location=node.location, hint="run this kernel with mode='eager', or use another op")
             if options.interpret or node.op is not Op.DOT:
                 continue
             a, b = node.inputs[0], node.inputs[1]
