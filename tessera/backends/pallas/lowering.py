@@ -121,6 +121,10 @@ def _lane_view(emitter: Emitter, source: Node, node: Node) -> str:
     width = node.shape[-1].block if node.shape else 1
     if node.params["how"] == "widen":
         return f"jnp.broadcast_to({source.name}[..., None], {emitter.block_shape(node.shape)})"
+    if node.params["how"] == "relabel":
+        return source.name
+    if node.params["how"] == "unit":
+        return f"{source.name}[..., None]"
     if node.params["how"] == "collapse":
         return f"jnp.reshape({source.name}[..., :1], {emitter.block_shape(node.shape)})"
     if width == lanes:
