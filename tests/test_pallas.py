@@ -242,3 +242,14 @@ def test_compiled_mode_is_refused_with_the_reason() -> None:
     from tessera.backends.base import LoweringOptions
     with pytest.raises(exc.UnsupportedOperationError, match="interpret mode only"):
         ir_backend.check(ir, LoweringOptions(interpret=False))
+
+
+def test_tpu_layout_check_names_the_line_and_the_block_size_to_change() -> None:
+    x, y = torch.randn(8, 256), torch.randn(256)
+    bad = on_pallas(add, config=tessera.Config(block_sizes=[8, 64], pallas_tpu_layout_check=True))
+    with pytest.raises(exc.ConfigError, match="multiple of 128") as caught:
+        bad(x, y)
+    assert "block_sizes[1] (now 64) to 128" in caught.value.hint
+    assert caught.value.location is not None and caught.value.location.filename.endswith("add.py")
+    good = on_pallas(add, config=tessera.Config(block_sizes=[8, 128], pallas_tpu_layout_check=True))
+    torch.testing.assert_close(good(x, y), x + y)
