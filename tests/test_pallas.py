@@ -253,3 +253,9 @@ def test_tpu_layout_check_names_the_line_and_the_block_size_to_change() -> None:
     assert caught.value.location is not None and caught.value.location.filename.endswith("add.py")
     good = on_pallas(add, config=tessera.Config(block_sizes=[8, 128], pallas_tpu_layout_check=True))
     torch.testing.assert_close(good(x, y), x + y)
+
+
+def test_the_committed_support_table_is_what_the_script_writes() -> None:
+    from docs import support_table
+    assert support_table.PATH.read_text() == support_table.rendered(support_table.PATH.read_text())
+    assert "| pallas |" in support_table.PATH.read_text()
