@@ -259,3 +259,36 @@ def test_the_committed_support_table_is_what_the_script_writes() -> None:
     from docs import support_table
     assert support_table.PATH.read_text() == support_table.rendered(support_table.PATH.read_text())
     assert "| pallas |" in support_table.PATH.read_text()
+
+
+def test_autotune_runs_the_machinery_in_interpret_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    configs = [tessera.Config(block_sizes=[1]), tessera.Config(block_sizes=[4])]
+    kernel = on_pallas(softmax.softmax, configs=tuple(configs), autotune_budget_seconds=60.0)
+    x = torch.randn(7, 45)
+    chosen = kernel.autotune(x)
+    assert chosen in configs
+    assert "says nothing about speed on the device" in capsys.readouterr().err
+    torch.testing.assert_close(kernel(x), torch.softmax(x, -1))
+
+
+def test_inputs_cross_into_jax_without_a_copy_when_64_byte_aligned() -> None:
+    from tessera.backends.pallas.runner import shares_memory, storage_view, to_jax
+    base = torch.randn(1000)
+    aligned = storage_view(base[16:26])  # 64 bytes in
+    assert shares_memory(to_jax(aligned), aligned)
+    unaligned = storage_view(base[4:14])  # 16 bytes in: JAX's CPU client copies
+    assert not shares_memory(to_jax(unaligned), unaligned)
+
+
+def test_print_code_prints_the_pallas_source(capsys: pytest.CaptureFixture[str]) -> None:
+    x = torch.randn(3, 5)
+    with settings.override(print_code=True):
+        on_pallas(softmax.softmax)(x)
+    assert "pl.pallas_call(softmax_kernel" in capsys.readouterr().err
+
+
+def test_seed_002_with_a_head_dim_that_is_no_multiple_of_128() -> None:
+    a, b = torch.rand(2, 5, 37), torch.randn(3, 384)  # whole dim 384 in a block of 512: tiled, then sliced
+    kernel = on_pallas(outer_chain_scale, config=_SEED_CONFIG)
+    assert "jnp.tile(v8, (1, 1, 4))" in kernel.bind(a, b).to_code()
+    torch.testing.assert_close(kernel(a, b), outer_chain_reference(a, 384), atol=1e-5, rtol=1e-5)

@@ -30,7 +30,8 @@ class Autotuner:
 
     def stored_config(self, kernel: Any, bound: Any, at_least: str) -> Config | None:
         """The disk cache's Config for this call, tuned with at least `at_least` effort, or None."""
-        key = disk_cache.make_key(kernel.source_hash, bound.specialization_key(), bound.device)
+        key = disk_cache.make_key(kernel.source_hash, bound.specialization_key(), bound.device,
+                                   kernel.settings.backend)
         entry = disk_cache.lookup(key, at_least=at_least)
         if entry is None:
             return None
@@ -44,14 +45,23 @@ class Autotuner:
         configs = list(kernel.settings.configs)
         result = pipeline.tune(bound, effort=effort, budget_seconds=kernel.settings.autotune_budget_seconds,
                                seeds=configs or None, only_seeds=bool(configs))
-        key = disk_cache.make_key(kernel.source_hash, bound.specialization_key(), bound.device)
+        key = disk_cache.make_key(kernel.source_hash, bound.specialization_key(), bound.device,
+                                   kernel.settings.backend)
         disk_cache.store(key, result.config, time_ms=result.time_ms, effort="given" if configs else effort)
         tried = len(result.search.trials)
         failed = sum(result.failures.values())
         print(f"[tessera] autotuned {kernel.fn.__name__} in {result.seconds:.1f} s ({tried} candidates, {failed} "
-              f"failed): {result.time_ms:.4g} ms. To skip tuning, hard-code it:\n"
+              f"failed): {result.time_ms:.4g} ms{_timing_note(kernel, bound)}. To skip tuning, hard-code it:\n"
               f"    {pipeline.decorator_line(result.config)}", file=sys.stderr)
         return result.config
+
+
+def _timing_note(kernel: Any, bound: Any) -> str:
+    """What a time measured on an interpreter is worth (nothing, for the hardware)."""
+    if bound.mode != "interpret":
+        return ""
+    runs = "Pallas's interpreter on the CPU" if kernel.settings.backend == "pallas" else "Triton's CPU interpreter"
+    return f" (timed on {runs}: says nothing about speed on the device; the machinery was exercised)"
 
 
 def install_autotuner() -> None:

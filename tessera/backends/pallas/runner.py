@@ -1,8 +1,8 @@
 """Running a generated Pallas module on torch tensors (the only module here that imports jax).
 
 Arguments cross into JAX by DLPack: each tensor's storage span (from its first element to its
-last, strides included) is viewed as a `(1, span)` array, zero-copy where JAX accepts the
-memory (`zero_copy_inputs` says whether it did). A Pallas kernel cannot write into its inputs:
+last, strides included) is viewed as a `(1, span)` array, zero-copy when that first element is
+64-byte aligned (JAX's CPU client copies other buffers; `zero_copy_inputs` says which happened). A Pallas kernel cannot write into its inputs:
 it returns new arrays for the tensors it writes, and those are copied back into the caller's
 tensors (one copy per written tensor, `torch.Tensor.copy_` from a DLPack view of the result).
 """
