@@ -292,3 +292,34 @@ def test_seed_002_with_a_head_dim_that_is_no_multiple_of_128() -> None:
     kernel = on_pallas(outer_chain_scale, config=_SEED_CONFIG)
     assert "jnp.tile(v8, (1, 1, 4))" in kernel.bind(a, b).to_code()
     torch.testing.assert_close(kernel(a, b), outer_chain_reference(a, 384), atol=1e-5, rtol=1e-5)
+
+
+def _strided(tensor: torch.Tensor) -> torch.Tensor:
+    """The same values in a NaN-filled larger buffer: a storage offset, a wide row stride, an inner stride of 2."""
+    buffer = torch.full((tensor.size(0) + 1, 2 * tensor.size(1) + 1), float("nan"), dtype=tensor.dtype)
+    view = buffer[1:, 1::2]
+    view.copy_(tensor)
+    return view
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+def test_strided_views_and_16_bit_inputs(dtype: torch.dtype) -> None:
+    x = _strided(torch.randn(7, 13).to(dtype))
+    got = on_pallas(softmax.softmax)(x)
+    torch.testing.assert_close(got, torch.softmax(x.float(), -1).to(dtype), atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(got, eager(softmax.softmax, x))
+    out = _strided(torch.zeros(7, 13, dtype=dtype))
+    y = torch.randn(13).to(dtype)
+
+    @tessera.kernel(backend="pallas")
+    def add_into(out: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        for tile in hl.tile(out.size()):
+            out[tile] = x[tile] + y[tile[1]]
+        return out
+
+    before = out._base.clone()
+    add_into(out, x, y)
+    torch.testing.assert_close(out, x + y)
+    gaps = torch.ones_like(before, dtype=torch.bool)
+    gaps[1:, 1::2] = False
+    assert torch.equal(out._base[gaps].isnan(), before[gaps].isnan())  # the buffer around the view is untouched
