@@ -16,6 +16,8 @@ The grid is the IR's launch grid, one Pallas grid dimension per tile-loop dimens
 """
 from __future__ import annotations
 
+import re
+
 import sympy
 
 from tessera.backends.base import LoweredKernel, LoweringOptions
@@ -58,15 +60,17 @@ def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions) -> Lowe
     """The module text of one Pallas kernel: imports, helpers, the kernel and its `launch`."""
     emitter = Emitter(ir, config)
     tensors = _tensor_parameters(ir)
-    for name in ir.parameters:
-        if name not in tensors:
-            emitter.line(f"{name} = {name}_ref[0, 0]")
     for dim, grid_dim in enumerate(ir.grid):
         emitter.line(f"pid_{dim} = pl.program_id({dim})")
         emitter.line(f"offset_{dim} = {print_expr(grid_dim.begin)} + pid_{dim} * {grid_dim.step}")
     for axis in (*ir.launch_axes, *ir.whole_axes):
         emitter.define_axis(axis)
     emit_block(emitter, ir.body)
+    # the scalars the code reads (sizes and strides that guards alone use are not read)
+    used = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", "\n".join(emitter.lines)))
+    scalars = [f"    {name} = {name}_ref[0, 0]" for name in ir.parameters if name not in tensors and name in used]
+    emitter.lines[:0] = scalars
+    emitter.locations = {index + len(scalars): where for index, where in emitter.locations.items()}
     written = written_tensors(ir)
     name = f"{ir.name}_kernel"
     refs = [f"{p}_ref" for p in ir.parameters] + [f"{p}_out" for p in written]

@@ -81,9 +81,9 @@ def _elementwise(emitter: Emitter, node: Node) -> None:
     if compute == torch.bool and fn == "add":
         template = "jnp.logical_or({0}, {1})"  # torch adds bools as a logical or
     text = template.format(*operands)
-    if fn in _COMPARISONS:
-        _assign(emitter, node, text)
-    else:  # scalar operands may widen a result (an int64 runtime scalar): the node's dtype decides
+    if fn in _COMPARISONS or (compute == node.dtype and all(isinstance(v, Node) for v in node.inputs)):
+        _assign(emitter, node, text)  # operands of the compute dtype give it back
+    else:  # a constant operand may be a Python scalar, and the result may be narrower than `compute`
         _assign(emitter, node, f"jnp.asarray({text}).astype({emitter.dtype(node.dtype)})")
 
 
