@@ -323,3 +323,10 @@ def test_strided_views_and_16_bit_inputs(dtype: torch.dtype) -> None:
     gaps = torch.ones_like(before, dtype=torch.bool)
     gaps[1:, 1::2] = False
     assert torch.equal(out._base[gaps].isnan(), before[gaps].isnan())  # the buffer around the view is untouched
+
+
+def test_the_tpu_semantics_interpreter_runs_on_the_cpu_too() -> None:
+    x = torch.randn(7, 45)
+    kernel = on_pallas(softmax.softmax, config=tessera.Config(block_sizes=[4], pallas_interpreter="tpu"))
+    assert "interpret=pltpu.InterpretParams()" in kernel.bind(x).to_code()
+    torch.testing.assert_close(kernel(x), torch.softmax(x, -1))
