@@ -330,3 +330,17 @@ def test_the_tpu_semantics_interpreter_runs_on_the_cpu_too() -> None:
     kernel = on_pallas(softmax.softmax, config=tessera.Config(block_sizes=[4], pallas_interpreter="tpu"))
     assert "interpret=pltpu.InterpretParams()" in kernel.bind(x).to_code()
     torch.testing.assert_close(kernel(x), torch.softmax(x, -1))
+
+
+@tessera.kernel(backend="pallas")
+def to_fp8(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile].to(torch.float8_e4m3fn)  # line: fp8 cast
+    return out
+
+
+def test_a_dtype_pallas_has_no_type_for_is_refused_at_its_line() -> None:
+    from marked_lines import marked_line
+    with pytest.raises(exc.UnsupportedOperationError, match="Pallas backend has no torch.float8_e4m3fn") as caught:
+        to_fp8(torch.randn(5), torch.empty(5, dtype=torch.float8_e4m3fn))
+    assert caught.value.location.lineno == marked_line(__file__, "fp8 cast")[0]
