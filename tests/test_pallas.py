@@ -344,3 +344,20 @@ def test_a_dtype_pallas_has_no_type_for_is_refused_at_its_line() -> None:
     with pytest.raises(exc.UnsupportedOperationError, match="Pallas backend has no torch.float8_e4m3fn") as caught:
         to_fp8(torch.randn(5), torch.empty(5, dtype=torch.float8_e4m3fn))
     assert caught.value.location.lineno == marked_line(__file__, "fp8 cast")[0]
+
+
+@tessera.kernel(backend="pallas")
+def floor_divide(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(a)
+    for tile in hl.tile(a.size(0)):
+        out[tile] = a[tile] // b[tile]
+    return out
+
+
+def test_float_floor_division_follows_torch_on_edge_values() -> None:
+    a = torch.tensor([1.0, -0.5, 0.5, -7.0, 7.0, float("inf"), 3.0, -3.0, 0.0])
+    b = torch.tensor([0.1, 2.0, -2.0, float("inf"), 2.0, 2.0, 0.0, float("-inf"), -1.0])
+    expected = torch.floor_divide(a, b)
+    got = floor_divide(a, b)
+    torch.testing.assert_close(got, expected, equal_nan=True)
+    assert torch.equal(torch.signbit(got), torch.signbit(expected))  # -0.0 where torch gives it

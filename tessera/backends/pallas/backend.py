@@ -14,9 +14,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
-from tessera import exc
+from tessera import exc, settings
 from tessera.backends.base import LoadedKernel, LoweredKernel, LoweringOptions
-from tessera.backends.source_text import refuse_unlowered, table_lowers
 from tessera.backends.candidates import CompileLaunch, RunLaunch
 from tessera.backends.config_space import ConfigSpace, KernelFacts
 from tessera.backends.pallas.codegen import lower_kernel
@@ -24,13 +23,15 @@ from tessera.backends.pallas.emitter import JAX_DTYPES
 from tessera.backends.pallas.layout import check_tpu_layout
 from tessera.backends.pallas.lowering import ATOMICS, ELEMENTWISE_TEMPLATES, LOWERINGS, REDUCTION_FUNCTIONS
 from tessera.backends.pallas.prebroadcast import pre_broadcast
+from tessera.backends.source_text import refuse_unlowered, table_lowers
+# the Triton backend's generic parts, none of which imports triton: its block-size space and
+# heuristics (Pallas tunes block_sizes only) and the generated-file helpers
 from tessera.backends.triton import heuristics
 from tessera.backends.triton import space as triton_space
 from tessera.backends.triton.modules import compile_error, ensure_source_file, load_module_function, source_digest
 from tessera.config import Config
 from tessera.ir.graph import KernelIR, Op, walk
 from tessera.location import SourceLocation
-from tessera import settings
 
 # Config keys the Pallas lowering honours (the rest are Triton's: num_warps, indexing, ...)
 TUNED_KEYS = frozenset({"block_sizes"})

@@ -49,6 +49,24 @@ def store(ref, offsets, mask, shape, values, how="set"):
 '''
 
 
+# helpers emitted only where the body calls them
+HELPERS = {
+    "float_floordiv": '''
+def float_floordiv(a, b):
+    """Float `a // b` as torch computes it (div_floor_floating): from fmod, so the result never
+    exceeds the true quotient (1.0 // 0.1 is 9), and a zero result keeps the quotient's sign."""
+    mod = jnp.fmod(a, b)
+    quotient = (a - mod) / b
+    quotient = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), quotient - 1.0, quotient)
+    floored = jnp.floor(quotient)
+    floored = jnp.where(quotient - floored > 0.5, floored + 1.0, floored)
+    result = jnp.where(quotient != 0, floored, (a / b) * 0.0)
+    return jnp.where(b == 0, a / b, result)
+
+''',
+}
+
+
 def program_counts(ir: KernelIR) -> tuple[sympy.Expr, ...]:
     """Programs per launch dim: ceil((end - begin) / step), never negative (one program for no dims)."""
     if not ir.grid:
@@ -85,6 +103,7 @@ def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions) -> Lowe
         "from jax.experimental import pallas as pl",
         *(["from jax.experimental.pallas import tpu as pltpu"] if tpu_interpreter else []),
         *_HELPERS.split("\n"),
+        *[line for helper in sorted(emitter.helpers) for line in HELPERS[helper].split("\n")],
         f"def {name}({', '.join(refs)}):",
     ]
     positions = {p: i for i, p in enumerate(ir.parameters)}

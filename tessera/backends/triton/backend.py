@@ -11,8 +11,8 @@ import threading
 from typing import Any
 
 from tessera import exc
-from tessera.backends.source_text import refuse_unlowered, table_lowers
 from tessera.backends.base import LoadedKernel, LoweredKernel, LoweringOptions
+from tessera.backends.source_text import refuse_unlowered, table_lowers
 from tessera.backends.triton.codegen import lower_kernel
 from tessera.backends.triton.launcher import TritonLauncher
 from tessera.backends.triton.lowering import ELEMENTWISE_TEMPLATES, LOWERINGS, REDUCTION_FUNCTIONS
