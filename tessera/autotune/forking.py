@@ -64,9 +64,6 @@ def fork_hazard() -> str | None:
         return "CUDA is initialized in this process"
     if _cuda_driver_initialized():
         return "the CUDA driver is initialized in this process"
-    if "jaxlib" in sys.modules:
-        # XLA's runtime keeps thread pools: a forked child can hang on a lock one of them held
-        return "JAX is imported in this process (the Pallas backend)"
     return None
 
 
