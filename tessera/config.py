@@ -25,6 +25,11 @@ _KNOWN_KEYS: dict[str, str] = {
     "split_programs": "programs to launch in all when the launch's inner tile loop has independent iterations "
                       "(e.g. a tile loop over data-dependent sizes inside hl.grid): each program of the grid "
                       "becomes max(1, split_programs // grid) programs taking every such tile in turn; 0 = off",
+    "pallas_pre_broadcast": "Pallas: keep loop-carried per-row values with a trailing lane dim of 128 (default True)",
+    "pallas_interpreter": "Pallas: 'jax' (interpret=True, the default) or 'tpu' (the TPU-semantics interpreter, "
+                          "pltpu.InterpretParams(): slower, models TPU memory spaces)",
+    "pallas_tpu_layout_check": "Pallas: refuse blocks a TPU cannot hold (last two dims multiples of 8 x 128 "
+                               "or whole dims) before lowering (default False: the CPU interpreter runs any)",
 }
 
 
@@ -179,7 +184,17 @@ def _check_pid_type(pid_type: Any) -> None:
                           hint=f"use one of {', '.join(map(repr, PID_TYPES))}")
 
 
+PALLAS_INTERPRETERS = ("jax", "tpu")
+
+
+def _check_pallas_interpreter(name: Any) -> None:
+    if name not in PALLAS_INTERPRETERS:
+        raise ConfigError(f"pallas_interpreter={name!r} is not one of Pallas's interpreters",
+                          hint=f"use one of {', '.join(map(repr, PALLAS_INTERPRETERS))}")
+
+
 _VALUE_CHECKS = {
+    "pallas_interpreter": _check_pallas_interpreter,
     "loop_orders": _check_loop_orders,
     "l2_grouping": _check_l2_grouping,
     "indexing": _check_indexing,

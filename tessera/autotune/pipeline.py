@@ -142,10 +142,11 @@ def tune(bound: Any, *, effort: str, budget_seconds: float, seeds: list[Config] 
     try:
         runner.start()  # first: the workers start up while this thread traces and plans
         working = _bind_on_copies(bound)
-        space = config_space_for(working.plan(Config()))
+        backend = bound.kernel.settings.backend
+        space = config_space_for(working.plan(Config()), backend)
         for config in seeds or []:
             space.validate(config)
-        heuristic = backends.get(BACKEND).heuristic_config(space)
+        heuristic = backends.get(backend).heuristic_config(space)
         starts = list(seeds or []) if only_seeds else [heuristic] + list(seeds or [])
         runner.attach(working, reference_config(space, heuristic), heuristic)
         runner.timeline.mark("traced")
@@ -258,7 +259,7 @@ class CandidateRunner:
         """Lease the worker groups: warm ones answer at once, cold ones start in the background."""
         mode = self.bound.mode
         device = str(self.bound.device) if mode == "compiled" else "cpu"
-        compile_spec, bench_spec = worker_groups(self.options, mode, device)
+        compile_spec, bench_spec = worker_groups(self.options, mode, device, self.bound.kernel.settings.backend)
         self.compile_pool = self._lease(compile_spec)  # one at a time: `close` releases what was leased
         self.bench = self._lease(bench_spec)
         self.timeline.mark("workers_requested")

@@ -47,9 +47,11 @@ class KernelSettings:
     autotune_budget_seconds: float = 30.0
     dot_precision: str = "tf32"
     max_variants: int = 64
-    backend: str = "triton"
+    backend: str | None = None  # None: TESSERA_BACKEND, else "triton" (read when the kernel is defined)
 
     def __post_init__(self) -> None:
+        if self.backend is None:
+            object.__setattr__(self, "backend", settings.get("backend") or "triton")
         if self.backend not in backends.names():
             raise exc.ConfigError(f"unknown backend {self.backend!r}", hint=f"use one of {', '.join(backends.names())}")
         if self.mode is not None and self.mode not in MODES:

@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from tessera.runtime.plan import KernelPlan
 
 BACKEND = "triton"
-"""The backend every kernel lowers through (kernels do not choose one yet): the one whose config
-space, heuristics and worker steps tuning uses."""
+"""The default backend (a kernel's `backend=` setting picks its own): the one whose config space,
+heuristics and worker steps tuning uses when none is named."""
 
 
 class Tuner(Protocol):
@@ -152,15 +152,16 @@ def autotune(kernel: Any, args: tuple, kwargs: dict) -> Config:
 
 def heuristic_for(bound: Any) -> Config:
     """The heuristic Config for a bound kernel (what autotune_effort='none' runs)."""
-    return backends.get(BACKEND).heuristic_config(config_space_for(bound.plan(Config())))
+    backend = bound.kernel.settings.backend
+    return backends.get(backend).heuristic_config(config_space_for(bound.plan(Config()), backend))
 
 
-def config_space_for(plan: KernelPlan) -> ConfigSpace:
+def config_space_for(plan: KernelPlan, backend_name: str = BACKEND) -> ConfigSpace:
     """The tuning space of a planned call, as the backend defines it.
 
     >>> config_space_for(softmax.bind(x).plan()).axis("reduction_loops[0]")   # doctest: +SKIP
     """
-    backend = backends.get(BACKEND)
+    backend = backends.get(backend_name)
     return backend.config_space(kernel_facts(plan, backend))
 
 

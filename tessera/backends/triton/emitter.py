@@ -15,6 +15,7 @@ import torch
 
 from tessera import exc
 from tessera.backends.base import LoweringOptions
+from tessera.backends.source_text import EmitterBase, find_run, provably_inside
 from tessera.backends.triton.printer import print_expr
 from tessera.config import Config
 from tessera.ir.graph import UNIT, AccessKind, Axis, KernelIR, Node
@@ -28,7 +29,7 @@ TRITON_DTYPES = {
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)  # AMD's fnuz formats are refused when traced (view.py)
 
 
-class Emitter:
+class Emitter(EmitterBase):
     """Writes the body of one Triton kernel."""
 
     def __init__(self, ir: KernelIR, config: Config, options: LoweringOptions) -> None:
@@ -74,9 +75,6 @@ class Emitter:
         inner.lines, inner.indent, inner.locations, inner.last_comment = [], 1, {}, None
         return inner
 
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self.indent + text)
-
     # -- names and casts ------------------------------------------------------------------------
     def name_of(self, node: Node) -> str:
         return self.renamed.get(node, node.name)
@@ -119,18 +117,6 @@ class Emitter:
         if axis.needs_mask:
             self.line(f"mask_{name} = idx_{name} < {print_expr(axis.end)}")
 
-    @staticmethod
-    def placed(name: str, position: int, rank: int) -> str:
-        if rank <= 1:
-            return name
-        return f"{name}[{', '.join(':' if i == position else 'None' for i in range(rank))}]"
-
-    def axis_index(self, axis: Axis, shape: tuple[Axis, ...]) -> str:
-        return self.placed(f"idx_{axis.name}", shape.index(axis), len(shape))
-
-    def axis_mask(self, axis: Axis, shape: tuple[Axis, ...]) -> str:
-        return self.placed(f"mask_{axis.name}", shape.index(axis), len(shape))
-
     def block_shape(self, shape: tuple[Axis, ...]) -> str:
         return "[" + ", ".join(str(axis.block) for axis in shape) + "]"
 
@@ -141,9 +127,6 @@ class Emitter:
         if not target:
             return f"tl.reshape({name}, [])" if source else name
         return f"tl.reshape({name}, {self.block_shape(target)})"
-
-    def shape_mask(self, shape: tuple[Axis, ...]) -> list[str]:
-        return [self.axis_mask(axis, shape) for axis in shape if axis is not UNIT and axis.needs_mask]
 
     # -- memory ----------------------------------------------------------------------------------
     def address(self, node: Node) -> tuple[str, list[str], list[str]]:
@@ -172,14 +155,14 @@ class Emitter:
                 index = f"({print_expr(access.scalar)})"
                 if access.check_negative:  # negative at run time: counts from the end, as in torch
                     index = f"tl.where({index} < 0, {index} + {print_expr(tensor.sizes[dim])}, {index})"
-                if not _provably_inside(access.scalar, tensor.sizes[dim]):
+                if not provably_inside(access.scalar, tensor.sizes[dim]):
                     scalar_masks.append(f"({index} >= 0) & ({index} < {print_expr(tensor.sizes[dim])})")
                 if self.int64_indexing:
                     index = f"tl.full([], {index}, tl.int64)"
             else:
                 value = access.value
                 if gather_offset is None:
-                    gather_offset = _find_run(shape, value.shape)
+                    gather_offset = find_run(shape, value.shape)
                 index = self.name_of(value)
                 if self.int64_indexing:
                     index = f"{index}.to(tl.int64)"
@@ -201,7 +184,7 @@ class Emitter:
             for limit in tensor.limits:
                 (masks if block else scalar_masks).append(f"(({offset}) < ({print_expr(limit)}))")
             for position, size in tensor.conditions:
-                if not _provably_inside(position, size):
+                if not provably_inside(position, size):
                     scalar_masks.append(f"(({print_expr(position)}) >= 0) & (({print_expr(position)}) < ({print_expr(size)}))")
         return f"{tensor.name} + ({offset})", masks, scalar_masks
 
@@ -223,18 +206,6 @@ def emit_index_check(emitter: Emitter, node: Node, masks: list[str], extra: Node
     outside = f"~({' & '.join(emitter.gather_ranges)})"
     bad = outside if lanes is None else f"({lanes}) & {outside}"
     emitter.line(f"tl.store({INDEX_ERRORS} + {slot}, 1, mask=tl.max(tl.where({bad}, 1, 0)) > 0)")
-
-
-def _provably_inside(index: Any, size: Any) -> bool:
-    index, size = sympy.sympify(index), sympy.sympify(size)
-    return bool(index.is_Integer and size.is_Integer and 0 <= int(index) < int(size))
-
-
-def _find_run(shape: tuple[Axis, ...], run: tuple[Axis, ...]) -> int:
-    for start in range(len(shape) - len(run) + 1):
-        if all(a is b or b is UNIT for a, b in zip(shape[start:], run)):
-            return start
-    return 0
 
 
 def join_masks(emitter: Emitter, masks: list[str], extra: Node | None = None,

@@ -8,13 +8,14 @@ missing here fails in `tests/test_op_tables.py`, naming the op.
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Callable
 
 import sympy
 import torch
 
 from tessera import exc
+from tessera.backends.source_text import emit_block as emit_lines
+from tessera.backends.source_text import reduction_identity as shared_identity
 from tessera.backends.triton import numerics
 from tessera.backends.triton.emitter import FP8_DTYPES, TRITON_DTYPES, Emitter, emit_index_check, join_masks
 from tessera.backends.triton.indexing import BlockAccess, element_size, strategy_for
@@ -88,16 +89,8 @@ REDUCTION_FUNCTIONS = {"sum": "tl.sum", "amax": "tl.max", "amin": "tl.min", "arg
 
 
 def reduction_identity(fn: str, dtype: torch.dtype) -> str:
-    """The value masked lanes take so they never win (a Triton expression of `dtype`'s kind)."""
-    if fn == "sum":
-        return "0"
-    largest = fn in ("amin", "argmin")
-    if dtype.is_floating_point:
-        return "float('inf')" if largest else "float('-inf')"
-    if dtype == torch.bool:
-        return "1" if largest else "0"
-    info = torch.iinfo(dtype)
-    return str(info.max if largest else info.min)
+    """The value masked lanes take so they never win."""
+    return shared_identity(fn, dtype, "float('inf')")
 
 
 def working_dtype(accumulate: torch.dtype) -> torch.dtype:
@@ -590,15 +583,4 @@ LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
 
 def emit_block(emitter: Emitter, block: Block) -> None:
     """Each node's lines, under a `# file:line: source` comment per run of nodes from one line."""
-    for node in block.nodes:
-        if node.location is not None:
-            comment = (f"# {os.path.basename(node.location.filename)}:{node.location.lineno}: "
-                       f"{node.location.source_line().strip()}")
-            if comment != emitter.last_comment:
-                emitter.line(comment)
-                emitter.last_comment = comment
-            emitter.locations[len(emitter.lines)] = node.location  # the node's first line, 0-based
-        rule = LOWERINGS.get(node.op)
-        if rule is None:
-            raise exc.UnsupportedOperationError(f"no Triton lowering for IR op {node.op.value!r}", location=node.location)
-        rule(emitter, node)
+    emit_lines(emitter, block, LOWERINGS, "Triton")
