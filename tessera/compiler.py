@@ -153,6 +153,7 @@ class LaunchRequest:
     int64_indexing: bool
     device: torch.device
     options: LoweringOptions
+    print_code: bool = False  # the kernel's print_output_code=: the source on stderr (as TESSERA_PRINT_CODE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,7 +201,7 @@ def compile_launch(request: LaunchRequest, backend: Backend) -> CompiledLaunch:
         lowered = backend.lower(ir, request.config, request.options)
     except exc.TesseraError as error:
         raise error.with_location(location)
-    if settings.get("print_code"):
+    if request.print_code or settings.get("print_code"):
         print(f"# ---- {request.kernel_name}: tile loop {request.launch_index}, a new variant ----\n{lowered.source}",
               file=sys.stderr)
     loaded = backend.load(lowered, request.options)

@@ -43,7 +43,8 @@ class Autotuner:
         from tessera.autotune import pipeline  # the search and the worker machinery: only when tuning
         configs = list(kernel.settings.configs)
         result = pipeline.tune(bound, effort=effort, budget_seconds=kernel.settings.autotune_budget_seconds,
-                               seeds=configs or None, only_seeds=bool(configs))
+                               seeds=configs or None, only_seeds=bool(configs),
+                               seed=kernel.settings.autotune_random_seed)
         key = disk_cache.make_key(kernel.source_hash, bound.specialization_key(), bound.device)
         disk_cache.store(key, result.config, time_ms=result.time_ms, effort="given" if configs else effort)
         tried = len(result.search.trials)

@@ -45,6 +45,7 @@ class KernelFacts:
     uses_reduction: bool = False
     largest_numel: int = 0
     on_gpu: bool = False
+    user_tunables: tuple[tuple[str, Any], ...] = ()  # hl.register_tunable: (Config key, ConfigFragment)
 
 
 @dataclasses.dataclass(frozen=True)

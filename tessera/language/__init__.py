@@ -8,11 +8,11 @@ from tessera.language.constexpr import constexpr, specialize
 from tessera.language.creation import arange, full, zeros
 from tessera.language.math import dot
 from tessera.language.memory import atomic_add, atomic_max, atomic_min, load, store
-from tessera.language.tile import Tile, grid, register_block_size, static_range, tile
+from tessera.language.tile import Tile, grid, register_block_size, register_tunable, static_range, tile
 
 __all__ = [
     "Tile", "arange", "atomic_add", "atomic_max", "atomic_min", "constexpr", "dot", "full", "grid",
-    "load", "register_block_size", "specialize", "static_range", "store", "tile", "zeros",
+    "load", "register_block_size", "register_tunable", "specialize", "static_range", "store", "tile", "zeros",
 ]
 
 # Op families that only define primitives for torch calls (no new `hl.` names).

@@ -78,6 +78,7 @@ class CompiledRunner:
         self.memo = self.store.memo_for(mode, self.config_key)
         self.recorder = recorder
         self.tunables: dict[int, TunableDim] = {}
+        self.user_tunables: dict[str, Any] = {}  # hl.register_tunable name -> its fragment
         self.host: Any = None  # the host interpreter of a kernel's spare runner (see run_compiled)
         self.launch_dims: dict[int, int] = {}
         self.loopable_rows: dict[int, int] = {}
@@ -147,7 +148,8 @@ class CompiledRunner:
             launch_index=launch_index, config=self.config, slots=self.slots, static_shapes=self.static_shapes,
             int64_indexing=any(needs_int64(v) for v in values if isinstance(v, torch.Tensor)),
             device=self.host.device if self.host is not None else torch.device("cpu"),
-            options=LoweringOptions(interpret=self.mode == "interpret", dot_precision=settings_.dot_precision))
+            options=LoweringOptions(interpret=self.mode == "interpret", dot_precision=settings_.dot_precision),
+            print_code=settings_.print_output_code)
 
     def run_variant(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...],
                     remembered_binary: list[Any] | None = None) -> None:
@@ -241,6 +243,10 @@ class _HostInterpreter(EagerInterpreter):
             self.runner.tunables.setdefault(first + offset, TunableDim(first + offset, int(high or low), minimum, "register"))
         return chosen
 
+    def tunable(self, name: str, fragment: Any) -> Any:
+        self.runner.user_tunables.setdefault(name, fragment)  # a plan reports it: the tuner searches it
+        return super().tunable(name, fragment)
+
 
 def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Config, device: torch.device,
                  runner: CompiledRunner | None = None) -> Any:
@@ -310,6 +316,8 @@ def _restart(runner: CompiledRunner) -> None:
     runner.slots.reset()  # type: ignore[union-attr]  (spare runners make their own LazySlotTable)
     if runner.tunables:
         runner.tunables = {}
+    if runner.user_tunables:
+        runner.user_tunables = {}
     runner.host.loop_depth = 0
 
 

@@ -21,6 +21,7 @@ from tessera.location import user_location
 import tessera.language  # noqa: F401  (defines the primitives whose eager rules _OVERRIDES reads)
 from tessera.ir.primitive import ALL_PRIMITIVES, Primitive
 from tessera.ir.tile_range import TileRange, static_bounds
+from tessera.ir.tunables import tunable_value
 from tessera.language.tile import Tile
 from tessera.ir import interpreter
 from tessera.trace.block_sizes import choose_block_sizes
@@ -47,6 +48,10 @@ class EagerInterpreter:
     def block_sizes(self, site: tuple[str, int, int] | None, count: int,
                     bounds: list[tuple[int, int | None]]) -> list[int]:
         return choose_block_sizes(self.slots, self.config, site, count, bounds)
+
+    def tunable(self, name: str, fragment: Any) -> Any:
+        """`hl.register_tunable`: the Config's value, else the fragment's default."""
+        return tunable_value(self.config, name, fragment)
 
     def _resolved_blocks(self, tile_range: TileRange) -> list[int]:
         tunable = [i for i, block in enumerate(tile_range.block_sizes) if block is None]

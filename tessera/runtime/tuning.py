@@ -116,7 +116,8 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
             # itself raises in a moment, with the kernel's own error). Nothing is remembered, so
             # a later good call with the same key chooses afresh instead of inheriting this.
             return kernel.default_config()
-        config = _cover_every_slot(kernel, chosen)
+        overrides = kernel.settings.autotune_config_overrides
+        config = _cover_every_slot(kernel, chosen.merged(**overrides) if overrides else chosen)
         choices.set(fast_key, config)
     if facts is not None:
         choices.by_facts.remember(facts, config)
@@ -178,7 +179,8 @@ def kernel_facts(plan: KernelPlan, backend: Backend) -> KernelFacts:
         reduction_extents=tuple(plan.reduction_extents),
         dtypes=tuple(dict.fromkeys(t.dtype for t in tensors)),
         largest_numel=max((t.numel() for t in tensors), default=0),
-        on_gpu=any(t.is_cuda for t in tensors))
+        on_gpu=any(t.is_cuda for t in tensors),
+        user_tunables=tuple(plan.user_tunables))
     return backend.read_op_mix(facts, [_read(launch.source_path) for launch in plan.launches])
 
 
@@ -200,7 +202,8 @@ def _choose(kernel: Any, mode: str, bound: Any) -> Config | None:
     not plan the call (its host code raised, or its tensors cannot run in this mode)."""
     effort = _effort(kernel)
     if mode == "compiled" and effort != "none" and _tuner is not None:
-        stored = _tuner.stored_config(kernel, bound, at_least="given" if kernel.settings.configs else effort)
+        stored = None if kernel.settings.force_autotune else \
+            _tuner.stored_config(kernel, bound, at_least="given" if kernel.settings.configs else effort)
         if stored is not None:
             return stored
         try:

@@ -39,6 +39,7 @@ class Emitter:
         self.guards: list[tuple[sympy.Basic, str]] = []  # what the generated code relies on beyond the IR's guards
         self.prelude: list[str] = []    # lines at the kernel top (tensor descriptors)
         self._access_numbers: dict[Node, int] = {}  # load/store node -> its number, for per-access choices
+        self._kind_numbers: dict[str, dict[Node, int]] = {}  # see numbered()
         self.lines: list[str] = []
         self.indent = 1
         self.int64_indexing = ir.int64_indexing
@@ -47,6 +48,12 @@ class Emitter:
         self.last_comment: str | None = None
         self.locations: dict[int, Any] = {}  # body line index -> kernel SourceLocation
         self.renamed: dict[Node, str] = {}  # nodes computed again in a chunk pass get a per-pass name
+
+    def numbered(self, kind: str, node: Node) -> int:
+        """The position of `node` among the body's nodes of one kind ('load', 'loop'), in
+        emission order: what Helion's per-load and per-loop Config lists are indexed by."""
+        numbers = self._kind_numbers.setdefault(kind, {})
+        return numbers.setdefault(node, len(numbers))
 
     def access_number(self, node: Node) -> int:
         """The position of a load/store among the body's accesses (stable when code is re-emitted)."""
