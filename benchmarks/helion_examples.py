@@ -15,8 +15,9 @@ the original file. What is changed, mechanically and nothing else:
 2. **Device (CPU modes only: eager, interpret).** CUDA is hidden (`CUDA_VISIBLE_DEVICES=`), so
    `tessera._testing.DEVICE` is the CPU; torch's factory functions, `Tensor.to/.cuda` and
    `nn.Module.to/.cuda` map a `"cuda"` device to `"cpu"`, and `torch.cuda.synchronize` does nothing.
-3. **Sizes (CPU modes only, `--sizes small`, the default there).** In the example's `main()` and
-   its top-level `check*`/`test*` functions, every int literal `n > 64` becomes `max(64, n // 16)`
+3. **Sizes (CPU modes only, `--sizes small`, the default there).** In the example's `main()`,
+   its top-level `check*`/`test*` functions and its module-level lists of int literals (shape
+   tables such as `shapes = [(m, k, n), ...]`), every int literal `n > 64` becomes `max(64, n // 16)`
    (`check(4096, 2560)` -> `check(256, 160)`): the examples pass their sizes as literals there,
    and one map for every literal keeps equal sizes equal. Kernel bodies are never touched.
    Compiled mode runs the examples' own sizes (`--sizes full`).
@@ -87,12 +88,22 @@ class _ShrinkSizes(ast.NodeTransformer):
         return node
 
 
+def _int_literals(node: ast.AST) -> bool:
+    """A literal list/tuple/set of ints, nested or not (e.g. `shapes = [(1024, 512, 256), ...]`)."""
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return all(_int_literals(element) for element in node.elts)
+    return isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool)
+
+
 def _sets_sizes(node: ast.stmt) -> bool:
+    if isinstance(node, ast.Assign) and isinstance(node.value, (ast.List, ast.Tuple, ast.Set)):
+        return _int_literals(node.value)
     return isinstance(node, ast.FunctionDef) and (node.name == "main" or node.name.startswith(("check", "test")))
 
 
 def shrink_sizes(tree: ast.Module) -> ast.Module:
-    """Shrink the literal sizes of `main()` and the top-level `check*`/`test*` functions."""
+    """Shrink the literal sizes of `main()`, the top-level `check*`/`test*` functions and the
+    module-level lists of int literals (shape tables)."""
     tree.body = [_ShrinkSizes().visit(node) if _sets_sizes(node) else node for node in tree.body]
     return tree
 

@@ -172,6 +172,7 @@ class CompiledLaunch:
     tunables: tuple[TunableDim, ...]
     loopable_row: int               # length of the whole row reduction_loops may chunk (0: none)
     location: SourceLocation | None
+    whole_elements: int = 1         # elements of one program's whole dims (x[tile, :]), padded to powers of two
 
 
 def trace(request: LaunchRequest) -> tuple[KernelIR, LaunchBinding, Tracer]:
@@ -210,7 +211,20 @@ def compile_launch(request: LaunchRequest, backend: Backend) -> CompiledLaunch:
     return CompiledLaunch(
         ir=ir, lowered=lowered, loaded=loaded, guard=guard_function(order, guards), grid=grid_function(order, lowered.grid),
         guard_text=tuple(reason for _, reason in guards), tunables=tuple(tracer.tunable_dims()),
-        loopable_row=loopable_row_length(ir), location=location)
+        loopable_row=loopable_row_length(ir), location=location, whole_elements=whole_elements(ir))
+
+
+def whole_elements(ir: KernelIR) -> int:
+    """The elements a program holds along its whole dims (`x[tile, :]`), each padded to a power of
+    two as its block is: what the heuristics size shared memory by."""
+    total = 1
+    for axis in ir.whole_axes:
+        try:
+            length = int(sympy.sympify(axis.end).xreplace(dict(ir.example)))
+        except (TypeError, ValueError):
+            continue
+        total *= 1 << max(length - 1, 0).bit_length()
+    return total
 
 
 def loopable_row_length(ir: KernelIR) -> int:

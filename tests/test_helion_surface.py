@@ -15,7 +15,7 @@ from tessera import _testing, exc
 from tessera.autotune import pipeline
 from tessera.autotune.bench_worker import accuracy_error
 from tessera.autotuner import EnumFragment, PowerOfTwoFragment
-from tessera.runtime.tuning import config_for_call, config_space_for
+from tessera.runtime.tuning import config_for_call, config_space_for, heuristic_for, kernel_facts
 
 MODES = ("eager", "interpret")
 
@@ -252,6 +252,79 @@ def test_the_runner_rewrites_only_helion_import_lines(line, rewritten):
     assert rewrite_import_line(line) == rewritten
 
 
-def test_the_runner_shrinks_literal_sizes_of_main_only():
-    tree = shrink_sizes(ast.parse("def main():\n    check(4096, 64, 2560)\ndef kernel():\n    return 4096\n"))
-    assert ast.unparse(tree) == "def main():\n    check(256, 64, 160)\n\ndef kernel():\n    return 4096"
+def test_the_runner_shrinks_literal_sizes_of_main_and_shape_tables_only():
+    tree = shrink_sizes(ast.parse("shapes = [(1024, 8)]\nscale = 4096\ndef main():\n    check(4096, 64, 2560)\n"
+                                  "def kernel():\n    return 4096\n"))
+    assert ast.unparse(tree) == ("shapes = [(64, 8)]\nscale = 4096\n\ndef main():\n    check(256, 64, 160)\n\n"
+                                 "def kernel():\n    return 4096")
+
+
+# -- heuristic Configs (issue 15 item 4) ----------------------------------------------------------
+
+def matmul_layernorm(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    m, k = x.size()
+    n = hl.specialize(y.size(1))
+    out = torch.empty([m, n], dtype=x.dtype, device=x.device)
+    for tile_m in hl.tile(m):
+        acc = hl.zeros([tile_m, n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, :])
+        centered = acc - acc.sum(dim=-1, keepdim=True) / n
+        out[tile_m, :] = (centered * torch.rsqrt((centered * centered).sum(dim=-1, keepdim=True) / n + 1e-5)).to(out.dtype)
+    return out
+
+
+def test_the_heuristic_config_of_a_matmul_layernorm_fits_the_h100s_shared_memory():
+    from tessera.backends.triton import heuristics
+    x, y = torch.randn(256, 256, dtype=torch.float16), torch.randn(256, 400, dtype=torch.float16)
+    bound = tessera.kernel(matmul_layernorm, static_shapes=True).bind(x, y)
+    config = heuristic_for(bound)
+    facts = kernel_facts(bound.plan(tessera.Config()), tessera.backends.get("triton"))
+    wanted = {f"block_sizes[{i}]": b for i, b in enumerate(config["block_sizes"])}
+    wanted["num_stages"] = config["num_stages"]
+    assert facts.whole_elements == 512
+    assert max(heuristics.dot_shared_memory(facts, wanted)) <= heuristics.H100_SHARED_MEMORY
+    assert config["block_sizes"][0] >= 16 and config["block_sizes"][1] >= 16
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_matmul_layernorm_runs_with_its_heuristic_config(mode):
+    x, y = torch.randn(40, 48), torch.randn(48, 24)
+    out = tessera.kernel(matmul_layernorm, mode=mode)(x, y)
+    reference = torch.nn.functional.layer_norm(x @ y, [24], eps=1e-5)
+    torch.testing.assert_close(out, reference, rtol=1e-3, atol=1e-3)
+
+
+def blocked_row_sums(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    block = hl.register_block_size(m)
+    out = torch.zeros([m], dtype=torch.float32, device=x.device)
+    for rows in hl.tile(m, block_size=block):
+        out[rows] = x[rows, :].sum(-1)
+    return out
+
+
+def test_the_heuristic_gives_a_register_block_size_dim_more_than_one_row():
+    x = torch.randn(200, 64)
+    config = heuristic_for(tessera.kernel(blocked_row_sums).bind(x))
+    assert config["block_sizes"][0] >= 16
+    torch.testing.assert_close(tessera.kernel(blocked_row_sums, mode="interpret", config=config)(x), x.sum(-1),
+                               rtol=1e-4, atol=1e-4)
+
+
+# -- hl.load / hl.store with several tile indices: one output dim each (Helion's outer indexing) ---
+
+def outer_copy(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.zeros([m, n], dtype=x.dtype, device=x.device)
+    for t0, t1 in hl.tile([m, n]):
+        hl.store(out, [t0.index, t1.index], hl.load(x, [t0.index, t1.index]) * 2)
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", [(1, 1), (5, 7), (33, 17)])
+def test_load_and_store_give_each_tile_index_its_own_dim(mode, shape):
+    x = torch.randn(shape)
+    out = tessera.kernel(outer_copy, mode=mode, config=tessera.Config(block_sizes=[4, 8]))(x)
+    torch.testing.assert_close(out, x * 2)

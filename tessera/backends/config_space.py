@@ -46,6 +46,7 @@ class KernelFacts:
     largest_numel: int = 0
     on_gpu: bool = False
     user_tunables: tuple[tuple[str, Any], ...] = ()  # hl.register_tunable: (Config key, ConfigFragment)
+    whole_elements: int = 1  # the most elements a program holds along whole dims (x[tile, :]), padded
 
 
 @dataclasses.dataclass(frozen=True)

@@ -82,6 +82,7 @@ class CompiledRunner:
         self.host: Any = None  # the host interpreter of a kernel's spare runner (see run_compiled)
         self.launch_dims: dict[int, int] = {}
         self.loopable_rows: dict[int, int] = {}
+        self.whole_elements: dict[int, int] = {}  # per launch: elements of its whole dims (heuristics)
 
     def launch(self, tile_range: TileRange, body: Callable[..., Any], launch_index: int = 0) -> None:
         """Run one top-level tile loop: the first variant under its key whose guards hold, else a new one.
@@ -168,6 +169,7 @@ class CompiledRunner:
     def _record(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...]) -> None:
         self.launch_dims[variant.launch_index] = variant.launch_ndim
         self.loopable_rows[variant.launch_index] = variant.loopable_row
+        self.whole_elements[variant.launch_index] = variant.compiled.whole_elements
         for dim in variant.tunables:  # only plans report tunables
             known = self.tunables.get(dim.index)
             if known is None:

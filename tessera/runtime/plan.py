@@ -44,6 +44,7 @@ class KernelPlan:
     launch_dims: tuple[int, ...] = ()  # per top-level tile loop (source order): dims it tiles
     # per top-level tile loop: length of the whole dimension `reduction_loops` may chunk, 0 if none
     reduction_extents: tuple[int, ...] = ()
+    whole_elements: int = 1  # the most elements any launch's programs hold along whole dims (x[tile, :])
     user_tunables: tuple[tuple[str, Any], ...] = ()  # hl.register_tunable: (name, fragment), first use first
 
     def tensors(self) -> list[torch.Tensor]:

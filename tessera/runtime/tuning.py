@@ -180,7 +180,8 @@ def kernel_facts(plan: KernelPlan, backend: Backend) -> KernelFacts:
         dtypes=tuple(dict.fromkeys(t.dtype for t in tensors)),
         largest_numel=max((t.numel() for t in tensors), default=0),
         on_gpu=any(t.is_cuda for t in tensors),
-        user_tunables=tuple(plan.user_tunables))
+        user_tunables=tuple(plan.user_tunables),
+        whole_elements=plan.whole_elements)
     return backend.read_op_mix(facts, [_read(launch.source_path) for launch in plan.launches])
 
 

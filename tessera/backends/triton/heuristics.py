@@ -17,9 +17,10 @@ Config(block_sizes=[4, 1024], num_warps=8, num_stages=1, ...)
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
-import torch  # noqa: F401  (the doctest's dtypes)
+import torch
 
 from tessera.backends.config_space import Axis, ConfigSpace, KernelFacts
 from tessera.config import Config
@@ -33,6 +34,9 @@ DOT_REDUCTION_BLOCK = 64
 CHUNK_ROWS_ABOVE = 16384     # rows longer than this stream through a reduction loop
 REDUCTION_CHUNK = 4096
 BLOCKED_ROW_PROGRAMS = 256   # programs of a kernel that blocks rows with hl.register_block_size
+MIN_REGISTERED_BLOCK = 16    # an hl.register_block_size block of 1 runs a program per row: slow
+H100_SHARED_MEMORY = 232448  # bytes a program may use on an H100 (the opt-in limit, 227 KB)
+SHARED_MEMORY_MARGIN = 0.9   # the estimate leaves out Triton's own scratch (barriers, layout conversions)
 
 
 def heuristic_config(space: ConfigSpace) -> Config:
@@ -50,18 +54,68 @@ def heuristic_config(space: ConfigSpace) -> Config:
 
 def _dot_kernel(facts: KernelFacts) -> dict[str, Any]:
     wanted: dict[str, Any] = {}
-    output_blocks = 1
     for dim in facts.tunables:
         if dim.role == "launch":
             block = DOT_OUTPUT_BLOCK if dim.min_block >= 16 else 1
-            output_blocks *= block
         else:
             block = DOT_REDUCTION_BLOCK
         wanted[f"block_sizes[{dim.index}]"] = block
-    wanted["num_warps"] = 8 if output_blocks >= DOT_OUTPUT_BLOCK * DOT_OUTPUT_BLOCK else 4
     wanted["num_stages"] = 3
     wanted["l2_grouping"] = 8
+    _fit_shared_memory(facts, wanted)
+    output_blocks = math.prod(wanted[f"block_sizes[{d.index}]"] for d in facts.tunables if d.role == "launch")
+    wanted["num_warps"] = 8 if output_blocks >= DOT_OUTPUT_BLOCK * DOT_OUTPUT_BLOCK else 4
     return wanted
+
+
+def shared_memory_limit(on_gpu: bool) -> int:
+    """Bytes of shared memory one program may use: the current GPU's opt-in limit, else the H100's
+    (so CPU runs pick the Configs an H100 would)."""
+    if on_gpu and torch.cuda.is_available():
+        properties = torch.cuda.get_device_properties(torch.cuda.current_device())
+        return int(getattr(properties, "shared_memory_per_block_optin", H100_SHARED_MEMORY))
+    return H100_SHARED_MEMORY
+
+
+def dot_shared_memory(facts: KernelFacts, wanted: dict[str, Any]) -> tuple[int, int]:
+    """Estimated shared memory (bytes) of a dot kernel under the `wanted` blocks: the larger of
+    the software pipeline (num_stages copies of both operand tiles, M x K and K x N) and, when the
+    kernel reduces its dot result (matmul + layernorm), the fp32 M x N tile that Triton converts
+    through shared memory. M is the first dot-feeding launch block; N the other ones times the
+    whole dims (`y[tile_k, :]`); K the inner loop blocks. Returns (pipeline, epilogue) bytes:
+    the two are live at different times, so the larger one is what must fit."""
+    def block(dim: TunableDim) -> int:
+        return int(wanted.get(f"block_sizes[{dim.index}]", 1))
+    output = [block(d) for d in facts.tunables if d.role == "launch" and d.min_block >= 16]
+    m = output[0] if output else 1
+    n = math.prod(output[1:]) * facts.whole_elements
+    k = math.prod(block(d) for d in facts.tunables if d.role != "launch")
+    floats = [dtype.itemsize for dtype in facts.dtypes if dtype.is_floating_point] or [4]
+    pipeline = int(wanted.get("num_stages", 1)) * (m * k + k * n) * min(floats)
+    epilogue = m * n * 4 if facts.uses_reduction else 0
+    return pipeline, epilogue
+
+
+def _fit_shared_memory(facts: KernelFacts, wanted: dict[str, Any]) -> None:
+    """Shrink `wanted` until `dot_shared_memory` fits the device (an H100 has 227 KB a program):
+    the epilogue tile by a smaller M block; the pipeline by fewer stages, then a shallower K loop,
+    then a smaller M block; no block below 16."""
+    limit = int(shared_memory_limit(facts.on_gpu) * SHARED_MEMORY_MARGIN)
+    output = [d for d in facts.tunables if d.role == "launch" and d.min_block >= 16]
+    inner = [d for d in facts.tunables if d.role != "launch"]
+    while max(dot_shared_memory(facts, wanted)) > limit:
+        pipeline, epilogue = dot_shared_memory(facts, wanted)
+        m_shrinks = output and wanted[f"block_sizes[{output[0].index}]"] > max(16, output[0].min_block)
+        if epilogue > limit and m_shrinks:
+            wanted[f"block_sizes[{output[0].index}]"] //= 2
+        elif wanted["num_stages"] > 2:
+            wanted["num_stages"] -= 1
+        elif inner and wanted[f"block_sizes[{inner[0].index}]"] > max(16, inner[0].min_block):
+            wanted[f"block_sizes[{inner[0].index}]"] //= 2
+        elif m_shrinks:
+            wanted[f"block_sizes[{output[0].index}]"] //= 2
+        else:
+            return  # nothing left to shrink: the kernel's whole dims alone are too wide
 
 
 def _row_kernel(facts: KernelFacts) -> dict[str, Any]:
@@ -107,7 +161,8 @@ def _blocked_rows_kernel(facts: KernelFacts, registered: list[TunableDim], inner
         inner_block *= block
     for dim in registered:
         per_program = _ceil_pow2(-(-max(dim.extent, 1) // BLOCKED_ROW_PROGRAMS))
-        wanted[f"block_sizes[{dim.index}]"] = max(per_program, inner_block)
+        floor = min(MIN_REGISTERED_BLOCK, _ceil_pow2(max(dim.extent, 1)))
+        wanted[f"block_sizes[{dim.index}]"] = max(per_program, inner_block, floor)
     wanted["num_warps"] = _clamp_pow2(inner_block * row // 512, 1, 16)
     wanted["num_stages"] = 2
     return wanted
