@@ -45,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 MODES = ("eager", "interpret", "compiled")
+GRACE_SECONDS = 20.0  # how long an example started just before --budget ran out may still run
 SMALL_LIMIT = 64
 SMALL_DIVISOR = 16
 
@@ -233,14 +234,20 @@ def _run_one(path: pathlib.Path, args: argparse.Namespace, scratch: pathlib.Path
                "--sizes", args.sizes, "--result", str(result_path), "--lock", str(scratch / "timing.lock")]
     began = time.perf_counter()
     log_path = scratch / f"{path.stem}.log"
+    # with --budget, nothing starts after the budget and nothing runs past it by more than GRACE
+    left = args.deadline - began if args.deadline is not None else None
+    timeout = args.timeout if left is None else min(args.timeout, left + GRACE_SECONDS)
+    if left is not None and left <= 0:
+        return {"name": path.stem, "status": "skip", "error": "not started: --budget spent", "timings": [],
+                "seconds": 0.0}
     try:
         with open(log_path, "w") as log:
-            subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=args.timeout,
+            subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout,
                            cwd=str(path.parent))
         outcome = json.loads(result_path.read_text()) if result_path.exists() else \
             {"status": "fail", "error": f"crashed: {_last_line(log_path)}", "timings": []}
     except subprocess.TimeoutExpired:
-        outcome = {"status": "fail", "error": f"TIMEOUT after {args.timeout} s", "timings": []}
+        outcome = {"status": "fail", "error": f"TIMEOUT after {timeout:.0f} s", "timings": []}
     outcome["name"] = path.stem
     outcome["seconds"] = round(time.perf_counter() - began, 1)
     return outcome
@@ -260,8 +267,9 @@ def _format_timing(row: dict[str, Any]) -> str:
 
 
 def _markdown(outcomes: list[dict[str, Any]], mode: str, passed: int) -> str:
+    skipped = sum(o["status"] == "skip" for o in outcomes)
     lines = [f"# Helion examples on Tessera, mode `{mode}`", "",
-             f"{passed} passed, {len(outcomes) - passed} failed", "",
+             f"{passed} passed, {len(outcomes) - passed - skipped} failed, {skipped} skipped", "",
              "| example | result | seconds | first error / timings (ms, median) |", "|---|---|---|---|"]
     for outcome in outcomes:
         detail = outcome.get("error") or "; ".join(_format_timing(row) for row in outcome.get("timings", []))
@@ -278,6 +286,7 @@ def main() -> None:
                         help="small: shrink main()'s literal sizes (default in CPU modes); full: as written")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per example")
     parser.add_argument("--jobs", type=int, default=1, help="examples run at once")
+    parser.add_argument("--budget", type=float, help="seconds for the whole run: later examples are skipped")
     parser.add_argument("--only", nargs="*", help="run only these examples (file stems)")
     parser.add_argument("--out", help="write helion_examples_<mode>.md and .json here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -285,6 +294,7 @@ def main() -> None:
     parser.add_argument("--lock", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.sizes = args.sizes or ("full" if args.mode == "compiled" else "small")
+    args.deadline = time.perf_counter() + args.budget if args.budget else None
     if args.child:
         run_child(args.child, args.mode, args.sizes, args.result, args.lock)
         return
@@ -302,7 +312,9 @@ def main() -> None:
             print(f"{outcome['name']:32s} {line}  ({outcome['seconds']} s)", flush=True)
             outcomes.append(outcome)
     passed = sum(o["status"] == "pass" for o in outcomes)
-    print(f"{passed} passed, {len(outcomes) - passed} failed  (logs in {scratch})")
+    skipped = sum(o["status"] == "skip" for o in outcomes)
+    print(f"{passed} passed, {len(outcomes) - passed - skipped} failed" + (f", {skipped} skipped" if skipped else "")
+          + f"  (logs in {scratch})")
     if args.out:
         out = pathlib.Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
