@@ -94,6 +94,9 @@ class Config(Mapping[str, Any]):
         except ConfigError as error:
             raise error.with_location(user_location()) from None  # the user's Config(...) line
         self._values = values
+        # True for a Config Tessera chose (heuristic, tuned): a tile loop its block_sizes do not
+        # reach takes the default block instead of failing (see chosen()); not part of equality
+        self.fills_missing_blocks = False
 
     def __getitem__(self, key: str) -> Any:
         value = self._values[key]
@@ -115,6 +118,14 @@ class Config(Mapping[str, Any]):
     def __repr__(self) -> str:
         body = ", ".join(f"{key}={value!r}" for key, value in self._values.items())
         return f"Config({body})"
+
+    def chosen(self) -> Config:
+        """This Config as one Tessera chose for a call, not the user: it was planned from one
+        call's tile loops, so a loop it does not cover (a branch that call did not take) gets
+        the default block size rather than an error about a Config the user never wrote."""
+        copy_ = Config(**self._values)
+        copy_.fills_missing_blocks = True
+        return copy_
 
     def merged(self, **updates: Any) -> Config:
         """A copy with some keys replaced."""

@@ -328,3 +328,28 @@ def test_load_and_store_give_each_tile_index_its_own_dim(mode, shape):
     x = torch.randn(shape)
     out = tessera.kernel(outer_copy, mode=mode, config=tessera.Config(block_sizes=[4, 8]))(x)
     torch.testing.assert_close(out, x * 2)
+
+
+def branchy(x: torch.Tensor, wide: bool) -> torch.Tensor:
+    out = torch.empty_like(x)
+    if wide:
+        for tile in hl.tile(x.size(0)):
+            out[tile] = x[tile] + 1
+    else:
+        for tile in hl.tile(x.size(0)):
+            out[tile] = x[tile] + 2
+    return out
+
+
+def test_a_tile_loop_the_chosen_config_does_not_reach_takes_the_default_block_not_an_error():
+    kernel = tessera.kernel(branchy, mode="interpret")
+    x = torch.randn(9)
+    chosen = config_for_call(kernel, "interpret", (x, True), {})
+    assert chosen.fills_missing_blocks
+    narrowed = tessera.Config(block_sizes=chosen["block_sizes"][:1]).chosen()
+    torch.testing.assert_close(tessera.kernel(branchy, mode="interpret", config=narrowed)(x, False), x + 2)
+
+
+def test_a_users_config_with_too_few_block_sizes_is_still_refused():
+    with pytest.raises(exc.ConfigError, match="only 1 block sizes"):
+        tessera.kernel(branchy, mode="interpret", config=tessera.Config(block_sizes=[16]))(torch.randn(9), False)

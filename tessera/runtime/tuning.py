@@ -118,6 +118,8 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
             return kernel.default_config()
         overrides = kernel.settings.autotune_config_overrides
         config = _cover_every_slot(kernel, chosen.merged(**overrides) if overrides else chosen)
+        if not kernel.settings.configs:  # Tessera's choice, not the user's (see Config.chosen)
+            config = config.chosen()
         choices.set(fast_key, config)
     if facts is not None:
         choices.by_facts.remember(facts, config)
