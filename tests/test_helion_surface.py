@@ -353,3 +353,15 @@ def test_a_tile_loop_the_chosen_config_does_not_reach_takes_the_default_block_no
 def test_a_users_config_with_too_few_block_sizes_is_still_refused():
     with pytest.raises(exc.ConfigError, match="only 1 block sizes"):
         tessera.kernel(branchy, mode="interpret", config=tessera.Config(block_sizes=[16]))(torch.randn(9), False)
+
+
+def test_another_helion_backend_is_accepted_and_runs_through_triton(capfd):
+    kernel = tessera.kernel(add_one, mode="interpret", backend="cute")
+    assert kernel.settings.backend == "triton"
+    torch.testing.assert_close(kernel(torch.zeros(3)), torch.ones(3))
+    assert "backend='cute' is accepted but ignored" in capfd.readouterr().err
+
+
+def test_an_unknown_backend_is_refused():
+    with pytest.raises(exc.ConfigError, match="unknown backend 'cuda'"):
+        tessera.kernel(add_one, backend="cuda")

@@ -70,8 +70,13 @@ def _check_overrides(value: Any) -> None:
     Config(**value)  # the keys and values must make a valid Config
 
 
+# Helion's other code generators: a kernel written for one runs through Tessera's Triton backend
+OTHER_HELION_BACKENDS = ("cute", "pallas", "metal", "tileir")
+
+
 def _check_backend(value: Any) -> None:
-    _choice("backend", tuple(backends.names()))(value)
+    if value not in backends.names() and value not in OTHER_HELION_BACKENDS:
+        _choice("backend", tuple(backends.names()))(value)
 
 
 _NUMBER = (int, float)
@@ -180,6 +185,9 @@ class Settings:
         check = HONOURED[name][1]
         if check is not None:
             check(value)
+        if name == "backend" and value not in backends.names():
+            warn_ignored(f"kernel setting backend={value!r}", "Tessera lowers it through its Triton backend")
+            value = "triton"
         if name == "ref_mode" and value is RefMode.EAGER:
             object.__setattr__(self, "mode", "eager")
         object.__setattr__(self, name, value)
