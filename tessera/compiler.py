@@ -10,6 +10,7 @@ tile-loop body into code is here and below (trace/, ir/passes.py, the backend).
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from typing import Any, Callable
 
@@ -19,7 +20,7 @@ import torch
 from tessera import exc, settings
 from tessera.backends.base import Backend, LoadedKernel, LoweredKernel, LoweringOptions
 from tessera.config import Config
-from tessera.ir.graph import KernelIR
+from tessera.ir.graph import KernelIR, walk
 from tessera.ir.passes import run_passes
 from tessera.ir.rolling import why_not_loopable
 from tessera.ir.tile_range import TileRange
@@ -215,16 +216,18 @@ def compile_launch(request: LaunchRequest, backend: Backend) -> CompiledLaunch:
 
 
 def whole_elements(ir: KernelIR) -> int:
-    """The elements a program holds along its whole dims (`x[tile, :]`), each padded to a power of
-    two as its block is: what the heuristics size shared memory by."""
-    total = 1
+    """The most elements one value of the kernel holds along whole dims (`x[tile, :]`, `w[:, :]`),
+    each padded to a power of two as its block is: what the heuristics size a program by."""
+    padded: dict[Any, int] = {}
     for axis in ir.whole_axes:
         try:
             length = int(sympy.sympify(axis.end).xreplace(dict(ir.example)))
         except (TypeError, ValueError):
             continue
-        total *= 1 << max(length - 1, 0).bit_length()
-    return total
+        padded[axis] = 1 << max(length - 1, 0).bit_length()
+    if not padded:
+        return 1
+    return max((math.prod(padded.get(axis, 1) for axis in node.shape) for node in walk(ir.body)), default=1)
 
 
 def loopable_row_length(ir: KernelIR) -> int:

@@ -365,3 +365,20 @@ def test_another_helion_backend_is_accepted_and_runs_through_triton(capfd):
 def test_an_unknown_backend_is_refused():
     with pytest.raises(exc.ConfigError, match="unknown backend 'cuda'"):
         tessera.kernel(add_one, backend="cuda")
+
+
+def concat_rows(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty([x.size(0), x.size(1) + y.size(1)], dtype=x.dtype, device=x.device)
+    n1 = x.size(1)
+    for tile_m in hl.tile(x.size(0)):
+        out[tile_m, :n1] = x[tile_m, :]
+        out[tile_m, n1:] = y[tile_m, :]
+    return out
+
+
+def test_the_heuristic_counts_whole_dims_against_a_programs_elements():
+    x, y = torch.randn(1500, 400), torch.randn(1500, 600)
+    config = heuristic_for(tessera.kernel(concat_rows).bind(x, y))
+    assert 1 < config["block_sizes"][0] * 1024 <= 8192  # rows x the padded whole row: 8 KB of fp32
+    out = tessera.kernel(concat_rows, mode="interpret", config=config)(x[:37], y[:37])
+    torch.testing.assert_close(out, torch.cat([x[:37], y[:37]], dim=1))

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from tessera.backends.config_space import Axis, ConfigSpace, KernelFacts
-from tessera.config import Config
+from tessera.config import MAX_BLOCK_SIZE, Config
 from tessera.ir.tunables import TunableDim
 
 ELEMENTWISE_BYTES_PER_PROGRAM = 8192
@@ -48,6 +48,7 @@ def heuristic_config(space: ConfigSpace) -> Config:
         wanted = _row_kernel(facts)
     else:
         wanted = _elementwise_kernel(facts)
+    _fit_block_elements(facts, wanted)
     values = {axis.name: _snap(axis, wanted.get(axis.name, axis.default)) for axis in space.axes}
     return space.to_config(values)
 
@@ -66,6 +67,17 @@ def _dot_kernel(facts: KernelFacts) -> dict[str, Any]:
     output_blocks = math.prod(wanted[f"block_sizes[{d.index}]"] for d in facts.tunables if d.role == "launch")
     wanted["num_warps"] = 8 if output_blocks >= DOT_OUTPUT_BLOCK * DOT_OUTPUT_BLOCK else 4
     return wanted
+
+
+def _fit_block_elements(facts: KernelFacts, wanted: dict[str, Any]) -> None:
+    """Halve the widest block until a program's tile (its blocks times its whole dims) fits
+    Triton's limit on the elements of one block (a whole row of 1024 and 2048 rows is 2M)."""
+    keys = [f"block_sizes[{d.index}]" for d in facts.tunables if f"block_sizes[{d.index}]" in wanted]
+    while keys and math.prod(wanted[k] for k in keys) * facts.whole_elements > MAX_BLOCK_SIZE:
+        widest = max(keys, key=lambda k: wanted[k])
+        if wanted[widest] == 1:
+            return
+        wanted[widest] //= 2
 
 
 def shared_memory_limit(on_gpu: bool) -> int:
@@ -179,7 +191,8 @@ def _row_length(facts: KernelFacts, launch: list[TunableDim], inner: list[Tunabl
 
 def _elementwise_kernel(facts: KernelFacts) -> dict[str, Any]:
     itemsize = min((dtype.itemsize for dtype in facts.dtypes if dtype.is_floating_point), default=4)
-    budget = ELEMENTWISE_BYTES_PER_PROGRAM // itemsize
+    # a program also holds its whole dims (`x[tile, :]`): those elements count against the budget
+    budget = max(1, ELEMENTWISE_BYTES_PER_PROGRAM // itemsize // facts.whole_elements)
     wanted: dict[str, Any] = {}
     # the last tunable dim is the contiguous one in the usual row-major case: give it the width
     for position, dim in enumerate(sorted(facts.tunables, key=lambda d: -d.index)):
