@@ -435,9 +435,15 @@ def test_error_without_a_location_pickles():
 
 def test_every_error_class_in_exc_is_a_tessera_error():
     classes = [value for value in vars(exc).values()
-               if isinstance(value, type) and issubclass(value, Exception)]
+               if isinstance(value, type) and issubclass(value, Exception) and not issubclass(value, Warning)]
     assert len(classes) > 10
     assert all(issubclass(cls, exc.TesseraError) for cls in classes)
+
+
+def test_every_warning_class_in_exc_is_one_ignore_warnings_can_name():
+    classes = [value for value in vars(exc).values() if isinstance(value, type) and issubclass(value, Warning)]
+    assert exc.TensorOperationInWrapper in classes
+    assert all(issubclass(cls, exc.BaseWarning) for cls in classes)
 
 
 def test_error_str_is_message_then_location_then_hint():
