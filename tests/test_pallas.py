@@ -6,7 +6,6 @@ widening at head_dim 256 and 512) and end to end at head_dim 64, 128 and 256.
 """
 from __future__ import annotations
 
-import dataclasses
 import sys
 
 import pytest
@@ -23,12 +22,13 @@ from examples.add import add  # noqa: E402
 from examples.embedding import embedding  # noqa: E402
 from examples.matmul import matmul  # noqa: E402
 from tessera import exc, settings  # noqa: E402
+from tessera.runtime.kernel_settings import Settings  # noqa: E402
 from tessera.backends.pallas.prebroadcast import pre_broadcast  # noqa: E402
 
 
 def on_pallas(kernel: tessera.Kernel, **changes) -> tessera.Kernel:
     """The same kernel function with backend='pallas' (and other settings changed)."""
-    return tessera.Kernel(kernel.fn, dataclasses.replace(kernel.settings, backend="pallas", **changes))
+    return tessera.Kernel(kernel.fn, Settings(**{**kernel.settings.to_dict(), "backend": "pallas", **changes}))
 
 
 def eager(kernel: tessera.Kernel, *args):

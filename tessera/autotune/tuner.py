@@ -49,7 +49,8 @@ class Autotuner:
                           f"{f', at most {budget:g} s' if budget else ''}); the call waits for it. "
                           "To skip tuning: config=... or autotune_effort='none'")
         result = pipeline.tune(bound, effort=effort, budget_seconds=kernel.settings.autotune_budget_seconds,
-                               seeds=configs or None, only_seeds=bool(configs))
+                               seeds=configs or None, only_seeds=bool(configs),
+                               seed=kernel.settings.autotune_random_seed)
         key = disk_cache.make_key(kernel.source_hash, bound.specialization_key(), bound.device,
                                    kernel.settings.backend)
         disk_cache.store(key, result.config, time_ms=result.time_ms, effort="given" if configs else effort)

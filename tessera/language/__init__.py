@@ -13,14 +13,15 @@ from tessera.language.memory import (atomic_add, atomic_and, atomic_cas, atomic_
                                      atomic_xchg, atomic_xor, load, store)
 from tessera.language.rng import rand, randint
 from tessera.language.scans import associative_scan, cumprod, cumsum, reduce
-from tessera.language.tile import (Tile, barrier, grid, jagged_tile, register_block_size, static_range, tile,
-                                   tile_begin, tile_block_size, tile_end, tile_id, tile_index)
+from tessera.language.tile import (Tile, barrier, grid, jagged_tile, register_block_size, register_tunable,
+                                   static_range, tile, tile_begin, tile_block_size, tile_end, tile_id, tile_index)
 from tessera.language.view import subscript
 
 __all__ = [
     "Tile", "arange", "associative_scan", "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min",
     "atomic_or", "atomic_xchg", "atomic_xor", "barrier", "constexpr", "cumprod",
-    "cumsum", "dot", "full", "grid", "inline_asm_elementwise", "jagged_tile", "join", "load", "rand", "randint", "reduce", "register_block_size", "specialize",
+    "cumsum", "dot", "full", "grid", "inline_asm_elementwise", "jagged_tile", "join", "load", "rand", "randint",
+    "reduce", "register_block_size", "register_tunable", "specialize",
     "split", "static_range", "store", "subscript", "tile", "tile_begin", "tile_block_size", "tile_end", "tile_id",
     "tile_index", "zeros",
 ]

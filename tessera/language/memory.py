@@ -36,7 +36,24 @@ def load(tensor: torch.Tensor, index: Sequence[Any], extra_mask: Any = None,
     if eviction_policy is not None and eviction_policy not in EVICTION_POLICIES:
         raise exc.TesseraError(f"hl.load: unknown eviction_policy {eviction_policy!r}", location=user_location(),
                                hint=f"use one of {', '.join(EVICTION_POLICIES)}, or None")
-    return load_p.bind(tensor, tuple(index), extra_mask, eviction_policy=eviction_policy)
+    return load_p.bind(tensor, outer_indices(index), extra_mask, eviction_policy=eviction_policy)
+
+
+def outer_indices(index: Sequence[Any]) -> tuple[Any, ...]:
+    """An `hl.load`/`hl.store` index list with Helion's meaning: two or more 1-D tensor indices
+    (`[t0.index, t1.index]`) each give the result a dim of its own (an outer product, one dim per
+    index, in order), where a subscript `x[a, b]` would pair them up elementwise as torch does.
+    Each becomes a view with its own dim (`a[:, None]`, `b[None, :]`), which the usual indexing
+    rules broadcast into that shape."""
+    index = tuple(index)
+    tensors = [i for i, value in enumerate(index) if isinstance(value, (torch.Tensor, TileValue))]
+    if len(tensors) < 2 or any(index[i].dim() != 1 for i in tensors):
+        return index
+    spread = list(index)
+    for order, position in enumerate(tensors):
+        view = tuple(slice(None) if k == order else None for k in range(len(tensors)))
+        spread[position] = index[position][view]
+    return tuple(spread)
 
 
 def store(tensor: torch.Tensor, index: Sequence[Any], value: Any, extra_mask: Any = None) -> None:
@@ -44,7 +61,7 @@ def store(tensor: torch.Tensor, index: Sequence[Any], value: Any, extra_mask: An
 
     >>> hl.store(out, [tile], y, extra_mask=tile.index < n)     # doctest: +SKIP
     """
-    store_p.bind(tensor, tuple(index), value, extra_mask)
+    store_p.bind(tensor, outer_indices(index), value, extra_mask)
 
 
 def atomic_add(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
@@ -55,13 +72,13 @@ def atomic_add(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str 
 
     >>> old = hl.atomic_add(out, [tile_m, tile_n], partial)    # doctest: +SKIP
     """
-    return atomic_p.bind(tensor, tuple(index), value, op="add", sem=_checked_sem(sem))
+    return atomic_p.bind(tensor, outer_indices(index), value, op="add", sem=_checked_sem(sem))
 
 
 def _read_modify_write(op: str, meaning: str) -> Any:
     """The public `hl.atomic_<op>`: atomically store `meaning`, returning the values before."""
     def atomic(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-        return atomic_p.bind(tensor, tuple(index), value, op=op, sem=_checked_sem(sem))
+        return atomic_p.bind(tensor, outer_indices(index), value, op=op, sem=_checked_sem(sem))
     name = f"atomic_{op}"
     atomic.__name__ = atomic.__qualname__ = name
     atomic.__code__ = atomic.__code__.replace(co_name=name)  # errors name the hl. function by its frame
@@ -84,7 +101,7 @@ def atomic_cas(tensor: torch.Tensor, index: Sequence[Any], expected: Any, value:
 
     >>> seen = hl.atomic_cas(lock, [0], 0, 1, sem="acquire")    # doctest: +SKIP
     """
-    return atomic_p.bind(tensor, tuple(index), value, op="cas", sem=_checked_sem(sem), expected=expected)
+    return atomic_p.bind(tensor, outer_indices(index), value, op="cas", sem=_checked_sem(sem), expected=expected)
 
 
 def _checked_sem(sem: str) -> str:

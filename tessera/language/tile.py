@@ -20,6 +20,7 @@ from tessera.ir import interpreter
 from tessera.ir.tile_range import TileRange, static_int
 from tessera.ir.primitive import defined_primitive
 from tessera.language.constexpr import SpecializedInt
+from tessera.ir.tunables import ConfigFragment
 
 
 
@@ -230,6 +231,24 @@ def register_block_size(min_or_max: Any, max_or_none: Any = None) -> Any:
     # a compile-time int, as after hl.specialize: usable as a register size (hl.zeros([block]),
     # hl.arange(block)); the Config that chose it already tells its variants apart
     return SpecializedInt(active.block_sizes(_call_site(), 1, [(static_int(low) or 1, static_int(high))])[0])
+
+
+def register_tunable(name: str, fragment: ConfigFragment) -> Any:
+    """Declare a tunable value of your own: Config key `name`, with the values `fragment` allows.
+
+    Returns the current Config's `name` entry, else the fragment's default (eager mode, an
+    untuned call); the autotuner searches it with the block sizes. An int is a compile-time
+    constant, like a `register_block_size` value.
+
+    >>> split_k = hl.register_tunable("split_k", PowerOfTwoFragment(1, 256))   # doctest: +SKIP
+    """
+    if not isinstance(fragment, ConfigFragment):
+        raise exc.ConfigError(f"hl.register_tunable({name!r}, {fragment!r}): the second argument must be a "
+                              "config fragment", location=user_location(),
+                              hint="e.g. hl.register_tunable('split_k', PowerOfTwoFragment(1, 256)) from "
+                                   "tessera.autotuner")
+    value = interpreter.current("register_tunable").tunable(name, fragment)
+    return SpecializedInt(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 def static_range(begin_or_end: int, end: int | None = None, step: int = 1) -> range:

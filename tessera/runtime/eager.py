@@ -23,6 +23,7 @@ import tessera.language  # noqa: F401  (defines the primitives whose eager rules
 from tessera.ir.primitive import ALL_PRIMITIVES, TORCH_FUNCTIONS, Primitive
 from tessera.ir.tile_range import TileRange, static_bounds
 from tessera.language.eager_indexing import is_tile_value, mark_tile_values
+from tessera.ir.tunables import tunable_value
 from tessera.language.tile import Tile
 from tessera.ir import interpreter
 from tessera.trace.block_sizes import choose_block_sizes
@@ -56,6 +57,10 @@ class EagerInterpreter:
     def block_sizes(self, site: tuple[str, int, int] | None, count: int,
                     bounds: list[tuple[int, int | None]]) -> list[int]:
         return choose_block_sizes(self.slots, self.config, site, count, bounds)
+
+    def tunable(self, name: str, fragment: Any) -> Any:
+        """`hl.register_tunable`: the Config's value, else the fragment's default."""
+        return tunable_value(self.config, name, fragment)
 
     def _resolved_blocks(self, tile_range: TileRange) -> list[int]:
         tunable = [i for i, block in enumerate(tile_range.block_sizes) if block is None]

@@ -118,7 +118,10 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
             # itself raises in a moment, with the kernel's own error). Nothing is remembered, so
             # a later good call with the same key chooses afresh instead of inheriting this.
             return kernel.default_config()
-        config = _cover_every_slot(kernel, chosen)
+        overrides = kernel.settings.autotune_config_overrides
+        config = _cover_every_slot(kernel, chosen.merged(**overrides) if overrides else chosen)
+        if not kernel.settings.configs:  # Tessera's choice, not the user's (see Config.chosen)
+            config = config.chosen()
         choices.set(fast_key, config)
     if facts is not None:
         choices.by_facts.remember(facts, config)
@@ -183,7 +186,8 @@ def kernel_facts(plan: KernelPlan, backend: Backend) -> KernelFacts:
         largest_numel=max((t.numel() for t in tensors), default=0),
         on_gpu=any(t.is_cuda for t in tensors),
         programs=max((math.prod(launch.grid) for launch in plan.launches), default=0),
-        whole_row=max(plan.whole_rows, default=0))
+        whole_row=max(plan.whole_rows, default=0), user_tunables=tuple(plan.user_tunables),
+        whole_elements=plan.whole_elements)
     return backend.read_op_mix(facts, [_read(launch.source_path) for launch in plan.launches])
 
 
@@ -205,7 +209,8 @@ def _choose(kernel: Any, mode: str, bound: Any) -> Config | None:
     not plan the call (its host code raised, or its tensors cannot run in this mode)."""
     effort = _effort(kernel)
     if mode == "compiled" and effort != "none" and _tuner is not None:
-        stored = _tuner.stored_config(kernel, bound, at_least="given" if kernel.settings.configs else effort)
+        stored = None if kernel.settings.force_autotune else \
+            _tuner.stored_config(kernel, bound, at_least="given" if kernel.settings.configs else effort)
         if stored is not None:
             return stored
         try:

@@ -26,7 +26,7 @@ from tessera.ir.graph import (UNIT, AccessKind, Axis, AxisKind, Block, GridDim, 
 from tessera.ir.passes import next_power_of_two, whole_dim_bucket
 from tessera.ir.primitive import Primitive
 from tessera.ir.tile_range import TileRange, static_bounds
-from tessera.ir.tunables import TunableDim
+from tessera.ir.tunables import TunableDim, tunable_value
 from tessera.location import user_location
 from tessera.trace.block_sizes import BlockSlots, choose_block_sizes
 from tessera.trace.indexing import trace_load
@@ -99,6 +99,9 @@ class Tracer:
 
     def block_sizes(self, site: Any, count: int, bounds: list[tuple[int, int | None]]) -> list[int]:
         return choose_block_sizes(self.slots, self.config, site, count, bounds)
+
+    def tunable(self, name: str, fragment: Any) -> Any:
+        return tunable_value(self.config, name, fragment)
 
     # -- building nodes ----------------------------------------------------------------------
     def emit(self, op: Op, inputs: list[Any], shape: tuple[Axis, ...], dtype: torch.dtype | None,

@@ -41,6 +41,7 @@ class Emitter(EmitterBase):
         self.guards: list[tuple[sympy.Basic, str]] = []  # what the generated code relies on beyond the IR's guards
         self.prelude: list[str] = []    # lines at the kernel top (tensor descriptors)
         self._access_numbers: dict[Node, int] = {}  # load/store node -> its number, for per-access choices
+        self._kind_numbers: dict[str, dict[Node, int]] = {}  # see numbered()
         self.lines: list[str] = []
         self.indent = 1
         self.int64_indexing = ir.int64_indexing
@@ -55,6 +56,12 @@ class Emitter(EmitterBase):
         self.check_indices = options.check_indices
         self.index_checks: list[Any] = []  # with check_indices: the line of each checked access
         self.gather_ranges: list[str] = []  # the in-range terms of the last address()'s index tensors
+
+    def numbered(self, kind: str, node: Node) -> int:
+        """The position of `node` among the body's nodes of one kind ('load', 'loop'), in
+        emission order: what Helion's per-load and per-loop Config lists are indexed by."""
+        numbers = self._kind_numbers.setdefault(kind, {})
+        return numbers.setdefault(node, len(numbers))
 
     def access_number(self, node: Node) -> int:
         """The position of a load/store among the body's accesses (stable when code is re-emitted)."""

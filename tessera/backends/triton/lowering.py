@@ -389,9 +389,8 @@ def _load(emitter: Emitter, node: Node) -> None:
             # padding without a boundary check makes Triton's tensor-pointer rewrite emit an
             # invalid masked load (static shapes prove every check away)
             padding = ", padding_option='zero'" if access.checked else ""
-            policy = node.params.get("eviction_policy")
-            hint = f", eviction_policy='{policy}'" if policy else ""
-            text = f"tl.load({access.block_pointer()}, boundary_check={access.boundary_check()}{padding}{hint})"
+            text = f"tl.load({access.block_pointer()}, boundary_check={access.boundary_check()}{padding}" \
+                   f"{_eviction_hint(emitter, node)})"
         if len(access.kept_shape) != len(node.shape):
             text = f"tl.reshape({text}, {emitter.block_shape(node.shape)})"
         emitter.line(f"{emitter.name_of(node)} = {text}")
@@ -402,9 +401,18 @@ def _load(emitter: Emitter, node: Node) -> None:
     # Triton 3.6's interpreter cannot cast `other` to fp8; its masked lanes are zeros without it
     fp8_interpreted = emitter.interpret and node.dtype in FP8_DTYPES
     extra = f", mask={mask}" + ("" if fp8_interpreted else ", other=0") if mask else ""
+    emitter.line(f"{emitter.name_of(node)} = tl.load({pointer}{extra}{_eviction_hint(emitter, node)})")
+
+
+def _eviction_hint(emitter: Emitter, node: Node) -> str:
+    """`eviction_policy=` of a load: its own (`hl.load(..., eviction_policy=)`), else the
+    Config's `load_eviction_policies` entry for this load ('' = none)."""
+    number = emitter.numbered("load", node)
     policy = node.params.get("eviction_policy")
-    hint = f", eviction_policy='{policy}'" if policy else ""
-    emitter.line(f"{emitter.name_of(node)} = tl.load({pointer}{extra}{hint})")
+    if not policy:
+        chosen = list(emitter.config.get("load_eviction_policies") or [])
+        policy = f"evict_{chosen[number]}" if number < len(chosen) and chosen[number] else None
+    return f", eviction_policy='{policy}'" if policy else ""
 
 
 def _store(emitter: Emitter, node: Node) -> None:
@@ -541,6 +549,32 @@ def _dot(emitter: Emitter, node: Node) -> None:
         emitter.line(f"{emitter.name_of(node)} = {emitter.cast(emitter.name_of(node), accumulate, node.dtype)}")
 
 
+# Config list -> (tl.range keyword, how an entry becomes its value; None: leave it to Triton)
+_RANGE_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "range_num_stages": ("num_stages", lambda n: n or None),
+    "range_unroll_factors": ("loop_unroll_factor", lambda n: n or None),
+    "range_flattens": ("flatten", lambda flag: flag),
+    "range_warp_specializes": ("warp_specialize", lambda flag: flag),
+    "range_multi_buffers": ("disallow_acc_multi_buffer", lambda flag: None if flag is None else not flag),
+}
+
+
+def _range_options(emitter: Emitter, node: Node) -> str:
+    """The `tl.range` keywords the Config's range_* lists give this device loop.
+
+    Helion numbers its tile loops in source order, top-level ones included; a device loop here is
+    entry `launch_index + 1 + (its number among this kernel's device loops)`, exact when earlier
+    top-level loops have no device loops of their own. Triton's interpreter ignores them."""
+    position = emitter.ir.launch_index + 1 + emitter.numbered("loop", node)
+    options = []
+    for key, (keyword, convert) in _RANGE_KEYS.items():
+        entries = emitter.config.get(key) or []
+        value = convert(entries[position]) if position < len(entries) else None
+        if value is not None:
+            options.append(f", {keyword}={value!r}")
+    return "".join(options)
+
+
 def _carried(emitter: Emitter, node: Node) -> None:
     """A loop-carried value enters its loop as a variable holding the entry value."""
     emitter.line(f"{emitter.name_of(node)} = {emitter.name_of(node.inputs[0])}")
@@ -557,8 +591,10 @@ def _loop(emitter: Emitter, node: Node) -> None:
     placeholders = node.params["carried"]
     for placeholder in placeholders:
         _carried(emitter, placeholder)
+    options = _range_options(emitter, node)
     for loop in node.params["loops"]:
-        emitter.line(f"for {loop.variable} in tl.range({print_expr(loop.begin)}, {print_expr(loop.end)}, {loop.step}):")
+        emitter.line(f"for {loop.variable} in tl.range({print_expr(loop.begin)}, {print_expr(loop.end)}, "
+                     f"{loop.step}{options}):")
         emitter.indent += 1
     for loop in node.params["loops"]:
         if loop.axis is not None:
