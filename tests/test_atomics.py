@@ -98,7 +98,12 @@ def test_a_spin_lock_style_exchange_with_scalars(device: torch.device) -> None:
     for mode in _modes(device):
         lock = torch.zeros(1, dtype=torch.int32, device=device)
         out = tessera.kernel(lock_step, mode=mode)(lock, torch.full((3,), -1, dtype=torch.int32, device=device))
-        assert out.cpu().tolist() == [0, 0, 0] and lock.item() == 0, mode
+        if mode == "compiled":
+            # programs run at once on a GPU: a program may find the lock taken (1); someone took it
+            seen = out.cpu().tolist()
+            assert set(seen) <= {0, 1} and 0 in seen and lock.item() == 0, (mode, seen)
+        else:
+            assert out.cpu().tolist() == [0, 0, 0] and lock.item() == 0, mode
 
 
 def test_a_bitwise_atomic_on_floats_is_refused() -> None:

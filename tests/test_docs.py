@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from pathlib import Path
 import pathlib
 import re
 import subprocess
@@ -70,6 +71,9 @@ def test_the_readme_quickstart_tour_and_looking_inside_run_when_pasted_into_a_fi
     script = tmp_path / "quickstart.py"
     script.write_text("\n".join([code, *extra, check]), encoding="utf-8")
     environment = {**os.environ, "TESSERA_MODE": "interpret", "CUDA_VISIBLE_DEVICES": ""}
+    # the repository on the path, as an installed Tessera would be (the GPU machine runs from a checkout)
+    root = str(Path(__file__).resolve().parents[1])
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [root, environment.get("PYTHONPATH")]))
     environment.pop("TRITON_INTERPRET", None)
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=environment,
                           capture_output=True, text=True, timeout=300)

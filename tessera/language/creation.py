@@ -223,10 +223,22 @@ def _torch_full_trace(tracer: Tracer, size: Any, fill_value: Any, *, dtype: torc
     return _full_trace(tracer, _shape_arg((size,)), fill_value, dtype=dtype)
 
 
+def _factory_eager(function: Any) -> Any:
+    """`function` (torch.zeros, ...) in eager mode: inside a tile loop a value without a `device=`
+    is made on the kernel's device, as the registers of compiled code are (host code: torch's rule)."""
+    def rule(*args: Any, **kwargs: Any) -> Any:
+        eager = interpreter.active()
+        if kwargs.get("device") is None and getattr(eager, "loop_depth", 0):
+            kwargs["device"] = eager.device
+        return function(*args, **kwargs)
+    return rule
+
+
 for _name, _fill in (("zeros", 0), ("ones", 1), ("empty", 0)):
     _primitive = Primitive(f"torch_{_name}", torch_functions=(getattr(torch, _name),))
     _primitive.def_trace(_factory_trace(_fill))
-    if _name == "empty":  # zeros in eager mode too, as for empty_like
-        _primitive.def_eager(lambda *size, **kwargs: torch.zeros(*size, **kwargs))
+    # empty is zeros in eager mode too, as for empty_like
+    _primitive.def_eager(_factory_eager(torch.zeros if _name == "empty" else getattr(torch, _name)))
 torch_full_p = Primitive("torch_full", torch_functions=(torch.full,))
+torch_full_p.def_eager(_factory_eager(torch.full))
 torch_full_p.def_trace(_torch_full_trace)

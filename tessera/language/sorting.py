@@ -78,7 +78,13 @@ def _topk_trace(tracer: Tracer, value: Any, k: int, dim: Any = -1, largest: bool
     return torch.return_types.topk((values, indices))
 
 
+def _sort_eager(value: Any, dim: Any = -1, descending: bool = False, *, stable: bool = False, out: Any = None) -> Any:
+    # the generated sort is stable: eager (torch's CUDA sort is not, by default) must agree on ties
+    return torch.sort(value, dim=dim, descending=descending, stable=True)
+
+
 sort_p = Primitive("sort", torch_functions=(torch.sort, T.sort))
+sort_p.def_eager(_sort_eager)
 sort_p.def_trace(_sort_trace)
 topk_p = Primitive("topk", torch_functions=(torch.topk, T.topk))
 topk_p.def_trace(_topk_trace)

@@ -100,7 +100,7 @@ def emit_program_ids(lines: list[str], mapping: ProgramMapping, grid_dims: tuple
     if split and mapping.persistent:
         # every program visits every grid point and takes every P-th tile of all their loops' tiles
         line("split_count = tl.num_programs(0)")
-        line("split_seen = tl.program_id(0) * 0  # tiles of the grid points visited so far")
+        line("split_seen = (tl.program_id(0) * 0).to(tl.int64)  # tiles of the grid points visited so far (int64: loaded sizes are)")
     elif split:
         total = " * ".join(f"tl.maximum({count}, 0)" for count in counts) or "1"
         line(f"split_count = tl.num_programs(0) // tl.maximum({total}, 1)")
