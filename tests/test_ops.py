@@ -312,6 +312,8 @@ def test_op_matches_torch_in_every_mode(case: OpCase, shape: tuple[int, int], de
     x, y, z = _inputs(case, shape, device)
     reference = layout.reference(x.cpu(), y.cpu(), z.cpu(), case.reference or case.op)
     for mode in _modes(device):
+        if case.layout == "assembled" and mode == "eager" and device.type == "cuda":
+            continue  # its inline PTX runs compiled only; eager refuses it (tests/test_joins.py)
         kernel = tessera.kernel(layout.kernel, mode=mode, config=LAYOUT_CONFIGS.get(case.layout, CONFIG))
         out = torch.zeros_like(reference, device=device)
         result = kernel(out, x, y, z, case.op)
