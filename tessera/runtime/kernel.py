@@ -24,6 +24,7 @@ from tessera.language.control import compare_helper, device_if_helper, device_lo
 from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
 from tessera.runtime.eager import run_eager
 from tessera.runtime.tuning import ConfigChoices, autotune, config_for_call, kernel_defined
+from tessera.runtime.torch_library import announce, call_as_custom_op, is_traced_call
 
 MODES = ("eager", "interpret", "compiled")
 _DEFAULT_CONFIG = Config()  # Config is immutable; one object keeps its cache-key repr stable
@@ -85,6 +86,7 @@ class Kernel:
         self.idle_runners: list[Any] = []
         self.spare_runners: dict[tuple, Any] = {}
         kernel_defined(self)  # a kernel that will likely tune starts the tuning workers now (never raises)
+        announce(self)  # torch.compile keeps its calls whole (torch_library.py)
 
     @functools.cached_property
     def source(self) -> KernelSource:
@@ -115,6 +117,8 @@ class Kernel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:  # one frame for the whole dispatch: this runs on every call
             self._check_arguments(args, kwargs)
+            if is_traced_call(args, kwargs):  # torch.compile's fake or functional tensors
+                return call_as_custom_op(self, args, kwargs)
             device = common_device(self.fn.__name__, args, kwargs)
             mode = self.mode_for(device)
             if mode == "eager":
