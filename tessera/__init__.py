@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 from tessera import exc, language  # noqa: E402
 from tessera.config import Config  # noqa: E402
 from tessera.runtime.kernel import Kernel, kernel  # noqa: E402
+from tessera.runtime.autograd import BackwardContext  # noqa: E402
 from tessera.marking import mark_static  # noqa: E402
 from tessera.autotune.tuner import install_autotuner  # noqa: E402
 
@@ -16,4 +17,4 @@ from tessera.autotune.tuner import install_autotuner  # noqa: E402
 # installing loads only the autotuner's small parts, the pipeline loads when a call first tunes.
 install_autotuner()
 
-__all__ = ["Config", "Kernel", "exc", "kernel", "language", "mark_static"]
+__all__ = ["BackwardContext", "Config", "Kernel", "exc", "kernel", "language", "mark_static"]

@@ -32,6 +32,7 @@ from tessera import backends, exc
 from tessera.compiler import parameter_name, to_ir
 from tessera.ir.graph import Op
 from tessera.location import user_location
+from tessera.runtime.call_structure import CallResult, Leaf, flatten, rebuild, split_result, unflatten
 from tessera.runtime.compiled import CompiledRunner, VariantStore, run_compiled
 
 _LIBRARY_NAME = "tessera"
@@ -54,87 +55,6 @@ def is_traced_call(args: tuple, kwargs: dict) -> bool:
         if isinstance(value, (list, tuple, dict)):
             return any(is_traced_call((item,), {}) for item in (value.values() if isinstance(value, dict) else value))
     return False
-
-
-# ---- flattening a call ----------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class _Leaf:
-    kind: str  # "tensor", "int", "float", or "constant" (kept in the op, part of its identity)
-    constant: Any = None
-
-
-def _flatten(value: Any, tensors: list, ints: list, floats: list) -> Any:
-    """The structure of `value` (hashable), appending its tensors, ints and floats to the lists."""
-    if isinstance(value, torch.Tensor):
-        tensors.append(value)
-        return _Leaf("tensor")
-    if isinstance(value, bool) or value is None:
-        return _Leaf("constant", value)
-    if isinstance(value, (int, torch.SymInt)):
-        ints.append(value)
-        return _Leaf("int")
-    if isinstance(value, (float, torch.SymFloat)):
-        floats.append(value)
-        return _Leaf("float")
-    if isinstance(value, (list, tuple)):
-        return (type(value), tuple(_flatten(item, tensors, ints, floats) for item in value))
-    if isinstance(value, dict):
-        return (dict, tuple((key, _flatten(item, tensors, ints, floats)) for key, item in value.items()))
-    try:
-        hash(value)
-    except TypeError:
-        raise exc.KernelArgumentError(
-            f"a {type(value).__name__} argument cannot be passed to a kernel inside torch.compile",
-            location=user_location(),
-            hint="pass tensors, ints, floats, bools, None, strings, dtypes, or lists/tuples/dicts of them") from None
-    return _Leaf("constant", value)
-
-
-def _unflatten(structure: Any, tensors: Any, ints: Any, floats: Any) -> Any:
-    """Rebuild what `_flatten` took apart; `tensors`, `ints`, `floats` are iterators."""
-    if isinstance(structure, _Leaf):
-        if structure.kind == "tensor":
-            return next(tensors)
-        if structure.kind == "int":
-            return next(ints)
-        if structure.kind == "float":
-            return next(floats)
-        return structure.constant
-    kind, items = structure
-    if kind is dict:
-        return {key: _unflatten(item, tensors, ints, floats) for key, item in items}
-    return kind(_unflatten(item, tensors, ints, floats) for item in items)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Result:
-    """How a kernel's return value is rebuilt from the op's fresh output tensors: each tensor leaf
-    is either fresh (the next op output) or an input returned as is (by position)."""
-
-    structure: Any
-    sources: tuple[int | None, ...]  # per tensor leaf: the input position, or None for a fresh output
-
-
-def _split_result(result: Any, inputs: list[torch.Tensor]) -> tuple[_Result, list[torch.Tensor]]:
-    """A result's rebuilding recipe, and its fresh tensors (the op's outputs)."""
-    tensors: list[torch.Tensor] = []
-    ints: list[Any] = []
-    floats: list[Any] = []
-    structure = _flatten(result, tensors, ints, floats)
-    if ints or floats:
-        raise exc.KernelArgumentError(
-            "a kernel called inside torch.compile returns a Python number", location=user_location(),
-            hint="return tensors (and None); compute numbers from the returned tensors' shapes outside the kernel")
-    positions = {id(tensor): position for position, tensor in enumerate(inputs)}
-    sources = tuple(positions.get(id(tensor)) for tensor in tensors)
-    return _Result(structure, sources), [t for t, source in zip(tensors, sources) if source is None]
-
-
-def _rebuild(recipe: _Result, fresh: list[torch.Tensor], inputs: list[torch.Tensor]) -> Any:
-    outputs = iter(fresh)
-    tensors = [inputs[source] if source is not None else next(outputs) for source in recipe.sources]
-    return _unflatten(recipe.structure, iter(tensors), iter(()), iter(()))
 
 
 # ---- running the host code alone ----------------------------------------------------------------
@@ -175,7 +95,7 @@ def _run_host_code(kernel: Any, args: tuple, kwargs: dict, stored: list[torch.Te
 
 def _device_of(args: tuple, kwargs: dict) -> torch.device:
     tensors: list[torch.Tensor] = []
-    _flatten((args, kwargs), tensors, [], [])
+    flatten((args, kwargs), tensors, [], [])
     return tensors[0].device if tensors else torch.device("cpu")
 
 
@@ -188,7 +108,7 @@ class KernelOp:
     name: str
     structure: Any
     mutated: tuple[int, ...]  # positions, among the call's tensors, of those the kernel writes
-    result: _Result  # how the kernel's return value is rebuilt from the op's outputs
+    result: CallResult  # how the kernel's return value is rebuilt from the op's outputs
 
     @property
     def overload(self) -> Any:
@@ -207,12 +127,12 @@ def call_as_custom_op(kernel: Any, args: tuple, kwargs: dict) -> Any:
     tensors: list[torch.Tensor] = []
     ints: list[Any] = []
     floats: list[Any] = []
-    structure = _flatten((args, kwargs), tensors, ints, floats)
+    structure = flatten((args, kwargs), tensors, ints, floats)
     op = _ops_of(kernel).get(structure)
     if op is None:
         op = _register(kernel, structure, args, kwargs, tensors)
     fresh = op.overload(*tensors, *ints, *floats)
-    return _rebuild(op.result, [fresh] if isinstance(fresh, torch.Tensor) else list(fresh or ()), tensors)
+    return rebuild(op.result, [fresh] if isinstance(fresh, torch.Tensor) else list(fresh or ()), tensors)
 
 
 def _register(kernel: Any, structure: Any, args: tuple, kwargs: dict, tensors: list[torch.Tensor]) -> KernelOp:
@@ -221,7 +141,7 @@ def _register(kernel: Any, structure: Any, args: tuple, kwargs: dict, tensors: l
     versions = [tensor._version for tensor in tensors]
     # once per structure, on the first traced call's tensors (dynamo's fake ones): the result's
     # shape is the host code's, and which inputs it returns as is does not change with sizes
-    result, _ = _split_result(_run_host_code(kernel, args, kwargs, stored), tensors)
+    result, _ = split_result(_run_host_code(kernel, args, kwargs, stored), tensors)
     stored_ids = {id(tensor) for tensor in stored}
     mutated = tuple(position for position, tensor in enumerate(tensors)
                     if id(tensor) in stored_ids or tensor._version != versions[position])
@@ -249,7 +169,7 @@ def _register(kernel: Any, structure: Any, args: tuple, kwargs: dict, tensors: l
 
 
 def _count(structure: Any, counts: list[int]) -> None:
-    if isinstance(structure, _Leaf):
+    if isinstance(structure, Leaf):
         index = ("tensor", "int", "float").index(structure.kind) if structure.kind != "constant" else None
         if index is not None:
             counts[index] += 1
@@ -266,8 +186,8 @@ def _implementation(kernel: Any, op: KernelOp, run: Callable[..., Any]) -> Calla
     def implementation(*flat: Any) -> Any:
         tensors = list(flat[:counts[0]])
         ints, floats = flat[counts[0]:counts[0] + counts[1]], flat[counts[0] + counts[1]:]
-        args, kwargs = _unflatten(op.structure, iter(tensors), iter(ints), iter(floats))
-        _, fresh = _split_result(run(kernel, tuple(args), dict(kwargs)), tensors)
+        args, kwargs = unflatten(op.structure, iter(tensors), iter(ints), iter(floats))
+        _, fresh = split_result(run(kernel, tuple(args), dict(kwargs)), tensors)
         if len(fresh) != op.result.sources.count(None):
             raise exc.TesseraError(
                 f"{kernel.fn.__name__} returned {len(fresh)} new tensors inside torch.compile, where its first "
