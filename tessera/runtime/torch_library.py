@@ -254,3 +254,8 @@ class _DynamoWatcher(importlib.abc.MetaPathFinder):
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
+
+
+def custom_ops(kernel: Any) -> list[KernelOp]:
+    """The custom ops registered for `kernel` so far (one per argument structure met in a compile)."""
+    return list(_ops_of(kernel).values())
