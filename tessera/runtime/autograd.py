@@ -51,9 +51,14 @@ def needs_grad(args: tuple, kwargs: dict) -> bool:
     """Whether this call records a graph for autograd: grad mode on and a tensor requiring grad."""
     if not torch.is_grad_enabled():
         return False
-    tensors: list[torch.Tensor] = []
-    flatten((args, kwargs), tensors, [], [])
-    return any(tensor.requires_grad for tensor in tensors)
+    for value in (*args, *kwargs.values()) if kwargs else args:  # on every call of such a kernel
+        if isinstance(value, torch.Tensor):
+            if value.requires_grad:
+                return True
+        elif isinstance(value, (list, tuple, dict)):
+            if needs_grad(tuple(value.values()) if isinstance(value, dict) else tuple(value), {}):
+                return True
+    return False
 
 
 def call_with_backward(kernel: Any, rule: BackwardRule, args: tuple, kwargs: dict) -> Any:
