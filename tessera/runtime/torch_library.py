@@ -43,12 +43,15 @@ _lock = threading.Lock()
 
 # ---- which calls take the custom op -------------------------------------------------------------
 
+_PLAIN_KINDS = frozenset({torch.nn.Parameter, int, float, bool, type(None), str, torch.dtype})
+
+
 def is_traced_call(args: tuple, kwargs: dict) -> bool:
     """Whether a tensor argument is a tensor subclass (a fake, functional or proxy tensor of a
     compiler): such a call becomes a custom op call. Plain tensors and Parameters run directly."""
-    for value in (*args, *kwargs.values()) if kwargs else args:
+    for value in (*args, *kwargs.values()) if kwargs else args:  # on every call: the usual kinds first
         kind = value.__class__
-        if kind is torch.Tensor or kind is torch.nn.Parameter:
+        if kind is torch.Tensor or kind in _PLAIN_KINDS:
             continue
         if isinstance(value, torch.Tensor):
             return True
