@@ -133,18 +133,25 @@ def call_as_custom_op(kernel: Any, args: tuple, kwargs: dict) -> Any:
     structure = flatten((args, kwargs), tensors, ints, floats)
     op = _ops_of(kernel).get(structure)
     if op is None:
-        op = _register(kernel, structure, args, kwargs, tensors)
+        op = _register(kernel, structure, tensors, ints, floats)
     fresh = op.overload(*tensors, *ints, *floats)
     return rebuild(op.result, [fresh] if isinstance(fresh, torch.Tensor) else list(fresh or ()), tensors)
 
 
-def _register(kernel: Any, structure: Any, args: tuple, kwargs: dict, tensors: list[torch.Tensor]) -> KernelOp:
+def _register(kernel: Any, structure: Any, tensors: list[torch.Tensor], ints: list, floats: list) -> KernelOp:
     global _library
     stored: list[torch.Tensor] = []
+    # once per structure, on the first traced call's tensors (dynamo's fake ones), or on
+    # stand-ins of concrete sizes where sizes are symbolic (the trace needs ints): which tensors
+    # the kernel writes and which inputs it returns as is do not change with sizes
+    if any(_symbolic(tensor) for tensor in tensors) or not all(isinstance(i, int) for i in ints):
+        tensors = [torch.empty_strided([_example_int(size) for size in tensor.shape],
+                                       [_example_int(stride) for stride in tensor.stride()],
+                                       dtype=tensor.dtype, device=tensor.device) for tensor in tensors]
+        ints = [_example_int(value) for value in ints]
+    args, kwargs = unflatten(structure, iter(tensors), iter(ints), iter(floats))
     versions = [tensor._version for tensor in tensors]
-    # once per structure, on the first traced call's tensors (dynamo's fake ones): the result's
-    # shape is the host code's, and which inputs it returns as is does not change with sizes
-    result, _ = split_result(_run_host_code(kernel, args, kwargs, stored), tensors)
+    result, _ = split_result(_run_host_code(kernel, tuple(args), dict(kwargs), stored), tensors)
     stored_ids = {id(tensor) for tensor in stored}
     mutated = tuple(position for position, tensor in enumerate(tensors)
                     if id(tensor) in stored_ids or tensor._version != versions[position])
@@ -169,6 +176,18 @@ def _register(kernel: Any, structure: Any, args: tuple, kwargs: dict, tensors: l
                                     lib=_library)
         _ops_of(kernel)[structure] = op
     return op
+
+
+def _symbolic(tensor: torch.Tensor) -> bool:
+    return not all(isinstance(size, int) for size in (*tensor.shape, *tensor.stride()))
+
+
+def _example_int(value: Any) -> int:
+    """A concrete int for a (maybe symbolic) size: torch's hint for it where it has one, else 8."""
+    if isinstance(value, int):
+        return value
+    hint = getattr(getattr(value, "node", None), "hint", None)
+    return int(hint) if hint is not None else 8
 
 
 def _count(structure: Any, counts: list[int]) -> None:
