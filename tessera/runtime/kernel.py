@@ -88,6 +88,7 @@ class Kernel:
         self.spare_runners: dict[tuple, Any] = {}
         kernel_defined(self)  # a kernel that will likely tune starts the tuning workers now (never raises)
         self.backward_rule: BackwardRule | None = None  # set by @kernel.backward (autograd.py)
+        self.torch_ops: dict[Any, Any] = {}  # custom ops by argument structure (torch_library.py)
         announce(self)  # torch.compile keeps its calls whole (torch_library.py)
 
     @functools.cached_property

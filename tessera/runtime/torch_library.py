@@ -55,8 +55,9 @@ def is_traced_call(args: tuple, kwargs: dict) -> bool:
             continue
         if isinstance(value, torch.Tensor):
             return True
-        if isinstance(value, (list, tuple, dict)):
-            return any(is_traced_call((item,), {}) for item in (value.values() if isinstance(value, dict) else value))
+        if isinstance(value, (list, tuple, dict)) and \
+                is_traced_call(tuple(value.values()) if isinstance(value, dict) else tuple(value), {}):
+            return True
     return False
 
 
@@ -118,20 +119,13 @@ class KernelOp:
         return getattr(getattr(torch.ops, _LIBRARY_NAME), self.name).default
 
 
-def _ops_of(kernel: Any) -> dict[Any, KernelOp]:
-    ops = kernel.__dict__.get("_torch_ops")
-    if ops is None:
-        ops = kernel.__dict__.setdefault("_torch_ops", {})
-    return ops
-
-
 def call_as_custom_op(kernel: Any, args: tuple, kwargs: dict) -> Any:
     """`kernel(*args, **kwargs)` as a call of the kernel's custom op (registered on first use)."""
     tensors: list[torch.Tensor] = []
     ints: list[Any] = []
     floats: list[Any] = []
     structure = flatten((args, kwargs), tensors, ints, floats)
-    op = _ops_of(kernel).get(structure)
+    op = kernel.torch_ops.get(structure)
     if op is None:
         op = _register(kernel, structure, tensors, ints, floats)
     fresh = op.overload(*tensors, *ints, *floats)
@@ -158,7 +152,7 @@ def _register(kernel: Any, structure: Any, tensors: list[torch.Tensor], ints: li
     counts = [0, 0, 0]
     _count(structure, counts)
     with _lock:
-        known = _ops_of(kernel).get(structure)
+        known = kernel.torch_ops.get(structure)
         if known is not None:
             return known
         name = f"{_safe(kernel.fn.__name__)}_{next(_op_numbers)}"
@@ -174,7 +168,7 @@ def _register(kernel: Any, structure: Any, tensors: list[torch.Tensor], ints: li
         _library.impl(name, _implementation(kernel, op, _run_kernel), "CompositeExplicitAutograd")
         torch.library.register_fake(f"{_LIBRARY_NAME}::{name}", _implementation(kernel, op, _run_host_code),
                                     lib=_library)
-        _ops_of(kernel)[structure] = op
+        kernel.torch_ops[structure] = op
     return op
 
 
@@ -280,4 +274,4 @@ class _DynamoWatcher(importlib.abc.MetaPathFinder):
 
 def custom_ops(kernel: Any) -> list[KernelOp]:
     """The custom ops registered for `kernel` so far (one per argument structure met in a compile)."""
-    return list(_ops_of(kernel).values())
+    return list(kernel.torch_ops.values())
