@@ -37,11 +37,13 @@ COMMAND = "python scripts/gen_docs.py"
 _SYNTAX = {"add": "a + b", "sub": "a - b", "mul": "a * b", "truediv": "a / b", "floordiv": "a // b",
            "mod": "a % b", "pow": "a ** b", "and": "a & b", "or": "a | b", "xor": "a ^ b", "matmul": "a @ b",
            "lt": "a < b", "le": "a <= b", "gt": "a > b", "ge": "a >= b", "eq": "a == b", "ne": "a != b",
-           "neg": "-a", "abs": "abs(a)", "invert": "~a"}
+           "neg": "-a", "abs": "abs(a)", "invert": "~a", "lshift": "a << b", "rshift": "a >> b"}
 _INDEXING = {torch.Tensor.__getitem__: "x[index]", torch.Tensor.__setitem__: "x[index] = v",
              torch.Tensor.__matmul__: "a @ b"}
 _FAMILY_TITLES = {"creation": "Creation", "elementwise": "Elementwise", "math": "Matrix products",
-                  "memory": "Memory", "reduce": "Reductions", "view": "Casts and views",
+                  "memory": "Memory", "reduce": "Reductions", "reductions": "Reductions",
+                  "statistics": "Reductions built from reductions", "scans": "Scans", "sorting": "Sorting",
+                  "rng": "Random numbers", "joins": "Joins and splits", "view": "Casts and views",
                   "constexpr": "Compile-time values", "tile": "Tile loops", "control": "Control flow"}
 
 

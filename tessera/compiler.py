@@ -10,6 +10,7 @@ tile-loop body into code is here and below (trace/, ir/passes.py, the backend).
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from typing import Any, Callable
 
@@ -19,7 +20,7 @@ import torch
 from tessera import exc, settings
 from tessera.backends.base import Backend, LoadedKernel, LoweredKernel, LoweringOptions
 from tessera.config import Config
-from tessera.ir.graph import KernelIR
+from tessera.ir.graph import KernelIR, walk
 from tessera.ir.loop_split import split_axis_names
 from tessera.ir.passes import run_passes
 from tessera.ir.rolling import why_not_loopable
@@ -185,6 +186,7 @@ class CompiledLaunch:
     tunables: tuple[TunableDim, ...]
     loopable_row: int               # length of the whole row reduction_loops may chunk (0: none)
     location: SourceLocation | None
+    whole_elements: int = 1         # elements of one program's whole dims (x[tile, :]), padded to powers of two
 
 
 def trace(request: LaunchRequest) -> tuple[KernelIR, LaunchBinding, Tracer]:
@@ -220,7 +222,22 @@ def compile_launch(request: LaunchRequest, backend: Backend) -> CompiledLaunch:
     return CompiledLaunch(
         ir=ir, lowered=lowered, loaded=loaded, guard=guard_function(order, guards), grid=grid_function(order, lowered.grid),
         guard_text=tuple(reason for _, reason in guards), tunables=tuple(tracer.tunable_dims(split_axis_names(ir))),
-        loopable_row=loopable_row_length(ir), location=location)
+        loopable_row=loopable_row_length(ir), location=location, whole_elements=whole_elements(ir))
+
+
+def whole_elements(ir: KernelIR) -> int:
+    """The most elements one value of the kernel holds along whole dims (`x[tile, :]`, `w[:, :]`),
+    each padded to a power of two as its block is: what the heuristics size a program by."""
+    padded: dict[Any, int] = {}
+    for axis in ir.whole_axes:
+        try:
+            length = int(sympy.sympify(axis.end).xreplace(dict(ir.example)))
+        except (TypeError, ValueError):
+            continue
+        padded[axis] = 1 << max(length - 1, 0).bit_length()
+    if not padded:
+        return 1
+    return max((math.prod(padded.get(axis, 1) for axis in node.shape) for node in walk(ir.body)), default=1)
 
 
 def loopable_row_length(ir: KernelIR) -> int:

@@ -6,6 +6,8 @@ Config(block_sizes=[64, 32], num_warps=4)
 from __future__ import annotations
 
 import copy
+import difflib
+import sys
 from typing import Any, Mapping
 
 from tessera.exc import ConfigError
@@ -25,6 +27,35 @@ _KNOWN_KEYS: dict[str, str] = {
     "split_programs": "programs to launch in all when the launch's inner tile loop has independent iterations "
                       "(e.g. a tile loop over data-dependent sizes inside hl.grid): each program of the grid "
                       "becomes max(1, split_programs // grid) programs taking every such tile in turn; 0 = off",
+    "pallas_pre_broadcast": "Pallas: keep loop-carried per-row values with a trailing lane dim of 128 (default True)",
+    "pallas_interpreter": "Pallas: 'jax' (interpret=True, the default) or 'tpu' (the TPU-semantics interpreter, "
+                          "pltpu.InterpretParams(): slower, models TPU memory spaces)",
+    "pallas_tpu_layout_check": "Pallas: refuse blocks a TPU cannot hold (last two dims multiples of 8 x 128 "
+                               "or whole dims) before lowering (default False: the CPU interpreter runs any)",
+    "l2_groupings": "Helion's per-tile-loop l2_grouping list: entry i groups the program ids of top-level loop i",
+    "load_eviction_policies": "per load in the kernel's order: '' | 'first' | 'last' (Triton's eviction_policy)",
+    "range_num_stages": "per device loop (tl.range) in the kernel's order: its num_stages (0 = the kernel's)",
+    "range_unroll_factors": "per device loop: its loop_unroll_factor (0 = Triton's choice)",
+    "range_flattens": "per device loop: tl.range(flatten=) (None = Triton's choice)",
+    "range_warp_specializes": "per device loop: tl.range(warp_specialize=) (None = Triton's choice)",
+    "range_multi_buffers": "per device loop: False sets tl.range(disallow_acc_multi_buffer=True) (None = Triton's choice)",
+}
+
+# Helion's Config keys that Triton 3.6 gives Tessera no way to honour (or that Tessera decides by
+# itself): accepted, so that a Config printed by Helion's autotuner works, and named once in a warning.
+IGNORED_KEYS: dict[str, str] = {
+    "num_threads": "a per-axis thread count (other backends); Triton programs take num_warps",
+    "flatten_loops": "Tessera maps every N-D tile loop to one flat program id already",
+    "static_ranges": "tl.static_range needs compile-time bounds; Tessera's device loops keep tl.range",
+    "atomic_indexing": "atomics use pointer indexing",
+    "load_cache_modifiers": "cache modifiers are not emitted",
+    "store_cache_modifiers": "cache modifiers are not emitted",
+    "num_sm_multiplier": "persistent kernels launch one program per SM",
+    "maxnreg": "the register cap is not passed to the launch",
+    "advanced_controls_file": "PTXAS control files are not passed",
+    "epilogue_subtile": "epilogues are not subtiled",
+    "xcd_remap": "an AMD (MI300) program-id remap",
+    "pallas_load_buffer_count": "a Pallas setting",
 }
 
 
@@ -63,11 +94,17 @@ class Config(Mapping[str, Any]):
         if num_stages is not None:
             values["num_stages"] = num_stages
         values.update(copy.deepcopy(kwargs))  # the caller's lists stay theirs
+        if "block_size" in values:  # Helion's shorthand for a kernel with one block size
+            shorthand = values.pop("block_size")
+            values.setdefault("block_sizes", list(shorthand) if isinstance(shorthand, (list, tuple)) else [shorthand])
         try:
             _validate(values)
         except ConfigError as error:
             raise error.with_location(user_location()) from None  # the user's Config(...) line
         self._values = values
+        # True for a Config Tessera chose (heuristic, tuned): a tile loop its block_sizes do not
+        # reach takes the default block instead of failing (see chosen()); not part of equality
+        self.fills_missing_blocks = False
 
     def __getitem__(self, key: str) -> Any:
         value = self._values[key]
@@ -90,6 +127,14 @@ class Config(Mapping[str, Any]):
         body = ", ".join(f"{key}={value!r}" for key, value in self._values.items())
         return f"Config({body})"
 
+    def chosen(self) -> Config:
+        """This Config as one Tessera chose for a call, not the user: it was planned from one
+        call's tile loops, so a loop it does not cover (a branch that call did not take) gets
+        the default block size rather than an error about a Config the user never wrote."""
+        copy_ = Config(**self._values)
+        copy_.fills_missing_blocks = True
+        return copy_
+
     def merged(self, **updates: Any) -> Config:
         """A copy with some keys replaced."""
         return Config(**{**self._values, **updates})
@@ -100,9 +145,19 @@ class Config(Mapping[str, Any]):
 
 def _validate(values: dict[str, Any]) -> None:
     for key in values:
-        if key not in _KNOWN_KEYS:
+        if key in _KNOWN_KEYS:
+            continue
+        if key in IGNORED_KEYS:
+            warn_ignored(f"Config key {key!r}", IGNORED_KEYS[key])
+            continue
+        # any other key is a user tunable (hl.register_tunable reads it by name), unless it
+        # looks like a misspelt known key: `Config(warps=4)` must not pass silently
+        near = difflib.get_close_matches(key, [*_KNOWN_KEYS, *IGNORED_KEYS], n=1, cutoff=0.7)
+        if near or not key.isidentifier() or key.startswith("_tessera"):
             known = ", ".join(sorted(_KNOWN_KEYS))
-            raise ConfigError(f"unknown Config key {key!r}", hint=f"known keys: {known}")
+            guess = f"did you mean {near[0]!r}? " if near else ""
+            raise ConfigError(f"unknown Config key {key!r}",
+                              hint=f"{guess}known keys: {known} (other names are hl.register_tunable values)")
     for block in values.get("block_sizes", []):
         if not _is_power_of_two(block):
             raise ConfigError(f"block size {block} is not a power of two",
@@ -173,19 +228,63 @@ def _check_reduction_loops(loops: Any) -> None:
                               hint="e.g. reduction_loops=[None] (one block) or [1024] (loop in chunks of 1024)")
 
 
+_WARNED: set[str] = set()
+
+
+def warn_ignored(what: str, why: str) -> None:
+    """Say once per process that `what` is accepted but has no effect, and why."""
+    if what not in _WARNED:
+        _WARNED.add(what)
+        print(f"[tessera] warning: {what} is accepted but ignored: {why}", file=sys.stderr)
+
+
+def _check_per_item(key: str, allowed: Any, example: str) -> Any:
+    def check(values: Any) -> None:
+        if not isinstance(values, (list, tuple)) or not all(allowed(v) for v in values):
+            raise ConfigError(f"{key}={values!r} must be a list with one entry per {example}",
+                              hint=f"e.g. {key}=[{', '.join(repr(v) for v in _EXAMPLES[key])}]")
+    return check
+
+
+_EXAMPLES: dict[str, tuple] = {
+    "l2_groupings": (8,), "load_eviction_policies": ("", "last"), "range_num_stages": (0, 3),
+    "range_unroll_factors": (0, 2), "range_flattens": (None, True), "range_warp_specializes": (None, False),
+    "range_multi_buffers": (None, False),
+}
+
+
 def _check_pid_type(pid_type: Any) -> None:
     if pid_type not in PID_TYPES:
         raise ConfigError(f"pid_type={pid_type!r} is not a program-id mapping",
                           hint=f"use one of {', '.join(map(repr, PID_TYPES))}")
 
 
+PALLAS_INTERPRETERS = ("jax", "tpu")
+
+
+def _check_pallas_interpreter(name: Any) -> None:
+    if name not in PALLAS_INTERPRETERS:
+        raise ConfigError(f"pallas_interpreter={name!r} is not one of Pallas's interpreters",
+                          hint=f"use one of {', '.join(map(repr, PALLAS_INTERPRETERS))}")
+
+
 _VALUE_CHECKS = {
+    "pallas_interpreter": _check_pallas_interpreter,
     "loop_orders": _check_loop_orders,
     "l2_grouping": _check_l2_grouping,
     "indexing": _check_indexing,
     "reduction_loops": _check_reduction_loops,
     "pid_type": _check_pid_type,
     "split_programs": _check_split_programs,
+    "l2_groupings": _check_per_item("l2_groupings", lambda g: _is_int(g) and _is_power_of_two(g) and g <= 256,
+                                    "top-level tile loop"),
+    "load_eviction_policies": _check_per_item("load_eviction_policies", lambda p: p in ("", "first", "last"),
+                                              "load"),
+    "range_num_stages": _check_per_item("range_num_stages", lambda n: _is_int(n) and 0 <= n <= 8, "device loop"),
+    "range_unroll_factors": _check_per_item("range_unroll_factors", lambda n: _is_int(n) and 0 <= n <= 64,
+                                            "device loop"),
+    **{key: _check_per_item(key, lambda v: v is None or isinstance(v, bool), "device loop")
+       for key in ("range_flattens", "range_warp_specializes", "range_multi_buffers")},
 }
 
 

@@ -126,7 +126,11 @@ class AutotuneError(TesseraError):
     """Every autotuning candidate failed."""
 
 
-class TesseraWarning(UserWarning):
+class BaseWarning(UserWarning):
+    """A warning a kernel's `ignore_warnings=[...]` setting can silence (Helion's class names)."""
+
+
+class TesseraWarning(BaseWarning):
     """The kernel runs, but likely not as its author meant; shown at the user's line."""
 
 
@@ -141,3 +145,33 @@ def warn(detail: str, *, location: SourceLocation | None, hint: str) -> None:
 
 
 _warned: dict = {}  # the registry Python's warning filters use for "once per line" (warn_explicit's)
+
+
+# -- warnings: the classes Helion's `ignore_warnings=[...]` names, at the same place ------------
+
+class TensorOperationInWrapper(BaseWarning):
+    """A torch operation on a tensor runs in the host code, outside every tile loop."""
+
+
+class TensorOperationsInHostCall(TensorOperationInWrapper):
+    """Helion's older name of TensorOperationInWrapper."""
+
+
+class WrongDevice(BaseWarning):
+    """A tensor is on a device other than the kernel's."""
+
+
+class BlockSizeIgnoredInInterpretMode(BaseWarning):
+    """Block sizes do not matter in eager mode."""
+
+
+class TiledKMatmulAccumulationWarning(BaseWarning):
+    """A matmul over a tiled K is accumulated in a low precision."""
+
+
+class ProcessGroupNameNotFound(BaseWarning):
+    """A distributed kernel found no process group (one-GPU Tessera never warns this)."""
+
+
+class NoAOTHeuristicWarning(BaseWarning):
+    """No ahead-of-time heuristic exists for this call."""

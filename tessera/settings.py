@@ -50,8 +50,10 @@ _DECLARED: tuple[Setting, ...] = (
             "Force a mode for every kernel: eager | interpret | compiled. Default: compiled on CUDA "
             "tensors, interpret on CPU tensors."),
     Setting("print_code", "TESSERA_PRINT_CODE", _parse_bool, False,
-            "Print the generated Triton source of each variant a call builds, once, headed by the kernel, "
+            "Print the generated source (Triton or Pallas) of each variant a call builds, once, headed by the kernel, "
             "tile loop, variant, mode and Config (plans and tuning runs do not print)."),
+    Setting("backend", "TESSERA_BACKEND", _parse_optional_str, None,
+            "The backend of kernels that do not name one: triton (default) | pallas."),
     Setting("log", "TESSERA_LOG", _parse_set, frozenset(),
             "Comma-separated log topics: recompiles, ir, autotune."),
     Setting("debug", "TESSERA_DEBUG", _parse_optional_str, None,

@@ -440,6 +440,12 @@ def test_every_error_class_in_exc_is_a_tessera_error():
     assert all(issubclass(cls, exc.TesseraError) for cls in classes)
 
 
+def test_every_warning_class_in_exc_is_one_ignore_warnings_can_name():
+    classes = [value for value in vars(exc).values() if isinstance(value, type) and issubclass(value, Warning)]
+    assert exc.TensorOperationInWrapper in classes
+    assert all(issubclass(cls, exc.BaseWarning) for cls in classes)
+
+
 def test_error_str_is_message_then_location_then_hint():
     error = raised_by(lambda: tile_past_the_end(torch.zeros(8), 40))
     lines = str(error).splitlines()

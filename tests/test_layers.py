@@ -33,6 +33,8 @@ ALLOWED_LOCAL_IMPORTS: dict[tuple[str, str], str] = {
     ("tessera.autotune.tuner", "tessera.autotune.pipeline"): "the search and its workers (~25 ms): only when tuning",
     ("tessera.autotune.prewarm", "tessera.autotune.pool"): "the worker machinery (~8 ms): only for a kernel that will tune",
     ("tessera.autotune.prewarm", "tessera.autotune.pipeline"): "~25 ms, in the background thread of a CUDA machine",
+    ("tessera.backends.pallas.backend", "tessera.backends.pallas.runner"):
+        "jax (~1.5 s to import): only at a Pallas kernel's first launch, never while planning",
 }
 # `import triton` inside the Triton backend's functions is not listed: importing Triton fixes its
 # interpreter mode for the process, so backends/triton/ imports it only when a kernel is loaded.
@@ -116,6 +118,16 @@ def test_only_the_triton_backend_imports_triton() -> None:
     found = [f"{module}:{line}" for module, imports in GRAPH.items() for target, _, line in imports
              if (target == "triton" or target.startswith("triton.")) and not module.startswith("tessera.backends.triton")]
     assert found == []
+
+
+def test_only_the_pallas_backend_imports_jax() -> None:
+    found = [f"{module}:{line}" for module, imports in GRAPH.items() for target, _, line in imports
+             if (target == "jax" or target.startswith("jax.")) and not module.startswith("tessera.backends.pallas")]
+    assert found == []
+    # and within it, only the runner at import time (lowering and passes stay jax-free)
+    importers = {module for module, imports in GRAPH.items() for target, inner, _ in imports
+                 if (target == "jax" or target.startswith("jax.")) and not inner}
+    assert importers == {"tessera.backends.pallas.runner"}
 
 
 def test_function_local_imports_are_the_listed_ones() -> None:

@@ -19,7 +19,8 @@ from tessera import backends
 from tessera.ir.graph import Op
 from tessera.ir.primitive import ALL_PRIMITIVES
 from tessera.language.elementwise import ELEMENTWISE_OPS
-from tessera.language.reduce import REDUCTIONS
+from tessera.language.reductions import REDUCTIONS
+from tessera.language.rng import philox_first_word
 
 SHAPES = ((5, 37), (1, 1))
 CONFIG = tessera.Config(block_sizes=[4, 16])
@@ -77,6 +78,39 @@ def creation(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
     return out
 
 
+def random_tiles(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    for tile_m, tile_n in hl.tile(out.size()):
+        out[tile_m, tile_n] = hl.rand([tile_m, tile_n], seed=11) + x[tile_m, tile_n]
+    return out
+
+
+def _philox_uniform(x: T) -> T:
+    """hl.rand's numbers: Philox's first word at each element's row-major number, to [0, 1)."""
+    word = philox_first_word(11, torch.arange(x.numel()).reshape(x.shape))
+    signed = torch.where(word >= 2 ** 31, word - 2 ** 32, word)
+    return torch.where(signed < 0, -signed - 1, signed).float() * 4.6566127342e-10 + x
+
+
+def joined(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    for tile_m, tile_n in hl.tile(out.size()):
+        first, second = hl.split(hl.join(x[tile_m, tile_n], y[tile_m, tile_n]))
+        pair = torch.stack([first, second], dim=0)
+        both = torch.cat([pair, pair], dim=0)
+        out[tile_m, tile_n] = both.sum(0) - second
+    return out
+
+
+def assembled(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    for tile_m, tile_n in hl.tile(out.size()):
+        out[tile_m, tile_n] = x[tile_m, tile_n]
+    hl.barrier()  # between the launches
+    if out.is_cuda:  # PTX: compiled mode only
+        for tile_m, tile_n in hl.tile(out.size()):
+            out[tile_m, tile_n] = hl.inline_asm_elementwise("add.f32 $0, $1, $1;", "=r,r", [out[tile_m, tile_n]],
+                                                            dtype=torch.float32, is_pure=True, pack=1) * 0.5
+    return out
+
+
 def reshaped(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
     rows = hl.specialize(x.size(0))
     cols = hl.specialize(x.size(1))
@@ -107,6 +141,9 @@ LAYOUTS: dict[str, Layout] = {
     "atomic_rows": Layout(atomic_rows, lambda x, y, z, op: x.sum(1)),
     "creation": Layout(creation, lambda x, y, z, op: 1.5 + torch.arange(8.0)[None, :].expand(x.size(0), 8)),
     "reshaped": Layout(reshaped, lambda x, y, z, op: x.reshape(-1) + 1),
+    "random": Layout(random_tiles, lambda x, y, z, op: _philox_uniform(x)),
+    "joined": Layout(joined, lambda x, y, z, op: 2 * x + y),
+    "assembled": Layout(assembled, lambda x, y, z, op: x),
 }
 
 
@@ -143,6 +180,8 @@ OPS: tuple[OpCase, ...] = (
     OpCase("bitwise_or", lambda x, y, z: x | y, dtype=torch.int32, domain="small_int"),
     OpCase("bitwise_xor", lambda x, y, z: x ^ y, dtype=torch.int32, domain="small_int"),
     OpCase("invert", lambda x, y, z: ~x, dtype=torch.int32, domain="small_int"),
+    OpCase("lshift", lambda x, y, z: x << (y & 7), dtype=torch.int32, domain="small_int"),
+    OpCase("rshift", lambda x, y, z: torch.bitwise_right_shift(x, 2), dtype=torch.int32, domain="small_int"),
     OpCase("invert", lambda x, y, z: ~(x > y)),
     OpCase("logical_and", lambda x, y, z: torch.logical_and(x, y), dtype=torch.int32, domain="small_int"),
     OpCase("logical_or", lambda x, y, z: torch.logical_or(x, y > 0)),
@@ -174,7 +213,7 @@ OPS: tuple[OpCase, ...] = (
     OpCase("permute", lambda v: v.permute(1, 0), layout="transposed"),
     OpCase("transpose", lambda v: v.transpose(0, 1), layout="transposed"),
     OpCase("t", lambda v: v.t(), layout="transposed"),
-    # reductions (language/reduce.py)
+    # reductions (language/reductions.py)
     OpCase("sum", lambda v: v.sum(-1), layout="row_to_value", tolerance=1e-4),
     OpCase("sum", lambda v: v.sum(-1), layout="row_to_value", dtype=torch.bfloat16, tolerance=2e-2),
     OpCase("mean", lambda v: v.mean(-1), layout="row_to_value", tolerance=1e-4),
@@ -195,6 +234,15 @@ OPS: tuple[OpCase, ...] = (
     OpCase("any", lambda v: (v > 0.9).any(-1), layout="row_to_value"),
     OpCase("all", lambda v: torch.all(v > -0.9, -1), layout="row_to_value"),
     OpCase("count_nonzero", lambda v: torch.count_nonzero(v > 0, -1), layout="row_to_value"),
+    # scans and user combine functions (language/scans.py)
+    OpCase("cumsum", lambda v: torch.cumsum(v, -1), layout="row_to_row", tolerance=1e-4),
+    OpCase("cumprod", lambda v: v.cumprod(1), layout="row_to_row", tolerance=1e-4),
+    OpCase("associative_scan", lambda v: hl.associative_scan(torch.maximum, v, 1, reverse=True), layout="row_to_row",
+           reference=lambda v: v.flip(1).cummax(1).values.flip(1)),
+    OpCase("reduce", lambda v: hl.reduce(torch.minimum, v, 1), layout="row_to_value", reference=lambda v: v.amin(1)),
+    # sorting (language/sorting.py)
+    OpCase("sort", lambda v: torch.sort(v, dim=1, descending=True).values, layout="row_to_row"),
+    OpCase("topk", lambda v: v.topk(1, dim=1).values.squeeze(1), layout="row_to_value"),
     # products (language/math.py)
     OpCase("mm", lambda a, b, c: a @ b, layout="matrix", tolerance=1e-4),
     OpCase("addmm", lambda a, b, c: torch.addmm(c, a, b), layout="matrix", tolerance=1e-4),
@@ -206,6 +254,11 @@ OPS: tuple[OpCase, ...] = (
     OpCase("setitem", lambda x, y, z: x), OpCase("reshape", layout="reshaped"),
     OpCase("full", layout="creation"), OpCase("arange", layout="creation"),
     OpCase("specialize", layout="reshaped"),
+    OpCase("random", layout="random"),  # hl.rand / hl.randint (language/rng.py)
+    # joins (language/joins.py), the barrier and inline assembly (language/tile.py, inline_asm.py)
+    OpCase("join", layout="joined"), OpCase("split", layout="joined"), OpCase("stack", layout="joined"),
+    OpCase("cat", layout="joined"), OpCase("barrier", layout="assembled"),
+    OpCase("inline_asm_elementwise", layout="assembled"),
     # torch's allocations shaped like a tile value (language/creation.py)
     OpCase("zeros_like", lambda x, y, z: torch.zeros_like(x) + x),
     OpCase("ones_like", lambda x, y, z: torch.ones_like(x, dtype=torch.float16) + x, tolerance=1e-3),
@@ -215,6 +268,12 @@ OPS: tuple[OpCase, ...] = (
     OpCase("new_ones", lambda x, y, z: x.new_ones(x.size(), dtype=torch.int32) + y),
     OpCase("new_empty", lambda x, y, z: x.new_empty(x.shape) * 0 + y, reference=lambda x, y, z: y),
     OpCase("new_full", lambda x, y, z: x.new_full(x.shape, -1.5) - y),
+    # torch's factories with tile sizes (language/creation.py)
+    OpCase("torch_zeros", lambda x, y, z: torch.zeros(x.shape) + x),
+    OpCase("torch_ones", lambda x, y, z: torch.ones(x.shape, dtype=torch.float16) + x, tolerance=1e-3),
+    OpCase("torch_empty", lambda x, y, z: torch.empty(x.shape, dtype=torch.int8) * 0 + y,
+           reference=lambda x, y, z: torch.zeros(x.shape, dtype=torch.int8) + y),
+    OpCase("torch_full", lambda x, y, z: torch.full(x.shape, 2) * x),
 )
 
 

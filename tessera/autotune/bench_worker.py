@@ -70,7 +70,9 @@ class BenchSession:
     """What one tuning run gives the bench worker before its first candidate."""
 
     inputs: list[tuple[torch.Tensor, torch.Tensor]]  # (working storage, pristine copy), as uint8 tensors
-    reference: list[torch.Tensor]                    # the eager result, flattened
+    reference: list[torch.Tensor]                    # the eager result (or autotune_baseline_fn's), flattened
+    tolerance: tuple[float, float] | None = None     # (atol, rtol) of autotune_baseline_atol/rtol; None: by dtype
+    check: bool = True                               # autotune_accuracy_check=False: candidates are not checked
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,8 +112,12 @@ def flatten_tensors(value: Any) -> list[torch.Tensor]:
 
 # -- accuracy gate -----------------------------------------------------------------------------
 
-def accuracy_error(results: list[torch.Tensor], reference: list[torch.Tensor]) -> tuple[float, str]:
+def accuracy_error(results: list[torch.Tensor], reference: list[torch.Tensor],
+                   tolerance: tuple[float, float] | None = None) -> tuple[float, str]:
     """Worst error over the outputs in units of the tolerance (<= 1 passes), and what failed.
+
+    With `tolerance=(atol, rtol)` (the kernel's autotune_baseline_atol/rtol) a float passes where
+    |got - want| <= atol + rtol * |want|, as in torch.testing.assert_close.
 
     Floating outputs pass where |got - want| <= tol * (rms(want) + |want|), tol by dtype: scaling
     by the output's magnitude keeps the gate meaningful for tiny softmax probabilities and huge
@@ -124,13 +130,13 @@ def accuracy_error(results: list[torch.Tensor], reference: list[torch.Tensor]) -
     for position, (got, want) in enumerate(zip(results, reference)):
         if got.shape != want.shape or got.dtype != want.dtype:
             return math.inf, f"output {position}: {got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}"
-        error = _tensor_error(got, want)
+        error = _tensor_error(got, want, tolerance)
         if error > worst:
             worst, detail = error, f"output {position} off by {error:.3g} tolerances"
     return worst, detail
 
 
-def _tensor_error(got: torch.Tensor, want: torch.Tensor) -> float:
+def _tensor_error(got: torch.Tensor, want: torch.Tensor, tolerance: tuple[float, float] | None = None) -> float:
     if got.numel() == 0:
         return 0.0
     if not want.is_floating_point():
@@ -145,9 +151,13 @@ def _tensor_error(got: torch.Tensor, want: torch.Tensor) -> float:
     got64, want64 = got64[finite], want64[finite]
     if want64.numel() == 0:
         return 0.0
-    tolerance = _TOLERANCE.get(want.dtype, 1e-2)
-    rms = float(want64.square().mean().sqrt())
-    allowed = tolerance * (rms + want64.abs()) + torch.finfo(torch.float64).tiny
+    if tolerance is not None:
+        atol, rtol = tolerance
+        allowed = atol + rtol * want64.abs() + torch.finfo(torch.float64).tiny
+    else:
+        relative = _TOLERANCE.get(want.dtype, 1e-2)
+        rms = float(want64.square().mean().sqrt())
+        allowed = relative * (rms + want64.abs()) + torch.finfo(torch.float64).tiny
     return float(((got64 - want64).abs() / allowed).max())
 
 
@@ -222,17 +232,17 @@ def _check_and_time(backend: Backend, mode: str, session: BenchSession, task: Be
         run()
         _synchronize(mode)
         return BenchResult(None, math.nan, "ran")
-    if task.check:
+    if task.check and session.check:
         for working, pristine in session.inputs:
             working.copy_(pristine)
-        if task.results and accuracy_error(task.results, session.reference)[0] <= 1.0:
+        if task.results and accuracy_error(task.results, session.reference, session.tolerance)[0] <= 1.0:
             # the outputs already hold the answer (memory reused from an earlier candidate):
             # poison them so a candidate that writes nothing cannot pass
             for tensor in task.results:
                 tensor.fill_(math.nan if tensor.is_floating_point() else -1)
         run()
         _synchronize(mode)
-        error, detail = accuracy_error(task.results, session.reference)
+        error, detail = accuracy_error(task.results, session.reference, session.tolerance)
         if not error <= 1.0:
             return BenchResult(None, error, detail or "wrong result")
     else:

@@ -67,19 +67,26 @@ def _cuda_device_name(index: int) -> str:
     return torch.cuda.get_device_name(index)
 
 
-def make_key(source_hash: str, specialization: str, device: torch.device) -> CacheKey:
-    return CacheKey(source_hash, specialization, device_name(device), torch.__version__, _triton_version())
+def make_key(source_hash: str, specialization: str, device: torch.device, backend: str = "triton") -> CacheKey:
+    """The key of a tuned Config; the backend's compiler and its version are part of it (a Config
+    tuned for Triton is not reused for the same kernel on Pallas)."""
+    compiler = _triton_version() if backend == "triton" else f"{backend} {_package_version('jax')}"
+    return CacheKey(source_hash, specialization, device_name(device), torch.__version__, compiler)
 
 
-@functools.lru_cache(maxsize=1)
-def _triton_version() -> str:
+@functools.lru_cache(maxsize=4)
+def _package_version(name: str) -> str:
     # read from the package metadata: importing triton here would fix its interpreter mode
-    # for the whole process before the first kernel call chose it
+    # for the whole process before the first kernel call chose it (and jax costs a second)
     from importlib import metadata
     try:
-        return metadata.version("triton")
+        return metadata.version(name)
     except metadata.PackageNotFoundError:
         return "none"
+
+
+def _triton_version() -> str:
+    return _package_version("triton")
 
 
 def _path(key: CacheKey) -> str:

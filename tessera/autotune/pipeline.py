@@ -142,10 +142,11 @@ def tune(bound: Any, *, effort: str, budget_seconds: float, seeds: list[Config] 
     try:
         runner.start()  # first: the workers start up while this thread traces and plans
         working = _bind_on_copies(bound)
-        space = config_space_for(working.plan(Config()))
+        backend = bound.kernel.settings.backend
+        space = config_space_for(working.plan(Config()), backend)
         for config in seeds or []:
             space.validate(config)
-        heuristic = backends.get(BACKEND).heuristic_config(space)
+        heuristic = backends.get(backend).heuristic_config(space)
         starts = list(seeds or []) if only_seeds else [heuristic] + list(seeds or [])
         runner.attach(working, reference_config(space, heuristic), heuristic)
         runner.timeline.mark("traced")
@@ -167,7 +168,9 @@ def tune(bound: Any, *, effort: str, budget_seconds: float, seeds: list[Config] 
         reasons = ", ".join(f"{count} {kind}" for kind, count in sorted(failures.items())) or "none were tried"
         raise exc.AutotuneError(f"every autotuning candidate of {name} failed ({reasons})",
                                 hint="run with TESSERA_LOG=autotune to see each failure, or pass config= to skip tuning")
-    return TuneResult(best, best_ms, result, failures, seconds, dict(runner.timeline.phases))
+    overrides = bound.kernel.settings.autotune_config_overrides
+    return TuneResult(best.merged(**overrides) if overrides else best, best_ms, result, failures, seconds,
+                      dict(runner.timeline.phases))
 
 
 def decorator_line(config: Config) -> str:
@@ -258,7 +261,7 @@ class CandidateRunner:
         """Lease the worker groups: warm ones answer at once, cold ones start in the background."""
         mode = self.bound.mode
         device = str(self.bound.device) if mode == "compiled" else "cpu"
-        compile_spec, bench_spec = worker_groups(self.options, mode, device)
+        compile_spec, bench_spec = worker_groups(self.options, mode, device, self.bound.kernel.settings.backend)
         self.compile_pool = self._lease(compile_spec)  # one at a time: `close` releases what was leased
         self.bench = self._lease(bench_spec)
         self.timeline.mark("workers_requested")
@@ -385,27 +388,28 @@ class CandidateRunner:
             return
         assert self.bench is not None
         begun = time.monotonic()
-        source = self.reference_config
-        if self.fallback_config is not None and not _eager_is_affordable(self.bound, self.reference_config):
-            source = None  # the heuristic Config, compiled: what this call would run without tuning
-        reference = (_eager_reference(self.bound, self.reference_config) if source is not None
-                     else _compiled_reference(self.bound, self.fallback_config))
+        reference, detail = tuning_reference(self.bound, self.reference_config, self.fallback_config)
         self.reference = reference
-        self.bench.set_session(BenchSession(self.bound.tuning_storages, reference))
+        self.bench.set_session(BenchSession(self.bound.tuning_storages, reference, self.tolerance,
+                                            check=self.bound.kernel.settings.autotune_accuracy_check))
         self._session_sent = True
         for number in self._held:
             self._submit_check(number)
         self._held.clear()
         self.timeline.add("reference_s", time.monotonic() - begun)
-        self.timeline.mark("reference_done", detail=f"eager with {self.reference_config}" if source is not None
-                           else f"compiled with {self.fallback_config} (eager would take too long)")
+        self.timeline.mark("reference_done", detail=detail)
+
+    @property
+    def tolerance(self) -> tuple[float, float] | None:
+        return baseline_tolerance(self.bound.kernel.settings)
 
     def _plan_and_compile(self, config: Config) -> int:
         number = next(self._ids)
         candidate = self.candidates[number] = _Candidate(config)
         self.progress.total += 1
+        overrides = self.bound.kernel.settings.autotune_config_overrides
         try:
-            candidate.plan = self.bound.plan(config)
+            candidate.plan = self.bound.plan(config.merged(**overrides) if overrides else config)
             candidate.host_finished = finished_on_host(candidate.plan)
         except Exception as error:  # noqa: BLE001 - a config the kernel cannot take is just skipped
             self._fail(number, "plan", f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
@@ -469,7 +473,9 @@ class CandidateRunner:
         launches wrote (host_finish.py), and that run."""
         assert self.reference is not None
         finished = finish_on_host(self.bound, candidate.plan)
-        return accuracy_error(finished.results, self.reference)[0], finished
+        if not self.bound.kernel.settings.autotune_accuracy_check:
+            return 0.0, finished
+        return accuracy_error(finished.results, self.reference, self.tolerance)[0], finished
 
     def _gate_on_host(self, outcome: Outcome) -> None:
         """The worker ran a host-finished candidate once: finish and check it here, then time it."""
@@ -524,6 +530,29 @@ class CandidateRunner:
         done = [c for c in self.candidates.values() if c.status != "pending"]
         times = [c.time_ms for c in done if c.time_ms is not None]
         self.progress.update(len(done), sum(c.time_ms is None for c in done), min(times) if times else None)
+
+
+def tuning_reference(working: Any, reference_config: Config | None,
+                     fallback: Config | None) -> tuple[list[torch.Tensor], str]:
+    """The accuracy reference of a tuning run on the tuning copies, and where it came from: the
+    kernel's `autotune_baseline_fn`, else eager mode with `reference_config`, else (eager too
+    slow) the compiled result of `fallback`, the Config the call would run untuned."""
+    baseline = working.kernel.settings.autotune_baseline_fn
+    if baseline is not None:
+        return _result_on_copies(working, lambda: baseline(*working.args, **working.kwargs)), "autotune_baseline_fn"
+    if fallback is not None and (reference_config is None or not _eager_is_affordable(working, reference_config)):
+        return (_compiled_reference(working, fallback),
+                f"compiled with {fallback} (eager would take too long)")
+    return _eager_reference(working, reference_config), f"eager with {reference_config}"
+
+
+def baseline_tolerance(given: Any) -> tuple[float, float] | None:
+    """(atol, rtol) from a kernel's autotune_baseline_atol/rtol settings (either one given; 1e-2
+    for the other), else None: the accuracy gate's tolerance by dtype."""
+    if given.autotune_baseline_atol is None and given.autotune_baseline_rtol is None:
+        return None
+    return (1e-2 if given.autotune_baseline_atol is None else float(given.autotune_baseline_atol),
+            1e-2 if given.autotune_baseline_rtol is None else float(given.autotune_baseline_rtol))
 
 
 EAGER_REFERENCE_TILES = 4096

@@ -30,7 +30,8 @@ class Autotuner:
 
     def stored_config(self, kernel: Any, bound: Any, at_least: str) -> Config | None:
         """The disk cache's Config for this call, tuned with at least `at_least` effort, or None."""
-        key = disk_cache.make_key(kernel.source_hash, bound.specialization_key(), bound.device)
+        key = disk_cache.make_key(kernel.source_hash, bound.specialization_key(), bound.device,
+                                   kernel.settings.backend)
         entry = disk_cache.lookup(key, at_least=at_least)
         if entry is None:
             return None
@@ -48,15 +49,19 @@ class Autotuner:
                           f"{f', at most {budget:g} s' if budget else ''}); the call waits for it. "
                           "To skip tuning: config=... or autotune_effort='none'")
         result = pipeline.tune(bound, effort=effort, budget_seconds=kernel.settings.autotune_budget_seconds,
-                               seeds=configs or None, only_seeds=bool(configs))
-        key = disk_cache.make_key(kernel.source_hash, bound.specialization_key(), bound.device)
+                               seeds=configs or None, only_seeds=bool(configs),
+                               seed=kernel.settings.autotune_random_seed)
+        key = disk_cache.make_key(kernel.source_hash, bound.specialization_key(), bound.device,
+                                   kernel.settings.backend)
         disk_cache.store(key, result.config, time_ms=result.time_ms, effort="given" if configs else effort)
         tried = len(result.search.trials)
         failed = sum(result.failures.values())
         summary = f"autotuned {kernel.fn.__name__} in {result.seconds:.1f} s ({tried} candidates, {failed} failed)"
         if bound.mode == "interpret":
             # the interpreter's clock measures Python, not a GPU: say so rather than advertise a winner
-            print(f"[tessera] {summary} in Triton's CPU interpreter. Interpreter timings say nothing about GPU "
+            runs, device = (("Pallas's interpreter", "device") if kernel.settings.backend == "pallas"
+                            else ("Triton's CPU interpreter", "GPU"))
+            print(f"[tessera] {summary} in {runs}. Interpreter timings say nothing about {device} "
                   f"speed: this Config is one that runs correctly, not a fast one, and its GPU choices (indexing, "
                   f"e.g. TMA tensor descriptors, warps, stages) were not chosen for performance. Tune on a GPU "
                   f"before hard-coding a Config.\n    chosen here: {result.config!r}", file=sys.stderr)

@@ -50,6 +50,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import queue
+import sys
 import threading
 import time
 from collections import deque
@@ -200,6 +201,12 @@ class _Worker:
 
     def _try_fork(self) -> bool:
         """Fork this worker from this process if that is safe now (`forking.fork_hazard`). Call with the lock."""
+        if getattr(self.group.payload, "backend", None) == "pallas" and "jaxlib" in sys.modules:
+            # a Pallas worker runs JAX, whose runtime keeps thread pools: a child forked from a
+            # process that imported JAX can hang on a lock one of them held (Triton workers never
+            # touch JAX, so they still fork)
+            self.fork_skipped = "JAX is imported in this process"
+            return False
         import torch.multiprocessing
         process = torch.multiprocessing.get_context("fork").Process(
             target=_worker_main, daemon=True, name=f"tessera-{self.group.name}", args=self.args + (True,))

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 # name -> "module:class"; a backend module is imported only when first asked for (importing
 # Triton fixes its interpreter mode for the process, see backends/triton/modules.py).
-_REGISTERED: dict[str, str] = {"triton": "tessera.backends.triton.backend:TritonBackend"}
+_REGISTERED: dict[str, str] = {"triton": "tessera.backends.triton.backend:TritonBackend",
+                                "pallas": "tessera.backends.pallas.backend:PallasBackend"}
 _INSTANCES: dict[str, Backend] = {}
 
 

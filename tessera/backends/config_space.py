@@ -48,6 +48,8 @@ class KernelFacts:
     on_gpu: bool = False
     programs: int = 0  # the most programs one launch of the call starts under the default Config
     whole_row: int = 0  # the longest whole row (`:`) a launch holds per program, e.g. attention's head_dim
+    user_tunables: tuple[tuple[str, Any], ...] = ()  # hl.register_tunable: (Config key, ConfigFragment)
+    whole_elements: int = 1  # the most elements a program holds along whole dims (x[tile, :]), padded
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,24 +35,45 @@ class Op(enum.Enum):
     FULL = "full"                # inputs: (fill value,)
     ARANGE = "arange"            # params: begin, step
     TILE_INDEX = "tile_index"    # the indices of an axis; params: axis
+    INLINE_ASM = "inline_asm"    # elementwise assembly (GPU only); params: asm, constraints, is_pure, pack
+                                 # (and dtypes, for several results)
+    RANDOM = "random"            # Philox numbers; inputs: (seed, offsets | None); params: fn ("rand" or
+                                 # "randint"), low, high; without offsets, each element's row-major
+                                 # number in the loops' full extents (params: extents)
     # memory
     LOAD = "load"                # inputs: (mask | None,); params: tensor, accesses, eviction_policy
     STORE = "store"              # inputs: (value, mask | None); params: tensor, accesses, atomic, sem
     # reductions and products
-    REDUCE = "reduce"            # params: fn, dim, keepdim, axis, accumulate
+    REDUCE = "reduce"            # params: fn, dim, keepdim, axis, accumulate (fn "combine": see COMBINE)
+    SCAN = "scan"                # prefix over one axis; params: fn ("sum", "prod" or "combine"), dim, axis,
+                                 # reverse, accumulate
     DOT = "dot"                  # inputs: (a, b, acc | None); params: accumulate, k_axis, small
     # layout
     VIEW = "view"                # adds/removes unit axes; params: what
     PERMUTE = "permute"          # params: order
+    RESHAPE = "reshape"          # splits or merges whole axes held exactly (row-major order kept)
     BROADCAST = "broadcast"
+    JOIN = "join"                # inputs: (a, b); a new last axis of 2 holding them
+    SPLIT = "split"              # the two halves of a last axis of 2 (two results, see ITEM)
+    CAT = "cat"                  # inputs: (a, b) concatenated along params dim (a whole axis of each)
+    SORT = "sort"                # along the last axis (params axis): values and int64 indices (two
+                                 # results); params descending, k (topk: the k first, else None)
     # control flow
     LOOP = "loop"                # inputs: entry values; params: loops, carried, outputs; blocks: (body,)
     CARRIED = "carried"          # a loop-carried value inside its loop (inputs: (entry,))
+    # user combine functions (hl.reduce, hl.associative_scan): a REDUCE or SCAN node with fn
+    # "combine" holds the traced function as its one block: ARGUMENT nodes (its parameters, left
+    # operands then right ones) and 0-d values computed from them; params `results` name the
+    # nodes it returns. With several operands the node's dtype is None, params `dtypes` hold one
+    # dtype per result and ITEM nodes take them apart.
+    ARGUMENT = "argument"        # params: position
+    ITEM = "item"                # one result of a node with several (inputs: (node,)); params: index
 
 
 MEMORY_OPS = frozenset({Op.LOAD, Op.STORE})
-LAYOUT_OPS = frozenset({Op.VIEW, Op.PERMUTE, Op.BROADCAST})
+LAYOUT_OPS = frozenset({Op.VIEW, Op.RESHAPE, Op.PERMUTE, Op.BROADCAST, Op.JOIN, Op.SPLIT, Op.CAT})
 CONTROL_OPS = frozenset({Op.LOOP, Op.CARRIED})
+COMBINE_OPS = frozenset({Op.REDUCE, Op.SCAN})  # may hold a combine function (fn "combine")
 
 
 class AxisKind(enum.Enum):

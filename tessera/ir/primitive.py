@@ -70,3 +70,15 @@ def torch_primitive(name: str, *functions: Callable[..., Any]) -> Callable[[Call
         primitive.def_trace(rule)
         return primitive
     return decorate
+
+
+def defined_primitive(name: str, eager_rule: Callable[..., Any], trace_rule: Callable[..., Any],
+                      **options: Any) -> Primitive:
+    """A primitive with both rules given at once (the registration line of an op block).
+
+    >>> split_p = defined_primitive("split", _split_eager, _split_trace)    # doctest: +SKIP
+    """
+    primitive = Primitive(name, **options)
+    primitive.def_eager(eager_rule)
+    primitive.def_trace(trace_rule)
+    return primitive

@@ -87,6 +87,8 @@ class _Scheduler:
         if self.has_row(node):
             if node.op in (Op.LOOP, Op.CARRIED) or _nested_uses(node, self.row):
                 raise NotLoopable(f"{_where(node)}: the row is used inside an inner loop")
+            if node.op is Op.SCAN and node.params["axis"] in self.row:
+                raise NotLoopable(f"{_where(node)}: a scan along the row cannot be computed in chunks")
             self.phase[node] = max((self.phase[d] if d in self.phase else self.ready.get(d, 0) for d in inputs),
                                    default=0)
             return

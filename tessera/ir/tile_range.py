@@ -25,6 +25,9 @@ class TileRange:
     is_grid: bool
     site: tuple[str, int, int] | None  # (file, line, col) of the call, keys its block-size slots
     location: Any = None
+    # hl.jagged_tile: the per-lane ends (a value over enclosing tiles); lanes at or past their
+    # lane's end are masked out of every load, store and reduction over the tile
+    jagged_ends: Any = None
 
     def __iter__(self) -> Iterator[Any]:
         active = interpreter.current("grid" if self.is_grid else "tile")

@@ -55,15 +55,11 @@ ALTERNATIVES: tuple[Alternative, ...] = (
                 call="torch.floor(x)", instead="x // 1"),
     Alternative("torch.isnan(x)", (torch.isnan, T.isnan), "NaN is the one value unequal to itself",
                 call="torch.isnan(x)", instead="x != x"),
-    Alternative("torch.cumsum / torch.cumprod (x.cumsum(dim))", (torch.cumsum, T.cumsum, torch.cumprod, T.cumprod),
-                "no scan primitive yet: compute it in host code around the kernel, or run the kernel "
-                "with mode='eager'"),
-    Alternative("torch.sort / torch.topk / torch.argsort", (torch.sort, T.sort, torch.topk, T.topk,
-                                                           torch.argsort, T.argsort),
-                "no sort primitive yet; the largest value and its index per row are `amax` and `argmax`"),
-    Alternative("torch.stack / torch.cat", (torch.stack, torch.cat, torch.concat),
-                "store each part into its own slice of the output (`out[tile, 0] = a` and "
-                "`out[tile, 1] = b`) instead of joining values in registers"),
+    Alternative("torch.argsort(x, dim)", (torch.argsort, T.argsort),
+                "sort with its indices: torch.sort(x, dim).indices"),
+    Alternative("torch.stack / torch.cat of more than two values", (),
+                "join two values at a time, or store each part into its own slice of the output "
+                "(`out[tile, 0] = a` and `out[tile, 1] = b`)"),
     Alternative("torch.gather / torch.index_select / x.index_select", (torch.gather, T.gather,
                                                                        torch.index_select, T.index_select),
                 "index the tensor argument with an index tile: `x[hl.load(idx, [tile]), :]`"),

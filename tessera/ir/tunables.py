@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Mapping
+
+from tessera.exc import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,3 +22,89 @@ class TunableDim:
     extent: int
     min_block: int
     role: str
+
+
+# -- hl.register_tunable's value ranges (Helion's config fragments, same names) -----------------
+
+@dataclasses.dataclass(frozen=True)
+class ConfigFragment:
+    """The values one `hl.register_tunable(name, fragment)` may take: a Config key of its own,
+    searched by the autotuner; eager mode and an untuned call use `default`."""
+
+    def choices(self) -> tuple:
+        raise NotImplementedError
+
+    def default(self) -> object:
+        return self.choices()[0]
+
+    def ordered(self) -> bool:
+        """Whether neighbouring choices are near in effect (the search steps between them)."""
+        return True
+
+    def allows(self, value: object) -> bool:
+        return value in self.choices()
+
+
+@dataclasses.dataclass(frozen=True)
+class IntegerFragment(ConfigFragment):
+    """An int in [low, high]. >>> IntegerFragment(1, 3).choices()
+    (1, 2, 3)"""
+
+    low: int
+    high: int
+    default_val: int | None = None
+
+    def choices(self) -> tuple:
+        return tuple(range(self.low, self.high + 1))
+
+    def default(self) -> object:
+        return self.default_val if self.default_val is not None else self.low
+
+
+@dataclasses.dataclass(frozen=True)
+class PowerOfTwoFragment(IntegerFragment):
+    """A power of two in [low, high]. >>> PowerOfTwoFragment(16, 64).choices()
+    (16, 32, 64)"""
+
+    def choices(self) -> tuple:
+        return tuple(1 << bit for bit in range(self.high.bit_length()) if self.low <= 1 << bit <= self.high)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnumFragment(ConfigFragment):
+    """One of `choices` (the first is the default). >>> EnumFragment(choices=("a", "b")).default()
+    'a'"""
+
+    choices_: tuple = ()
+
+    def __init__(self, choices: tuple = ()) -> None:
+        object.__setattr__(self, "choices_", tuple(choices))
+
+    def choices(self) -> tuple:
+        return self.choices_
+
+    def ordered(self) -> bool:
+        return False
+
+
+@dataclasses.dataclass(frozen=True)
+class BooleanFragment(ConfigFragment):
+    """False or True (False is the default)."""
+
+    def choices(self) -> tuple:
+        return (False, True)
+
+    def ordered(self) -> bool:
+        return False
+
+
+def tunable_value(config: Mapping[str, object], name: str, fragment: ConfigFragment) -> object:
+    """The value `hl.register_tunable(name, fragment)` takes under `config`: its entry, else the
+    fragment's default; a ConfigError when the entry is outside the fragment."""
+    if name not in config:
+        return fragment.default()
+    value = config[name]
+    if not fragment.allows(value):
+        raise ConfigError(f"Config key {name!r}={value!r} is not one of the values hl.register_tunable gave it",
+                          hint=f"use one of {', '.join(map(repr, fragment.choices()))}")
+    return value

@@ -4,8 +4,8 @@
   carried placeholders are defined inside that loop, and after it hold its results);
 - every axis of a shape is the unit axis, a launch or whole axis of the kernel, or the tile of an
   enclosing inner loop;
-- values have a dtype; loops and plain stores have none (an atomic store's value is the old
-  contents, so it may have one).
+- values have a dtype; loops, plain stores and nodes of several results (params `dtypes`) have
+  none (an atomic store's value is the old contents, so it may have one).
 
 A violation is a Tessera bug, never the user's: it raises `IRVerificationError` naming the pass.
 
@@ -45,6 +45,7 @@ def _verify_block(block: Block, defined: set[Node], axes: set[Axis], problems: l
             if axis not in axes:
                 problems.append(f"{node.name} has axis {axis.name}, which no loop or launch defines")
         has_value = node.op not in _NO_VALUE or (node.op is Op.STORE and bool(node.params.get("atomic")))
+        has_value = has_value and "dtypes" not in node.params  # several results: ITEM nodes hold their dtypes
         if node.op is not Op.STORE and (node.dtype is None) == has_value:
             problems.append(f"{node.name} ({node.op.value}) has dtype {node.dtype}")
         elif node.op is Op.STORE and node.dtype is not None and not has_value:

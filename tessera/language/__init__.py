@@ -7,16 +7,28 @@ from __future__ import annotations
 from tessera.language.constexpr import constexpr, specialize
 from tessera.language.creation import arange, full, zeros
 from tessera.language.math import dot
-from tessera.language.memory import atomic_add, atomic_max, atomic_min, load, store
-from tessera.language.tile import Tile, grid, register_block_size, static_range, tile
+from tessera.language.inline_asm import inline_asm_elementwise
+from tessera.language.joins import join, split
+from tessera.language.memory import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or,
+                                     atomic_xchg, atomic_xor, load, store)
+from tessera.language.rng import rand, randint
+from tessera.language.scans import associative_scan, cumprod, cumsum, reduce
+from tessera.language.tile import (Tile, barrier, grid, jagged_tile, register_block_size, register_tunable,
+                                   static_range, tile, tile_begin, tile_block_size, tile_end, tile_id, tile_index)
+from tessera.language.view import subscript
 
 __all__ = [
-    "Tile", "arange", "atomic_add", "atomic_max", "atomic_min", "constexpr", "dot", "full", "grid",
-    "load", "register_block_size", "specialize", "static_range", "store", "tile", "zeros",
+    "Tile", "arange", "associative_scan", "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min",
+    "atomic_or", "atomic_xchg", "atomic_xor", "barrier", "constexpr", "cumprod",
+    "cumsum", "dot", "full", "grid", "inline_asm_elementwise", "jagged_tile", "join", "load", "rand", "randint",
+    "reduce", "register_block_size", "register_tunable", "specialize",
+    "split", "static_range", "store", "subscript", "tile", "tile_begin", "tile_block_size", "tile_end", "tile_id",
+    "tile_index", "zeros",
 ]
 
 # Op families that only define primitives for torch calls (no new `hl.` names).
 from tessera.language import elementwise as _elementwise  # noqa: E402,F401
-from tessera.language import reduce as _reduce  # noqa: E402,F401
+from tessera.language import sorting as _sorting  # noqa: E402,F401
+from tessera.language import reductions as _reductions  # noqa: E402,F401
 from tessera.language import statistics as _statistics  # noqa: E402,F401
 from tessera.language import view as _view  # noqa: E402,F401

@@ -7,7 +7,7 @@ import torch
 
 from tessera import exc
 from tessera.ir import interpreter
-from tessera.ir.graph import UNIT, Op
+from tessera.ir.graph import UNIT, Axis, Op
 from tessera.ir.primitive import Primitive
 from tessera.language.operands import ask_torch, check_dtype
 from tessera.language.tile import Tile
@@ -26,7 +26,7 @@ def zeros(shape: ShapeArg, dtype: torch.dtype = torch.float32, device: Any = Non
 
     >>> acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)   # doctest: +SKIP
     """
-    _check_device(device)
+    check_device(device)
     return full_p.bind(tuple(shape), 0, dtype=dtype)
 
 
@@ -35,7 +35,7 @@ def full(shape: ShapeArg, value: Any, dtype: torch.dtype = torch.float32, device
 
     >>> m_i = hl.full([tile_m], float("-inf"), dtype=torch.float32)   # doctest: +SKIP
     """
-    _check_device(device)
+    check_device(device)
     return full_p.bind(tuple(shape), value, dtype=dtype)
 
 
@@ -45,12 +45,13 @@ def arange(begin_or_end: Any, end: Any = None, step: int = 1, dtype: torch.dtype
 
     >>> offsets = hl.arange(16)   # doctest: +SKIP
     """
-    _check_device(device)
+    check_device(device)
     begin, stop = (0, begin_or_end) if end is None else (begin_or_end, end)
     return arange_p.bind(begin, stop, step=step, dtype=dtype)
 
 
-def _check_device(device: Any) -> None:
+def check_device(device: Any) -> None:
+    """`device=` of an allocation names the kernel's device, or a located error."""
     if device is None:
         return
     running = interpreter.device()
@@ -101,6 +102,12 @@ def _arange_eager(begin: Any, end: Any, *, step: int, dtype: torch.dtype) -> tor
 def _full_trace(tracer: Tracer, shape: tuple, value: Any, *, dtype: torch.dtype) -> TileValue:
     check_dtype(dtype, "hl.full/hl.zeros")
     ask_torch("hl.full", lambda fill: torch.full([1], fill, dtype=dtype), (value,), {})  # 1000 in int8: refused
+    return tracer.emit(Op.FULL, [tracer.symbols.canonical(value)], shape_axes(tracer, shape), dtype)
+
+
+def shape_axes(tracer: Tracer, shape: tuple) -> tuple[Axis, ...]:
+    """The axes of a register allocation `[tile, 8, ...]`: a tile's axis, or for a compile-time
+    int a whole-dimension axis of that size (1: the unit axis)."""
     axes = []
     for position, dim in enumerate(shape):
         if isinstance(dim, TileProxy):
@@ -116,7 +123,7 @@ def _full_trace(tracer: Tracer, shape: tuple, value: Any, *, dtype: torch.dtype)
             raise dynamic_allocation_error(position, "a value read from tensor data")
         else:
             raise dynamic_allocation_error(position, f"the runtime size {dim}")
-    return tracer.emit(Op.FULL, [tracer.symbols.canonical(value)], tuple(axes), dtype)
+    return tuple(axes)
 
 
 @arange_p.def_trace
@@ -139,7 +146,7 @@ _NEW_FILL = {"new_zeros": 0, "new_ones": 1, "new_empty": 0}
 def _like_trace(fill: Any) -> Any:
     def rule(tracer: Tracer, value: TileValue, *, dtype: torch.dtype | None = None, device: Any = None,
              **_: Any) -> TileValue:
-        _check_device(device)
+        check_device(device)
         return tracer.emit(Op.FULL, [fill], value.axes, dtype or value.dtype)
     return rule
 
@@ -154,7 +161,7 @@ for _name, _fill in _LIKE_FILL.items():
 
 def _full_like_trace(tracer: Tracer, value: TileValue, fill_value: Any, *, dtype: torch.dtype | None = None,
                      device: Any = None, **_: Any) -> TileValue:
-    _check_device(device)
+    check_device(device)
     return tracer.emit(Op.FULL, [tracer.symbols.canonical(fill_value)], value.axes, dtype or value.dtype)
 
 
@@ -184,7 +191,7 @@ def _new_eager(method: Any, fill: Any) -> Any:
 def _new_trace(method: Any, fill: Any) -> Any:
     def rule(tracer: Tracer, value: TileValue, *args: Any, dtype: torch.dtype | None = None, device: Any = None,
              **kwargs: Any) -> TileValue:
-        _check_device(device)
+        check_device(device)
         if method is T.new_full:
             shape, fill_value = args[0], args[1] if len(args) > 1 else kwargs.pop("fill_value")
         else:
@@ -198,3 +205,28 @@ for _name, _fill in (*_NEW_FILL.items(), ("new_full", None)):
     _primitive = Primitive(_name, torch_functions=(_method,))
     _primitive.def_eager(_new_eager(_method, _fill))
     _primitive.def_trace(_new_trace(_method, _fill))
+
+
+# -- torch's factories with tile sizes inside a loop: `torch.zeros([tile_m, 8], dtype=...)` -------
+def _factory_trace(fill: Any) -> Any:
+    def rule(tracer: Tracer, *size: Any, dtype: torch.dtype | None = None, device: Any = None, **_: Any) -> TileValue:
+        check_device(device)
+        return _full_trace(tracer, _shape_arg(size), fill, dtype=dtype or torch.get_default_dtype())
+    return rule
+
+
+def _torch_full_trace(tracer: Tracer, size: Any, fill_value: Any, *, dtype: torch.dtype | None = None,
+                      device: Any = None, **_: Any) -> TileValue:
+    check_device(device)
+    if dtype is None:  # torch infers it from the fill value
+        dtype = torch.full([], fill_value).dtype if isinstance(fill_value, (bool, int, float)) else torch.float32
+    return _full_trace(tracer, _shape_arg((size,)), fill_value, dtype=dtype)
+
+
+for _name, _fill in (("zeros", 0), ("ones", 1), ("empty", 0)):
+    _primitive = Primitive(f"torch_{_name}", torch_functions=(getattr(torch, _name),))
+    _primitive.def_trace(_factory_trace(_fill))
+    if _name == "empty":  # zeros in eager mode too, as for empty_like
+        _primitive.def_eager(lambda *size, **kwargs: torch.zeros(*size, **kwargs))
+torch_full_p = Primitive("torch_full", torch_functions=(torch.full,))
+torch_full_p.def_trace(_torch_full_trace)

@@ -222,3 +222,28 @@ def _scatter_reduce(tensor: torch.Tensor, coords: list[torch.Tensor], value: tor
     flat.scatter_reduce_(0, linear.reshape(-1), value.reshape(-1), "amax" if reduce == "max" else "amin")
     if flat.data_ptr() != tensor.data_ptr():
         tensor.copy_(flat.view(tensor.shape))
+
+
+def read_modify_write(tensor: torch.Tensor, index: Any, update: Any, *operands: Any) -> None:
+    """`tensor[index] = update(tensor[index], *operands)` element by element (atomic and/or/xor/
+    xchg/cas): where lanes repeat an element, one after another in lane order, as the GPU
+    serializes atomics on one address."""
+    index = normalize_index(tensor, index)
+    tensor_dims = _tensor_dims(tensor, index)
+    if tensor_dims:
+        _check_unmasked(_in_bounds(tensor, index, tensor_dims), None)
+        index = _clamped(tensor, index, tensor_dims)
+    target_shape = tensor[index].shape
+    values = [torch.as_tensor(v, device=tensor.device).to(tensor.dtype).expand(target_shape).reshape(-1)
+              for v in operands]
+    coords = tuple(c.expand(target_shape).reshape(-1) for c in _coordinates(tensor, index))
+    if not coords:  # a 0-d tensor: one element
+        tensor.copy_(update(tensor, *(v.reshape(()) for v in values)))
+        return
+    lanes = coords[0].numel()
+    if torch.stack(coords).unique(dim=1).size(1) == lanes:  # no element twice: all at once
+        tensor[coords] = update(tensor[coords], *values)
+        return
+    for lane in range(lanes):
+        element = tuple(c[lane] for c in coords)
+        tensor[element] = update(tensor[element], *(v[lane] for v in values))

@@ -58,6 +58,9 @@ ELEMENTWISE_OPS: tuple[ElementwiseOp, ...] = (
     ElementwiseOp("bitwise_or", 2, "logical", (torch.bitwise_or,)),
     ElementwiseOp("bitwise_xor", 2, "logical", (torch.bitwise_xor,)),
     ElementwiseOp("invert", 1, "logical", (torch.bitwise_not,)),
+    # shifts by less than the bit width (wider shifts are undefined on the GPU; torch gives 0 or -1)
+    ElementwiseOp("lshift", 2, "logical", (torch.bitwise_left_shift, T.bitwise_left_shift)),
+    ElementwiseOp("rshift", 2, "logical", (torch.bitwise_right_shift, T.bitwise_right_shift)),
     ElementwiseOp("neg", 1, "arith", (torch.neg, T.neg)),
     ElementwiseOp("abs", 1, "arith", (torch.abs, T.abs)),
     ElementwiseOp("relu", 1, "arith", (torch.relu, T.relu, torch.nn.functional.relu)),

@@ -1,4 +1,4 @@
-"""Memory access: `x[tile]`, `out[tile] = v`, `hl.load`, `hl.store`, `hl.atomic_add/max/min`.
+"""Memory access: `x[tile]`, `out[tile] = v`, `hl.load`, `hl.store`, `hl.atomic_*`.
 
 Indexing is the usual way in (`getitem_p`, `setitem_p`: the meaning of `Tensor.__getitem__` /
 `__setitem__` inside a kernel); the `hl.` functions add `extra_mask` (lanes where it is False
@@ -36,7 +36,24 @@ def load(tensor: torch.Tensor, index: Sequence[Any], extra_mask: Any = None,
     if eviction_policy is not None and eviction_policy not in EVICTION_POLICIES:
         raise exc.TesseraError(f"hl.load: unknown eviction_policy {eviction_policy!r}", location=user_location(),
                                hint=f"use one of {', '.join(EVICTION_POLICIES)}, or None")
-    return load_p.bind(tensor, tuple(index), extra_mask, eviction_policy=eviction_policy)
+    return load_p.bind(tensor, outer_indices(index), extra_mask, eviction_policy=eviction_policy)
+
+
+def outer_indices(index: Sequence[Any]) -> tuple[Any, ...]:
+    """An `hl.load`/`hl.store` index list with Helion's meaning: two or more 1-D tensor indices
+    (`[t0.index, t1.index]`) each give the result a dim of its own (an outer product, one dim per
+    index, in order), where a subscript `x[a, b]` would pair them up elementwise as torch does.
+    Each becomes a view with its own dim (`a[:, None]`, `b[None, :]`), which the usual indexing
+    rules broadcast into that shape."""
+    index = tuple(index)
+    tensors = [i for i, value in enumerate(index) if isinstance(value, (torch.Tensor, TileValue))]
+    if len(tensors) < 2 or any(index[i].dim() != 1 for i in tensors):
+        return index
+    spread = list(index)
+    for order, position in enumerate(tensors):
+        view = tuple(slice(None) if k == order else None for k in range(len(tensors)))
+        spread[position] = index[position][view]
+    return tuple(spread)
 
 
 def store(tensor: torch.Tensor, index: Sequence[Any], value: Any, extra_mask: Any = None) -> None:
@@ -44,7 +61,7 @@ def store(tensor: torch.Tensor, index: Sequence[Any], value: Any, extra_mask: An
 
     >>> hl.store(out, [tile], y, extra_mask=tile.index < n)     # doctest: +SKIP
     """
-    store_p.bind(tensor, tuple(index), value, extra_mask)
+    store_p.bind(tensor, outer_indices(index), value, extra_mask)
 
 
 def atomic_add(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
@@ -55,17 +72,36 @@ def atomic_add(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str 
 
     >>> old = hl.atomic_add(out, [tile_m, tile_n], partial)    # doctest: +SKIP
     """
-    return atomic_p.bind(tensor, tuple(index), value, op="add", sem=_checked_sem(sem))
+    return atomic_p.bind(tensor, outer_indices(index), value, op="add", sem=_checked_sem(sem))
 
 
-def atomic_max(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """Atomically store `max(tensor[index], value)`; returns the values before."""
-    return atomic_p.bind(tensor, tuple(index), value, op="max", sem=_checked_sem(sem))
+def _read_modify_write(op: str, meaning: str) -> Any:
+    """The public `hl.atomic_<op>`: atomically store `meaning`, returning the values before."""
+    def atomic(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+        return atomic_p.bind(tensor, outer_indices(index), value, op=op, sem=_checked_sem(sem))
+    name = f"atomic_{op}"
+    atomic.__name__ = atomic.__qualname__ = name
+    atomic.__code__ = atomic.__code__.replace(co_name=name)  # errors name the hl. function by its frame
+    atomic.__doc__ = (f"Atomically store {meaning} into `tensor[index]`; returns the values it held before.\n\n"
+                      f"    >>> old = hl.{name}(target, [tile], value)    # doctest: +SKIP\n    ")
+    return atomic
 
 
-def atomic_min(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """Atomically store `min(tensor[index], value)`; returns the values before."""
-    return atomic_p.bind(tensor, tuple(index), value, op="min", sem=_checked_sem(sem))
+atomic_max = _read_modify_write("max", "`max(tensor[index], value)`")
+atomic_min = _read_modify_write("min", "`min(tensor[index], value)`")
+atomic_and = _read_modify_write("and", "`tensor[index] & value` (integer tensors)")
+atomic_or = _read_modify_write("or", "`tensor[index] | value` (integer tensors)")
+atomic_xor = _read_modify_write("xor", "`tensor[index] ^ value` (integer tensors)")
+atomic_xchg = _read_modify_write("xchg", "`value` (an exchange)")
+
+
+def atomic_cas(tensor: torch.Tensor, index: Sequence[Any], expected: Any, value: Any, sem: str = "relaxed") -> Any:
+    """Atomically store `value` where `tensor[index]` equals `expected` (compare and swap);
+    returns the values before (equal to `expected` where the swap happened).
+
+    >>> seen = hl.atomic_cas(lock, [0], 0, 1, sem="acquire")    # doctest: +SKIP
+    """
+    return atomic_p.bind(tensor, outer_indices(index), value, op="cas", sem=_checked_sem(sem), expected=expected)
 
 
 def _checked_sem(sem: str) -> str:
@@ -105,19 +141,45 @@ def _store_trace(tracer: Tracer, tensor: Any, index: tuple, value: Any, mask: An
 atomic_p = Primitive("atomic")
 
 
+# read-modify-write atomics in eager mode: the new value of an element from its old value
+_UPDATES: dict[str, Any] = {
+    "and": torch.bitwise_and, "or": torch.bitwise_or, "xor": torch.bitwise_xor,
+    "xchg": lambda old, new: new.expand_as(old).clone(),
+    "cas": lambda old, new, expected: torch.where(old == expected, new, old),
+}
+_INTEGER_ONLY = ("and", "or", "xor")
+
+
 @atomic_p.def_eager
-def _atomic_eager(tensor: torch.Tensor, index: tuple, value: Any, *, op: str, sem: str) -> torch.Tensor:
+def _atomic_eager(tensor: torch.Tensor, index: tuple, value: Any, *, op: str, sem: str,
+                  expected: Any = None) -> torch.Tensor:
+    _check_atomic_dtype(op, tensor.dtype)
     previous = eager_indexing.load(tensor, index).clone()
     if op == "add":
         eager_indexing.store(tensor, index, value, accumulate=True)
-    else:
+    elif op in ("max", "min"):
         eager_indexing.store(tensor, index, value, reduce=op)
+    else:
+        eager_indexing.read_modify_write(tensor, index, _UPDATES[op], value,
+                                         *((expected,) if op == "cas" else ()))
     return previous
 
 
 @atomic_p.def_trace
-def _atomic_trace(tracer: Tracer, tensor: Any, index: tuple, value: Any, *, op: str, sem: str) -> Any:
-    return trace_store(tracer, tensor, index, value, None, atomic=op, sem=sem)
+def _atomic_trace(tracer: Tracer, tensor: Any, index: tuple, value: Any, *, op: str, sem: str,
+                  expected: Any = None) -> Any:
+    if isinstance(tensor, TensorProxy):
+        _check_atomic_dtype(op, tensor.dtype)
+    return trace_store(tracer, tensor, index, value, None, atomic=op, sem=sem, expected=expected)
+
+
+def _check_atomic_dtype(op: str, dtype: torch.dtype) -> None:
+    """Bitwise atomics need an integer tensor (the GPU has no bitwise atomics on floats or bools);
+    no atomic works on bools or 8-bit types there."""
+    small = dtype in (torch.bool, torch.int8, torch.uint8)
+    if small or (op in _INTEGER_ONLY and dtype.is_floating_point):
+        raise exc.DtypeError(f"hl.atomic_{op} on a {dtype} tensor: the GPU has no such atomic",
+                             location=user_location(), hint="use an int32 or int64 tensor")
 
 
 # -- indexing: what `x[...]` and `x[...] = v` mean inside a kernel ---------------------------

@@ -19,7 +19,7 @@ from tessera.ir.graph import UNIT
 from tessera.ir.primitive import torch_primitive
 from tessera.language.elementwise import apply_elementwise
 from tessera.language.operands import ask_torch
-from tessera.language.reduce import reduce
+from tessera.language.reductions import record_reduction as reduce
 from tessera.language.view import cast, normalized_dims
 from tessera.location import user_location
 from tessera.trace.proxy import TileValue

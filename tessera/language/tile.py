@@ -18,7 +18,9 @@ from tessera import exc
 from tessera.location import frame_site, is_internal_file, site_and_location, user_location
 from tessera.ir import interpreter
 from tessera.ir.tile_range import TileRange, static_int
+from tessera.ir.primitive import defined_primitive
 from tessera.language.constexpr import SpecializedInt
+from tessera.ir.tunables import ConfigFragment
 
 
 
@@ -41,6 +43,9 @@ class Tile:
     id: int
     count: int
     device: torch.device
+    # the bounds of the whole loop this tile is one block of (hl.rand numbers elements by them)
+    range_begin: int = 0
+    range_end: int | None = None
 
     @property
     def index(self) -> torch.Tensor:
@@ -50,6 +55,10 @@ class Tile:
         return slice(self.begin, self.end)
 
     def __len__(self) -> int:
+        return self.end - self.begin
+
+    def __index__(self) -> int:
+        # a tile used as a size (`torch.zeros([tile_m, 8])`) is its element count, as when compiled
         return self.end - self.begin
 
     def __repr__(self) -> str:
@@ -169,6 +178,25 @@ def tile(begin_or_end: Any, end_or_none: Any = None, block_size: Any = None) -> 
     return TileRange(begins, ends, sizes, multi or multi_b, False, *_site_and_location())
 
 
+def jagged_tile(parent: Any) -> TileRange:
+    """Tiles of a loop whose length differs per lane of the enclosing tiles: `parent[i, ...]` is
+    the end for lane `(i, ...)`. The loop runs to `parent.amax()`; lanes at or past their own end
+    are left out of every load (they read 0), store and reduction over the tile.
+
+    >>> for tile_b in hl.tile(b):                                   # doctest: +SKIP
+    ...     lengths = row_lengths[tile_b]
+    ...     for tile_k in hl.jagged_tile(lengths):
+    ...         acc = acc + x[tile_b, tile_k].sum(dim=1)
+    """
+    interpreter.current("jagged_tile")
+    if not hasattr(parent, "dim") or parent.dim() == 0 or isinstance(parent, Tile):
+        raise exc.TesseraError(f"hl.jagged_tile takes a tensor of per-lane ends over enclosing tiles, got {parent!r}",
+                               location=user_location(), hint="e.g. hl.jagged_tile(lengths) with lengths = n[tile_b]")
+    end = parent.amax()
+    _check_extent(end, "jagged_tile")
+    return TileRange([0], [end], [None], False, False, *_site_and_location(), jagged_ends=parent)
+
+
 def grid(begin_or_end: Any, end_or_none: Any = None, step: Any = None) -> TileRange:
     """Iterate over single indices: one program per index (a tile of block size 1).
 
@@ -205,9 +233,93 @@ def register_block_size(min_or_max: Any, max_or_none: Any = None) -> Any:
     return SpecializedInt(active.block_sizes(_call_site(), 1, [(static_int(low) or 1, static_int(high))])[0])
 
 
+def register_tunable(name: str, fragment: ConfigFragment) -> Any:
+    """Declare a tunable value of your own: Config key `name`, with the values `fragment` allows.
+
+    Returns the current Config's `name` entry, else the fragment's default (eager mode, an
+    untuned call); the autotuner searches it with the block sizes. An int is a compile-time
+    constant, like a `register_block_size` value.
+
+    >>> split_k = hl.register_tunable("split_k", PowerOfTwoFragment(1, 256))   # doctest: +SKIP
+    """
+    if not isinstance(fragment, ConfigFragment):
+        raise exc.ConfigError(f"hl.register_tunable({name!r}, {fragment!r}): the second argument must be a "
+                              "config fragment", location=user_location(),
+                              hint="e.g. hl.register_tunable('split_k', PowerOfTwoFragment(1, 256)) from "
+                                   "tessera.autotuner")
+    value = interpreter.current("register_tunable").tunable(name, fragment)
+    return SpecializedInt(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 def static_range(begin_or_end: int, end: int | None = None, step: int = 1) -> range:
     """A loop that is unrolled when compiled (its bounds must be Python ints).
 
     >>> for i in hl.static_range(4): ...         # doctest: +SKIP
     """
     return range(begin_or_end) if end is None else range(begin_or_end, end, step)
+
+
+def barrier() -> None:
+    """A grid-wide barrier between two top-level tile loops: everything the first stored is
+    visible to the second. Each top-level loop is its own kernel launch, run in order on the
+    device's stream, so the launch boundary already is that barrier; inside a tile loop there is
+    no grid-wide barrier to take, and the call is refused.
+
+    >>> for tile in hl.tile(n): partial[tile] = ...          # doctest: +SKIP
+    >>> hl.barrier()
+    >>> for tile in hl.tile(m): out[tile] = partial[...].sum(0)
+    """
+    barrier_p.bind()
+
+
+def _barrier_eager() -> None:
+    if getattr(interpreter.active(), "loop_depth", 0):
+        _refuse_barrier()
+
+
+def _barrier_trace(tracer: Any) -> None:
+    _refuse_barrier()
+
+
+def _refuse_barrier() -> None:
+    raise exc.UnsupportedSyntaxError(
+        "hl.barrier() inside a tile loop: it separates top-level tile loops (kernel launches), and "
+        "the programs of one launch have no grid-wide barrier", location=user_location(),
+        hint="call hl.barrier() between two top-level `for ... in hl.tile(...)` loops")
+
+
+barrier_p = defined_primitive("barrier", _barrier_eager, _barrier_trace, device_only=False)
+
+
+# -- Helion's function spellings of a tile's attributes: `hl.tile_begin(t)` is `t.begin` ---------
+def _tile_of(tile: Any, function: str) -> Any:
+    interpreter.current(function)
+    if not hasattr(tile, "block_size") or not hasattr(tile, "index"):
+        raise exc.TesseraError(f"hl.{function} of {tile!r}: not a tile of a tile loop", location=user_location(2),
+                               hint="pass the variable of a `for tile in hl.tile(...)` loop")
+    return tile
+
+
+def tile_index(tile: Any) -> Any:
+    """The indices of a tile (`tile.index`)."""
+    return _tile_of(tile, "tile_index").index
+
+
+def tile_begin(tile: Any) -> Any:
+    """The tile's first index (`tile.begin`)."""
+    return _tile_of(tile, "tile_begin").begin
+
+
+def tile_end(tile: Any) -> Any:
+    """One past the tile's last index (`tile.end`)."""
+    return _tile_of(tile, "tile_end").end
+
+
+def tile_block_size(tile: Any) -> Any:
+    """The tile's block size (`tile.block_size`)."""
+    return _tile_of(tile, "tile_block_size").block_size
+
+
+def tile_id(tile: Any) -> Any:
+    """The tile's number along its loop (`tile.id`)."""
+    return _tile_of(tile, "tile_id").id

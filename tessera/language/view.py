@@ -99,6 +99,11 @@ def subscript_value(tracer: Tracer, value: TileValue, index: Any) -> TileValue:
 
 
 
+def subscript(tensor: Any, index: Any) -> Any:
+    """`tensor[index]` (Helion's spelling), e.g. `hl.subscript(v, [None, slice(None)])` is `v[None, :]`."""
+    return tensor[tuple(index) if isinstance(index, list) else index]
+
+
 @torch_primitive("unsqueeze", torch.unsqueeze, T.unsqueeze)
 def unsqueeze_p(tracer: Tracer, value: TileValue, dim: int) -> TileValue:
     axes = list(value.axes)
@@ -170,8 +175,14 @@ def reshape_value(tracer: Tracer, value: TileValue, shape: tuple) -> TileValue:
 
     if sum(1 for size in sizes if _is_minus_one(size)) > 1:
         raise refuse("only one dimension can be -1")
-    if len(wanted) != len(source):
-        raise refuse("it changes how elements are grouped into dims")
+    if len(wanted) != len(source) or not all(_is_minus_one(size) or _names_axis(tracer, size, axis)
+                                             for axis, size in zip(source, wanted)):
+        regrouped = _regroup(tracer, source, wanted)
+        if regrouped is None:
+            raise refuse("it changes how elements are grouped into dims other than whole, power-of-two ones")
+        kept = iter(regrouped)
+        axes = tuple(UNIT if _is_one(size) else next(kept) for size in sizes)
+        return tracer.emit(Op.RESHAPE, [value.node], axes, value.dtype)
     for axis, size in zip(source, wanted):
         if not (_is_minus_one(size) or _names_axis(tracer, size, axis)):
             raise refuse(f"dim {axis.name} (size {axis.end - axis.begin if axis.is_tile else axis.end}) "
@@ -179,6 +190,77 @@ def reshape_value(tracer: Tracer, value: TileValue, shape: tuple) -> TileValue:
     kept = iter(source)
     axes = tuple(UNIT if _is_one(size) else next(kept) for size in sizes)
     return view_axes(tracer, value, axes, "reshape")
+
+
+def _regroup(tracer: Tracer, source: list[Any], wanted: list[Any]) -> list[Any] | None:
+    """The axes of `wanted` sizes when they split or merge whole dimensions held exactly (no
+    padding lanes, power-of-two sizes: row-major order survives tl.reshape), keeping every tile
+    where it is; None when they do not."""
+    result: list[Any] = []
+    i = j = 0
+    while j < len(wanted):
+        if i == len(source) or _static_size(tracer, wanted[j]) == 1:  # a size-1 dim: a unit axis
+            if _static_size(tracer, wanted[j]) != 1:
+                return None
+            result.append(UNIT)
+            j += 1
+            continue
+        axis, size = source[i], wanted[j]
+        if _names_axis(tracer, size, axis):
+            result.append(axis)
+            i, j = i + 1, j + 1
+            continue
+        have, want = tracer.exact_extent(axis, "a reshape"), _static_size(tracer, size)
+        if have is None or want is None:
+            return None
+        if have == want:
+            result.append(axis)
+            i, j = i + 1, j + 1
+            continue
+        pieces = [want]
+        while have != _product(pieces) and j + len(pieces) < len(wanted) and _product(pieces) < have:
+            pieces.append(_static_size(tracer, wanted[j + len(pieces)]))  # split one dim into several
+            if pieces[-1] is None:
+                return None
+        merged = [have]
+        while want != _product(merged) and i + len(merged) < len(source) and _product(merged) < want:
+            extent = tracer.exact_extent(source[i + len(merged)], "a reshape")  # merge several into one
+            if extent is None:
+                return None
+            merged.append(extent)
+        if _product(pieces) == have:
+            if any(piece & (piece - 1) for piece in pieces):
+                return None
+            result += [UNIT if piece == 1 else tracer.full_axis(piece) for piece in pieces]
+            i, j = i + 1, j + len(pieces)
+        elif _product(merged) == want:
+            result.append(tracer.full_axis(want))
+            i, j = i + len(merged), j + 1
+        else:
+            return None
+    return result if i == len(source) and j == len(wanted) else None
+
+
+def _static_size(tracer: Tracer, size: Any) -> int | None:
+    """A wanted size as an int (a host size is guarded to its value), or None."""
+    if isinstance(size, bool) or getattr(size, "axis", None) is not None or isinstance(size, (TileValue, TensorProxy)):
+        return None
+    expr = tracer.symbols.canonical(size)
+    if isinstance(expr, int):
+        return expr if expr > 0 else None
+    if not isinstance(expr, sympy.Basic) or not expr.free_symbols <= set(tracer.symbols.values):
+        return None
+    value = int(tracer.symbols.evaluate(expr))
+    if not expr.is_Integer:
+        tracer.symbols.guard(sympy.Eq(expr, value), f"reshape size {expr} is {value}")
+    return value if value > 0 else None
+
+
+def _product(values: list[int]) -> int:
+    total = 1
+    for value in values:
+        total *= value
+    return total
 
 
 def _is_one(size: Any) -> bool:

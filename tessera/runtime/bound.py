@@ -66,7 +66,9 @@ class BoundKernel:
         rows = runner.loopable_rows
         reduction_extents = tuple(rows.get(i, 0) for i in range(max(rows) + 1)) if rows else ()
         return KernelPlan(config, records, result, tunables, launch_dims=launch_dims,
-                          reduction_extents=reduction_extents, whole_rows=tuple(runner.whole_rows.values()))
+                          reduction_extents=reduction_extents, whole_rows=tuple(runner.whole_rows.values()),
+                          user_tunables=tuple(runner.user_tunables.items()),
+                          whole_elements=max(runner.whole_elements.values(), default=1))
 
     def to_ir(self, config: Config | None = None) -> KernelIR | tuple[KernelIR, ...]:
         """The IR each launch of this call lowers under `config`, after the passes: one

@@ -78,10 +78,12 @@ class CompiledRunner:
         self.memo = self.store.memo_for(mode, self.config_key)
         self.recorder = recorder
         self.tunables: dict[int, TunableDim] = {}
+        self.user_tunables: dict[str, Any] = {}  # hl.register_tunable name -> its fragment
         self.host: Any = None  # the host interpreter of a kernel's spare runner (see run_compiled)
         self.launch_dims: dict[int, int] = {}
         self.loopable_rows: dict[int, int] = {}
         self.whole_rows: dict[int, int] = {}
+        self.whole_elements: dict[int, int] = {}  # per launch: elements of its whole dims (heuristics)
 
     def launch(self, tile_range: TileRange, body: Callable[..., Any], launch_index: int = 0) -> None:
         """Run one top-level tile loop: the first variant under its key whose guards hold, else a new one.
@@ -137,7 +139,7 @@ class CompiledRunner:
             if settings.log_enabled("recompiles"):
                 print(f"[tessera] compiling {self.kernel.fn.__name__} variant {total + 1} ({_recompile_reason(variants)})",
                       file=sys.stderr)
-            if settings.get("print_code"):
+            if settings.get("print_code") or self.kernel.settings.print_output_code:
                 print(f"# ---- {self.kernel.fn.__name__}: tile loop {launch_index}, variant {total + 1} "
                       f"({_recompile_reason(variants)}), {self.mode}, {self.config!r} ----\n"
                       f"{variant.compiled.lowered.source}", file=sys.stderr)
@@ -174,6 +176,7 @@ class CompiledRunner:
         self.launch_dims[variant.launch_index] = variant.launch_ndim
         self.loopable_rows[variant.launch_index] = variant.loopable_row
         self.whole_rows[variant.launch_index] = whole_row_length(variant.compiled.ir)
+        self.whole_elements[variant.launch_index] = variant.compiled.whole_elements
         for dim in variant.tunables:  # only plans report tunables
             known = self.tunables.get(dim.index)
             if known is None:
@@ -249,6 +252,10 @@ class _HostInterpreter(EagerInterpreter):
             self.runner.tunables.setdefault(first + offset, TunableDim(first + offset, int(high or low), minimum, "register"))
         return chosen
 
+    def tunable(self, name: str, fragment: Any) -> Any:
+        self.runner.user_tunables.setdefault(name, fragment)  # a plan reports it: the tuner searches it
+        return super().tunable(name, fragment)
+
 
 def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Config, device: torch.device,
                  runner: CompiledRunner | None = None) -> Any:
@@ -318,6 +325,8 @@ def _restart(runner: CompiledRunner) -> None:
     runner.slots.reset()  # type: ignore[union-attr]  (spare runners make their own LazySlotTable)
     if runner.tunables:
         runner.tunables = {}
+    if runner.user_tunables:
+        runner.user_tunables = {}
     runner.host.loop_depth = 0
 
 

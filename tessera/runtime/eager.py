@@ -23,6 +23,7 @@ import tessera.language  # noqa: F401  (defines the primitives whose eager rules
 from tessera.ir.primitive import ALL_PRIMITIVES, TORCH_FUNCTIONS, Primitive
 from tessera.ir.tile_range import TileRange, static_bounds
 from tessera.language.eager_indexing import is_tile_value, mark_tile_values
+from tessera.ir.tunables import tunable_value
 from tessera.language.tile import Tile
 from tessera.ir import interpreter
 from tessera.trace.block_sizes import choose_block_sizes
@@ -57,6 +58,10 @@ class EagerInterpreter:
                     bounds: list[tuple[int, int | None]]) -> list[int]:
         return choose_block_sizes(self.slots, self.config, site, count, bounds)
 
+    def tunable(self, name: str, fragment: Any) -> Any:
+        """`hl.register_tunable`: the Config's value, else the fragment's default."""
+        return tunable_value(self.config, name, fragment)
+
     def _resolved_blocks(self, tile_range: TileRange) -> list[int]:
         tunable = [i for i, block in enumerate(tile_range.block_sizes) if block is None]
         blocks = list(tile_range.block_sizes)
@@ -68,12 +73,19 @@ class EagerInterpreter:
         return [int(block) for block in blocks]
 
     def iterate_tiles(self, tile_range: TileRange) -> Iterator[Any]:
+        if tile_range.jagged_ends is not None:
+            # eager values are plain tensors: the per-lane ends could not follow them into
+            # reductions (amax of a lane past its end), so eager mode refuses rather than guess
+            raise exc.UnsupportedOperationError(
+                "hl.jagged_tile runs in interpret and compiled modes only", location=tile_range.location,
+                hint="in eager mode write the dense loop: `for tile_k in hl.tile(ends.amax()):` with "
+                     "extra_mask=tile_k.index[None, :] < ends[:, None] on its loads and stores")
         blocks = self._resolved_blocks(tile_range)
         per_dim = []
         for begin, end, block in zip(tile_range.begins, tile_range.ends, blocks):
             begin, end = int(begin), int(end)
             count = max(-(-(end - begin) // block), 0)
-            per_dim.append([Tile(b, min(b + block, end), block, i, count, self.device)
+            per_dim.append([Tile(b, min(b + block, end), block, i, count, self.device, begin, end)
                             for i, b in enumerate(range(begin, end, block))])
         return self._loop(per_dim, tile_range.multi_dim)
 
@@ -158,9 +170,10 @@ def _primitive_names() -> frozenset[str]:
 def _refused_on_tile_values(func: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
     """Whether the trace refuses `func` on these operands: a torch callable with no primitive
     applied to a tile value."""
-    name = getattr(func, "__name__", "")
-    # operators (`v == 0`, `v % 3`: torch runs them as `Tensor.remainder`): the trace maps them
-    # through its own tables to the primitive of the same name, or refuses them
+    # operators (`v == 0`, `v % 3`: torch runs them as `Tensor.remainder`, `v *= 2` as
+    # `Tensor.mul_`): the trace maps them through its own tables to the primitive of the same
+    # name (an augmented assignment rebinds), or refuses them
+    name = getattr(func, "__name__", "").removesuffix("_")
     if func in TORCH_FUNCTIONS or name in _TILE_VALUE_ATTRIBUTES or name.startswith("__") or name in _primitive_names():
         return False
     return _reads_tile_value(args, kwargs)

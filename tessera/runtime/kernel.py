@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import ast
-import dataclasses
 import functools
 import inspect
+import threading
+import warnings
 from typing import Any, Callable, NamedTuple
 
 import torch
@@ -16,18 +17,20 @@ from tessera.location import strip_internal_frames, user_location
 from tessera.frontend.rewrite import COMPARE, DEVICE_IF, DEVICE_LOOP, LAUNCH, MINMAX, RANGE, RewrittenKernel, rewrite_kernel
 from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments
-from tessera.language.tile import grid, tile
+from tessera.language.tile import grid, jagged_tile, tile
 from tessera.runtime.argument_checks import unsupported_argument
 from tessera.runtime.bound import BoundKernel
 from tessera.runtime.call_keys import common_device, device_type
 from tessera.language.control import compare_helper, device_if_helper, device_loop_helper, minmax_helper, range_helper
 from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
 from tessera.runtime.eager import run_eager
+from tessera.runtime.kernel_settings import Settings
 from tessera.runtime.tuning import ConfigChoices, autotune, config_for_call, kernel_defined
 from tessera.runtime.torch_library import announce, call_as_custom_op, is_traced_call
 from tessera.runtime.autograd import BackwardRule, call_with_backward, needs_grad
 
 MODES = ("eager", "interpret", "compiled")
+_silencing = threading.local()  # set while a call with ignore_warnings runs (see Kernel._silenced)
 _DEFAULT_CONFIG = Config()  # Config is immutable; one object keeps its cache-key repr stable
 
 
@@ -37,31 +40,7 @@ class CacheInfo(NamedTuple):
     variants: int
 
 
-@dataclasses.dataclass(frozen=True)
-class KernelSettings:
-    """Per-kernel settings given to `@tessera.kernel(...)`."""
-
-    config: Config | None = None
-    configs: tuple[Config, ...] = ()
-    mode: str | None = None
-    static_shapes: bool = False
-    autotune_effort: str = "quick"
-    autotune_budget_seconds: float = 30.0
-    dot_precision: str = "tf32"
-    max_variants: int = 64
-    backend: str = "triton"
-
-    def __post_init__(self) -> None:
-        if self.backend not in backends.names():
-            raise exc.ConfigError(f"unknown backend {self.backend!r}", hint=f"use one of {', '.join(backends.names())}")
-        if self.mode is not None and self.mode not in MODES:
-            raise exc.ConfigError(f"unknown mode {self.mode!r}", hint=f"use one of {', '.join(MODES)}")
-        if self.autotune_effort not in ("none", "quick", "full"):
-            raise exc.ConfigError(f"unknown autotune_effort {self.autotune_effort!r}",
-                                  hint="use 'none', 'quick' or 'full'")
-        if self.dot_precision not in ("tf32", "ieee", "tf32x3"):
-            raise exc.ConfigError(f"unknown dot_precision {self.dot_precision!r}",
-                                  hint="use 'tf32', 'tf32x3' or 'ieee'")
+KernelSettings = Settings  # the name before Helion's settings joined it
 
 
 class Kernel:
@@ -75,9 +54,10 @@ class Kernel:
     ...     return out
     """
 
-    def __init__(self, fn: Callable[..., Any], kernel_settings: KernelSettings) -> None:
+    def __init__(self, fn: Callable[..., Any], kernel_settings: Settings) -> None:
         self.fn = fn
         self.settings = kernel_settings
+        kernel_settings.watch(self.reset)  # a setting changed after decoration: compile afresh
         self.signature = inspect.signature(fn)
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
         self._rewritten: RewrittenKernel | None = None
@@ -118,6 +98,8 @@ class Kernel:
         return f"<tessera.kernel {self.fn.__qualname__}>"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.settings.ignore_warnings and not getattr(_silencing, "active", False):
+            return self._silenced(args, kwargs)
         try:  # one frame for the whole dispatch: this runs on every call
             self._check_arguments(args, kwargs)
             if self.backward_rule is not None and needs_grad(args, kwargs):
@@ -168,6 +150,23 @@ class Kernel:
 
         return attach(function) if function is not None else attach
 
+    def _silenced(self, args: tuple, kwargs: dict) -> Any:
+        """The call with the kernel's `ignore_warnings` classes silenced."""
+        with warnings.catch_warnings():
+            for category in self.settings.ignore_warnings:
+                warnings.simplefilter("ignore", category)
+            _silencing.active = True
+            try:
+                return self(*args, **kwargs)
+            finally:
+                _silencing.active = False
+
+    @property
+    def configs(self) -> list[Config]:
+        """The Configs given with `config=` / `configs=` (Helion's `Kernel.configs`)."""
+        given = [self.settings.config] if self.settings.config is not None else []
+        return given + list(self.settings.configs)
+
     def autotune(self, *args: Any, **kwargs: Any) -> Config:
         """Tune for these arguments now; return the best Config (also stored on disk)."""
         return autotune(self, args, kwargs)
@@ -177,7 +176,7 @@ class Kernel:
         if self._rewritten is None:
             resolve = self.source.resolver()
             self._rewritten = rewrite_kernel(
-                self.source, lambda node: isinstance(node, ast.Call) and resolve(node.func) in (tile, grid),
+                self.source, lambda node: isinstance(node, ast.Call) and resolve(node.func) in (tile, grid, jagged_tile),
                 {LAUNCH: launch_helper, DEVICE_LOOP: device_loop_helper, DEVICE_IF: device_if_helper,
                  COMPARE: compare_helper, RANGE: range_helper, MINMAX: minmax_helper})
         return self._rewritten
@@ -250,20 +249,19 @@ def kernel(fn: Callable[..., Any] | None = None, *, config: Config | None = None
            configs: list[Config] | None = None, **options: Any) -> Any:
     """Make a function a Tessera kernel; usable bare or with settings.
 
-    Settings: `config=` / `configs=`, `mode=` ('eager' | 'interpret' | 'compiled'),
-    `static_shapes=`, `autotune_effort=` ('none' | 'quick' | 'full'),
-    `autotune_budget_seconds=`, `dot_precision=` ('tf32' | 'ieee'), `max_variants=`.
+    Settings (see runtime/kernel_settings.py for all, Helion's included): `config=` / `configs=`,
+    `mode=` ('eager' | 'interpret' | 'compiled'), `static_shapes=`, `autotune_effort=`
+    ('none' | 'quick' | 'full'), `autotune_budget_seconds=`, `dot_precision=` ('tf32' | 'ieee'),
+    `max_variants=`, `ignore_warnings=`, `autotune_baseline_fn=`, `autotune_config_overrides=`, ...
+    They stay settable after decoration: `kernel.settings.static_shapes = True`.
 
     >>> @tessera.kernel(config=tessera.Config(block_sizes=[64]))   # doctest: +SKIP
     ... def add(x, y): ...
     """
-    known = {field.name for field in dataclasses.fields(KernelSettings)}
-    unknown = set(options) - known
-    if unknown:
-        raise exc.ConfigError(f"unknown kernel setting(s): {', '.join(sorted(unknown))}",
-                              location=user_location(),
-                              hint=f"known settings: {', '.join(sorted(known))}")
-    kernel_settings = KernelSettings(config=config, configs=tuple(configs or ()), **options)
+    try:
+        kernel_settings = Settings(config=config, configs=tuple(configs or ()), **options)
+    except exc.ConfigError as error:
+        raise error.with_location(user_location()) from None  # the decorator's line
 
     def decorate(function: Callable[..., Any]) -> Kernel:
         return Kernel(function, kernel_settings)

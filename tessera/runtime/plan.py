@@ -52,6 +52,9 @@ class KernelPlan:
     reduction_extents: tuple[int, ...] = ()
     whole_rows: tuple[int, ...] = ()  # per launch, the length of its first whole row (0: none)
 
+    whole_elements: int = 1  # the most elements any launch's programs hold along whole dims (x[tile, :])
+    user_tunables: tuple[tuple[str, Any], ...] = ()  # hl.register_tunable: (name, fragment), first use first
+
     def __repr__(self) -> str:
         """One line per launch; tensors as dtype and shape, never their (maybe unwritten) contents."""
         lines = [f"KernelPlan({self.config!r}, {len(self.launches)} launch{'es' if len(self.launches) != 1 else ''}, "

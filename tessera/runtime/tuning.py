@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from tessera.runtime.plan import KernelPlan
 
 BACKEND = "triton"
-"""The backend every kernel lowers through (kernels do not choose one yet): the one whose config
-space, heuristics and worker steps tuning uses."""
+"""The default backend (a kernel's `backend=` setting picks its own): the one whose config space,
+heuristics and worker steps tuning uses when none is named."""
 
 
 class Tuner(Protocol):
@@ -118,7 +118,10 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
             # itself raises in a moment, with the kernel's own error). Nothing is remembered, so
             # a later good call with the same key chooses afresh instead of inheriting this.
             return kernel.default_config()
-        config = _cover_every_slot(kernel, chosen)
+        overrides = kernel.settings.autotune_config_overrides
+        config = _cover_every_slot(kernel, chosen.merged(**overrides) if overrides else chosen)
+        if not kernel.settings.configs:  # Tessera's choice, not the user's (see Config.chosen)
+            config = config.chosen()
         choices.set(fast_key, config)
     if facts is not None:
         choices.by_facts.remember(facts, config)
@@ -152,15 +155,16 @@ def autotune(kernel: Any, args: tuple, kwargs: dict) -> Config:
 
 def heuristic_for(bound: Any) -> Config:
     """The heuristic Config for a bound kernel (what autotune_effort='none' runs)."""
-    return backends.get(BACKEND).heuristic_config(config_space_for(bound.plan(Config())))
+    backend = bound.kernel.settings.backend
+    return backends.get(backend).heuristic_config(config_space_for(bound.plan(Config()), backend))
 
 
-def config_space_for(plan: KernelPlan) -> ConfigSpace:
+def config_space_for(plan: KernelPlan, backend_name: str = BACKEND) -> ConfigSpace:
     """The tuning space of a planned call, as the backend defines it.
 
     >>> config_space_for(softmax.bind(x).plan()).axis("reduction_loops[0]")   # doctest: +SKIP
     """
-    backend = backends.get(BACKEND)
+    backend = backends.get(backend_name)
     return backend.config_space(kernel_facts(plan, backend))
 
 
@@ -182,7 +186,8 @@ def kernel_facts(plan: KernelPlan, backend: Backend) -> KernelFacts:
         largest_numel=max((t.numel() for t in tensors), default=0),
         on_gpu=any(t.is_cuda for t in tensors),
         programs=max((math.prod(launch.grid) for launch in plan.launches), default=0),
-        whole_row=max(plan.whole_rows, default=0))
+        whole_row=max(plan.whole_rows, default=0), user_tunables=tuple(plan.user_tunables),
+        whole_elements=plan.whole_elements)
     return backend.read_op_mix(facts, [_read(launch.source_path) for launch in plan.launches])
 
 
@@ -204,7 +209,8 @@ def _choose(kernel: Any, mode: str, bound: Any) -> Config | None:
     not plan the call (its host code raised, or its tensors cannot run in this mode)."""
     effort = _effort(kernel)
     if mode == "compiled" and effort != "none" and _tuner is not None:
-        stored = _tuner.stored_config(kernel, bound, at_least="given" if kernel.settings.configs else effort)
+        stored = None if kernel.settings.force_autotune else \
+            _tuner.stored_config(kernel, bound, at_least="given" if kernel.settings.configs else effort)
         if stored is not None:
             return stored
         try:

@@ -24,6 +24,11 @@ def choose_block_sizes(slots: BlockSlots, config: Config, site: Site | None, cou
     configured = config.get("block_sizes")
     if configured is None:
         return [default_block_size(low) for low, _ in bounds]
+    if first + count > len(configured) and config.fills_missing_blocks:
+        configured = list(configured)
+        while len(configured) < first + count:
+            position = len(configured) - first
+            configured.append(default_block_size(bounds[position][0] if position >= 0 else 1))
     if first + count > len(configured):
         raise exc.ConfigError(
             f"this tile loop uses block_sizes[{first}:{first + count}], but the Config has "

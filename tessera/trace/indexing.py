@@ -152,6 +152,14 @@ def _scalar_index(tracer: Tracer, item: Any, size: Any) -> tuple[Any, bool]:
     return index, True
 
 
+def _with_jagged_mask(tracer: Tracer, mask: Node | None, shape: tuple[Axis, ...], what: str) -> Node | None:
+    """`mask` and, for an access over an hl.jagged_tile axis, the lanes below their ends."""
+    jagged = tracer.jagged_mask(shape, what)
+    if jagged is None:
+        return mask
+    return jagged.node if mask is None else tracer.and_predicate(mask, jagged.node)
+
+
 def _mask_node(tracer: Tracer, mask: Any) -> Node | None:
     if mask is None:
         return None
@@ -168,29 +176,22 @@ def trace_load(tracer: Tracer, tensor: Any, index: Any, mask: Any = None, evicti
     mask_node = _mask_node(tracer, mask)
     if mask_node is not None:
         shape = tracer.broadcast([shape, mask_node.shape], "extra_mask")
+    mask_node = _with_jagged_mask(tracer, mask_node, shape, f"a load from {tensor.name}")
     return tracer.emit(Op.LOAD, [mask_node], shape, tensor.dtype, tensor=tensor.ref(), accesses=accesses,
                        eviction_policy=eviction_policy)
 
 
 def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any = None, atomic: str | None = None,
-                sem: str | None = None) -> TileValue | None:
+                sem: str | None = None, expected: Any = None) -> TileValue | None:
     """A store node; an atomic one is also a value: what the destination held before (in the
-    tensor's dtype, shaped like the destination)."""
+    tensor's dtype, shaped like the destination). `expected`: the compared value of a
+    compare-and-swap (the node's third input)."""
     if not isinstance(tensor, TensorProxy):
         raise exc.IndexingError(f"cannot store into {type(tensor).__name__} inside a tile loop",
                                 location=user_location(), hint="store into a tensor argument of the kernel")
     refuse_value_list(value, f"a store into {tensor.name}")
     accesses, shape = resolve_index(tracer, tensor, index)
-    if isinstance(value, TileValue):
-        target = tracer.broadcast([shape, value.axes], f"store into {tensor.name}")
-        if len(target) != len(shape) or any(a is not tracer.canonical_axis(b) and b is not UNIT
-                                               for a, b in zip(target, shape)):
-            raise exc.ShapeMismatchError(
-                f"cannot store a value of shape {list(value.axes)} into {tensor.name}{list(shape)}",
-                location=user_location(), hint="index the destination with the same tiles as the value")
-        value_input: Any = value.node
-    else:
-        value_input = tracer.symbols.canonical(value)
+    value_input = _stored_value(tracer, tensor, shape, value)
     mask_node = _mask_node(tracer, mask)
     if mask_node is not None:
         target = tracer.broadcast([shape, mask_node.shape], f"extra_mask of a store into {tensor.name}")
@@ -198,9 +199,25 @@ def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any =
             raise exc.ShapeMismatchError(
                 f"extra_mask of shape {list(mask_node.shape)} does not fit a store into {tensor.name}{list(shape)}",
                 location=user_location(), hint="give the mask the store's dims (or size 1 to broadcast)")
-    stored = tracer.emit(Op.STORE, [value_input, mask_node], shape, tensor.dtype if atomic else None,
+    mask_node = _with_jagged_mask(tracer, mask_node, shape, f"a store into {tensor.name}")
+    inputs = [value_input, mask_node] + ([_stored_value(tracer, tensor, shape, expected)] if atomic == "cas" else [])
+    stored = tracer.emit(Op.STORE, inputs, shape, tensor.dtype if atomic else None,
                          tensor=tensor.ref(), accesses=accesses, atomic=atomic, sem=sem)
     return stored if atomic else None
+
+
+def _stored_value(tracer: Tracer, tensor: TensorProxy, shape: tuple[Axis, ...], value: Any) -> Any:
+    """A value written to `tensor` at a destination of axes `shape`: a tile value that broadcasts
+    to it, or a scalar."""
+    if isinstance(value, TileValue):
+        target = tracer.broadcast([shape, value.axes], f"store into {tensor.name}")
+        if len(target) != len(shape) or any(a is not tracer.canonical_axis(b) and b is not UNIT
+                                               for a, b in zip(target, shape)):
+            raise exc.ShapeMismatchError(
+                f"cannot store a value of shape {list(value.axes)} into {tensor.name}{list(shape)}",
+                location=user_location(), hint="index the destination with the same tiles as the value")
+        return value.node
+    return tracer.symbols.canonical(value)
 
 
 def tensor_getitem(tracer: Tracer, tensor: TensorProxy, index: Any) -> Any:

@@ -167,7 +167,8 @@ class TileValue(_TorchLike):
 BINARY_OPERATORS: dict[str, Callable[..., Any]] = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.div, "floordiv": torch.floor_divide,
     "mod": torch.remainder, "pow": torch.pow, "and": torch.bitwise_and, "or": torch.bitwise_or,
-    "xor": torch.bitwise_xor, "matmul": torch.matmul,
+    "xor": torch.bitwise_xor, "matmul": torch.matmul, "lshift": torch.bitwise_left_shift,
+    "rshift": torch.bitwise_right_shift,
 }
 COMPARISONS: dict[str, Callable[..., Any]] = {
     "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge, "eq": torch.eq, "ne": torch.ne,
@@ -207,7 +208,7 @@ class HostScalar(sympy.Symbol):
         return _dispatch(func, args, kwargs)
 
 
-class AxisSize:
+class AxisSize(_TorchLike):
     """`value.size(d)` of a tiled dimension: usable as a size in hl.zeros and views."""
 
     def __init__(self, axis: Axis) -> None:

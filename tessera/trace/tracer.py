@@ -10,6 +10,7 @@ are recorded; `finish` merges unified whole dimensions and returns the value.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import types
 from typing import Any, Callable, Iterator
@@ -25,7 +26,7 @@ from tessera.ir.graph import (UNIT, AccessKind, Axis, AxisKind, Block, GridDim, 
 from tessera.ir.passes import next_power_of_two, whole_dim_bucket
 from tessera.ir.primitive import Primitive
 from tessera.ir.tile_range import TileRange, static_bounds
-from tessera.ir.tunables import TunableDim
+from tessera.ir.tunables import TunableDim, tunable_value
 from tessera.location import user_location
 from tessera.trace.block_sizes import BlockSlots, choose_block_sizes
 from tessera.trace.indexing import trace_load
@@ -79,6 +80,7 @@ class Tracer:
         # loop variable (program id, tile offset, inner-loop variable) -> the least value it takes:
         # what proves an index nonnegative (trace/bounds.py)
         self.loop_minimums: dict[sympy.Symbol, Any] = {}
+        self.jagged_ends: dict[Axis, TileValue] = {}  # the axis of an hl.jagged_tile -> its per-lane ends
 
     # -- interpreter protocol -------------------------------------------------------------
     def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
@@ -98,10 +100,20 @@ class Tracer:
     def block_sizes(self, site: Any, count: int, bounds: list[tuple[int, int | None]]) -> list[int]:
         return choose_block_sizes(self.slots, self.config, site, count, bounds)
 
+    def tunable(self, name: str, fragment: Any) -> Any:
+        return tunable_value(self.config, name, fragment)
+
     # -- building nodes ----------------------------------------------------------------------
     def emit(self, op: Op, inputs: list[Any], shape: tuple[Axis, ...], dtype: torch.dtype | None,
              **params: Any) -> TileValue:
         return TileValue(self._append(self._node(op, inputs, shape, dtype, params)))
+
+    def emit_with_block(self, op: Op, inputs: list[Any], shape: tuple[Axis, ...], dtype: torch.dtype | None,
+                        block: Block, **params: Any) -> Node:
+        """A node holding a block (a combine function's body): the node itself, since with
+        several results it has no single value."""
+        node = self._node(op, inputs, shape, dtype, params)
+        return self._append(dataclasses.replace(node, blocks=(block,)))
 
     def _node(self, op: Op, inputs: list[Any], shape: tuple[Axis, ...], dtype: torch.dtype | None,
               params: dict[str, Any], name: str | None = None) -> Node:
@@ -118,6 +130,19 @@ class Tracer:
             name = self._next_name()
         return Node(op, tuple(inputs), tuple(self.canonical_axis(a) for a in shape), dtype, freeze_params(params),
                     user_location(), name=name)
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[list[Node]]:
+        """Nodes emitted inside the `with` go to a fresh list (a combine function's body), not
+        the open block; device `if` predicates do not apply to them."""
+        nodes: list[Node] = []
+        saved, self.predicate = self.predicate, None
+        self._open_blocks.append(nodes)
+        try:
+            yield nodes
+        finally:
+            self._open_blocks.pop()
+            self.predicate = saved
 
     def _append(self, node: Node) -> Node:
         self._open_blocks[-1].append(node)
@@ -151,6 +176,12 @@ class Tracer:
         the loop's first whole dimension under `reduction_loops`, chunks (see ir/rolling.py)."""
         extent = self.symbols.canonical(extent)
         name = f"r{len(self._full_axes)}"
+        if isinstance(extent, sympy.Basic) and not extent.free_symbols <= set(self.symbols.values):
+            # a length that changes from tile to tile (`x[t.begin : t.begin + 4, :]`): no one block fits it
+            raise exc.UnsupportedOperationError(
+                f"a dimension of length {extent}, which depends on the tile or loop iteration, read whole into "
+                "registers", location=user_location(),
+                hint="index with the tile itself (x[tile]), a tile of a fixed block_size, or hl.arange(n) offsets")
         actual = self.symbols.evaluate(extent)
         chunk = self._row_chunk(extent, actual) if not self._full_axes else None
         if chunk is not None:
@@ -182,6 +213,22 @@ class Tracer:
                                f"whole dimension of size {extent} is {'' if actual > ONE_BLOCK_ROW_LIMIT else 'not '}"
                                f"longer than {ONE_BLOCK_ROW_LIMIT} (looped in chunks)")
         return DEFAULT_ROW_CHUNK if actual > ONE_BLOCK_ROW_LIMIT else None
+
+    def exact_extent(self, axis: Axis, what: str) -> int | None:
+        """The size of a whole dimension whose block holds it exactly (no padding lanes: it may
+        be split, merged or joined in registers), or None. A symbolic size is guarded to this
+        call's value; the unit axis is 1."""
+        if axis is UNIT:
+            return 1
+        if axis.kind is not AxisKind.WHOLE:
+            return None
+        extent = sympy.sympify(axis.end)
+        if extent.is_Integer:
+            return int(extent) if int(extent) == axis.block else None
+        if extent.free_symbols <= set(self.symbols.values) and self.symbols.evaluate(extent) == axis.block:
+            self.symbols.guard(sympy.Eq(extent, axis.block), f"dimension {extent} is {axis.block}, held whole by {what}")
+            return axis.block
+        return None
 
     def unify_axes(self, a: Axis, b: Axis, what: str) -> Axis:
         """Broadcast two dims: the same axis, or a unit axis, or two whole dims of equal size."""
@@ -299,6 +346,9 @@ class Tracer:
     def trace_launch(self, name: str, parameters: tuple[str, ...], tile_range: TileRange,
                      body: Callable[..., Any], cells: list[Any]) -> KernelIR:
         """Trace a top-level loop body; program ids map to its dims, first dim fastest."""
+        if tile_range.jagged_ends is not None:
+            raise exc.UnsupportedSyntaxError("hl.jagged_tile as the outermost loop of a kernel", location=tile_range.location,
+                                             hint="nest it in a tile loop over the lanes its ends belong to")
         if tile_range.is_grid:
             targets: list[Any] = []
             for dim, (begin, end, step) in enumerate(zip(tile_range.begins, tile_range.ends, tile_range.block_sizes)):
@@ -334,7 +384,9 @@ class Tracer:
             example=types.MappingProxyType(dict(self.symbols.values)), location=self.location)
 
     def device_loop(self, tile_range: TileRange, body: Callable[..., Any], carried: tuple) -> tuple:
-        """Trace an inner loop: carried values enter as loop variables and leave as results."""
+        """Trace an inner loop: carried values enter as loop variables and leave as results. A
+        carried tuple or list of values is carried element by element."""
+        carried, structure = _flatten_carried(carried)
         for value in carried:
             if not isinstance(value, TileValue) and not is_constant(value):
                 raise exc.UnsupportedOperationError(
@@ -353,6 +405,8 @@ class Tracer:
             targets = list(proxies)
             loops = [LoopDim(var, p.axis.range_begin, p.axis.range_end, p.axis.block, p.axis)
                      for var, p in zip(variables, proxies)]
+            if tile_range.jagged_ends is not None:
+                self.jagged_ends[proxies[0].axis] = tile_range.jagged_ends
         entry = [self._as_carried(value) for value in carried]
         # placeholders live in the loop node's params, not in a block
         placeholders = [self._node(Op.CARRIED, [value.node], value.axes, value.dtype, {}) for value in entry]
@@ -360,7 +414,8 @@ class Tracer:
         self._open_blocks.append([])
         try:
             results = body(tuple(targets) if tile_range.multi_dim else targets[0],
-                           *(TileValue(p) for p in placeholders))
+                           *_unflatten_carried([TileValue(p) for p in placeholders], structure))
+            results = _flatten_results(results, structure)
             # casts and views of the results belong to the loop body, before the loop-back
             outputs = [self._loop_output(TileValue(placeholder), result)
                        for placeholder, result in zip(placeholders, results)]
@@ -370,7 +425,7 @@ class Tracer:
                           {"loops": loops, "carried": placeholders, "outputs": outputs}, name=loop_name)
         self._append(Node(loop.op, loop.inputs, loop.shape, loop.dtype, loop.params, loop.location, loop.name,
                           blocks=(Block(tuple(body_nodes)),)))
-        return tuple(TileValue(p) for p in placeholders)
+        return tuple(_unflatten_carried([TileValue(p) for p in placeholders], structure))
 
     def _loop_output(self, placeholder: TileValue, result: Any) -> Node:
         result = self._as_carried(result, like=placeholder)
@@ -385,6 +440,29 @@ class Tracer:
                 f"a loop-carried value changes shape in the loop: {list(placeholder.axes)} -> {list(result.axes)}",
                 location=user_location(), hint="keep carried values the same shape in every iteration")
         return result.node
+
+    def jagged_mask(self, shape: tuple[Axis, ...], what: str) -> TileValue | None:
+        """For a value of axes `shape`: True where every hl.jagged_tile axis in it is below its
+        lane's end (None when it has none). The ends' axes must be in `shape` too."""
+        mask: TileValue | None = None
+        for axis, ends in self.jagged_ends.items():
+            if axis not in shape:
+                continue
+            parents = [self.canonical_axis(a) for a in ends.axes if a is not UNIT]
+            if not all(parent in shape for parent in parents):
+                raise exc.IndexingError(
+                    f"{what} uses the jagged tile {axis.name} without the tiles its ends are over ({parents})",
+                    location=user_location(), hint="index with the enclosing tiles too, e.g. x[tile_b, tile_k]")
+            keep = (axis, *parents)
+            placed_ends = self.emit(Op.VIEW, [ends.node], tuple(a if a in parents else UNIT for a in shape),
+                                    ends.dtype, what="jagged ends")
+            index = self.emit(Op.VIEW, [self.tile_index(axis).node], tuple(a if a is axis else UNIT for a in shape),
+                              torch.int32, what="jagged index")
+            compute = torch.promote_types(torch.int32, ends.dtype)
+            inside = self.emit(Op.ELEMENTWISE, [index.node, placed_ends.node],
+                               tuple(a if a in keep else UNIT for a in shape), torch.bool, fn="lt", compute=compute)
+            mask = inside if mask is None else TileValue(self.and_predicate(mask.node, inside.node))
+        return mask
 
     def and_predicate(self, mask: Node | None, other: Node | None = None) -> Node:
         """`mask & other` (default: the branch predicate) as a boolean node."""
@@ -408,6 +486,50 @@ class Tracer:
             return value
         dtype = like.dtype if like is not None else (torch.float32 if isinstance(value, float) else torch.int32)
         return self.emit(Op.FULL, [value], like.axes if like is not None else (), dtype)
+
+
+def _flatten_carried(values: tuple) -> tuple[list[Any], list[Any]]:
+    """The carried values with tuples and lists spread out, and per value its container type and
+    length (None for a single value), to rebuild them."""
+    leaves: list[Any] = []
+    structure: list[Any] = []
+    for value in values:
+        if isinstance(value, (tuple, list)):
+            structure.append((type(value), len(value)))
+            leaves.extend(value)
+        else:
+            structure.append(None)
+            leaves.append(value)
+    return leaves, structure
+
+
+def _unflatten_carried(leaves: list[Any], structure: list[Any]) -> list[Any]:
+    values, position = [], 0
+    for kind in structure:
+        if kind is None:
+            values.append(leaves[position])
+            position += 1
+        else:
+            container, length = kind
+            values.append(container(leaves[position:position + length]))
+            position += length
+    return values
+
+
+def _flatten_results(results: Any, structure: list[Any]) -> list[Any]:
+    """The loop body's results spread out like the carried values they replace."""
+    leaves: list[Any] = []
+    for result, kind in zip(results, structure):
+        if kind is None:
+            leaves.append(result)
+            continue
+        if not isinstance(result, (tuple, list)) or len(result) != kind[1]:
+            raise exc.ShapeMismatchError(
+                f"a loop-carried {kind[0].__name__} of {kind[1]} values holds "
+                f"{len(result) if isinstance(result, (tuple, list)) else 'a single value'} after an iteration",
+                location=user_location(), hint="keep a carried tuple the same length in every iteration")
+        leaves.extend(result)
+    return leaves
 
 
 def _same_registers(a: tuple[Axis, ...], b: tuple[Axis, ...]) -> bool:

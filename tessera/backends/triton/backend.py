@@ -14,9 +14,10 @@ import torch
 
 from tessera import exc
 from tessera.backends.base import LoadedKernel, LoweredKernel, LoweringOptions
+from tessera.backends.source_text import refuse_unlowered, table_lowers
 from tessera.backends.triton.codegen import lower_kernel
 from tessera.backends.triton.launcher import TritonLauncher
-from tessera.backends.triton.lowering import ELEMENTWISE_TEMPLATES, LOWERINGS, REDUCTION_FUNCTIONS
+from tessera.backends.triton.lowering import ELEMENTWISE_TEMPLATES, LOWERINGS, REDUCTION_FUNCTIONS, SCAN_FUNCTIONS
 from tessera.backends.triton.modules import compile_error, import_generated, write_generated
 from tessera.backends.triton.tuning import TritonTuning
 from tessera.config import Config
@@ -102,27 +103,24 @@ class TritonBackend(TritonTuning):
     """Lowers `KernelIR` to Triton source; runs it compiled (CUDA) or interpreted (CPU)."""
 
     name = "triton"
+    title = "Triton"
     supported_ops = frozenset(Op)
 
     def lowers(self, op: Op, fn: str | None = None) -> bool:
-        if op not in LOWERINGS:
-            return False
-        if op is Op.ELEMENTWISE and fn is not None:
-            return fn in ELEMENTWISE_TEMPLATES
-        if op is Op.REDUCE and fn is not None:
-            return fn in REDUCTION_FUNCTIONS
-        return True
+        # a user combine function (hl.reduce, hl.associative_scan) is a @triton.jit helper
+        return table_lowers(op, fn, LOWERINGS, ELEMENTWISE_TEMPLATES, {*REDUCTION_FUNCTIONS, "combine"},
+                            {*SCAN_FUNCTIONS, "combine"})
 
     def check(self, ir: KernelIR, options: LoweringOptions) -> None:
         """What this backend refuses: an op without a lowering; on the GPU, a product over a whole
         dimension narrower than 16 (its multiply-sum path gave wrong sums on the H100 while the
         interpreter was right)."""
+        refuse_unlowered(self, ir.body, "run this kernel with mode='eager', or use another op")
         for node in walk(ir.body):
-            fn = node.params.get("fn") if node.op in (Op.ELEMENTWISE, Op.REDUCE) else None
-            if node.op not in self.supported_ops or not self.lowers(node.op, fn):
+            if options.interpret and node.op is Op.INLINE_ASM:
                 raise exc.UnsupportedOperationError(
-                    f"the Triton backend has no lowering for {node.op.value}{f' {fn}' if fn else ''}",
-                    location=node.location, hint="run this kernel with mode='eager', or use another op")
+                    "hl.inline_asm_elementwise runs only on the GPU: Triton's CPU interpreter cannot execute PTX",
+                    location=node.location, hint="run this kernel on CUDA tensors in compiled mode")
             if options.interpret or node.op is not Op.DOT:
                 continue
             a, b = node.inputs[0], node.inputs[1]

@@ -113,6 +113,7 @@ def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions) -> Lowe
         "from triton.language.extra import libdevice",
         "",
         *[line for helper in sorted(emitter.helpers) for line in _HELPERS[helper]],
+        *[line for helper in sorted(emitter.generated) for line in emitter.generated[helper]],
         "",
         "@triton.jit",
         f"def {name}({', '.join(ir.parameters + ((INDEX_ERRORS,) if emitter.index_checks else ()))}):",

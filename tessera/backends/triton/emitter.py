@@ -7,6 +7,7 @@ is variable `v7` (`v7_p1` when a chunk pass computes it again), axis `t0` has in
 """
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import sympy
@@ -14,6 +15,7 @@ import torch
 
 from tessera import exc
 from tessera.backends.base import LoweringOptions
+from tessera.backends.source_text import EmitterBase, find_run, provably_inside
 from tessera.backends.triton.printer import print_expr
 from tessera.config import Config
 from tessera.ir.graph import UNIT, AccessKind, Axis, KernelIR, Node
@@ -27,7 +29,7 @@ TRITON_DTYPES = {
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)  # AMD's fnuz formats are refused when traced (view.py)
 
 
-class Emitter:
+class Emitter(EmitterBase):
     """Writes the body of one Triton kernel."""
 
     def __init__(self, ir: KernelIR, config: Config, options: LoweringOptions) -> None:
@@ -39,11 +41,13 @@ class Emitter:
         self.guards: list[tuple[sympy.Basic, str]] = []  # what the generated code relies on beyond the IR's guards
         self.prelude: list[str] = []    # lines at the kernel top (tensor descriptors)
         self._access_numbers: dict[Node, int] = {}  # load/store node -> its number, for per-access choices
+        self._kind_numbers: dict[str, dict[Node, int]] = {}  # see numbered()
         self.lines: list[str] = []
         self.indent = 1
         self.int64_indexing = ir.int64_indexing
         self.interpret = options.interpret
         self.helpers: set[str] = set()  # names of @triton.jit helpers the body calls
+        self.generated: dict[str, list[str]] = {}  # helpers written for this kernel (combine functions)
         self.last_comment: str | None = None
         self.locations: dict[int, Any] = {}  # body line index -> kernel SourceLocation
         self.renamed: dict[Node, str] = {}  # nodes computed again in a chunk pass get a per-pass name
@@ -52,6 +56,12 @@ class Emitter:
         self.check_indices = options.check_indices
         self.index_checks: list[Any] = []  # with check_indices: the line of each checked access
         self.gather_ranges: list[str] = []  # the in-range terms of the last address()'s index tensors
+
+    def numbered(self, kind: str, node: Node) -> int:
+        """The position of `node` among the body's nodes of one kind ('load', 'loop'), in
+        emission order: what Helion's per-load and per-loop Config lists are indexed by."""
+        numbers = self._kind_numbers.setdefault(kind, {})
+        return numbers.setdefault(node, len(numbers))
 
     def access_number(self, node: Node) -> int:
         """The position of a load/store among the body's accesses (stable when code is re-emitted)."""
@@ -65,8 +75,12 @@ class Emitter:
         """Rely on `condition` (over host symbols): the variant is reused only where it holds."""
         self.guards.append((condition, reason))
 
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self.indent + text)
+    def nested(self) -> Emitter:
+        """An emitter for the body of a helper function (indent 1, its own lines), sharing this
+        one's helpers."""
+        inner = copy.copy(self)
+        inner.lines, inner.indent, inner.locations, inner.last_comment = [], 1, {}, None
+        return inner
 
     # -- names and casts ------------------------------------------------------------------------
     def name_of(self, node: Node) -> str:
@@ -110,18 +124,6 @@ class Emitter:
         if axis.needs_mask:
             self.line(f"mask_{name} = idx_{name} < {print_expr(axis.end)}")
 
-    @staticmethod
-    def placed(name: str, position: int, rank: int) -> str:
-        if rank <= 1:
-            return name
-        return f"{name}[{', '.join(':' if i == position else 'None' for i in range(rank))}]"
-
-    def axis_index(self, axis: Axis, shape: tuple[Axis, ...]) -> str:
-        return self.placed(f"idx_{axis.name}", shape.index(axis), len(shape))
-
-    def axis_mask(self, axis: Axis, shape: tuple[Axis, ...]) -> str:
-        return self.placed(f"mask_{axis.name}", shape.index(axis), len(shape))
-
     def block_shape(self, shape: tuple[Axis, ...]) -> str:
         return "[" + ", ".join(str(axis.block) for axis in shape) + "]"
 
@@ -132,9 +134,6 @@ class Emitter:
         if not target:
             return f"tl.reshape({name}, [])" if source else name
         return f"tl.reshape({name}, {self.block_shape(target)})"
-
-    def shape_mask(self, shape: tuple[Axis, ...]) -> list[str]:
-        return [self.axis_mask(axis, shape) for axis in shape if axis is not UNIT and axis.needs_mask]
 
     # -- memory ----------------------------------------------------------------------------------
     def address(self, node: Node) -> tuple[str, list[str], list[str]]:
@@ -163,14 +162,14 @@ class Emitter:
                 index = f"({print_expr(access.scalar)})"
                 if access.check_negative:  # negative at run time: counts from the end, as in torch
                     index = f"tl.where({index} < 0, {index} + {print_expr(tensor.sizes[dim])}, {index})"
-                if not _provably_inside(access.scalar, tensor.sizes[dim]):
+                if not provably_inside(access.scalar, tensor.sizes[dim]):
                     scalar_masks.append(f"({index} >= 0) & ({index} < {print_expr(tensor.sizes[dim])})")
                 if self.int64_indexing:
                     index = f"tl.full([], {index}, tl.int64)"
             else:
                 value = access.value
                 if gather_offset is None:
-                    gather_offset = _find_run(shape, value.shape)
+                    gather_offset = find_run(shape, value.shape)
                 index = self.name_of(value)
                 if self.int64_indexing:
                     index = f"{index}.to(tl.int64)"
@@ -192,7 +191,7 @@ class Emitter:
             for limit in tensor.limits:
                 (masks if block else scalar_masks).append(f"(({offset}) < ({print_expr(limit)}))")
             for position, size in tensor.conditions:
-                if not _provably_inside(position, size):
+                if not provably_inside(position, size):
                     scalar_masks.append(f"(({print_expr(position)}) >= 0) & (({print_expr(position)}) < ({print_expr(size)}))")
         return f"{tensor.name} + ({offset})", masks, scalar_masks
 
@@ -214,18 +213,6 @@ def emit_index_check(emitter: Emitter, node: Node, masks: list[str], extra: Node
     outside = f"~({' & '.join(emitter.gather_ranges)})"
     bad = outside if lanes is None else f"({lanes}) & {outside}"
     emitter.line(f"tl.store({INDEX_ERRORS} + {slot}, 1, mask=tl.max(tl.where({bad}, 1, 0)) > 0)")
-
-
-def _provably_inside(index: Any, size: Any) -> bool:
-    index, size = sympy.sympify(index), sympy.sympify(size)
-    return bool(index.is_Integer and size.is_Integer and 0 <= int(index) < int(size))
-
-
-def _find_run(shape: tuple[Axis, ...], run: tuple[Axis, ...]) -> int:
-    for start in range(len(shape) - len(run) + 1):
-        if all(a is b or b is UNIT for a, b in zip(shape[start:], run)):
-            return start
-    return 0
 
 
 def join_masks(emitter: Emitter, masks: list[str], extra: Node | None = None,

@@ -20,12 +20,13 @@ Config(block_sizes=[4, 1024], num_warps=8, num_stages=1, ...)
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
-import torch  # noqa: F401  (the doctest's dtypes)
+import torch
 
 from tessera.backends.config_space import Axis, ConfigSpace, KernelFacts
-from tessera.config import Config
+from tessera.config import MAX_BLOCK_SIZE, Config
 from tessera.ir.tunables import TunableDim
 
 ELEMENTWISE_BYTES_PER_PROGRAM = 8192
@@ -38,6 +39,9 @@ REDUCTION_CHUNK = 4096
 BLOCKED_ROW_PROGRAMS = 256   # programs of a kernel that blocks rows with hl.register_block_size
 PERSISTENT_SPLIT_MAX_PROGRAMS = 1024  # more grid points: each program visiting all costs more than it balances
 SPLIT_PROGRAMS = 1024        # programs sharing an inner loop's tiles: ~8 per H100 SM, so a large group keeps the GPU busy
+MIN_REGISTERED_BLOCK = 16    # an hl.register_block_size block of 1 runs a program per row: slow
+H100_SHARED_MEMORY = 232448  # bytes a program may use on an H100 (the opt-in limit, 227 KB)
+SHARED_MEMORY_MARGIN = 0.9   # the estimate leaves out Triton's own scratch (barriers, layout conversions)
 
 
 def heuristic_config(space: ConfigSpace) -> Config:
@@ -58,27 +62,92 @@ def heuristic_config(space: ConfigSpace) -> Config:
         if facts.programs <= PERSISTENT_SPLIT_MAX_PROGRAMS:
             # one program per SM dealing out the tiles of all grid points: balanced however skewed they are
             wanted["pid_type"] = "persistent_interleaved"
+    _fit_block_elements(facts, wanted)
     values = {axis.name: _snap(axis, wanted.get(axis.name, axis.default)) for axis in space.axes}
     return space.to_config(values)
 
 
+_OUTPUT_ROLES = ("launch", "split")  # a split loop's tiles are output tiles too (ir/loop_split.py)
+
+
 def _dot_kernel(facts: KernelFacts) -> dict[str, Any]:
     wanted: dict[str, Any] = {}
-    output_blocks = 1
     for dim in facts.tunables:
         if dim.role in ("launch", "split"):  # a split loop's tiles are output tiles too
             block = DOT_OUTPUT_BLOCK if dim.min_block >= 16 else 1
-            output_blocks *= block
         else:
             block = DOT_REDUCTION_BLOCK
         wanted[f"block_sizes[{dim.index}]"] = block
+    wanted["num_stages"] = 3
+    wanted["l2_grouping"] = 8
+    _fit_shared_memory(facts, wanted)
+    output_blocks = math.prod(wanted[f"block_sizes[{d.index}]"] for d in facts.tunables if d.role in _OUTPUT_ROLES)
     # a whole row held per program (attention's head_dim: the width of its second product's
     # accumulator) is part of each program's output tile
     output_blocks *= max(facts.whole_row, 1)
     wanted["num_warps"] = 8 if output_blocks >= DOT_OUTPUT_BLOCK * DOT_OUTPUT_BLOCK else 4
-    wanted["num_stages"] = 3
-    wanted["l2_grouping"] = 8
     return wanted
+
+
+def _fit_block_elements(facts: KernelFacts, wanted: dict[str, Any]) -> None:
+    """Halve the widest block until a program's tile (its blocks times its whole dims) fits
+    Triton's limit on the elements of one block (a whole row of 1024 and 2048 rows is 2M)."""
+    keys = [f"block_sizes[{d.index}]" for d in facts.tunables if f"block_sizes[{d.index}]" in wanted]
+    while keys and math.prod(wanted[k] for k in keys) * facts.whole_elements > MAX_BLOCK_SIZE:
+        widest = max(keys, key=lambda k: wanted[k])
+        if wanted[widest] == 1:
+            return
+        wanted[widest] //= 2
+
+
+def shared_memory_limit(on_gpu: bool) -> int:
+    """Bytes of shared memory one program may use: the current GPU's opt-in limit, else the H100's
+    (so CPU runs pick the Configs an H100 would)."""
+    if on_gpu and torch.cuda.is_available():
+        properties = torch.cuda.get_device_properties(torch.cuda.current_device())
+        return int(getattr(properties, "shared_memory_per_block_optin", H100_SHARED_MEMORY))
+    return H100_SHARED_MEMORY
+
+
+def dot_shared_memory(facts: KernelFacts, wanted: dict[str, Any]) -> tuple[int, int]:
+    """Estimated shared memory (bytes) of a dot kernel under the `wanted` blocks: the larger of
+    the software pipeline (num_stages copies of both operand tiles, M x K and K x N) and, when the
+    kernel reduces its dot result (matmul + layernorm), the fp32 M x N tile that Triton converts
+    through shared memory. M is the first dot-feeding launch block; N the other ones times the
+    whole dims (`y[tile_k, :]`); K the inner loop blocks. Returns (pipeline, epilogue) bytes:
+    the two are live at different times, so the larger one is what must fit."""
+    def block(dim: TunableDim) -> int:
+        return int(wanted.get(f"block_sizes[{dim.index}]", 1))
+    output = [block(d) for d in facts.tunables if d.role in _OUTPUT_ROLES and d.min_block >= 16]
+    m = output[0] if output else 1
+    n = math.prod(output[1:]) * facts.whole_elements
+    k = math.prod(block(d) for d in facts.tunables if d.role not in _OUTPUT_ROLES)
+    floats = [dtype.itemsize for dtype in facts.dtypes if dtype.is_floating_point] or [4]
+    pipeline = int(wanted.get("num_stages", 1)) * (m * k + k * n) * min(floats)
+    epilogue = m * n * 4 if facts.uses_reduction else 0
+    return pipeline, epilogue
+
+
+def _fit_shared_memory(facts: KernelFacts, wanted: dict[str, Any]) -> None:
+    """Shrink `wanted` until `dot_shared_memory` fits the device (an H100 has 227 KB a program):
+    the epilogue tile by a smaller M block; the pipeline by fewer stages, then a shallower K loop,
+    then a smaller M block; no block below 16."""
+    limit = int(shared_memory_limit(facts.on_gpu) * SHARED_MEMORY_MARGIN)
+    output = [d for d in facts.tunables if d.role in _OUTPUT_ROLES and d.min_block >= 16]
+    inner = [d for d in facts.tunables if d.role not in _OUTPUT_ROLES]
+    while max(dot_shared_memory(facts, wanted)) > limit:
+        pipeline, epilogue = dot_shared_memory(facts, wanted)
+        m_shrinks = output and wanted[f"block_sizes[{output[0].index}]"] > max(16, output[0].min_block)
+        if epilogue > limit and m_shrinks:
+            wanted[f"block_sizes[{output[0].index}]"] //= 2
+        elif wanted["num_stages"] > 2:
+            wanted["num_stages"] -= 1
+        elif inner and wanted[f"block_sizes[{inner[0].index}]"] > max(16, inner[0].min_block):
+            wanted[f"block_sizes[{inner[0].index}]"] //= 2
+        elif m_shrinks:
+            wanted[f"block_sizes[{output[0].index}]"] //= 2
+        else:
+            return  # nothing left to shrink: the kernel's whole dims alone are too wide
 
 
 def _row_kernel(facts: KernelFacts) -> dict[str, Any]:
@@ -124,7 +193,8 @@ def _blocked_rows_kernel(facts: KernelFacts, registered: list[TunableDim], inner
         inner_block *= block
     for dim in registered:
         per_program = _ceil_pow2(-(-max(dim.extent, 1) // BLOCKED_ROW_PROGRAMS))
-        wanted[f"block_sizes[{dim.index}]"] = max(per_program, inner_block)
+        floor = min(MIN_REGISTERED_BLOCK, _ceil_pow2(max(dim.extent, 1)))
+        wanted[f"block_sizes[{dim.index}]"] = max(per_program, inner_block, floor)
     wanted["num_warps"] = _clamp_pow2(inner_block * row // 512, 1, 16)
     wanted["num_stages"] = 2
     return wanted
@@ -141,7 +211,8 @@ def _row_length(facts: KernelFacts, launch: list[TunableDim], inner: list[Tunabl
 
 def _elementwise_kernel(facts: KernelFacts) -> dict[str, Any]:
     itemsize = min((dtype.itemsize for dtype in facts.dtypes if dtype.is_floating_point), default=4)
-    budget = ELEMENTWISE_BYTES_PER_PROGRAM // itemsize
+    # a program also holds its whole dims (`x[tile, :]`): those elements count against the budget
+    budget = max(1, ELEMENTWISE_BYTES_PER_PROGRAM // itemsize // facts.whole_elements)
     wanted: dict[str, Any] = {}
     # the last tunable dim is the contiguous one in the usual row-major case: give it the width
     for position, dim in enumerate(sorted(facts.tunables, key=lambda d: -d.index)):

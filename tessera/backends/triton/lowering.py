@@ -8,19 +8,20 @@ missing here fails in `tests/test_op_tables.py`, naming the op.
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Callable
 
 import sympy
 import torch
 
 from tessera import exc
+from tessera.backends.source_text import emit_block as emit_lines
+from tessera.backends.source_text import reduction_identity as shared_identity
 from tessera.backends.triton import numerics
 from tessera.backends.triton.emitter import FP8_DTYPES, TRITON_DTYPES, Emitter, emit_index_check, join_masks
 from tessera.backends.triton.indexing import BlockAccess, element_size, strategy_for
 from tessera.backends.triton.printer import print_expr
 from tessera.backends.triton.split_loops import emit_split_loop
-from tessera.ir.graph import Axis, Block, Node, Op
+from tessera.ir.graph import UNIT, Axis, Block, Node, Op
 
 ELEMENTWISE_TEMPLATES: dict[str, str] = {
     "add": "({0} + {1})",
@@ -41,6 +42,8 @@ ELEMENTWISE_TEMPLATES: dict[str, str] = {
     "bitwise_and": "({0} & {1})",
     "bitwise_or": "({0} | {1})",
     "bitwise_xor": "({0} ^ {1})",
+    "lshift": "({0} << {1})",
+    "rshift": "({0} >> {1})",
     "invert": "invert",
     "neg": "(-{0})",
     "abs": "tl.abs({0})",
@@ -91,16 +94,8 @@ REDUCTION_FUNCTIONS = {"sum": "tl.sum", "amax": "tl.max", "amin": "tl.min", "arg
 
 
 def reduction_identity(fn: str, dtype: torch.dtype) -> str:
-    """The value masked lanes take so they never win (a Triton expression of `dtype`'s kind)."""
-    if fn == "sum":
-        return "0"
-    largest = fn in ("amin", "argmin")
-    if dtype.is_floating_point:
-        return "float('inf')" if largest else "float('-inf')"
-    if dtype == torch.bool:
-        return "1" if largest else "0"
-    info = torch.iinfo(dtype)
-    return str(info.max if largest else info.min)
+    """The value masked lanes take so they never win."""
+    return shared_identity(fn, dtype, "float('inf')")
 
 
 def working_dtype(accumulate: torch.dtype) -> torch.dtype:
@@ -170,6 +165,9 @@ def _blocks(emitter: Emitter, node: Node, operands: list[str], compute: torch.dt
 
 def _reduce(emitter: Emitter, node: Node) -> None:
     fn = node.params["fn"]
+    if fn == "combine":
+        _combine(emitter, node)
+        return
     source = node.inputs[0]
     operand = emitter.name_of(source)
     # 16-bit sums accumulate in fp32 and integer sums in int64, as PyTorch does
@@ -185,12 +183,93 @@ def _reduce(emitter: Emitter, node: Node) -> None:
         _assign(emitter, node, emitter.cast(text, accumulate, node.dtype))
 
 
+# scans of the builtin functions: the Triton function and the value of lanes that must not count
+SCAN_FUNCTIONS: dict[str, tuple[str, str]] = {"sum": ("tl.cumsum", "0"), "prod": ("tl.cumprod", "1")}
+
+
+def _scan(emitter: Emitter, node: Node) -> None:
+    fn = node.params["fn"]
+    if fn == "combine":
+        _combine(emitter, node)
+        return
+    source, axis, reverse = node.inputs[0], node.params["axis"], node.params["reverse"]
+    accumulate = node.params["accumulate"]
+    operand = emitter.cast(emitter.name_of(source), source.dtype, accumulate)
+    function, identity = SCAN_FUNCTIONS[fn]
+    if axis.needs_mask and reverse:  # a scan from the end starts in the padding past the extent
+        operand = f"tl.where({emitter.axis_mask(axis, source.shape)}, {operand}, {identity})"
+    text = f"{function}({operand}, axis={node.params['dim']}{', reverse=True' if reverse else ''})"
+    _assign(emitter, node, emitter.cast(text, accumulate, node.dtype))
+
+
+def _combine(emitter: Emitter, node: Node) -> None:
+    """A scan or reduction with a user combine function: the function becomes a `@triton.jit`
+    helper. Where lanes past the extent could reach valid ones (any reduction, a reverse scan),
+    each operand travels with a validity flag and invalid lanes never enter the function."""
+    helper = _combine_helper(emitter, node)
+    source, axis, dim = node.inputs[0], node.params["axis"], node.params["dim"]
+    operands = [emitter.name_of(value) for value in node.inputs]
+    count = len(operands)
+    results = [emitter.name_of(node)] if count == 1 else [f"{emitter.name_of(node)}_{i}" for i in range(count)]
+    if axis.needs_mask and (node.op is Op.REDUCE or node.params["reverse"]):
+        helper = _flagged_helper(emitter, helper, count)
+        operands.append(f"tl.broadcast_to({emitter.axis_mask(axis, source.shape)}, {emitter.block_shape(source.shape)})")
+        results.append(f"{emitter.name_of(node)}_valid")
+    packed = operands[0] if len(operands) == 1 else f"({', '.join(operands)})"
+    if node.op is Op.SCAN:
+        call = f"tl.associative_scan({packed}, {dim}, {helper}, reverse={bool(node.params['reverse'])})"
+    else:
+        call = f"tl.reduce({packed}, {dim}, {helper}, keep_dims={bool(node.params['keepdim'])})"
+    emitter.line(f"{', '.join(results)} = {call}")
+
+
+def _combine_helper(emitter: Emitter, node: Node) -> str:
+    """Write the traced combine function of `node` as a helper; its name."""
+    name = f"combine_{emitter.name_of(node)}"
+    body = node.blocks[0]
+    arguments = [inner for inner in body.nodes if inner.op is Op.ARGUMENT]
+    nested = emitter.nested()
+    emit_block(nested, Block(tuple(inner for inner in body.nodes if inner.op is not Op.ARGUMENT)))
+    returned = ", ".join(nested.name_of(result) for result in node.params["results"])
+    emitter.generated[name] = ["", "@triton.jit", f"def {name}({', '.join(a.name for a in arguments)}):",
+                               *nested.lines, f"    return {returned}", ""]
+    return name
+
+
+def _flagged_helper(emitter: Emitter, helper: str, count: int) -> str:
+    """`helper` over (values..., valid) pairs: an invalid side yields the other side unchanged,
+    so invalid lanes act as an identity the user's function need not have."""
+    left, right = [f"a{i}" for i in range(count)], [f"b{i}" for i in range(count)]
+    combined = [f"c{i}" for i in range(count)]
+    name = f"{helper}_flagged"
+    emitter.generated[name] = [
+        "", "@triton.jit", f"def {name}({', '.join(left)}, a_valid, {', '.join(right)}, b_valid):",
+        f"    {', '.join(combined)} = {helper}({', '.join(left + right)})" if count > 1 else
+        f"    c0 = {helper}(a0, b0)",
+        *[f"    {c} = tl.where(a_valid & b_valid, {c}, tl.where(a_valid, {a}, {b}))"
+          for c, a, b in zip(combined, left, right)],
+        f"    return {', '.join(combined)}, a_valid | b_valid", ""]
+    return name
+
+
+def _argument(emitter: Emitter, node: Node) -> None:
+    """A combine function's parameter: the helper's argument of the same name, nothing to write."""
+
+
+def _item(emitter: Emitter, node: Node) -> None:
+    _assign(emitter, node, f"{emitter.name_of(node.inputs[0])}_{node.params['index']}")
+
+
 def _cast(emitter: Emitter, node: Node) -> None:
     _assign(emitter, node, emitter.cast(emitter.name_of(node.inputs[0]), node.inputs[0].dtype, node.dtype))
 
 
 def _view(emitter: Emitter, node: Node) -> None:
     _assign(emitter, node, emitter.reshape(emitter.name_of(node.inputs[0]), node.inputs[0].shape, node.shape))
+
+
+def _reshape(emitter: Emitter, node: Node) -> None:
+    _assign(emitter, node, f"tl.reshape({emitter.name_of(node.inputs[0])}, {emitter.block_shape(node.shape)})")
 
 
 def _permute(emitter: Emitter, node: Node) -> None:
@@ -201,6 +280,83 @@ def _permute(emitter: Emitter, node: Node) -> None:
 
 def _broadcast(emitter: Emitter, node: Node) -> None:
     _assign(emitter, node, f"tl.broadcast_to({emitter.name_of(node.inputs[0])}, {emitter.block_shape(node.shape)})")
+
+
+def _broadcast_operand(emitter: Emitter, value: Node, dtype: torch.dtype, blocks: list[int]) -> str:
+    """`value` cast to `dtype` and broadcast to a block of `blocks` lanes per dimension."""
+    text = emitter.operand(value, dtype)
+    if [axis.block for axis in value.shape] != blocks:
+        text = f"tl.broadcast_to({text}, {blocks})"
+    return text
+
+
+def _join(emitter: Emitter, node: Node) -> None:
+    blocks = [axis.block for axis in node.shape[:-1]]
+    a, b = (_broadcast_operand(emitter, value, node.dtype, blocks) for value in node.inputs)
+    _assign(emitter, node, f"tl.join({a}, {b})")
+
+
+def _split(emitter: Emitter, node: Node) -> None:
+    emitter.line(f"{emitter.name_of(node)}_0, {emitter.name_of(node)}_1 = tl.split({emitter.name_of(node.inputs[0])})")
+
+
+def _cat(emitter: Emitter, node: Node) -> None:
+    """Join the two along a new last axis, move it before the concatenated one and merge the two:
+    row-major order puts all of the first value before the second."""
+    dim = node.params["dim"]
+    blocks = [axis.block for axis in node.shape]
+    blocks[dim] //= 2
+    a, b = (_broadcast_operand(emitter, value, node.dtype, blocks) for value in node.inputs)
+    rank = len(blocks)
+    order = [*range(dim), rank, *range(dim, rank)]
+    _assign(emitter, node, f"tl.reshape(tl.permute(tl.join({a}, {b}), {tuple(order)}), {emitter.block_shape(node.shape)})")
+
+
+def _inline_asm(emitter: Emitter, node: Node) -> None:
+    dtypes = node.params.get("dtypes") or (node.dtype,)
+    types = TRITON_DTYPES[dtypes[0]] if len(dtypes) == 1 else f"({', '.join(TRITON_DTYPES[d] for d in dtypes)},)"
+    names = emitter.name_of(node) if len(dtypes) == 1 else ", ".join(f"{emitter.name_of(node)}_{i}" for i in range(len(dtypes)))
+    arguments = ", ".join(emitter.name_of(value) for value in node.inputs)
+    emitter.line(f"{names} = tl.inline_asm_elementwise({node.params['asm']!r}, {node.params['constraints']!r}, "
+                 f"[{arguments}], dtype={types}, is_pure={node.params['is_pure']}, pack={node.params['pack']})")
+
+
+def _sort(emitter: Emitter, node: Node) -> None:
+    """Sort 64-bit keys: an order-preserving int32 of each value above its lane number (counted
+    down for a descending sort), so ties keep their order and indices travel with the values;
+    padding lanes sort last. `~` turns the smallest-k selection into tl.topk's largest-k."""
+    source, axis = node.inputs[0], node.params["axis"]
+    descending, k = node.params["descending"], node.params["k"]
+    name, rank = emitter.name_of(node), len(source.shape)
+    bits = f"{name}_bits"
+    if source.dtype.is_floating_point:
+        emitter.line(f"{name}_wide = {emitter.cast(emitter.name_of(source), source.dtype, torch.float32)}")
+        emitter.line(f"{bits} = {name}_wide.to(tl.int32, bitcast=True)")
+        # every NaN as the positive quiet NaN: above inf, as torch sorts NaN (of either sign) last
+        emitter.line(f"{bits} = tl.where({name}_wide != {name}_wide, 0x7FC00000, "
+                     f"tl.where({bits} < 0, {bits} ^ 0x7FFFFFFF, {bits}))")
+    else:
+        emitter.line(f"{bits} = {emitter.name_of(source)}.to(tl.int32)")
+    if axis.needs_mask:
+        emitter.line(f"{bits} = tl.where({emitter.axis_mask(axis, source.shape)}, {bits}, "
+                     f"{-2 ** 31 if descending else 2 ** 31 - 1})")
+    lanes = f"tl.broadcast_to({Emitter.placed(f'tl.arange(0, {axis.block})', rank - 1, rank)}, {emitter.block_shape(source.shape)})"
+    low = f"(2147483647 - {lanes})" if descending else lanes
+    emitter.line(f"{name}_keys = ({bits}.to(tl.int64) << 32) | {low}.to(tl.int64)")
+    if k is None:
+        emitter.line(f"{name}_keys = tl.sort({name}_keys, descending={bool(descending)})")
+    elif descending:
+        emitter.line(f"{name}_keys = tl.topk({name}_keys, {k})")
+    else:
+        emitter.line(f"{name}_keys = ~tl.topk(~{name}_keys, {k})")
+    emitter.line(f"{bits} = ({name}_keys >> 32).to(tl.int32)")
+    if source.dtype.is_floating_point:
+        value = f"tl.where({bits} < 0, {bits} ^ 0x7FFFFFFF, {bits}).to(tl.float32, bitcast=True)"
+        emitter.line(f"{name}_0 = {emitter.cast(value, torch.float32, source.dtype)}")
+    else:
+        emitter.line(f"{name}_0 = {emitter.cast(bits, torch.int32, source.dtype)}")
+    position = f"({name}_keys & 0xFFFFFFFF)"
+    emitter.line(f"{name}_1 = {f'(2147483647 - {position})' if descending else position}.to(tl.int64)")
 
 
 def _block_access(emitter: Emitter, node: Node) -> tuple[str, BlockAccess | None]:
@@ -238,9 +394,8 @@ def _load(emitter: Emitter, node: Node) -> None:
             # padding without a boundary check makes Triton's tensor-pointer rewrite emit an
             # invalid masked load (static shapes prove every check away)
             padding = ", padding_option='zero'" if access.checked else ""
-            policy = node.params.get("eviction_policy")
-            hint = f", eviction_policy='{policy}'" if policy else ""
-            text = f"tl.load({access.block_pointer()}, boundary_check={access.boundary_check()}{padding}{hint})"
+            text = f"tl.load({access.block_pointer()}, boundary_check={access.boundary_check()}{padding}" \
+                   f"{_eviction_hint(emitter, node)})"
         if len(access.kept_shape) != len(node.shape):
             text = f"tl.reshape({text}, {emitter.block_shape(node.shape)})"
         emitter.line(f"{emitter.name_of(node)} = {text}")
@@ -251,18 +406,24 @@ def _load(emitter: Emitter, node: Node) -> None:
     # Triton 3.6's interpreter cannot cast `other` to fp8; its masked lanes are zeros without it
     fp8_interpreted = emitter.interpret and node.dtype in FP8_DTYPES
     extra = f", mask={mask}" + ("" if fp8_interpreted else ", other=0") if mask else ""
+    emitter.line(f"{emitter.name_of(node)} = tl.load({pointer}{extra}{_eviction_hint(emitter, node)})")
+
+
+def _eviction_hint(emitter: Emitter, node: Node) -> str:
+    """`eviction_policy=` of a load: its own (`hl.load(..., eviction_policy=)`), else the
+    Config's `load_eviction_policies` entry for this load ('' = none)."""
+    number = emitter.numbered("load", node)
     policy = node.params.get("eviction_policy")
-    hint = f", eviction_policy='{policy}'" if policy else ""
-    emitter.line(f"{emitter.name_of(node)} = tl.load({pointer}{extra}{hint})")
+    if not policy:
+        chosen = list(emitter.config.get("load_eviction_policies") or [])
+        policy = f"evict_{chosen[number]}" if number < len(chosen) and chosen[number] else None
+    return f", eviction_policy='{policy}'" if policy else ""
 
 
 def _store(emitter: Emitter, node: Node) -> None:
     strategy, access = _block_access(emitter, node)
-    value, mask_node = node.inputs
-    target = node.params["tensor"].dtype
-    text = emitter.operand(value, target) if isinstance(value, Node) else f"tl.full({emitter.block_shape(node.shape)}, {print_expr(value)}, {TRITON_DTYPES[target]})"
-    if isinstance(value, Node) and value.shape != node.shape:
-        text = f"tl.broadcast_to({text}, {emitter.block_shape(node.shape)})"
+    value, mask_node = node.inputs[:2]
+    text = _stored_text(emitter, node, value)
     if access is not None:
         if len(access.kept_shape) != len(node.shape):
             text = f"tl.reshape({text}, [{', '.join(str(a.block) for a in access.kept_shape)}])"
@@ -276,12 +437,31 @@ def _store(emitter: Emitter, node: Node) -> None:
     mask = join_masks(emitter, masks, mask_node, scalar_masks)
     extra = f", mask={mask}" if mask else ""
     atomic = node.params.get("atomic")
-    if atomic:
+    if atomic == "cas":
+        # tl.atomic_cas has no mask: a masked lane swaps the argument's first element for itself
+        # (compare with x, write x), which changes nothing
+        expected = _stored_text(emitter, node, node.inputs[2])
+        if mask:
+            pointer, text = f"tl.where({mask}, {pointer}, {node.params['tensor'].name})", f"tl.where({mask}, {text}, {expected})"
+        emitter.line(f"{emitter.name_of(node)} = tl.atomic_cas({pointer}, {expected}, {text}, "
+                     f"sem='{node.params.get('sem') or 'relaxed'}')")
+    elif atomic:
         # the previous values (tl.atomic_* returns them): `old = hl.atomic_add(...)`
         emitter.line(f"{emitter.name_of(node)} = tl.atomic_{atomic}({pointer}, {text}{extra}, "
                      f"sem='{node.params.get('sem') or 'relaxed'}')")
     else:
         emitter.line(f"tl.store({pointer}, {text}{extra})")
+
+
+def _stored_text(emitter: Emitter, node: Node, value: Any) -> str:
+    """A value a store writes, in the tensor's dtype and the store's block shape."""
+    target = node.params["tensor"].dtype
+    if not isinstance(value, Node):
+        return f"tl.full({emitter.block_shape(node.shape)}, {print_expr(value)}, {TRITON_DTYPES[target]})"
+    text = emitter.operand(value, target)
+    if value.shape != node.shape:
+        text = f"tl.broadcast_to({text}, {emitter.block_shape(node.shape)})"
+    return text
 
 
 def _full(emitter: Emitter, node: Node) -> None:
@@ -313,6 +493,27 @@ def _arange(emitter: Emitter, node: Node) -> None:
     axis = node.shape[0]
     emitter.line(f"{emitter.name_of(node)} = ({node.params['begin']} + idx_{axis.name} * {node.params['step']})"
                  f".to({TRITON_DTYPES[node.dtype]})")
+
+
+def _random(emitter: Emitter, node: Node) -> None:
+    """Philox numbers (tl.rand / tl.randint) at each element's row-major number in the loops'
+    full extents, or at the given offsets: the same numbers under any block sizes."""
+    seed, offsets = node.inputs
+    seed_text = emitter.operand(seed, torch.int64)
+    if offsets is not None:
+        numbers = emitter.operand(offsets, torch.int64)
+    else:
+        numbers = f"tl.zeros({emitter.block_shape(node.shape)}, tl.int64)"
+        for axis in node.shape:
+            if axis is not UNIT:
+                extent = print_expr(axis.range_end - axis.range_begin)
+                numbers = f"({numbers}) * ({extent}) + {emitter.axis_index(axis, node.shape)}.to(tl.int64)"
+    if node.params["fn"] == "rand":
+        _assign(emitter, node, f"tl.rand({seed_text}, {numbers})")
+        return
+    low, high = node.params["low"], node.params["high"]
+    emitter.line(f"{emitter.name_of(node)} = tl.randint({seed_text}, {numbers}).to(tl.int32, bitcast=True).to(tl.int64)")
+    _assign(emitter, node, f"({low} + tl.abs({emitter.name_of(node)}) % {high - low}).to(tl.int32)")
 
 
 def _dot(emitter: Emitter, node: Node) -> None:
@@ -353,6 +554,32 @@ def _dot(emitter: Emitter, node: Node) -> None:
         emitter.line(f"{emitter.name_of(node)} = {emitter.cast(emitter.name_of(node), accumulate, node.dtype)}")
 
 
+# Config list -> (tl.range keyword, how an entry becomes its value; None: leave it to Triton)
+_RANGE_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "range_num_stages": ("num_stages", lambda n: n or None),
+    "range_unroll_factors": ("loop_unroll_factor", lambda n: n or None),
+    "range_flattens": ("flatten", lambda flag: flag),
+    "range_warp_specializes": ("warp_specialize", lambda flag: flag),
+    "range_multi_buffers": ("disallow_acc_multi_buffer", lambda flag: None if flag is None else not flag),
+}
+
+
+def _range_options(emitter: Emitter, node: Node) -> str:
+    """The `tl.range` keywords the Config's range_* lists give this device loop.
+
+    Helion numbers its tile loops in source order, top-level ones included; a device loop here is
+    entry `launch_index + 1 + (its number among this kernel's device loops)`, exact when earlier
+    top-level loops have no device loops of their own. Triton's interpreter ignores them."""
+    position = emitter.ir.launch_index + 1 + emitter.numbered("loop", node)
+    options = []
+    for key, (keyword, convert) in _RANGE_KEYS.items():
+        entries = emitter.config.get(key) or []
+        value = convert(entries[position]) if position < len(entries) else None
+        if value is not None:
+            options.append(f", {keyword}={value!r}")
+    return "".join(options)
+
+
 def _carried(emitter: Emitter, node: Node) -> None:
     """A loop-carried value enters its loop as a variable holding the entry value."""
     emitter.line(f"{emitter.name_of(node)} = {emitter.name_of(node.inputs[0])}")
@@ -369,8 +596,10 @@ def _loop(emitter: Emitter, node: Node) -> None:
     placeholders = node.params["carried"]
     for placeholder in placeholders:
         _carried(emitter, placeholder)
+    options = _range_options(emitter, node)
     for loop in node.params["loops"]:
-        emitter.line(f"for {loop.variable} in tl.range({print_expr(loop.begin)}, {print_expr(loop.end)}, {loop.step}):")
+        emitter.line(f"for {loop.variable} in tl.range({print_expr(loop.begin)}, {print_expr(loop.end)}, "
+                     f"{loop.step}{options}):")
         emitter.indent += 1
     for loop in node.params["loops"]:
         if loop.axis is not None:
@@ -385,25 +614,14 @@ def _loop(emitter: Emitter, node: Node) -> None:
 
 LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
     Op.ELEMENTWISE: _elementwise, Op.CAST: _cast, Op.SYMBOLIC: _symbolic,
-    Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index,
+    Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index, Op.RANDOM: _random, Op.INLINE_ASM: _inline_asm,
     Op.LOAD: _load, Op.STORE: _store,
-    Op.REDUCE: _reduce, Op.DOT: _dot,
-    Op.VIEW: _view, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast,
+    Op.REDUCE: _reduce, Op.SCAN: _scan, Op.DOT: _dot, Op.ARGUMENT: _argument, Op.ITEM: _item,
+    Op.VIEW: _view, Op.RESHAPE: _reshape, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast, Op.JOIN: _join, Op.SPLIT: _split, Op.CAT: _cat, Op.SORT: _sort,
     Op.LOOP: _loop, Op.CARRIED: _carried,
 }
 
 
 def emit_block(emitter: Emitter, block: Block) -> None:
     """Each node's lines, under a `# file:line: source` comment per run of nodes from one line."""
-    for node in block.nodes:
-        if node.location is not None:
-            comment = (f"# {os.path.basename(node.location.filename)}:{node.location.lineno}: "
-                       f"{node.location.source_line().strip()}")
-            if comment != emitter.last_comment:
-                emitter.line(comment)
-                emitter.last_comment = comment
-            emitter.locations[len(emitter.lines)] = node.location  # the node's first line, 0-based
-        rule = LOWERINGS.get(node.op)
-        if rule is None:
-            raise exc.UnsupportedOperationError(f"no Triton lowering for IR op {node.op.value!r}", location=node.location)
-        rule(emitter, node)
+    emit_lines(emitter, block, LOWERINGS, "Triton")

@@ -52,7 +52,9 @@ def mapping_for(config: Any, launch_index: int, ndim: int, location: Any = None)
         raise exc.ConfigError(f"unknown pid_type {pid_type!r}", location=location, hint=f"use one of {', '.join(PID_TYPES)}")
     if pid_type == "xyz" and ndim > 3:
         pid_type = "flat"  # the hardware grid has three axes
-    grouping = int(config.get("l2_grouping", 1) or 1)
+    groupings = config.get("l2_groupings") or []  # Helion's form: one entry per top-level tile loop
+    per_loop = groupings[launch_index] if launch_index < len(groupings) else None
+    grouping = int(config.get("l2_grouping") or per_loop or 1)
     return ProgramMapping(order, grouping if ndim >= 2 else 1, pid_type)
 
 

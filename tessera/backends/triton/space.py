@@ -71,6 +71,9 @@ def config_space(facts: KernelFacts, enabled: Iterable[str] = ENABLED_KEYS) -> C
     if "indexing" in enabled:
         axes.append(Axis("indexing", None, INDEXING_STRATEGIES, "pointer", "memory access strategy",
                          ordered=False, accepts=_indexing_allowed))
+    # every backend searches the user's own tunables (hl.register_tunable)
+    axes += [Axis(name, None, fragment.choices(), fragment.default(), f"hl.register_tunable({name!r})",
+                  ordered=fragment.ordered(), accepts=fragment.allows) for name, fragment in facts.user_tunables]
     return ConfigSpace(axes, facts, max_tile_elements=MAX_BLOCK_ELEMENTS)
 
 

@@ -35,7 +35,7 @@ def _accumulator(fn: str, source: torch.dtype, result: torch.dtype) -> torch.dty
     return result
 
 
-def reduce(tracer: Tracer, kind: str, value: TileValue, dim: Any, keepdim: bool,
+def record_reduction(tracer: Tracer, kind: str, value: TileValue, dim: Any, keepdim: bool,
            dtype: torch.dtype | None = None) -> TileValue:
     if not isinstance(value, TileValue):
         raise exc.UnsupportedOperationError(f"{kind} of a non-tile value", location=user_location())
@@ -43,6 +43,7 @@ def reduce(tracer: Tracer, kind: str, value: TileValue, dim: Any, keepdim: bool,
     if kind == "sum" and dtype is None and not value.dtype.is_floating_point:
         dtype = torch.int64 if value.dtype != torch.bool else torch.int64
     for d in reversed(normalized_dims(value, dim)):
+        result = _outside_jagged_ends(tracer, kind, result, d)
         axes = list(result.axes)
         out_axes = axes[:d] + ([UNIT] if keepdim else []) + axes[d + 1:]
         if kind in ("argmax", "argmin"):
@@ -52,6 +53,26 @@ def reduce(tracer: Tracer, kind: str, value: TileValue, dim: Any, keepdim: bool,
         result = tracer.emit(Op.REDUCE, [result.node], tuple(out_axes), out_dtype, fn=kind, dim=d,
                              keepdim=keepdim, axis=axes[d], accumulate=_accumulator(kind, result.dtype, out_dtype))
     return result
+
+
+def _identity(kind: str, dtype: torch.dtype) -> Any:
+    """The value that never changes a reduction's result (what lanes past a jagged end hold)."""
+    if kind == "sum":
+        return 0
+    largest = kind in ("amin", "argmin")
+    if dtype == torch.bool:
+        return largest
+    if dtype.is_floating_point:
+        return float("inf") if largest else float("-inf")
+    return torch.iinfo(dtype).max if largest else torch.iinfo(dtype).min
+
+
+def _outside_jagged_ends(tracer: Tracer, kind: str, value: TileValue, dim: int) -> TileValue:
+    """A reduction over an hl.jagged_tile axis: lanes past their end take the identity."""
+    if tracer.canonical_axis(value.axes[dim]) not in tracer.jagged_ends:
+        return value
+    inside = tracer.jagged_mask(tuple(map(tracer.canonical_axis, value.axes)), f"a {kind} reduction")
+    return apply_elementwise(tracer, "where", inside, value, _identity(kind, value.dtype))
 
 
 def _asked(kind: str, value: Any, **kwargs: Any) -> None:
@@ -66,7 +87,7 @@ def _reduction_handler(kind: str) -> Any:
     def handler(tracer: Tracer, value: TileValue, dim: Any = None, keepdim: bool = False, *,
                 dtype: torch.dtype | None = None, out: Any = None) -> Any:
         _asked(kind, value, dim=dim, keepdim=keepdim if dim is not None else None, dtype=dtype)
-        return reduce(tracer, kind, value, dim, keepdim, dtype)
+        return record_reduction(tracer, kind, value, dim, keepdim, dtype)
     return handler
 
 
@@ -85,7 +106,7 @@ def mean_p(tracer: Tracer, value: TileValue, dim: Any = None, keepdim: bool = Fa
     # torch divides the fp32 sum of 16-bit values before rounding: rounding the sum first overflows
     # (fp16 [65504, 21840] has a mean but no sum)
     wide = torch.float32 if result_dtype in (torch.float16, torch.bfloat16) else result_dtype
-    total = reduce(tracer, "sum", value, dim, keepdim, wide)
+    total = record_reduction(tracer, "sum", value, dim, keepdim, wide)
     count: Any = 1
     for d in normalized_dims(value, dim):
         count = count * value.axes[d].end if value.axes[d] is not UNIT else count
@@ -108,9 +129,9 @@ def _max_min(kind: str) -> Any:
             return apply_elementwise(tracer, "maximum" if kind == "max" else "minimum", value, dim)
         _asked(kind, value, dim=dim, keepdim=keepdim if dim is not None else None)
         if dim is None:
-            return reduce(tracer, "amax" if kind == "max" else "amin", value, None, False)
-        values = reduce(tracer, "amax" if kind == "max" else "amin", value, dim, keepdim)
-        indices = reduce(tracer, "argmax" if kind == "max" else "argmin", value, dim, keepdim)
+            return record_reduction(tracer, "amax" if kind == "max" else "amin", value, None, False)
+        values = record_reduction(tracer, "amax" if kind == "max" else "amin", value, dim, keepdim)
+        indices = record_reduction(tracer, "argmax" if kind == "max" else "argmin", value, dim, keepdim)
         return torch.return_types.max((values, indices)) if kind == "max" else torch.return_types.min((values, indices))
     return handler
 
@@ -124,9 +145,9 @@ def _softmax(tracer: Tracer, value: TileValue, dim: int, log: bool, dtype: torch
     compute = value if dtype is None else cast(tracer, value, dtype)
     if compute.dtype in (torch.float16, torch.bfloat16):
         compute = cast(tracer, compute, torch.float32)
-    shifted = apply_elementwise(tracer, "sub", compute, reduce(tracer, "amax", compute, dim, True))
+    shifted = apply_elementwise(tracer, "sub", compute, record_reduction(tracer, "amax", compute, dim, True))
     exps = apply_elementwise(tracer, "exp", shifted)
-    total = reduce(tracer, "sum", exps, dim, True)
+    total = record_reduction(tracer, "sum", exps, dim, True)
     if log:
         result = apply_elementwise(tracer, "sub", shifted, apply_elementwise(tracer, "log", total))
     else:

@@ -1,0 +1,74 @@
+"""Running a generated Pallas module on torch tensors (the only module here that imports jax).
+
+Arguments cross into JAX by DLPack: each tensor's storage span (from its first element to its
+last, strides included) is viewed as a `(1, span)` array, zero-copy when that first element is
+64-byte aligned (JAX's CPU client copies other buffers; `zero_copy_inputs` says which happened). A Pallas kernel cannot write into its inputs:
+it returns new arrays for the tensors it writes, and those are copied back into the caller's
+tensors (one copy per written tensor, `torch.Tensor.copy_` from a DLPack view of the result).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+import torch
+
+import jax
+import jax.dlpack
+import numpy
+
+jax.config.update("jax_enable_x64", True)  # Tessera's int64 indices, sums and argmax results
+
+_LOCK = threading.Lock()
+
+
+def storage_view(tensor: torch.Tensor) -> torch.Tensor:
+    """The `(1, span)` view of the storage `tensor` addresses (at least one element)."""
+    if tensor.numel() == 0:
+        return torch.zeros((1, 1), dtype=tensor.dtype)
+    span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+    return torch.as_strided(tensor, (1, span), (span, 1), tensor.storage_offset())
+
+
+def to_jax(value: torch.Tensor) -> Any:
+    """A torch tensor as a JAX array (DLPack: shares the memory where JAX can)."""
+    return jax.dlpack.from_dlpack(value)
+
+
+def shares_memory(array: Any, tensor: torch.Tensor) -> bool:
+    """Whether a JAX array imported from `tensor` reads the tensor's memory (no copy was made)."""
+    try:
+        return int(array.unsafe_buffer_pointer()) == tensor.data_ptr()
+    except Exception:  # noqa: BLE001 - a backend without buffer pointers: say it copied
+        return False
+
+
+class PallasRunner:
+    """One generated module made callable on torch arguments; jitted once per grid and shapes."""
+
+    def __init__(self, launch: Callable[..., Any], tensors: tuple[int, ...], written: tuple[int, ...],
+                 scalar_dtypes: dict[int, str]) -> None:
+        self.jitted = jax.jit(launch, static_argnums=0)
+        self.tensors = set(tensors)
+        self.written = written
+        self.scalar_dtypes = scalar_dtypes
+        self.zero_copy_inputs: bool | None = None
+
+    def __call__(self, grid: tuple[int, ...], arguments: list[Any]) -> None:
+        if any(size == 0 for size in grid):
+            return
+        views: dict[int, torch.Tensor] = {}
+        values: list[Any] = []
+        for position, value in enumerate(arguments):
+            if position in self.tensors:
+                view = views[position] = storage_view(value)
+                values.append(to_jax(view))
+            else:
+                values.append(numpy.full((1, 1), value, dtype=self.scalar_dtypes.get(position, "int64")))
+        if self.zero_copy_inputs is None and views:
+            first = min(views)
+            self.zero_copy_inputs = shares_memory(values[first], views[first])
+        with _LOCK:
+            results = self.jitted(tuple(int(g) for g in grid), *values)
+        for position, result in zip(self.written, results):
+            views[position].copy_(torch.from_dlpack(result))

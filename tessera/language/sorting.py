@@ -1,0 +1,84 @@
+"""`torch.sort` and `torch.topk` of tile values: values and indices, as torch gives them.
+
+Triton sorts only values, along the last dimension. A SORT node sorts one 64-bit key per element:
+the value's bits mapped to an order-preserving int32 in the high half and its position in the low
+half, so equal values keep their order (a stable sort) and the indices come back with the values.
+Lanes past the extent sort to the end. 64-bit dtypes do not fit the key and are refused.
+
+>>> values, indices = torch.sort(x[tile, :], dim=1, descending=True)         # doctest: +SKIP
+>>> best, where = torch.topk(scores[tile, :], 4)                              # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from tessera import exc
+from tessera.ir.graph import UNIT, AxisKind, Op
+from tessera.ir.primitive import Primitive
+from tessera.language.operands import ask_torch
+from tessera.language.view import permute
+from tessera.location import user_location
+from tessera.trace.proxy import TileValue
+from tessera.trace.tracer import Tracer
+
+T = torch.Tensor
+SORTABLE = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int16, torch.int8, torch.uint8,
+            torch.bool)
+
+
+def _sorted(tracer: Tracer, value: Any, dim: Any, descending: bool, k: int | None, what: str) -> Any:
+    if not isinstance(value, TileValue):
+        raise exc.UnsupportedOperationError(f"{what} of {type(value).__name__}: only tile values sort inside a "
+                                            "tile loop", location=user_location())
+    ask_torch(what, getattr(torch, what.split(".")[-1]), (value,),
+              {"dim": dim, **({"k": 1} if k is not None else {})})  # topk of bools: torch refuses it
+    if value.dtype not in SORTABLE:
+        raise exc.DtypeError(f"{what} of a {value.dtype} value: the sort key holds 32-bit values and their positions",
+                             location=user_location(), hint="convert to float32 or int32 first")
+    if value.dim() == 0:
+        raise exc.UnsupportedOperationError(f"{what} of a 0-d value", location=user_location(),
+                                            hint="sort a value with a dimension")
+    rank = value.dim()
+    if isinstance(dim, bool) or not isinstance(dim, int) or not -rank <= dim < rank:
+        raise exc.IndexingError(f"{what}: dim={dim!r} for a value of rank {rank}", location=user_location())
+    position = dim % rank
+    order = [*range(position), *range(position + 1, rank), position]  # the sorted dim last: Triton sorts there
+    moved = permute(tracer, value, *order) if position != rank - 1 else value
+    axis = moved.axes[-1]
+    shape = moved.axes
+    if k is not None:
+        extent = tracer.symbols.evaluate(axis.end) if axis.kind is AxisKind.WHOLE else axis.block
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= axis.block or k & (k - 1) or k > extent:
+            raise exc.UnsupportedOperationError(
+                f"{what}: k={k!r} of a dimension of {extent} elements held in {axis.block} lanes: k must be a power "
+                "of two no larger than the dimension", location=user_location(),
+                hint="take a power-of-two k and slice the result")
+        shape = (*moved.axes[:-1], UNIT if k == 1 else tracer.full_axis(k))
+    node = tracer.emit(Op.SORT, [moved.node], shape, None, dtypes=(value.dtype, torch.int64),
+                       descending=bool(descending), k=k, axis=axis).node
+    values, indices = (tracer.emit(Op.ITEM, [node], shape, dtype, index=i)
+                       for i, dtype in enumerate((value.dtype, torch.int64)))
+    if position != rank - 1:
+        back = [order.index(i) for i in range(rank)]
+        values, indices = permute(tracer, values, *back), permute(tracer, indices, *back)
+    return values, indices
+
+
+def _sort_trace(tracer: Tracer, value: Any, dim: Any = -1, descending: bool = False, *, stable: bool = False,
+                out: Any = None) -> Any:
+    values, indices = _sorted(tracer, value, dim, descending, None, "torch.sort")
+    return torch.return_types.sort((values, indices))
+
+
+def _topk_trace(tracer: Tracer, value: Any, k: int, dim: Any = -1, largest: bool = True, sorted: bool = True, *,
+                out: Any = None) -> Any:
+    values, indices = _sorted(tracer, value, dim, largest, k, "torch.topk")
+    return torch.return_types.topk((values, indices))
+
+
+sort_p = Primitive("sort", torch_functions=(torch.sort, T.sort))
+sort_p.def_trace(_sort_trace)
+topk_p = Primitive("topk", torch_functions=(torch.topk, T.topk))
+topk_p.def_trace(_topk_trace)

@@ -1,0 +1,122 @@
+"""`hl.rand` / `hl.randint` (issue 15): Philox 4x32-10 keyed by the seed and each element's number
+in the loops' full extents, so the same seed gives the same numbers in every mode and under any
+block sizes; checked against the Random123 known answer and against each other."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tessera
+import tessera.language as hl
+from tessera import exc
+from tessera.language.rng import philox_first_word
+
+T = torch.Tensor
+BLOCKS = ([4, 16], [2, 2], [8, 64])
+
+
+def _modes(device: torch.device) -> tuple[str, ...]:
+    return ("eager", "compiled") if device.type == "cuda" else ("eager", "interpret")
+
+
+def uniform_tiles(x: T, seed: int) -> T:
+    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    for tile_m, tile_n in hl.tile(x.size()):
+        out[tile_m, tile_n] = hl.rand([tile_m, tile_n], seed=seed)
+    return out
+
+
+def integer_rows(x: T, seed: int) -> T:
+    out = torch.empty(x.size(0), 6, dtype=torch.int32, device=x.device)
+    for tile_m in hl.tile(x.size(0)):
+        out[tile_m, :] = hl.randint([tile_m, 6], low=-3, high=17, seed=seed)
+    return out
+
+
+def test_philox_matches_the_random123_known_answer() -> None:
+    # Philox4x32-10 with key (0, 0) and counter (0, 0, 0, 0): first word 0x6627e8d5
+    assert int(philox_first_word(0, torch.tensor(0))) == 0x6627E8D5
+
+
+@pytest.mark.parametrize("shape", [(5, 37), (1, 1), (17, 3)], ids=str)
+def test_rand_is_the_same_in_every_mode_and_under_any_block_sizes(shape: tuple[int, int],
+                                                                   device: torch.device) -> None:
+    x = torch.zeros(shape, device=device)
+    results = [tessera.kernel(uniform_tiles, mode=mode, config=tessera.Config(block_sizes=blocks))(x, 123).cpu()
+               for mode in _modes(device) for blocks in BLOCKS]
+    for result in results[1:]:
+        assert torch.equal(result, results[0])
+    assert results[0].min() >= 0 and results[0].max() < 1
+
+
+def test_rand_is_uniform_and_depends_on_the_seed(device: torch.device) -> None:
+    x = torch.zeros(100, 100, device=device)
+    kernel = tessera.kernel(uniform_tiles, mode=_modes(device)[1], config=tessera.Config(block_sizes=[16, 32]))
+    first, second = kernel(x, 1).cpu(), kernel(x, 2).cpu()
+    assert abs(first.mean().item() - 0.5) < 0.01 and abs(first.std().item() - (1 / 12) ** 0.5) < 0.01
+    assert (first == second).float().mean() < 0.001
+
+
+@pytest.mark.parametrize("shape", [(5, 37), (1, 1)], ids=str)
+def test_randint_covers_its_range_the_same_in_every_mode(shape: tuple[int, int], device: torch.device) -> None:
+    x = torch.zeros(shape, device=device)
+    results = [tessera.kernel(integer_rows, mode=mode, config=tessera.Config(block_sizes=[blocks[0]]))(x, 9).cpu()
+               for mode in _modes(device) for blocks in BLOCKS]
+    for result in results[1:]:
+        assert torch.equal(result, results[0])
+    assert results[0].dtype == torch.int32 and results[0].min() >= -3 and results[0].max() < 17
+    many = tessera.kernel(integer_rows, mode=_modes(device)[1])(torch.zeros(64, 1, device=device), 9)
+    assert set(many.flatten().tolist()) == set(range(-3, 17))
+
+
+def spaced_offsets(x: T, seed: int) -> T:
+    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = hl.rand([], seed=seed, offsets=tile.index.to(torch.int64) * 3)
+    return out
+
+
+def test_a_one_element_tensor_seed_and_explicit_offsets(device: torch.device) -> None:
+    x = torch.zeros(7, 5, device=device)
+    plain = tessera.kernel(uniform_tiles, mode="eager", config=tessera.Config(block_sizes=[4, 4]))(x, 77).cpu()
+    flat = tessera.kernel(uniform_tiles, mode="eager", config=tessera.Config(block_sizes=[4, 4]))(
+        torch.zeros(1, 30, device=device), 77).cpu().flatten()
+    for mode in _modes(device):
+        config = tessera.Config(block_sizes=[4, 2])
+        seeded = tessera.kernel(uniform_tiles, mode=mode, config=config)(x, torch.tensor([77], device=device))
+        assert torch.equal(seeded.cpu(), plain), mode
+        spaced = tessera.kernel(spaced_offsets, mode=mode, config=tessera.Config(block_sizes=[4]))(
+            torch.zeros(10, device=device), 77)
+        assert torch.equal(spaced.cpu(), flat[::3][:10]), mode
+
+
+def rand_in_inner_loop(x: T, seed: int) -> T:
+    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    for tile_m in hl.tile(x.size(0)):
+        for tile_n in hl.tile(2, x.size(1)):
+            out[tile_m, tile_n] = hl.rand([tile_m, tile_n], seed=seed)
+    return out
+
+
+def test_rand_in_an_inner_loop_numbers_elements_by_the_loop_extent(device: torch.device) -> None:
+    x = torch.zeros(5, 9, device=device)
+    results = [tessera.kernel(rand_in_inner_loop, mode=mode, config=tessera.Config(block_sizes=blocks))(x, 5).cpu()
+               for mode in _modes(device) for blocks in ([4, 2], [8, 4])]
+    for result in results[1:]:
+        assert torch.equal(result[:, 2:], results[0][:, 2:])
+    expected = philox_first_word(5, torch.arange(5)[:, None] * 7 + torch.arange(2, 9)[None, :])
+    signed = torch.where(expected >= 2 ** 31, expected - 2 ** 32, expected)
+    assert torch.equal(results[0][:, 2:], torch.where(signed < 0, -signed - 1, signed).float() * 4.6566127342e-10)
+
+
+def bad_range(x: T) -> T:
+    out = torch.empty(x.shape, dtype=torch.int32)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = hl.randint([tile], low=5, high=5, seed=1)
+    return out
+
+
+def test_an_empty_randint_range_is_refused_in_every_mode() -> None:
+    for mode in ("eager", "interpret"):
+        with pytest.raises(exc.TesseraError, match=r"the range \[5, 5\) is empty"):
+            tessera.kernel(bad_range, mode=mode)(torch.zeros(3))

@@ -1,0 +1,61 @@
+"""Issue 15: sizes that are symbols while compiling never leak into Python as raw sympy errors:
+`min`/`max` of sizes, `hl.arange` with a step work; a slice whose length changes per tile is
+refused, located, with a way around it."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tessera
+import tessera.language as hl
+from tessera import exc
+
+T = torch.Tensor
+
+
+def _modes(device: torch.device) -> tuple[str, ...]:
+    return ("eager", "compiled") if device.type == "cuda" else ("eager", "interpret")
+
+
+def clipped_row_sums(x: T) -> T:
+    out = torch.empty(x.size(0), dtype=x.dtype, device=x.device)
+    n = min(x.size(1), 8)
+    rows = max(x.size(0), 1)
+    for tile in hl.tile(rows):
+        out[tile] = x[tile, :n].sum(1)
+    return out
+
+
+def stepped(x: T) -> T:
+    out = torch.zeros(x.size(0), 4, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = hl.arange(1, 8, 2).to(torch.float32)[None, :] + x[tile][:, None]
+    return out
+
+
+def per_tile_slice(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0), block_size=4):
+        out[tile.begin:tile.begin + 4, :] = x[tile, :]  # line: slice
+    return out
+
+
+@pytest.mark.parametrize("shape", [(5, 11), (1, 3)], ids=str)
+def test_min_and_max_of_sizes(shape: tuple[int, int], device: torch.device) -> None:
+    x = torch.randn(shape)
+    for mode in _modes(device):
+        result = tessera.kernel(clipped_row_sums, mode=mode)(x.to(device))
+        torch.testing.assert_close(result.cpu(), x[:, :8].sum(1), msg=lambda text: f"{mode}: {text}")
+
+
+def test_arange_with_a_step(device: torch.device) -> None:
+    x = torch.randn(6)
+    for mode in _modes(device):
+        result = tessera.kernel(stepped, mode=mode)(x.to(device))
+        torch.testing.assert_close(result.cpu(), torch.arange(1.0, 8.0, 2.0)[None, :] + x[:, None])
+
+
+def test_a_slice_whose_length_changes_per_tile_is_refused_with_its_line() -> None:
+    with pytest.raises(exc.UnsupportedOperationError, match="depends on the tile or loop iteration") as info:
+        tessera.kernel(per_tile_slice, mode="interpret")(torch.randn(8, 3))
+    assert "# line: slice" in str(info.value)
