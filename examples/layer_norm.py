@@ -5,7 +5,9 @@ backward. The backward kernel computes `grad_x` row by row, and reduces `grad_we
 `grad_bias` over rows in two stages: each block of `m_block` rows accumulates its own partial
 sums in registers and writes them to row `mb.id` of a partial buffer, which the host sums.
 The feature width `n` is specialized (`hl.specialize`), so those accumulators have a fixed
-size; any width works, powers of two or not.
+size; any width works, powers of two or not. `@layer_norm_fwd.backward` pairs the two for
+autograd, and `layer_norm(x, weight, bias)` is the differentiable function built on them. Both
+kernels compute in float32, or float64 for float64 inputs.
 """
 
 from __future__ import annotations
@@ -26,15 +28,16 @@ def layer_norm_fwd(
     """Normalize each row of `x` `[m, n]`; return `(out, mean, rstd)`, the last two float32 `[m]`."""
     m, n = x.size()
     out = torch.empty_like(x)
-    mean = torch.empty([m], dtype=torch.float32, device=x.device)
-    rstd = torch.empty([m], dtype=torch.float32, device=x.device)
+    compute = torch.promote_types(x.dtype, torch.float32)
+    mean = torch.empty([m], dtype=compute, device=x.device)
+    rstd = torch.empty([m], dtype=compute, device=x.device)
     for tile_m in hl.tile(m):
-        rows = x[tile_m, :].to(torch.float32)
+        rows = x[tile_m, :].to(compute)
         row_mean = torch.mean(rows, dim=1)
         centered = rows - row_mean[:, None]
         row_rstd = torch.rsqrt(torch.mean(centered * centered, dim=1) + eps)
         normalized = centered * row_rstd[:, None]
-        scaled = normalized * weight[None, :].to(torch.float32) + bias[None, :].to(torch.float32)
+        scaled = normalized * weight[None, :].to(compute) + bias[None, :].to(compute)
         out[tile_m, :] = scaled.to(out.dtype)
         mean[tile_m] = row_mean
         rstd[tile_m] = row_rstd
@@ -55,16 +58,17 @@ def layer_norm_bwd(
     n = hl.specialize(x.size(1))
     num_blocks = (m + m_block - 1) // m_block
     grad_x = torch.empty_like(x)
-    grad_weight_blocks = torch.empty([num_blocks, n], dtype=torch.float32, device=x.device)
-    grad_bias_blocks = torch.empty([num_blocks, n], dtype=torch.float32, device=x.device)
+    compute = torch.promote_types(x.dtype, torch.float32)
+    grad_weight_blocks = torch.empty([num_blocks, n], dtype=compute, device=x.device)
+    grad_bias_blocks = torch.empty([num_blocks, n], dtype=compute, device=x.device)
     for mb in hl.tile(m, block_size=m_block):
-        grad_weight_acc = hl.zeros([n], dtype=torch.float32)
-        grad_bias_acc = hl.zeros([n], dtype=torch.float32)
-        weight_row = weight[None, :].to(torch.float32)
+        grad_weight_acc = hl.zeros([n], dtype=compute)
+        grad_bias_acc = hl.zeros([n], dtype=compute)
+        weight_row = weight[None, :].to(compute)
         for row in hl.tile(mb.begin, mb.end):
-            dy = grad_out[row, :].to(torch.float32)
-            row_rstd = rstd[row][:, None]
-            x_hat = (x[row, :].to(torch.float32) - mean[row][:, None]) * row_rstd
+            dy = grad_out[row, :].to(compute)
+            row_rstd = rstd[row][:, None].to(compute)
+            x_hat = (x[row, :].to(compute) - mean[row][:, None].to(compute)) * row_rstd
             grad_weight_acc = grad_weight_acc + torch.sum(dy * x_hat, dim=0)
             grad_bias_acc = grad_bias_acc + torch.sum(dy, dim=0)
             weighted_dy = dy * weight_row
@@ -77,6 +81,24 @@ def layer_norm_bwd(
     grad_weight = grad_weight_blocks.sum(dim=0).to(weight.dtype)
     grad_bias = grad_bias_blocks.sum(dim=0).to(weight.dtype)
     return grad_x, grad_weight, grad_bias
+
+
+@layer_norm_fwd.backward(nondifferentiable_outputs=(1, 2))
+def layer_norm_backward(ctx: tessera.BackwardContext, grad_out: torch.Tensor, _grad_mean: torch.Tensor,
+                        _grad_rstd: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    """layer_norm_fwd's gradient rule: the backward kernel on the saved row statistics."""
+    x, weight, _bias = ctx.inputs[:3]
+    _out, mean, rstd = ctx.output
+    grad_x, grad_weight, grad_bias = layer_norm_bwd(grad_out.contiguous(), x, mean, rstd, weight)
+    return (grad_x, grad_weight, grad_bias) + (None,) * (len(ctx.inputs) - 3)
+
+
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS) -> torch.Tensor:
+    """Layer norm over the last dimension of `x` `[m, n]`, differentiable (Tessera kernels both ways).
+
+    >>> layer_norm(x.requires_grad_(), weight, bias).sum().backward()   # doctest: +SKIP
+    """
+    return layer_norm_fwd(x, weight, bias, eps)[0]
 
 
 def reference_fwd(

@@ -3,6 +3,8 @@
 `softmax` loads whole rows (`x[tile_m, :]`) and reduces them in registers: the usual choice
 when a row fits. `softmax_two_pass` streams wide rows in column tiles: a first inner loop
 carries a running max and a rescaled running sum, a second writes the normalized values.
+`softmax` has a backward made of a second kernel, `softmax_bwd` (`@softmax.backward`), so
+`softmax(x)` works with autograd. Both compute in float32, or float64 for float64 inputs.
 """
 
 from __future__ import annotations
@@ -19,12 +21,33 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dimension of a 2-D tensor, one block of whole rows per tile."""
     m, _ = x.size()
     out = torch.empty_like(x)
+    compute = torch.promote_types(x.dtype, torch.float32)
     for tile_m in hl.tile(m):
-        rows = x[tile_m, :].to(torch.float32)
+        rows = x[tile_m, :].to(compute)
         shifted = rows - torch.amax(rows, dim=1, keepdim=True)
         numerator = torch.exp(shifted)
         out[tile_m, :] = (numerator / numerator.sum(dim=1, keepdim=True)).to(out.dtype)
     return out
+
+
+@tessera.kernel
+def softmax_bwd(grad_out: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """The gradient of softmax over rows, from the forward's output: `out * (g - sum(g * out))`."""
+    m, _ = out.size()
+    grad_x = torch.empty_like(out)
+    compute = torch.promote_types(out.dtype, torch.float32)
+    for tile_m in hl.tile(m):
+        probabilities = out[tile_m, :].to(compute)
+        grads = grad_out[tile_m, :].to(compute)
+        dot = torch.sum(grads * probabilities, dim=1, keepdim=True)
+        grad_x[tile_m, :] = (probabilities * (grads - dot)).to(grad_x.dtype)
+    return grad_x
+
+
+@softmax.backward
+def softmax_backward(ctx: tessera.BackwardContext, grad_out: torch.Tensor) -> torch.Tensor:
+    """softmax's gradient rule: one more kernel, on the saved output."""
+    return softmax_bwd(grad_out, ctx.output)
 
 
 @tessera.kernel

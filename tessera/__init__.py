@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 from tessera import exc, language  # noqa: E402
 from tessera.config import Config  # noqa: E402
 from tessera.runtime.kernel import Kernel, kernel  # noqa: E402
+from tessera.runtime.autograd import BackwardContext  # noqa: E402
 from tessera.runtime.kernel_settings import RefMode, Settings  # noqa: E402
 from tessera import runtime  # noqa: E402  (helion.runtime.get_num_sm)
 from tessera.host_helpers import cdiv, next_power_of_2  # noqa: E402
@@ -19,5 +20,5 @@ from tessera.autotune.tuner import install_autotuner  # noqa: E402
 # installing loads only the autotuner's small parts, the pipeline loads when a call first tunes.
 install_autotuner()
 
-__all__ = ["Config", "Kernel", "RefMode", "Settings", "cdiv", "exc", "kernel", "language", "mark_static",
-           "next_power_of_2", "runtime"]
+__all__ = ["BackwardContext", "Config", "Kernel", "RefMode", "Settings", "cdiv", "exc", "kernel", "language",
+           "mark_static", "next_power_of_2", "runtime"]

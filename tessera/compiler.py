@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any, Callable
 
 import sympy
@@ -86,7 +87,7 @@ class LaunchBinding:
                 else:
                     strides.append(self._symbol(f"{name}_stride{d}", torch.int64, value.stride(d)))
             return TensorProxy(name, value.dtype, sizes, strides, value.device,
-                               aligned16=value.data_ptr() % 16 == 0)
+                               aligned16=_aligned16(value))
         if isinstance(value, SpecializedInt) or (static_shapes and isinstance(value, int) and not isinstance(value, bool)):
             return int(value)
         if isinstance(value, int) and not isinstance(value, bool):
@@ -111,6 +112,19 @@ class LaunchBinding:
         begins = [bound("begin", d, b) for d, b in enumerate(tile_range.begins)]
         ends = [bound("end", d, e) for d, e in enumerate(tile_range.ends)]
         return dataclasses.replace(tile_range, begins=begins, ends=ends)
+
+
+def _aligned16(tensor: torch.Tensor) -> bool:
+    """Whether the tensor's pointer is 16-byte aligned; a fake tensor (torch.compile asks which
+    tensors a kernel stores into, runtime/torch_library.py) has none: its trace is only read."""
+    if type(tensor) is torch.Tensor or type(tensor) is torch.nn.Parameter:
+        return tensor.data_ptr() % 16 == 0
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return tensor.data_ptr() % 16 == 0
+    except RuntimeError:
+        return True
 
 
 def parameter_name(name: str) -> str:

@@ -26,6 +26,8 @@ from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
 from tessera.runtime.eager import run_eager
 from tessera.runtime.kernel_settings import Settings
 from tessera.runtime.tuning import ConfigChoices, autotune, config_for_call, kernel_defined
+from tessera.runtime.torch_library import announce, call_as_custom_op, is_traced_call
+from tessera.runtime.autograd import BackwardRule, call_with_backward, needs_grad
 
 MODES = ("eager", "interpret", "compiled")
 _silencing = threading.local()  # set while a call with ignore_warnings runs (see Kernel._silenced)
@@ -65,6 +67,9 @@ class Kernel:
         self.idle_runners: list[Any] = []
         self.spare_runners: dict[tuple, Any] = {}
         kernel_defined(self)  # a kernel that will likely tune starts the tuning workers now (never raises)
+        self.backward_rule: BackwardRule | None = None  # set by @kernel.backward (autograd.py)
+        self.torch_ops: dict[Any, Any] = {}  # custom ops by argument structure (torch_library.py)
+        announce(self)  # torch.compile keeps its calls whole (torch_library.py)
 
     @functools.cached_property
     def source(self) -> KernelSource:
@@ -97,6 +102,10 @@ class Kernel:
             return self._silenced(args, kwargs)
         try:  # one frame for the whole dispatch: this runs on every call
             self._check_arguments(args, kwargs)
+            if self.backward_rule is not None and needs_grad(args, kwargs):
+                return call_with_backward(self, self.backward_rule, args, kwargs)
+            if is_traced_call(args, kwargs):  # torch.compile's fake or functional tensors
+                return call_as_custom_op(self, args, kwargs)
             device = common_device(self.fn.__name__, args, kwargs)
             mode = self.mode_for(device)
             if mode == "eager":
@@ -120,6 +129,26 @@ class Kernel:
             if refused is None or settings.get("debug") == "raw":
                 raise
             raise refused.with_traceback(None) from None
+
+    def backward(self, function: Callable[..., Any] | None = None, *,
+                 nondifferentiable_outputs: tuple[int, ...] = ()) -> Any:
+        """Give this kernel a gradient rule (a decorator, bare or with settings); see autograd.py.
+
+        The rule is called as `rule(ctx, *grad_outputs)`, one gradient per tensor the kernel
+        returns, and returns one gradient per positional argument (None where there is none);
+        `ctx.inputs`, `ctx.kwargs` and `ctx.output` are the forward call's arguments and result.
+        `nondifferentiable_outputs`: positions of returned tensors that get no gradient (saved
+        statistics, indices).
+
+        >>> @softmax.backward                               # doctest: +SKIP
+        ... def softmax_backward(ctx, grad_out):
+        ...     return softmax_bwd(grad_out, ctx.output)
+        """
+        def attach(rule: Callable[..., Any]) -> Callable[..., Any]:
+            self.backward_rule = BackwardRule(rule, tuple(nondifferentiable_outputs))
+            return rule
+
+        return attach(function) if function is not None else attach
 
     def _silenced(self, args: tuple, kwargs: dict) -> Any:
         """The call with the kernel's `ignore_warnings` classes silenced."""

@@ -64,6 +64,11 @@ ELEMENTWISE_TEMPLATES: dict[str, str] = {
     "where": "tl.where({0}, {1}, {2})",
     "silu": "({0} / (1.0 + tl.exp(-{0})))",
 }
+# tl.sqrt_rn takes float32 only; for float64 tl.sqrt is already correctly rounded
+FLOAT64_TEMPLATES: dict[str, str] = {
+    "sqrt": "tl.sqrt({0})",
+    "rsqrt": "(1.0 / tl.sqrt({0}))",
+}
 # libdevice functions have no implementation in Triton 3.6's interpreter: there the op calls a
 # helper written with tl operations (backends/triton/codegen.py)
 INTERPRETED_TEMPLATES: dict[str, tuple[str, str]] = {
@@ -119,7 +124,7 @@ def _elementwise(emitter: Emitter, node: Node) -> None:
     fn, compute = node.params["fn"], node.params["compute"]
     operands = [_runtime_scalar(emitter.operand(value, compute if fn != "where" or position > 0 else None),
                                 value, compute) for position, value in enumerate(node.inputs)]
-    template = ELEMENTWISE_TEMPLATES[fn]
+    template = FLOAT64_TEMPLATES.get(fn, ELEMENTWISE_TEMPLATES[fn]) if compute == torch.float64 else ELEMENTWISE_TEMPLATES[fn]
     if compute == torch.bool and fn == "add":
         # torch adds bools as a logical or; Triton's i1 add wraps on the GPU (True + True is False)
         template = "(({0}.to(tl.int8) + {1}.to(tl.int8)) != 0)"
