@@ -574,3 +574,26 @@ def test_a_square_weight_read_whole_keeps_its_two_dims_apart(device: torch.devic
     for mode in ("eager", None):
         kernel = tessera.kernel(project, static_shapes=static_shapes, mode=mode)
         torch.testing.assert_close(kernel(x, w), x @ w, rtol=1e-2, atol=1e-2)
+
+
+@tessera.kernel(static_shapes=True)
+def gated_by_own_product(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Helion's se_block: the row is a product's operand and then multiplies its result, so the
+    product's reduced dim and output dim (both `:` of equal size) are combined elementwise."""
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(x.size(0)):
+        row = x[tile_m, :]
+        out[tile_m, :] = (2.0 * row * torch.sigmoid(row @ w[:, :])).to(x.dtype)
+    return out
+
+
+@pytest.mark.parametrize("m, n", [(1, 16), (13, 16), (40, 20)])
+def test_a_product_whose_row_also_multiplies_its_result_keeps_its_dims_apart(m: int, n: int,
+                                                                              device: torch.device) -> None:
+    x, w = torch.randn(m, n, device=device), torch.randn(n, n, device=device)
+    expected = 2.0 * x * torch.sigmoid(x @ w)
+    modes = ["eager", "compiled" if device.type == "cuda" else "interpret"]
+    for mode in modes:
+        gated_by_own_product.reset()
+        with settings.override(mode=mode):
+            torch.testing.assert_close(gated_by_own_product(x, w), expected, rtol=1e-3, atol=1e-3, msg=mode)

@@ -22,7 +22,7 @@ from tessera import exc
 from tessera.config import DEFAULT_ROW_CHUNK, ONE_BLOCK_ROW_LIMIT, Config, reduction_loop_of
 from tessera.ir import interpreter
 from tessera.ir.graph import (UNIT, AccessKind, Axis, AxisKind, Block, GridDim, KernelIR, LoopDim, Node,
-                              Op, RowLoop, freeze_params, substitute_axes)
+                              Op, RowLoop, freeze_params, substitute_axes, walk)
 from tessera.ir.passes import next_power_of_two, whole_dim_bucket
 from tessera.ir.primitive import Primitive
 from tessera.ir.tile_range import TileRange, static_bounds
@@ -373,9 +373,10 @@ class Tracer:
     def finish(self, name: str, parameters: tuple[str, ...]) -> KernelIR:
         """The traced body as a `KernelIR`: whole dimensions unified during the trace become one
         axis everywhere (nodes traced before the unification still named the other)."""
-        aliases = {axis: self.canonical_axis(axis) for axis in self._axis_alias}
-        body = substitute_axes(Block(tuple(self._open_blocks[0])), aliases)
-        whole = tuple(dict.fromkeys(self.canonical_axis(a) for a in self._full_axes))
+        block = Block(tuple(self._open_blocks[0]))
+        aliases = _apart_where_one_node_holds_both(block, {axis: self.canonical_axis(axis) for axis in self._axis_alias})
+        body = substitute_axes(block, aliases)
+        whole = tuple(dict.fromkeys(aliases.get(a, a) for a in self._full_axes))
         return KernelIR(
             name=name, parameters=parameters, symbols=types.MappingProxyType(dict(self.symbols.dtypes)), body=body,
             grid=tuple(self.grid_dims), launch_axes=tuple(a for a in self.launch_axes if a.kind is AxisKind.LAUNCH),
@@ -536,3 +537,30 @@ def _same_registers(a: tuple[Axis, ...], b: tuple[Axis, ...]) -> bool:
     """Shapes that differ only by unit axes vs axes of block 1 (a whole dim of size <= 1):
     the same registers; lanes past such a dim's size were masked to 0 when read."""
     return len(a) == len(b) and all(x is y or (x.block == 1 and y.block == 1) for x, y in zip(a, b))
+
+
+def _apart_where_one_node_holds_both(block: Block, aliases: dict[Axis, Axis]) -> dict[Axis, Axis]:
+    """`aliases` without the merges that would give one node the same axis twice.
+
+    Two whole dims of equal size that an elementwise op combines are unified (one layout), but
+    the same two may be distinct dims of another node: `w[:, :]` of a square `w`, or a product's
+    reduced dim and output dim (`x[t, :] @ w[:, :]` then `x[t, :] * result`). Merging them there
+    would index both dims of `w` with one vector. They stay apart: equal whole dims have the same
+    index vector and block, so the elementwise op combines them by position all the same."""
+    aliases = dict(aliases)
+    changed = True
+    while changed:
+        changed = False
+        for node in walk(block):
+            held = [a for a in (*node.shape, node.params.get("k_axis")) if isinstance(a, Axis) and a is not UNIT]
+            first: dict[Axis, Axis] = {}
+            for axis in dict.fromkeys(held):
+                target = aliases.get(axis, axis)
+                other = first.setdefault(target, axis)
+                if other is not axis:
+                    del aliases[axis if axis in aliases else other]
+                    changed = True
+                    break
+            if changed:
+                break
+    return aliases
