@@ -130,9 +130,10 @@ def _patch_devices_to_cpu() -> None:
             return function(*args, **kwargs)
         return call
 
+    # not the *_like factories: they take their input's device already, and inside a tile loop torch
+    # dispatches them by their module attribute, which must stay the function Tessera knows
     for name in ("randn", "rand", "randint", "randperm", "empty", "zeros", "ones", "full", "arange", "tensor",
-                 "linspace", "eye", "empty_strided", "as_tensor", "randn_like", "rand_like", "randint_like",
-                 "zeros_like", "ones_like", "empty_like", "full_like", "normal"):
+                 "linspace", "eye", "empty_strided", "as_tensor", "normal"):
         setattr(torch, name, with_cpu_device(getattr(torch, name)))
 
     def move(original: Any) -> Any:
