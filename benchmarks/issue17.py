@@ -101,16 +101,8 @@ def main() -> int:
         except Exception as error:  # noqa: BLE001
             record(case, "tessera kernel (flat buffers)", flops, None, f"error: {type(error).__name__}: {error}"[:300])
         if any(case.startswith(prefix) for prefix in args.tune):
-            try:
-                start = time.perf_counter()
-                os.environ["TESSERA_AUTOTUNE_EFFORT"] = "quick"
-                config = gg.grouped_gemm_impl.autotune(*arguments)
-                record(case, "tessera kernel tuned", flops, kernel,
-                       f"{config!r}; tuning {time.perf_counter() - start:.0f}s; {check(split(), As, Bs)}")
-            except Exception as error:  # noqa: BLE001
-                record(case, "tessera kernel tuned", flops, None, f"error: {type(error).__name__}: {error}"[:300])
-            finally:
-                os.environ["TESSERA_AUTOTUNE_EFFORT"] = "none"
+            record_tuned(record, case, "tessera kernel tuned", flops, lambda: gg.grouped_gemm_impl.autotune(*arguments),
+                         kernel, lambda: check(split(), As, Bs))
         if args.label == "new":
             record(case, f"torch.mm loop ({str(dtype).replace('torch.', '')})", flops,
                    lambda: [torch.mm(A, B) for A, B in zip(As, Bs)])
@@ -176,6 +168,21 @@ def main() -> int:
     return 0
 
 
+def record_tuned(record: Callable[..., None], case: str, impl: str, flops: float, tune: Callable[[], Any],
+                 run: Callable[[], Any], checked: Callable[[], str] | None = None) -> None:
+    """Quick-tune (`tune()` returns the Config), then record `run` timed under it; a failure is a row."""
+    try:
+        start = time.perf_counter()
+        os.environ["TESSERA_AUTOTUNE_EFFORT"] = "quick"
+        config = tune()
+        note = f"{config!r}; tuning {time.perf_counter() - start:.0f}s"
+        record(case, impl, flops, run, note + (f"; {checked()}" if checked is not None else ""))
+    except Exception as error:  # noqa: BLE001
+        record(case, impl, flops, None, f"error: {type(error).__name__}: {error}"[:300])
+    finally:
+        os.environ["TESSERA_AUTOTUNE_EFFORT"] = "none"
+
+
 def attention_rows(args: argparse.Namespace, record: Callable[..., None], device: str, check_dtype: Any) -> None:
     """examples.attention (heuristic Config) against F.scaled_dot_product_attention, B4 H32."""
     import torch
@@ -204,16 +211,8 @@ def attention_rows(args: argparse.Namespace, record: Callable[..., None], device
             except Exception as error:  # noqa: BLE001
                 record(case, "tessera (heuristic config)", flops, None, f"error: {type(error).__name__}: {error}"[:300])
             if args.tune_attention and args.label == "new" and case == args.tune_attention:
-                try:
-                    start = time.perf_counter()
-                    os.environ["TESSERA_AUTOTUNE_EFFORT"] = "quick"
-                    config = at.attention.autotune(q, k, v, causal)
-                    record(case, "tessera quick-tuned", flops, lambda: at.attention(q, k, v, causal),
-                           f"{config!r}; tuning {time.perf_counter() - start:.0f}s")
-                except Exception as error:  # noqa: BLE001
-                    record(case, "tessera quick-tuned", flops, None, f"error: {type(error).__name__}: {error}"[:300])
-                finally:
-                    os.environ["TESSERA_AUTOTUNE_EFFORT"] = "none"
+                record_tuned(record, case, "tessera quick-tuned", flops, lambda: at.attention.autotune(q, k, v, causal),
+                             lambda: at.attention(q, k, v, causal))
             if args.label == "new":
                 record(case, "F.scaled_dot_product_attention", flops,
                        lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))

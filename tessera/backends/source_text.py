@@ -92,6 +92,25 @@ def print_with(printer: ExprPrinter, expr: Any) -> str:
     return printer.doprint(expr)
 
 
+# Elementwise ops that Triton and JAX both spell as Python operators (operands `{0} {1}`, each
+# already cast to the dtype the node computes in): shared by the backends' template tables.
+PYTHON_OPERATOR_TEMPLATES: dict[str, str] = {
+    "add": "({0} + {1})",
+    "sub": "({0} - {1})",
+    "mul": "({0} * {1})",
+    "truediv": "({0} / {1})",
+    "lt": "({0} < {1})",
+    "le": "({0} <= {1})",
+    "gt": "({0} > {1})",
+    "ge": "({0} >= {1})",
+    "eq": "({0} == {1})",
+    "ne": "({0} != {1})",
+    "bitwise_and": "({0} & {1})",
+    "bitwise_or": "({0} | {1})",
+    "bitwise_xor": "({0} ^ {1})",
+    "neg": "(-{0})",
+}
+
 class EmitterBase:
     """Lines at an indent, and the names of axes: index vector `idx_t0`, mask `mask_t0`."""
 

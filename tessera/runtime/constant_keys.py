@@ -50,13 +50,8 @@ def constant_key(value: Any, depth: int = 0) -> Hashable | None:
     if depth >= _MAX_DEPTH:
         return None
     if cls is tuple or cls is list:
-        parts = []
-        for element in value:
-            part = constant_key(element, depth + 1)
-            if part is None:
-                return None
-            parts.append(part)
-        return (cls, tuple(parts))
+        parts = _element_keys(value, depth)
+        return None if parts is None else (cls, tuple(parts))
     if cls is dict:
         items = []
         for name, element in value.items():
@@ -66,14 +61,20 @@ def constant_key(value: Any, depth: int = 0) -> Hashable | None:
             items.append((name_part, part))
         return (dict, tuple(items))  # insertion order: iterating the dict in the body sees it
     if cls is set or cls is frozenset:
-        parts_set = set()
-        for element in value:
-            part = constant_key(element, depth + 1)
-            if part is None:
-                return None
-            parts_set.add(part)
-        return (cls, frozenset(parts_set))
+        parts = _element_keys(value, depth)
+        return None if parts is None else (cls, frozenset(parts))
     return None
+
+
+def _element_keys(elements: Any, depth: int) -> list[Hashable] | None:
+    """The keys of a container's elements, or None if one is not plain data."""
+    parts = []
+    for element in elements:
+        part = constant_key(element, depth + 1)
+        if part is None:
+            return None
+        parts.append(part)
+    return parts
 
 
 class IdentityKey:

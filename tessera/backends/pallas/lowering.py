@@ -14,33 +14,21 @@ import torch
 
 from tessera.backends.pallas.emitter import Emitter, join_masks
 from tessera.backends.pallas.printer import print_expr
+from tessera.backends.source_text import PYTHON_OPERATOR_TEMPLATES
 from tessera.backends.source_text import emit_block as emit_lines
 from tessera.backends.source_text import reduction_identity as shared_identity
 from tessera.ir.graph import Block, Node, Op
 
 ELEMENTWISE_TEMPLATES: dict[str, str] = {
-    "add": "({0} + {1})",
-    "sub": "({0} - {1})",
-    "mul": "({0} * {1})",
-    "truediv": "({0} / {1})",
+    **PYTHON_OPERATOR_TEMPLATES,
     "floordiv": "jnp.floor_divide({0}, {1})",
     "mod": "jnp.remainder({0}, {1})",
     "pow": "jnp.power({0}, {1})",
     "maximum": "jnp.maximum({0}, {1})",   # NaN propagates, as in torch
     "minimum": "jnp.minimum({0}, {1})",
-    "lt": "({0} < {1})",
-    "le": "({0} <= {1})",
-    "gt": "({0} > {1})",
-    "ge": "({0} >= {1})",
-    "eq": "({0} == {1})",
-    "ne": "({0} != {1})",
-    "bitwise_and": "({0} & {1})",
-    "bitwise_or": "({0} | {1})",
-    "bitwise_xor": "({0} ^ {1})",
     "lshift": "jnp.left_shift({0}, {1})",
     "rshift": "jnp.right_shift({0}, {1})",  # arithmetic on signed ints, as torch's >>
     "invert": "jnp.invert({0})",          # logical not on bool, bit flip on ints
-    "neg": "(-{0})",
     "abs": "jnp.abs({0})",
     "relu": "jnp.where({0} < 0, jnp.zeros_like({0}), {0})",  # NaN and -0.0 pass as in torch
     "exp": "jnp.exp({0})",

@@ -14,6 +14,7 @@ import sympy
 import torch
 
 from tessera import exc
+from tessera.backends.source_text import PYTHON_OPERATOR_TEMPLATES
 from tessera.backends.source_text import emit_block as emit_lines
 from tessera.backends.source_text import reduction_identity as shared_identity
 from tessera.backends.triton import numerics
@@ -24,28 +25,15 @@ from tessera.backends.triton.split_loops import emit_split_loop
 from tessera.ir.graph import UNIT, Axis, Block, Node, Op
 
 ELEMENTWISE_TEMPLATES: dict[str, str] = {
-    "add": "({0} + {1})",
-    "sub": "({0} - {1})",
-    "mul": "({0} * {1})",
-    "truediv": "({0} / {1})",
+    **PYTHON_OPERATOR_TEMPLATES,
     "floordiv": "floordiv",
     "mod": "mod",
     "pow": "libdevice.pow({0}, {1})",
     "maximum": "tl.maximum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)",
     "minimum": "tl.minimum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)",
-    "lt": "({0} < {1})",
-    "le": "({0} <= {1})",
-    "gt": "({0} > {1})",
-    "ge": "({0} >= {1})",
-    "eq": "({0} == {1})",
-    "ne": "({0} != {1})",
-    "bitwise_and": "({0} & {1})",
-    "bitwise_or": "({0} | {1})",
-    "bitwise_xor": "({0} ^ {1})",
     "lshift": "({0} << {1})",
     "rshift": "({0} >> {1})",
     "invert": "invert",
-    "neg": "(-{0})",
     "abs": "tl.abs({0})",
     "relu": "tl.where({0} < 0, tl.zeros_like({0}), {0})",  # NaN and -0.0 pass as in torch (GPU maxnum drops NaN)
     "exp": "tl.exp({0})",
