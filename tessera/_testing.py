@@ -80,25 +80,85 @@ def run_example(kernel_fn: Callable[..., Any] | dict[str, Callable[..., Any]],
         output = fn(*own_args)
         actual = _as_tensors(output)
         assert len(actual) == len(expected), f"{name}: {len(actual)} outputs, the reference gives {len(expected)}"
-        for got, want in zip(actual, expected):
-            _assert_close(name, got, want, rtol, atol, max_mismatch_pct, max_mismatched_abs_diff)
+        _check_outputs(name, actual, expected, rtol, atol, max_mismatch_pct, max_mismatched_abs_diff,
+                       lambda: _as_tensors(reference(*_promoted(args))))
         if bwd:
-            _check_gradients(name, output, own_args, expected_output, reference_args, rtol, atol)
+            _check_gradients(name, output, own_args, expected_output, reference_args, reference, rtol, atol)
     return {}
 
 
+def _check_outputs(name: str, actual: list[torch.Tensor], expected: list[torch.Tensor], rtol: float, atol: float,
+                   max_mismatch_pct: float | None, max_mismatched_abs_diff: float | None,
+                   exact: Callable[[], list[torch.Tensor]]) -> None:
+    """Compare against the reference; a low-precision mismatch is arbitrated by `exact()`, the
+    reference evaluated in float64: the kernel passes when it is at least as close to that as the
+    reference itself (max and mean error, with a little slack).
+
+    A bf16 reference rounds at other places than the kernel (torch's CPU kernels even accumulate
+    in bf16), so at large magnitudes the two differ by more than the tolerance while the kernel is
+    the more accurate one. Any other mismatch stays a failure."""
+    try:
+        for got, want in zip(actual, expected):
+            _assert_close(name, got, want, rtol, atol, max_mismatch_pct, max_mismatched_abs_diff)
+    except AssertionError:
+        if not any(t.dtype in (torch.float16, torch.bfloat16) for t in expected):
+            raise
+        if not _arbitrated(actual, expected, exact):
+            raise
+        print(f"{name}: outside rtol/atol of the low-precision reference, but as close as that reference "
+              "to its float64 evaluation: accepted", file=sys.stderr)
+
+
+def _arbitrated(actual: list[torch.Tensor], expected: list[torch.Tensor],
+                exact: Callable[[], list[torch.Tensor]]) -> bool:
+    try:
+        truths = exact()
+    except Exception:  # a reference that cannot run in float64 has no arbiter
+        return False
+    return len(truths) == len(expected) and all(
+        _as_close_as(got, want, truth) for got, want, truth in zip(actual, expected, truths))
+
+
+def _as_close_as(got: torch.Tensor, want: torch.Tensor, truth: torch.Tensor, slack: float = 1.5) -> bool:
+    truth = truth.detach().double().cpu()
+    kernel_error = (got.detach().double().cpu() - truth).abs()
+    reference_error = (want.detach().double().cpu() - truth).abs()
+    if kernel_error.shape != truth.shape or not kernel_error.isfinite().all():
+        return False
+    return bool(kernel_error.max() <= slack * reference_error.max() and
+                kernel_error.mean() <= slack * reference_error.mean())
+
+
+def _promoted(value: Any) -> Any:
+    """Arguments in float64 (leaves that required gradients still do)."""
+    if isinstance(value, torch.Tensor):
+        if not value.is_floating_point():
+            return value.detach().clone()
+        return value.detach().double().requires_grad_(value.requires_grad)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_promoted(item) for item in value)
+    return value
+
+
 def _check_gradients(name: str, output: Any, own_args: tuple, expected_output: Any, reference_args: tuple,
-                     rtol: float, atol: float) -> None:
+                     reference: Callable[..., Any], rtol: float, atol: float) -> None:
     grad_output = torch.randn_like(_as_tensors(expected_output)[0])
     _as_tensors(expected_output)[0].backward(grad_output, retain_graph=True)
     _as_tensors(output)[0].backward(grad_output, retain_graph=True)
     wanted = [t.grad for t in _as_tensors(reference_args) if t.requires_grad]
     got = [t.grad for t in _as_tensors(own_args) if t.requires_grad]
     assert len(got) == len(wanted) and wanted, f"{name}: no gradients to compare"
+
+    def exact_gradients() -> list[torch.Tensor]:
+        promoted = _promoted(reference_args)
+        _as_tensors(reference(*promoted))[0].backward(grad_output.double())
+        return [t.grad for t in _as_tensors(promoted) if t.requires_grad]
+
     for index, (actual, want) in enumerate(zip(got, wanted)):
         assert (actual is None) == (want is None), f"{name}: gradient {index} exists in one run only"
         if want is not None:
-            _assert_close(f"{name} gradient {index}", actual, want, rtol, atol, None, None)
+            _check_outputs(f"{name} gradient {index}", [actual], [want], rtol, atol, None, None,
+                           lambda index=index: [exact_gradients()[index]])
 
 
 def do_bench(fn: Callable[[], Any], warmup: int = 25, rep: int = 100, return_mode: str = "median",

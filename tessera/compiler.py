@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 import warnings
 from typing import Any, Callable
 
@@ -44,6 +45,27 @@ def compiled_in(kind: str, value: Any, static_shapes: bool) -> bool:
     if isinstance(value, SpecializedInt) or (static_shapes and isinstance(value, int)):
         return True
     return kind == "begin" and isinstance(value, int) and value == 0
+
+
+def captured_cells(function: Any) -> list[tuple[str, Any]] | None:
+    """(name, value) of the filled closure cells of a plain Python function, in order; None for
+    anything else. A helper the tile loop calls (`epilogue(acc, tile)`) may capture tensors of
+    the code that made it: each becomes a kernel parameter of its own (`LaunchBinding`), and its
+    key and argument (`call_keys.launch_inputs`) are made in the same order."""
+    if type(function) is not types.FunctionType or not function.__closure__:
+        return None
+    cells = []
+    for name, cell in zip(function.__code__.co_freevars, function.__closure__):
+        try:
+            cells.append((name, cell.cell_contents))
+        except ValueError:  # an empty cell (a name bound later): reading it fails as in Python
+            continue
+    return cells
+
+
+def _is_parameter_source(value: Any) -> bool:
+    """A captured value that becomes kernel parameters: a tensor, or a closure holding one."""
+    return isinstance(value, torch.Tensor) or captured_cells(value) is not None
 
 
 class LaunchBinding:
@@ -94,11 +116,29 @@ class LaunchBinding:
             return self._symbol(name, torch.int64, value)
         if isinstance(value, float):
             return self._symbol(name, torch.float32, value)
+        if captured_cells(value) is not None:
+            return self._bind_closure(name, value, static_shapes)
         if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
             raise exc.UnsupportedOperationError(
                 f"a list of tensors ({name}) used inside a compiled tile loop", location=user_location(),
                 hint="pass each tensor as its own argument, or run with mode='eager'")
         return value
+
+    def _bind_closure(self, name: str, function: types.FunctionType, static_shapes: bool) -> types.FunctionType:
+        """The function again, with the tensors it captures (and closures holding some) bound as
+        parameters `<name>__<captured name>`; other captured values stay as they are (compiled in)."""
+        cells = list(function.__closure__ or ())
+        for position, cell_name in enumerate(function.__code__.co_freevars):
+            try:
+                value = cells[position].cell_contents
+            except ValueError:
+                continue
+            if _is_parameter_source(value):
+                cells[position] = types.CellType(self._bind(f"{name}__{cell_name}", value, static_shapes))
+        rebuilt = types.FunctionType(function.__code__, function.__globals__, function.__name__,
+                                     function.__defaults__, tuple(cells))
+        rebuilt.__kwdefaults__ = function.__kwdefaults__
+        return rebuilt
 
     def _bind_range(self, tile_range: TileRange, static_shapes: bool) -> TileRange:
         def bound(kind: str, dim: int, value: Any) -> Any:

@@ -240,6 +240,49 @@ def test_run_example_passes_a_matching_kernel_and_fails_a_wrong_one():
         _testing.run_example(tessera.kernel(add_one, mode="eager"), lambda t: t + 2, (x,))
 
 
+def add_pair(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] + y[tile]
+    return out
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+def test_bind_takes_helions_one_tuple_of_arguments(mode):
+    x, y = torch.randn(7), torch.randn(7)
+    kernel = tessera.kernel(add_pair, mode=mode)
+    torch.testing.assert_close(kernel.bind((x, y)).run(), x + y)
+    torch.testing.assert_close(kernel.bind(x, y).run(), x + y)
+    with pytest.raises(exc.KernelArgumentError):
+        kernel.bind((x, y, x))
+
+
+def _sum_rounding_each_step(rows: torch.Tensor) -> torch.Tensor:
+    """A sloppy reference: in bf16 it rounds after every addition; in float64 it is exact enough."""
+    total = rows[:, 0]
+    for column in range(1, rows.shape[1]):
+        total = total + rows[:, column]
+    return total
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_run_example_arbitrates_a_low_precision_mismatch_with_float64(grad):
+    torch.manual_seed(0)
+    rows = (torch.randn(64, 300) * 8).to(torch.bfloat16).requires_grad_(grad)
+    accurate = lambda r: r.float().sum(1).to(r.dtype)  # noqa: E731 (rounds once)
+    assert not torch.allclose(accurate(rows), _sum_rounding_each_step(rows), rtol=1e-2, atol=1e-1)
+    _testing.run_example(accurate, _sum_rounding_each_step, (rows,), bwd=grad)
+    off_by_far = lambda r: (r.float().sum(1) + 40).to(r.dtype)  # noqa: E731 (worse than the reference)
+    with pytest.raises(AssertionError):
+        _testing.run_example(off_by_far, _sum_rounding_each_step, (rows,))
+
+
+def test_run_example_does_not_arbitrate_float32():
+    rows = torch.randn(4, 3)
+    with pytest.raises(AssertionError):
+        _testing.run_example(lambda r: r.sum(1) + 1, lambda r: r.sum(1), (rows,))
+
+
 @pytest.mark.parametrize("line, rewritten", [
     ("import helion", "import tessera as helion"),
     ("import helion.language as hl", "import tessera.language as hl"),

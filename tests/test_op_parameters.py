@@ -20,6 +20,9 @@ def test_zeros_on_the_kernels_device_is_accepted(device: torch.device) -> None:
         return out
     for mode in _modes(device):
         assert torch.equal(tessera.kernel(fill, mode=mode)(torch.empty(5, device=device)), torch.ones(5, device=device))
+        # a bound kernel's runs (planning, tuning) trace on the arguments' device too
+        bound = tessera.kernel(fill, mode=mode).bind(torch.empty(5, device=device))
+        assert torch.equal(bound.run(tessera.Config(block_sizes=[4])), torch.ones(5, device=device))
 
 
 def test_zeros_on_another_device_is_a_located_error(device: torch.device) -> None:

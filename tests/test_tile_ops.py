@@ -230,6 +230,24 @@ def test_clamp_with_runtime_bounds(shape: tuple[int, int]) -> None:
             torch.testing.assert_close(kernel(x, lo, hi, floor), expected, msg=lambda m: f"{mode}: {m}")
 
 
+def clamp_runtime_expressions(x: T, eps_low: float, eps_high: float) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        v = x[tile]
+        # arithmetic on scalar arguments is a symbolic expression while tracing, which torch's own
+        # argument parser refuses: the call reaches clamp's and where's primitives anyway
+        out[tile] = torch.clamp(v, 1 - eps_low, 1 + eps_high) + torch.where(v > 1, v, eps_low * 2)
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 37])
+def test_clamp_with_runtime_expression_bounds(n: int) -> None:
+    x = torch.randn(n) + 1
+    for mode, result in _run(clamp_runtime_expressions, tessera.Config(block_sizes=[16]), x, 0.2, 0.3).items():
+        expected = x.clamp(0.8, 1.3) + torch.where(x > 1, x, torch.tensor(0.4))
+        torch.testing.assert_close(result, expected, msg=lambda m: f"{mode}: {m}")
+
+
 # -- register_block_size values as compile-time sizes ------------------------------------------------
 def blocked_rows(x: T) -> T:
     n = x.size(0)
@@ -291,3 +309,50 @@ def test_continue_inside_a_with_block_is_still_a_located_error() -> None:
         return out
     with pytest.raises(tessera.exc.UnsupportedSyntaxError, match="continue"):
         tessera.kernel(kernel, mode="interpret")(torch.randn(5))
+
+
+# -- helpers that capture tensors (Helion's matmul epilogue) ---------------------------------------
+def matmul_with_epilogue(x: T, y: T, epilogue=lambda acc, tile: acc) -> T:
+    m, k = x.size()
+    n = y.size(1)
+    out = torch.empty([m, n], dtype=x.dtype)
+    for tile_m, tile_n in hl.tile([m, n]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = epilogue(acc, (tile_m, tile_n))
+    return out
+
+
+def _scaled_plus_bias(kernel, x: T, y: T, bias: T, alpha: float) -> T:
+    def epilogue(acc, tile):  # a fresh closure on every call, capturing a tensor and a float
+        return alpha * acc + bias[tile[1]]
+    return kernel(x, y, epilogue)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (20, 30, 17)])
+def test_closure_capturing_tensors(shape: tuple[int, int, int]) -> None:
+    m, k, n = shape
+    x, y = torch.randn(m, k), torch.randn(k, n)
+    for mode in MODES:
+        kernel = tessera.kernel(matmul_with_epilogue, mode=mode, config=tessera.Config(block_sizes=[16, 16, 16]))
+        for call in range(3):  # new bias tensors each call: each call reads its own
+            bias, alpha = torch.randn(n), 1.0 + call % 2
+            torch.testing.assert_close(_scaled_plus_bias(kernel, x, y, bias, alpha), alpha * (x @ y) + bias,
+                                       msg=lambda msg: f"{mode}: {msg}")
+        torch.testing.assert_close(kernel(x, y), x @ y)
+        if mode == "interpret":  # a fresh closure of the same code and captured kinds reuses its variant
+            assert kernel.cache_info().variants == 3
+
+
+def test_closure_whose_captured_tensor_is_rebound() -> None:
+    x, y = torch.randn(9, 5), torch.randn(5, 6)
+    bias = torch.zeros(6)
+
+    def epilogue(acc, tile):
+        return acc + bias[tile[1]]
+
+    kernel = tessera.kernel(matmul_with_epilogue, mode="interpret", config=tessera.Config(block_sizes=[16, 16, 16]))
+    for _ in range(3):
+        bias = torch.randn(6)  # the same function object now captures another tensor
+        torch.testing.assert_close(kernel(x, y, epilogue), x @ y + bias)

@@ -47,6 +47,7 @@ UNDEFINED_NAME = "_tessera_undefined"
 COMPARE = "_tessera_compare"  # (left, "eq" | "ne", right) -> a relation when a side is symbolic
 RANGE = "_tessera_range"  # (the name `range` as the kernel sees it, *arguments) -> range, or a located error
 MINMAX = "_tessera_minmax"  # (the name `min` / `max` as the kernel sees it, *arguments) -> a symbolic Min/Max or Python's
+TORCH_CALL = "_tessera_torch_call"  # (torch.fn, *arguments, **keywords) -> the call, symbolic scalars allowed
 
 
 
@@ -100,6 +101,15 @@ _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _NESTED_BLOCKS = ("body", "orelse", "finalbody")
 
 
+def _on_torch_module(function: ast.expr) -> bool:
+    """`torch.name` or `torch.a.b.name` (the module as the kernel names it: `torch`)."""
+    while isinstance(function, ast.Attribute):
+        function = function.value
+        if isinstance(function, ast.Name):
+            return function.id == "torch"
+    return False
+
+
 class _DeviceExpressions(ast.NodeTransformer):
     """Python operations whose meaning on traced scalars (sympy expressions) must be Tessera's:
 
@@ -107,7 +117,8 @@ class _DeviceExpressions(ast.NodeTransformer):
     instead of building a condition. `a if c else b` -> the `if` helper, so a condition on a
     program id or a loaded value selects on the device. `for i in range(k)` -> `for i in _tessera_range(range, k)`:
     a bound known only at run time is a located error, not sympy's TypeError. `min(a, b)` ->
-    `_tessera_minmax(min, a, b)`: sympy's Min on symbolic sizes and tile bounds.
+    `_tessera_minmax(min, a, b)`: sympy's Min on symbolic sizes and tile bounds. `torch.fn(...)` ->
+    `_tessera_torch_call(torch.fn, ...)`: a runtime scalar expression reaches fn's primitive.
     """
 
     def visit_For(self, node: ast.For) -> ast.For:
@@ -132,6 +143,11 @@ class _DeviceExpressions(ast.NodeTransformer):
         # `min(tile.end, n)` / `max(...)` of two or more values: on symbolic sizes, sympy's Min/Max
         # (Python's own would ask a symbolic relation for a bool)
         self.generic_visit(node)
+        if _on_torch_module(node.func):
+            # `torch.clamp(v, 1 - eps, 1 + eps)` with scalar arguments: torch's argument parser
+            # refuses sympy expressions before any __torch_function__ could see them
+            call = ast.Call(ast.Name(TORCH_CALL, ast.Load()), [node.func, *node.args], node.keywords)
+            return ast.copy_location(call, node)
         if isinstance(node.func, ast.Name) and node.func.id in ("min", "max") and len(node.args) >= 2 \
                 and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
             return ast.copy_location(ast.Call(ast.Name(MINMAX, ast.Load()), [node.func, *node.args], []), node)

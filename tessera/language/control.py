@@ -14,9 +14,10 @@ import torch
 
 from tessera import exc
 from tessera.ir.graph import UNIT, Node, Op
+from tessera.ir.primitive import TORCH_FUNCTIONS
 from tessera.language.elementwise import apply_elementwise
 from tessera.location import user_location
-from tessera.trace.proxy import TileValue
+from tessera.trace.proxy import HostScalar, TileValue
 from tessera.trace.tracer import Tracer, current_tracer
 
 
@@ -85,6 +86,16 @@ def minmax_helper(function: Any, *values: Any) -> Any:
             and all(_number_like(value) and not isinstance(value, bool) for value in values):
         return (sympy.Min if function is min else sympy.Max)(*values)
     return function(*values)
+
+
+def torch_call_helper(function: Any, *args: Any, **kwargs: Any) -> Any:
+    """What a rewritten `torch.fn(...)` inside a tile loop calls: with a scalar argument that is a
+    runtime expression (`1 - eps` of a float argument), fn's primitive directly, as torch's argument
+    parser refuses sympy expressions; anything else is the plain call."""
+    if any(isinstance(value, sympy.Expr) and not isinstance(value, HostScalar) and value.free_symbols
+           for value in (*args, *kwargs.values())) and function in TORCH_FUNCTIONS:
+        return TORCH_FUNCTIONS[function].bind(*args, **kwargs)
+    return function(*args, **kwargs)
 
 
 def device_if_helper(condition: Any, then_body: Callable[..., tuple], else_body: Callable[..., tuple],

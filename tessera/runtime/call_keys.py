@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import torch
 
 from tessera import exc
-from tessera.compiler import compiled_in
+from tessera.compiler import captured_cells, compiled_in
 from tessera.ir.tile_range import TileRange
 from tessera.language.constexpr import SpecializedInt
 from tessera.location import user_location
@@ -139,6 +139,8 @@ def value_key(value: Any, static_shapes: bool) -> Any:
         return ("int", static_shapes and value)
     if kind == FLOAT:
         return ("float",)
+    if captured_cells(value) is not None:
+        return _closure_inputs(value, static_shapes, [])
     key = constant_key(value)
     return ("data", key) if key is not None else ("object", IdentityKey(value))
 
@@ -185,9 +187,27 @@ def launch_inputs(values: Sequence[Any], tile_range: TileRange, static_shapes: b
         elif kind == FLOAT:
             keys.append(("float",))
             arguments.append(value)
+        elif captured_cells(value) is not None:
+            keys.append(_closure_inputs(value, static_shapes, arguments))
         else:
             keys.append(value_key(value, static_shapes))
     return tuple(keys), _range_inputs(tile_range, static_shapes, arguments), arguments
+
+
+def _closure_inputs(function: Any, static_shapes: bool, arguments: list[Any]) -> tuple:
+    """A closure's key part: its code and, per captured value, the tensor's key (the tensor's
+    arguments appended, as `LaunchBinding._bind_closure` binds it) or the value's own key (it is
+    compiled in). A fresh closure of the same code and captures (made on every call) hits."""
+    parts: list[Any] = [function.__code__, constant_key(function.__defaults__)]
+    for _, value in captured_cells(function) or ():
+        if kind_of(value) == TENSOR:
+            parts.append(_tensor_inputs(value, static_shapes, arguments))
+        elif captured_cells(value) is not None:
+            parts.append(_closure_inputs(value, static_shapes, arguments))
+        else:
+            key = constant_key(value)
+            parts.append(("data", key) if key is not None else ("object", IdentityKey(value)))
+    return ("closure", *parts)
 
 
 def _tensor_inputs(tensor: torch.Tensor, static_shapes: bool, arguments: list[Any]) -> tuple:

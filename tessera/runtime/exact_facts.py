@@ -77,8 +77,8 @@ def exact_facts(values: Sequence[Any], head: Any = None) -> list[Any] | None:
                 append(_PlainData)
                 append(key)
                 continue
-            if not isinstance(value, _CODE_TYPES):  # an object (it may hold tensors): keyed path
-                return None
+            if not isinstance(value, _CODE_TYPES) or getattr(value, "__closure__", None):
+                return None  # an object or a closure (either may hold tensors): keyed path
         append(type(value))
         append(value)
     return facts

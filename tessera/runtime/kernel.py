@@ -14,14 +14,16 @@ from tessera import backends, exc, settings
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
 from tessera.location import strip_internal_frames, user_location
-from tessera.frontend.rewrite import COMPARE, DEVICE_IF, DEVICE_LOOP, LAUNCH, MINMAX, RANGE, RewrittenKernel, rewrite_kernel
+from tessera.frontend.rewrite import (COMPARE, DEVICE_IF, DEVICE_LOOP, LAUNCH, MINMAX, RANGE, TORCH_CALL, RewrittenKernel,
+                                      rewrite_kernel)
 from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments
 from tessera.language.tile import grid, jagged_tile, tile
 from tessera.runtime.argument_checks import unsupported_argument
 from tessera.runtime.bound import BoundKernel
 from tessera.runtime.call_keys import common_device, device_type
-from tessera.language.control import compare_helper, device_if_helper, device_loop_helper, minmax_helper, range_helper
+from tessera.language.control import (compare_helper, device_if_helper, device_loop_helper, minmax_helper, range_helper,
+                                      torch_call_helper)
 from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
 from tessera.runtime.eager import run_eager
 from tessera.runtime.kernel_settings import Settings
@@ -178,7 +180,8 @@ class Kernel:
             self._rewritten = rewrite_kernel(
                 self.source, lambda node: isinstance(node, ast.Call) and resolve(node.func) in (tile, grid, jagged_tile),
                 {LAUNCH: launch_helper, DEVICE_LOOP: device_loop_helper, DEVICE_IF: device_if_helper,
-                 COMPARE: compare_helper, RANGE: range_helper, MINMAX: minmax_helper})
+                 COMPARE: compare_helper, RANGE: range_helper, MINMAX: minmax_helper,
+                 TORCH_CALL: torch_call_helper})
         return self._rewritten
 
     def cache_info(self) -> CacheInfo:
@@ -202,8 +205,13 @@ class Kernel:
     def bind(self, *args: Any, **kwargs: Any) -> BoundKernel:
         """The kernel with these arguments: code, launch plans and runs per Config.
 
+        Helion's spelling, one tuple of all the arguments (`kernel.bind((x, y))`), means the same
+        when the tuple does not itself bind as the arguments.
+
         >>> kernel.bind(x, y).to_triton_code(tessera.Config(block_sizes=[64]))  # doctest: +SKIP
         """
+        if len(args) == 1 and isinstance(args[0], tuple) and not kwargs and not self._binds(args):
+            args = args[0]
         self._check_arguments(args, kwargs)
         return BoundKernel(self, args, kwargs)
 
@@ -230,6 +238,13 @@ class Kernel:
         if any(p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD for p in parameters):
             return None
         return sum(p.default is inspect.Parameter.empty for p in parameters), len(parameters)
+
+    def _binds(self, args: tuple) -> bool:
+        try:
+            self.signature.bind(*args)
+        except TypeError:
+            return False
+        return True
 
     def _check_arguments(self, args: tuple, kwargs: dict) -> None:
         arity = self._positional_arity
