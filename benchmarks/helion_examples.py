@@ -193,14 +193,14 @@ def _first_line(error: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def run_child(path: str, mode: str, sizes: str, result_path: str, lock_path: str) -> None:
+def run_child(path: str, mode: str, sizes: str, result_path: str, lock_path: str, timed: bool = True) -> None:
     """Run one example in this process and write {"status", "error", "timings"} to `result_path`."""
     outcome: dict[str, Any] = {"status": "pass", "error": "", "timings": []}
     try:
         if mode != "compiled":
             _patch_devices_to_cpu()
         import tessera._testing
-        if mode == "compiled":
+        if mode == "compiled" and timed:
             tessera._testing.run_example = _timed_run_example(tessera._testing.run_example, lock_path)
         source = rewrite_imports(pathlib.Path(path).read_text())
         tree = ast.parse(source, filename=path)
@@ -233,6 +233,7 @@ def _run_one(path: pathlib.Path, args: argparse.Namespace, scratch: pathlib.Path
         env["CUDA_VISIBLE_DEVICES"] = ""
     command = [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", str(path), "--mode", args.mode,
                "--sizes", args.sizes, "--result", str(result_path), "--lock", str(scratch / "timing.lock")]
+    command += ["--check-only"] if args.check_only else []
     began = time.perf_counter()
     log_path = scratch / f"{path.stem}.log"
     # with --budget, nothing starts after the budget and nothing runs past it by more than GRACE
@@ -290,6 +291,8 @@ def main() -> None:
     parser.add_argument("--budget", type=float, help="seconds for the whole run: later examples are skipped")
     parser.add_argument("--only", nargs="*", help="run only these examples (file stems)")
     parser.add_argument("--out", help="write helion_examples_<mode>.md and .json here")
+    parser.add_argument("--check-only", action="store_true",
+                        help="compiled mode: check results only, skip timing Tessera, torch and torch.compile")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     parser.add_argument("--lock", help=argparse.SUPPRESS)
@@ -297,7 +300,7 @@ def main() -> None:
     args.sizes = args.sizes or ("full" if args.mode == "compiled" else "small")
     args.deadline = time.perf_counter() + args.budget if args.budget else None
     if args.child:
-        run_child(args.child, args.mode, args.sizes, args.result, args.lock)
+        run_child(args.child, args.mode, args.sizes, args.result, args.lock, timed=not args.check_only)
         return
     if not args.examples:
         parser.error("give the path of an examples/ folder")
