@@ -63,6 +63,21 @@ def captured_cells(function: Any) -> list[tuple[str, Any]] | None:
     return cells
 
 
+def flat_values(names: tuple[str, ...], values: list[Any]) -> list[tuple[str, Any]]:
+    """(parameter name, value) of a launch's captured values with closures opened: the tensors a
+    helper closure captures are named `<closure>__<name>`, as `LaunchBinding` names them (what
+    the stores of a variant are matched against)."""
+    flat: list[tuple[str, Any]] = []
+    for name, value in zip(names, values):
+        cells = captured_cells(value)
+        if cells is None:
+            flat.append((parameter_name(name), value))
+            continue
+        inner = [(f"{name}__{cell_name}", cell) for cell_name, cell in cells if _is_parameter_source(cell)]
+        flat += flat_values(tuple(n for n, _ in inner), [v for _, v in inner])
+    return flat
+
+
 def _is_parameter_source(value: Any) -> bool:
     """A captured value that becomes kernel parameters: a tensor, or a closure holding one."""
     return isinstance(value, torch.Tensor) or captured_cells(value) is not None

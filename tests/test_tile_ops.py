@@ -356,3 +356,36 @@ def test_closure_whose_captured_tensor_is_rebound() -> None:
     for _ in range(3):
         bias = torch.randn(6)  # the same function object now captures another tensor
         torch.testing.assert_close(kernel(x, y, epilogue), x @ y + bias)
+
+
+def matmul_with_side_output(x: T, y: T, epilogue) -> T:
+    out = torch.empty([x.size(0), y.size(1)], dtype=x.dtype)
+    for tile_m, tile_n in hl.tile(out.size()):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(x.size(1)):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = epilogue(acc, (tile_m, tile_n))
+    return out
+
+
+def test_closure_storing_into_a_captured_tensor() -> None:
+    x, y = torch.randn(9, 5), torch.randn(5, 6)
+    for mode in MODES:
+        side = torch.zeros(9, 6)
+
+        def epilogue(acc, tile):
+            side[tile[0], tile[1]] = acc * 2  # a store into a tensor the closure captures
+            return acc
+
+        kernel = tessera.kernel(matmul_with_side_output, mode=mode, config=tessera.Config(block_sizes=[4, 4, 4]))
+        torch.testing.assert_close(kernel(x, y, epilogue), x @ y)
+        torch.testing.assert_close(side, 2 * (x @ y), msg=lambda m: f"{mode}: {m}")
+        expanded = torch.zeros(1, 6).expand(9, 6)  # elements sharing memory: the stores would race
+
+        def racing(acc, tile):
+            expanded[tile[0], tile[1]] = acc
+            return acc
+
+        if mode == "interpret":
+            with pytest.raises(tessera.exc.KernelArgumentError, match="epilogue__expanded"):
+                kernel(x, y, racing)

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from tessera.autotune.bench_worker import flatten_tensors
+from tessera.compiler import flat_values
 from tessera.runtime.compiled import CompiledRunner, run_compiled
 from tessera.runtime.plan import KernelPlan, LaunchRecord
 
@@ -82,7 +83,8 @@ class _CopyingRunner(CompiledRunner):
         self._values: list[Any] = []
 
     def launch(self, tile_range: Any, body: Any, launch_index: int = 0) -> None:
-        self._values = [cell.cell_contents for cell in body.__closure__ or ()]  # what `variant.stored_values` indexes
+        values = [cell.cell_contents for cell in body.__closure__ or ()]
+        self._values = [value for _, value in flat_values(body.__code__.co_freevars, values)]  # what `variant.stored_values` indexes
         super().launch(tile_range, body, launch_index)
 
     def run_variant(self, variant: Any, arguments: list[Any], grid: tuple[int, ...],

@@ -16,7 +16,7 @@ import torch
 
 from tessera import backends, exc, settings
 from tessera.backends.base import LoweringOptions
-from tessera.compiler import LaunchRequest, compile_launch, to_ir, whole_row_length
+from tessera.compiler import LaunchRequest, compile_launch, flat_values, to_ir, whole_row_length
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.ir import interpreter
@@ -134,7 +134,7 @@ class CompiledRunner:
         reads = GlobalReads.of(body, values)  # recorded before tracing reads them
         variant = Variant.of(compile_launch(self.request(values, tile_range, body, launch_index),
                                             backends.get(self.kernel.settings.backend)), launch_index, reads,
-                             body.__code__.co_freevars)
+                             body.__code__.co_freevars, values)
         if self.store is self.kernel.store:  # a real call, not a plan or a tuning run
             if settings.log_enabled("recompiles"):
                 print(f"[tessera] compiling {self.kernel.fn.__name__} variant {total + 1} ({_recompile_reason(variants)})",
@@ -195,11 +195,12 @@ class CompiledRunner:
 def _refuse_overlapping_outputs(kernel_name: str, variant: Variant, values: list[Any], names: tuple[str, ...]) -> None:
     """Refuse a launch storing into a tensor whose elements share memory (overlap.py). On the
     keyed path only: a remembered launch repeats a decision that passed this check."""
+    flat = flat_values(names, values)
     for position in variant.stored_values:
-        tensor = values[position]
+        name, tensor = flat[position]
         if isinstance(tensor, torch.Tensor) and overlaps_itself(tensor):
             raise exc.KernelArgumentError(
-                f"{kernel_name}: this tile loop stores into {names[position]!r}, of size {tuple(tensor.shape)} and strides "
+                f"{kernel_name}: this tile loop stores into {name!r}, of size {tuple(tensor.shape)} and strides "
                 f"{tuple(tensor.stride())} whose elements share memory (e.g. made by expand()): "
                 "the stores would race", location=variant.compiled.location or user_location(),
                 hint="store into a tensor that owns its memory (torch.empty(...), or .clone() / .contiguous() "

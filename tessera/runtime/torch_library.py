@@ -29,7 +29,7 @@ from typing import Any, Callable
 import torch
 
 from tessera import backends, exc
-from tessera.compiler import parameter_name, to_ir
+from tessera.compiler import flat_values, to_ir
 from tessera.ir.graph import Op
 from tessera.location import user_location
 from tessera.runtime.call_structure import CallResult, Leaf, flatten, rebuild, split_result, unflatten
@@ -77,8 +77,8 @@ class _HostOnlyRunner(CompiledRunner):
         values = [cell.cell_contents for cell in body.__closure__ or ()]
         ir = to_ir(self.request(values, tile_range, body, launch_index))
         names = {node.params["tensor"].name for node in ir.nodes() if node.op is Op.STORE}
-        self.stored.extend(value for name, value in zip(body.__code__.co_freevars, values)
-                           if parameter_name(name) in names and isinstance(value, torch.Tensor))
+        self.stored.extend(value for name, value in flat_values(body.__code__.co_freevars, values)
+                           if name in names and isinstance(value, torch.Tensor))
 
 
 def _run_host_code(kernel: Any, args: tuple, kwargs: dict, stored: list[torch.Tensor] | None = None) -> Any:

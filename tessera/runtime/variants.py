@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from tessera.backends.base import LoadedKernel
-from tessera.compiler import CompiledLaunch, parameter_name
+from tessera.compiler import CompiledLaunch, flat_values
 from tessera.ir.graph import Op
 from tessera.ir.tunables import TunableDim
 from tessera.runtime.exact_facts import Memo
@@ -36,17 +36,18 @@ class Variant:
     # the module globals its body read when traced (None: none); it serves a launch only while
     # they keep those values (global_reads.py)
     global_reads: GlobalReads | None = None
-    # positions (in the launch's captured values) of the tensors it stores into, not atomically:
+    # positions (in `flat_values` of the launch's captured values) of the tensors it stores into, not atomically:
     # each must not overlap itself (overlap.py)
     stored_values: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, compiled: CompiledLaunch, launch_index: int, global_reads: GlobalReads | None = None,
-           names: tuple[str, ...] = ()) -> Variant:
-        """`names`: the loop body's free variables, in the order of its captured values."""
+           names: tuple[str, ...] = (), values: list[Any] = ()) -> Variant:
+        """`names`, `values`: the loop body's free variables and captured values."""
         stored = {node.params["tensor"].name for node in compiled.ir.nodes()
                   if node.op is Op.STORE and not node.params.get("atomic")}
-        positions = tuple(i for i, name in enumerate(names) if parameter_name(name) in stored)
+        positions = tuple(i for i, (name, _) in enumerate(flat_values(names, list(values)))
+                          if name in stored)  # indexes flat_values(names, values)
         return cls(compiled.guard, compiled.grid, compiled.loaded, compiled, launch_index, global_reads, positions)
 
     def serves(self, arguments: list[Any]) -> bool:
