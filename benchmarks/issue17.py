@@ -39,6 +39,8 @@ def main() -> int:
     parser.add_argument("--tune-attention", default="", help="an attention case name to quick-tune too")
     parser.add_argument("--attention-backward", action="store_true",
                         help="also examples.attention's backward against SDPA's")
+    parser.add_argument("--backward-configs", default="",
+                        help="a Python list of Config kwargs dicts: attention_bwd rows under each too")
     parser.add_argument("--attention-shapes", default="",
                         help="attention cases as `S:D:causal,...` (default: S4096 at D128 and D64, both masks)")
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny sizes (checks the script)")
@@ -240,6 +242,7 @@ def attention_backward_rows(args: argparse.Namespace, record: Callable[..., None
     import torch
     import torch.nn.functional as F
 
+    import tessera
     from examples import attention as at
     batch, heads = (1, 2) if args.smoke else (4, 32)
     for length, head_dim, causal in attention_shapes(args):
@@ -264,6 +267,10 @@ def attention_backward_rows(args: argparse.Namespace, record: Callable[..., None
             trained = at.attention_trainable(*leaves, causal)
             record(case, "tessera autograd backward", flops,
                    lambda: torch.autograd.grad(trained, leaves, grad_out, retain_graph=True))
+            for options in eval(args.backward_configs) if args.backward_configs else ():  # noqa: S307 - the developer's own
+                configured = tessera.kernel(at.attention_bwd.fn, config=tessera.Config(**options))
+                record(case, f"tessera attention_bwd {options}", flops,
+                       lambda: configured(grad_out, q, k, v, out, lse, causal))
         except Exception as error:  # noqa: BLE001
             record(case, "tessera attention_bwd (kernel)", flops, None, f"error: {type(error).__name__}: {error}"[:300])
         if args.label == "new":

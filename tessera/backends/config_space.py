@@ -50,6 +50,9 @@ class KernelFacts:
     whole_row: int = 0  # the longest whole row (`:`) a launch holds per program, e.g. attention's head_dim
     user_tunables: tuple[tuple[str, Any], ...] = ()  # hl.register_tunable: (Config key, ConfigFragment)
     whole_elements: int = 1  # the most elements a program holds along whole dims (x[tile, :]), padded
+    # a call of several launches that use disjoint block_sizes slots (attention's backward: a row
+    # reduction, then two dot loops): each launch's own facts, so each gets its own blocks
+    launches: tuple[KernelFacts, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -84,6 +84,8 @@ class CompiledRunner:
         self.loopable_rows: dict[int, int] = {}
         self.whole_rows: dict[int, int] = {}
         self.whole_elements: dict[int, int] = {}  # per launch: elements of its whole dims (heuristics)
+        self.launch_tunables: dict[int, tuple[int, ...]] = {}  # per launch: the block_sizes slots it uses
+        self.launch_sources: dict[int, str] = {}  # per launch: its generated source (the op mix)
 
     def launch(self, tile_range: TileRange, body: Callable[..., Any], launch_index: int = 0) -> None:
         """Run one top-level tile loop: the first variant under its key whose guards hold, else a new one.
@@ -177,6 +179,9 @@ class CompiledRunner:
         self.loopable_rows[variant.launch_index] = variant.loopable_row
         self.whole_rows[variant.launch_index] = whole_row_length(variant.compiled.ir)
         self.whole_elements[variant.launch_index] = variant.compiled.whole_elements
+        used = {*self.launch_tunables.get(variant.launch_index, ()), *(dim.index for dim in variant.tunables)}
+        self.launch_tunables[variant.launch_index] = tuple(sorted(used))
+        self.launch_sources[variant.launch_index] = variant.path
         for dim in variant.tunables:  # only plans report tunables
             known = self.tunables.get(dim.index)
             if known is None:

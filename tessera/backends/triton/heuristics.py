@@ -47,6 +47,32 @@ SHARED_MEMORY_MARGIN = 0.9   # the estimate leaves out Triton's own scratch (bar
 def heuristic_config(space: ConfigSpace) -> Config:
     """The heuristic point of `space` (every axis set), snapped onto the space's choices."""
     facts = space.facts
+    if facts.launches:
+        wanted = _merge_launches([_wanted(launch) for launch in facts.launches], facts.launches)
+    else:
+        wanted = _wanted(facts)
+    values = {axis.name: _snap(axis, wanted.get(axis.name, axis.default)) for axis in space.axes}
+    return space.to_config(values)
+
+
+def _merge_launches(wanted: list[dict[str, Any]], launches: tuple[KernelFacts, ...]) -> dict[str, Any]:
+    """One Config from each launch's heuristic: each launch's own block sizes and reduction
+    loops; the most warps and stages any launch wants (the Config has one of each); the other
+    keys from the first launch that uses a dot (the heavy one), else the first."""
+    lead = next((w for w, f in zip(wanted, launches) if f.uses_dot), wanted[0])
+    merged = {key: value for key, value in lead.items() if not key.startswith(("block_sizes[", "reduction_loops["))}
+    for launch_wanted, launch in zip(wanted, launches):
+        merged.update({f"block_sizes[{d.index}]": launch_wanted[f"block_sizes[{d.index}]"] for d in launch.tunables
+                       if f"block_sizes[{d.index}]" in launch_wanted})
+        merged.update({key: value for key, value in launch_wanted.items()
+                       if key.startswith("reduction_loops[") and value is not None})
+    for key in ("num_warps", "num_stages"):
+        merged[key] = max(w.get(key, 1) for w in wanted)
+    return merged
+
+
+def _wanted(facts: KernelFacts) -> dict[str, Any]:
+    """The heuristic's wishes for one launch (or a call taken as one), before snapping."""
     if facts.uses_dot:
         wanted = _dot_kernel(facts)
     elif facts.uses_reduction or any(d.role != "launch" for d in facts.tunables):
@@ -63,8 +89,7 @@ def heuristic_config(space: ConfigSpace) -> Config:
             # one program per SM dealing out the tiles of all grid points: balanced however skewed they are
             wanted["pid_type"] = "persistent_interleaved"
     _fit_block_elements(facts, wanted)
-    values = {axis.name: _snap(axis, wanted.get(axis.name, axis.default)) for axis in space.axes}
-    return space.to_config(values)
+    return wanted
 
 
 _OUTPUT_ROLES = ("launch", "split")  # a split loop's tiles are output tiles too (ir/loop_split.py)
