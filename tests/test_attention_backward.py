@@ -96,3 +96,14 @@ def test_forward_log_sum_exp_is_base_two(causal):
     expected = torch.logsumexp(scores, dim=-1).reshape(2, 13) / math.log(2)
     torch.testing.assert_close(lse, expected, atol=1e-5, rtol=1e-5)
     assert out.shape == q.shape
+
+
+def test_each_launch_of_the_backward_gets_its_own_heuristic_blocks():
+    from tessera.runtime.tuning import heuristic_for
+    q, k, v, grad_out = _inputs(1, 2, 256, 256, 64, torch.bfloat16)
+    out, lse = attention_example.attention(q, k, v, False, True)
+    config = heuristic_for(attention_example.attention_bwd.bind(grad_out, q, k, v, out, lse, False))
+    # [delta's rows, dk/dv's query block, its key tile, dq's key block, its query tile]: the dot
+    # launches get dot tiles, the row reduction whole rows (not the dot kernels' block of 1)
+    assert config["block_sizes"][1:] == [64, 128, 64, 128]
+    assert config["block_sizes"][0] >= 16
