@@ -39,6 +39,7 @@ def main() -> int:
     parser.add_argument("--tune-attention", default="", help="an attention case name to quick-tune too")
     parser.add_argument("--attention-backward", action="store_true",
                         help="also examples.attention's backward against SDPA's")
+    parser.add_argument("--tune-backward", default="", help="an attention backward case name to quick-tune too")
     parser.add_argument("--backward-configs", default="",
                         help="a Python list of Config kwargs dicts: attention_bwd rows under each too")
     parser.add_argument("--attention-shapes", default="",
@@ -267,6 +268,10 @@ def attention_backward_rows(args: argparse.Namespace, record: Callable[..., None
             trained = at.attention_trainable(*leaves, causal)
             record(case, "tessera autograd backward", flops,
                    lambda: torch.autograd.grad(trained, leaves, grad_out, retain_graph=True))
+            if case == args.tune_backward:
+                record_tuned(record, case, "tessera attention_bwd quick-tuned", flops,
+                             lambda: at.attention_bwd.autotune(grad_out, q, k, v, out, lse, causal),
+                             lambda: at.attention_bwd(grad_out, q, k, v, out, lse, causal))
             for options in eval(args.backward_configs) if args.backward_configs else ():  # noqa: S307 - the developer's own
                 configured = tessera.kernel(at.attention_bwd.fn, config=tessera.Config(**options))
                 record(case, f"tessera attention_bwd {options}", flops,

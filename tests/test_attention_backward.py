@@ -98,12 +98,27 @@ def test_forward_log_sum_exp_is_base_two(causal):
     assert out.shape == q.shape
 
 
-def test_each_launch_of_the_backward_gets_its_own_heuristic_blocks():
-    from tessera.runtime.tuning import heuristic_for
+def _backward_bound():
     q, k, v, grad_out = _inputs(1, 2, 256, 256, 64, torch.bfloat16)
     out, lse = attention_example.attention(q, k, v, False, True)
-    config = heuristic_for(attention_example.attention_bwd.bind(grad_out, q, k, v, out, lse, False))
+    return attention_example.attention_bwd.bind(grad_out, q, k, v, out, lse, False)
+
+
+def test_each_launch_of_the_backward_gets_its_own_heuristic_blocks():
+    from tessera.runtime.tuning import heuristic_for
+    config = heuristic_for(_backward_bound())
     # [delta's rows, dk/dv's query block, its key tile, dq's key block, its query tile]: the dot
     # launches get dot tiles, the row reduction whole rows (not the dot kernels' block of 1)
     assert config["block_sizes"][1:] == [64, 128, 64, 128]
     assert config["block_sizes"][0] >= 16
+
+
+def test_the_backward_search_space_counts_each_launchs_tile_alone():
+    # the three launches' tiles are never held at once: their product (2M elements) is no limit
+    from tessera import backends
+    from tessera.runtime.tuning import config_space_for
+    space = config_space_for(_backward_bound().plan(tessera.Config()))
+    heuristic = backends.get("triton").heuristic_config(space)
+    launch_blocks = [heuristic["block_sizes"][i] for i in (0, 2, 4)]
+    assert launch_blocks[0] * launch_blocks[1] * launch_blocks[2] > space.max_tile_elements
+    assert space.fits_registers(heuristic)

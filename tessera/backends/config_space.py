@@ -234,12 +234,17 @@ class ConfigSpace:
         if self.max_tile_elements is None:
             return True
         blocks = config.get("block_sizes") or []
+        # a call of several launches: each launch's programs hold only that launch's tiles
+        groups = [{dim.index for dim in launch.tunables} for launch in self.facts.launches] or [None]
         roles = {dim.index: dim.role for dim in self.facts.tunables}
-        product = 1
-        for index, block in enumerate(blocks):
-            if roles.get(index, "launch") == "launch":
-                product *= block
-        return product <= self.max_tile_elements
+        for group in groups:
+            product = 1
+            for index, block in enumerate(blocks):
+                if roles.get(index, "launch") == "launch" and (group is None or index in group):
+                    product *= block
+            if product > self.max_tile_elements:
+                return False
+        return True
 
 
 def _position(axis: Axis, value: Any) -> int:
