@@ -13,6 +13,11 @@ versions of the compiler in one device call, run this once per tree). Rows, prin
 - MoE-like groups (bf16, 8 and 64 experts, skewed and empty groups, K, N in 2048..7168): the seed's
   kernel on the flat token buffer, the `torch.mm` loop, and `torch._grouped_mm` where it runs.
 
+- attention (`--attention`): `examples.attention` against `F.scaled_dot_product_attention`;
+  `--attention-backward`: `attention_bwd` (kernel alone and through autograd) against SDPA's
+  autograd backward, gradients checked against float32 SDPA's (`--attention-shapes S:D:causal,...`,
+  `--backward-configs`, `--tune-backward CASE`).
+
 Every Tessera result is checked against float32 torch at the benchmark size. Times: the median of
 `triton.testing.do_bench` (CUDA events, L2 flushed). The heuristic Config is used (no tuning) unless
 `--tune CASE...`, which adds a quick-tuned row for the kernel-alone call of those cases.
