@@ -122,3 +122,19 @@ def test_the_backward_search_space_counts_each_launchs_tile_alone():
     launch_blocks = [heuristic["block_sizes"][i] for i in (0, 2, 4)]
     assert launch_blocks[0] * launch_blocks[1] * launch_blocks[2] > space.max_tile_elements
     assert space.fits_registers(heuristic)
+
+
+@pytest.mark.parametrize(("head_dim", "rows"), [(128, 256), (64, 128)])
+def test_the_forward_holds_256_query_rows_when_it_accumulates_a_row_of_128(head_dim, rows):
+    from tessera.runtime.tuning import heuristic_for
+    q, k, v, _ = attention_example.make_inputs(2, 32, 4096, 4096, head_dim, dtype=torch.bfloat16, device="cpu")
+    assert heuristic_for(attention_example.attention.bind(q, k, v, False))["block_sizes"][1] == rows
+
+
+def test_the_backward_widens_only_its_one_accumulator_launch():
+    from tessera.runtime.tuning import heuristic_for
+    q, k, v, grad_out = (torch.empty(2, 32, 4096, 128, dtype=torch.bfloat16) for _ in range(4))
+    lse = torch.empty(64, 4096)
+    config = heuristic_for(attention_example.attention_bwd.bind(grad_out, q, k, v, q, lse, False))
+    # dk and dv are two accumulated rows (their registers would spill at 256 keys); dq is one
+    assert config["block_sizes"][2] == 128 and config["block_sizes"][4] == 256

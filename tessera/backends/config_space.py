@@ -53,6 +53,7 @@ class KernelFacts:
     # a call of several launches that use disjoint block_sizes slots (attention's backward: a row
     # reduction, then two dot loops): each launch's own facts, so each gets its own blocks
     launches: tuple[KernelFacts, ...] = ()
+    carried_row: int = 0  # the most whole-row elements (per row) an inner loop carries: accumulators
 
 
 @dataclasses.dataclass(frozen=True)

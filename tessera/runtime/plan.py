@@ -56,6 +56,7 @@ class KernelPlan:
     # per top-level tile loop: the block_sizes slots it uses, its generated source, its grid
     launch_tunables: tuple[tuple[int, ...], ...] = ()
     launch_sources: tuple[str, ...] = ()
+    carried_rows: tuple[int, ...] = ()  # per launch: whole-row elements its inner loops carry
     user_tunables: tuple[tuple[str, Any], ...] = ()  # hl.register_tunable: (name, fragment), first use first
 
     def __repr__(self) -> str:
