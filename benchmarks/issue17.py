@@ -13,6 +13,11 @@ versions of the compiler in one device call, run this once per tree). Rows, prin
 - MoE-like groups (bf16, 8 and 64 experts, skewed and empty groups, K, N in 2048..7168): the seed's
   kernel on the flat token buffer, the `torch.mm` loop, and `torch._grouped_mm` where it runs.
 
+- attention (`--attention`): `examples.attention` against `F.scaled_dot_product_attention`;
+  `--attention-backward`: `attention_bwd` (kernel alone and through autograd) against SDPA's
+  autograd backward, gradients checked against float32 SDPA's (`--attention-shapes S:D:causal,...`,
+  `--backward-configs`, `--tune-backward CASE`).
+
 Every Tessera result is checked against float32 torch at the benchmark size. Times: the median of
 `triton.testing.do_bench` (CUDA events, L2 flushed). The heuristic Config is used (no tuning) unless
 `--tune CASE...`, which adds a quick-tuned row for the kernel-alone call of those cases.
@@ -37,6 +42,13 @@ def main() -> int:
     parser.add_argument("--skip-grouped", action="store_true")
     parser.add_argument("--attention", action="store_true", help="also examples.attention against SDPA")
     parser.add_argument("--tune-attention", default="", help="an attention case name to quick-tune too")
+    parser.add_argument("--attention-backward", action="store_true",
+                        help="also examples.attention's backward against SDPA's")
+    parser.add_argument("--tune-backward", default="", help="an attention backward case name to quick-tune too")
+    parser.add_argument("--backward-configs", default="",
+                        help="a Python list of Config kwargs dicts: attention_bwd rows under each too")
+    parser.add_argument("--attention-shapes", default="",
+                        help="attention cases as `S:D:causal,...` (default: S4096 at D128 and D64, both masks)")
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny sizes (checks the script)")
     args = parser.parse_args()
     if args.smoke:
@@ -158,6 +170,8 @@ def main() -> int:
 
     if args.attention:
         attention_rows(args, record, device, check_dtype=torch.bfloat16)
+    if args.attention_backward:
+        attention_backward_rows(args, record, device)
 
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"issue17_{args.label}.json")
@@ -189,10 +203,7 @@ def attention_rows(args: argparse.Namespace, record: Callable[..., None], device
     import torch.nn.functional as F
 
     from examples import attention as at
-    shapes = [(4096, 128, False), (4096, 128, True), (4096, 64, False), (4096, 64, True)]
-    if args.smoke:
-        shapes = [(64, 16, True)]
-    for length, head_dim, causal in shapes:
+    for length, head_dim, causal in attention_shapes(args):
         for dtype in (torch.bfloat16, torch.float16) if head_dim == 128 and not causal else (check_dtype,):
             q, k, v, _ = at.make_inputs(4 if not args.smoke else 1, 32 if not args.smoke else 2, length, length,
                                         head_dim, causal=causal, dtype=dtype, device=device)
@@ -217,6 +228,72 @@ def attention_rows(args: argparse.Namespace, record: Callable[..., None], device
                 record(case, "F.scaled_dot_product_attention", flops,
                        lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
             del q, k, v
+
+
+def attention_shapes(args: argparse.Namespace) -> list[tuple[int, int, bool]]:
+    """(sequence, head_dim, causal) of the attention rows."""
+    if args.smoke:
+        return [(64, 16, True), (40, 16, False)]
+    if args.attention_shapes:
+        return [(int(s), int(d), c in ("1", "causal", "True")) for s, d, c in
+                (item.split(":") for item in args.attention_shapes.split(","))]
+    return [(4096, 128, False), (4096, 128, True), (4096, 64, False), (4096, 64, True)]
+
+
+def attention_backward_rows(args: argparse.Namespace, record: Callable[..., None], device: str) -> None:
+    """examples.attention's backward (heuristic Configs) against SDPA's, B4 H32 bf16: the backward
+    kernel alone on the saved output and log-sum-exp, the autograd call, and SDPA's autograd
+    backward. FLOPs are the usual 2.5x the forward's (five products; Tessera's dq pass recomputes
+    two more). Gradients are checked against float32 SDPA's."""
+    import torch
+    import torch.nn.functional as F
+
+    import tessera
+    from examples import attention as at
+    batch, heads = (1, 2) if args.smoke else (4, 32)
+    for length, head_dim, causal in attention_shapes(args):
+        dtype = torch.bfloat16
+        q, k, v, _ = at.make_inputs(batch, heads, length, length, head_dim, causal=causal, dtype=dtype, device=device)
+        grad_out = torch.randn_like(q)
+        flops = 2.5 * 4.0 * batch * heads * length * length * head_dim / (2 if causal else 1)
+        case = f"attention backward S{length} D{head_dim}{' causal' if causal else ''} bfloat16"
+        leaves32 = [t.float().requires_grad_() for t in (q, k, v)]
+        expected = torch.autograd.grad(F.scaled_dot_product_attention(*leaves32, is_causal=causal), leaves32,
+                                       grad_out.float())
+        del leaves32
+        try:
+            out, lse = at.attention(q, k, v, causal, True)
+            grads = at.attention_bwd(grad_out, q, k, v, out, lse, causal)
+            errors = [((g.float() - e).norm() / e.norm()).item() for g, e in zip(grads, expected)]
+            worst = max(errors)
+            note = "rel err dq/dk/dv " + "/".join(f"{e:.1e}" for e in errors) + ("" if worst < 2e-2 else " WRONG")
+            record(case, "tessera attention_bwd (kernel)", flops,
+                   lambda: at.attention_bwd(grad_out, q, k, v, out, lse, causal), note)
+            leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+            trained = at.attention_trainable(*leaves, causal)
+            record(case, "tessera autograd backward", flops,
+                   lambda: torch.autograd.grad(trained, leaves, grad_out, retain_graph=True))
+            if case == args.tune_backward:
+                record_tuned(record, case, "tessera attention_bwd quick-tuned", flops,
+                             lambda: at.attention_bwd.autotune(grad_out, q, k, v, out, lse, causal),
+                             lambda: at.attention_bwd(grad_out, q, k, v, out, lse, causal))
+            for options in eval(args.backward_configs) if args.backward_configs else ():  # noqa: S307 - the developer's own
+                configured = tessera.kernel(at.attention_bwd.fn, config=tessera.Config(**options))
+                record(case, f"tessera attention_bwd {options}", flops,
+                       lambda: configured(grad_out, q, k, v, out, lse, causal))
+        except Exception as error:  # noqa: BLE001
+            record(case, "tessera attention_bwd (kernel)", flops, None, f"error: {type(error).__name__}: {error}"[:300])
+        if args.label == "new":
+            leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+            try:
+                sdpa_out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+                record(case, "SDPA autograd backward", flops,
+                       lambda: torch.autograd.grad(sdpa_out, leaves, grad_out, retain_graph=True))
+            except Exception as error:  # noqa: BLE001 - the CPU's SDPA may lack a bf16 backward
+                record(case, "SDPA autograd backward", flops, None, f"error: {type(error).__name__}: {error}"[:300])
+        del q, k, v, grad_out, expected
+        if device == "cuda":
+            torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import torch
 from tessera import exc, settings
 from tessera.backends.base import Backend, LoadedKernel, LoweredKernel, LoweringOptions
 from tessera.config import Config
-from tessera.ir.graph import KernelIR, walk
+from tessera.ir.graph import AxisKind, KernelIR, Op, walk
 from tessera.ir.loop_split import split_axis_names
 from tessera.ir.passes import run_passes
 from tessera.ir.rolling import why_not_loopable
@@ -311,6 +311,19 @@ def whole_row_length(ir: KernelIR) -> int:
         return int(sympy.sympify(ir.whole_axes[0].end).xreplace(dict(ir.example)))
     except (TypeError, ValueError):
         return 0
+
+
+def carried_row_elements(ir: KernelIR) -> int:
+    """The most whole-dim elements per row that one inner loop of the launch carries from
+    iteration to iteration: attention's accumulator holds head_dim, its backward's dk and dv
+    twice that (0: no loop carries a whole row). The heuristics size row blocks by it."""
+    most = 0
+    for node in ir.nodes():
+        if node.op is Op.LOOP:
+            rows = [math.prod(a.block for a in value.shape if a.kind is AxisKind.WHOLE)
+                    for value in node.params["carried"] if any(a.kind is AxisKind.WHOLE for a in value.shape)]
+            most = max(most, sum(rows))
+    return most
 
 
 def guard_function(order: list[sympy.Symbol], guards: tuple[tuple[sympy.Basic, str], ...]) -> Callable[..., bool]:

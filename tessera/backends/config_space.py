@@ -50,6 +50,10 @@ class KernelFacts:
     whole_row: int = 0  # the longest whole row (`:`) a launch holds per program, e.g. attention's head_dim
     user_tunables: tuple[tuple[str, Any], ...] = ()  # hl.register_tunable: (Config key, ConfigFragment)
     whole_elements: int = 1  # the most elements a program holds along whole dims (x[tile, :]), padded
+    # a call of several launches that use disjoint block_sizes slots (attention's backward: a row
+    # reduction, then two dot loops): each launch's own facts, so each gets its own blocks
+    launches: tuple[KernelFacts, ...] = ()
+    carried_row: int = 0  # the most whole-row elements (per row) an inner loop carries: accumulators
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,12 +235,17 @@ class ConfigSpace:
         if self.max_tile_elements is None:
             return True
         blocks = config.get("block_sizes") or []
+        # a call of several launches: each launch's programs hold only that launch's tiles
+        groups = [{dim.index for dim in launch.tunables} for launch in self.facts.launches] or [None]
         roles = {dim.index: dim.role for dim in self.facts.tunables}
-        product = 1
-        for index, block in enumerate(blocks):
-            if roles.get(index, "launch") == "launch":
-                product *= block
-        return product <= self.max_tile_elements
+        for group in groups:
+            product = 1
+            for index, block in enumerate(blocks):
+                if roles.get(index, "launch") == "launch" and (group is None or index in group):
+                    product *= block
+            if product > self.max_tile_elements:
+                return False
+        return True
 
 
 def _position(axis: Axis, value: Any) -> int:

@@ -68,7 +68,10 @@ class BoundKernel:
         return KernelPlan(config, records, result, tunables, launch_dims=launch_dims,
                           reduction_extents=reduction_extents, whole_rows=tuple(runner.whole_rows.values()),
                           user_tunables=tuple(runner.user_tunables.items()),
-                          whole_elements=max(runner.whole_elements.values(), default=1))
+                          whole_elements=max(runner.whole_elements.values(), default=1),
+                          launch_tunables=tuple(runner.launch_tunables[i] for i in sorted(runner.launch_tunables)),
+                          launch_sources=tuple(runner.launch_sources[i] for i in sorted(runner.launch_sources)),
+                          carried_rows=tuple(runner.carried_rows[i] for i in sorted(runner.carried_rows)))
 
     def to_ir(self, config: Config | None = None) -> KernelIR | tuple[KernelIR, ...]:
         """The IR each launch of this call lowers under `config`, after the passes: one

@@ -16,7 +16,7 @@ import torch
 
 from tessera import backends, exc, settings
 from tessera.backends.base import LoweringOptions
-from tessera.compiler import LaunchRequest, compile_launch, flat_values, to_ir, whole_row_length
+from tessera.compiler import LaunchRequest, carried_row_elements, compile_launch, flat_values, to_ir, whole_row_length
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.ir import interpreter
@@ -84,6 +84,9 @@ class CompiledRunner:
         self.loopable_rows: dict[int, int] = {}
         self.whole_rows: dict[int, int] = {}
         self.whole_elements: dict[int, int] = {}  # per launch: elements of its whole dims (heuristics)
+        self.launch_tunables: dict[int, tuple[int, ...]] = {}  # per launch: the block_sizes slots it uses
+        self.launch_sources: dict[int, str] = {}  # per launch: its generated source (the op mix)
+        self.carried_rows: dict[int, int] = {}  # per launch: whole-row elements its loops carry
 
     def launch(self, tile_range: TileRange, body: Callable[..., Any], launch_index: int = 0) -> None:
         """Run one top-level tile loop: the first variant under its key whose guards hold, else a new one.
@@ -177,6 +180,10 @@ class CompiledRunner:
         self.loopable_rows[variant.launch_index] = variant.loopable_row
         self.whole_rows[variant.launch_index] = whole_row_length(variant.compiled.ir)
         self.whole_elements[variant.launch_index] = variant.compiled.whole_elements
+        used = {*self.launch_tunables.get(variant.launch_index, ()), *(dim.index for dim in variant.tunables)}
+        self.launch_tunables[variant.launch_index] = tuple(sorted(used))
+        self.launch_sources[variant.launch_index] = variant.path
+        self.carried_rows[variant.launch_index] = carried_row_elements(variant.compiled.ir)
         for dim in variant.tunables:  # only plans report tunables
             known = self.tunables.get(dim.index)
             if known is None:

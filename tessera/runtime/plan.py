@@ -53,6 +53,10 @@ class KernelPlan:
     whole_rows: tuple[int, ...] = ()  # per launch, the length of its first whole row (0: none)
 
     whole_elements: int = 1  # the most elements any launch's programs hold along whole dims (x[tile, :])
+    # per top-level tile loop: the block_sizes slots it uses, its generated source, its grid
+    launch_tunables: tuple[tuple[int, ...], ...] = ()
+    launch_sources: tuple[str, ...] = ()
+    carried_rows: tuple[int, ...] = ()  # per launch: whole-row elements its inner loops carry
     user_tunables: tuple[tuple[str, Any], ...] = ()  # hl.register_tunable: (name, fragment), first use first
 
     def __repr__(self) -> str:

@@ -21,6 +21,8 @@ Config are the backend's (`Backend.config_space`, `Backend.heuristic_config`).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import math
 
 import sys
@@ -187,8 +189,42 @@ def kernel_facts(plan: KernelPlan, backend: Backend) -> KernelFacts:
         on_gpu=any(t.is_cuda for t in tensors),
         programs=max((math.prod(launch.grid) for launch in plan.launches), default=0),
         whole_row=max(plan.whole_rows, default=0), user_tunables=tuple(plan.user_tunables),
+        carried_row=max(plan.carried_rows, default=0),
         whole_elements=plan.whole_elements)
-    return backend.read_op_mix(facts, [_read(launch.source_path) for launch in plan.launches])
+    facts = backend.read_op_mix(facts, [_read(launch.source_path) for launch in plan.launches])
+    return dataclasses.replace(facts, launches=_launch_facts(plan, facts, backend))
+
+
+def _launch_facts(plan: KernelPlan, facts: KernelFacts, backend: Backend) -> tuple[KernelFacts, ...]:
+    """Per top-level tile loop, the facts of its launch alone, when the call's launches use
+    disjoint block_sizes slots (else () : one launch, or launches sharing a block size)."""
+    groups = plan.launch_tunables
+    if len(groups) < 2 or len(plan.launch_sources) != len(groups):
+        return ()
+    flat = [index for group in groups for index in group]
+    if len(flat) != len(set(flat)) or not all(groups):
+        return ()
+    groups = tuple(list(group) for group in groups)
+    for dim in facts.tunables:
+        if dim.index not in flat:
+            # an hl.register_block_size slot (its loops do not report it): the host registers it
+            # before the top-level loop that uses it, and slots are numbered in source order
+            following = next((group for group in groups if min(group) > dim.index), None)
+            if following is None:
+                return ()
+            following.append(dim.index)
+    by_index = {dim.index: dim for dim in facts.tunables}
+    grids = {launch.source_path: math.prod(launch.grid) for launch in plan.launches}
+    launches = []
+    for position, (group, source) in enumerate(zip(groups, plan.launch_sources)):
+        launch = dataclasses.replace(
+            facts, tunables=tuple(by_index[i] for i in sorted(group) if i in by_index), uses_dot=False, uses_reduction=False,
+            reduction_extents=tuple(e if p == position else 0 for p, e in enumerate(facts.reduction_extents)),
+            programs=grids.get(source, facts.programs),
+            whole_row=plan.whole_rows[position] if position < len(plan.whole_rows) else facts.whole_row,
+            carried_row=plan.carried_rows[position] if position < len(plan.carried_rows) else facts.carried_row)
+        launches.append(backend.read_op_mix(launch, [_read(source)]))
+    return tuple(launches)
 
 
 def _read(path: str) -> str:

@@ -432,6 +432,8 @@ class Tracer:
         result = self._as_carried(result, like=placeholder)
         # whole dims unified inside the loop (the carried value's and the body's) are one axis now
         expected = tuple(self.canonical_axis(axis) for axis in placeholder.axes)
+        if tuple(self.canonical_axis(axis) for axis in result.axes) == expected:
+            return result.node  # a body axis unified with the carried one (`hl.dot(..., acc=)`): `finish` renames it
         if result.axes != expected and _same_registers(result.axes, expected):
             # `hl.zeros([n])` with a specialized n == 1 is the unit axis, rows read with `:`
             # from a dim of size <= 1 a whole-dimension axis of block 1: the same registers

@@ -351,16 +351,19 @@ def _block_access(emitter: Emitter, node: Node) -> tuple[str, BlockAccess | None
     """The indexing strategy of this load/store, and its block form when not 'pointer'."""
     strategy = strategy_for(emitter.config, emitter.access_number(node))
     if (strategy == "pointer" or emitter.int64_indexing or node.params["tensor"].is_view
-            or not BlockAccess.possible(node)):  # views: offsets and checks only the pointer path has
-        return "pointer", None
+            or not BlockAccess.possible(node, descriptor=strategy == "tensor_descriptor")):
+        return "pointer", None  # views: offsets and checks only the pointer path has
     access = BlockAccess(node)
     if strategy == "tensor_descriptor":
+        fallback = ("pointer", None) if access.bounded else ("block_ptr", access)
         size = element_size(access.tensor.dtype)
         if not (access.tensor.aligned16 and access.descriptor_ok(size, emitter.parameters)):
-            return "block_ptr", access
+            return fallback
+        if node.op is Op.STORE and (access.descriptor_permutation() is not None or access.masked_axes()):
+            return fallback  # a transposed store's rows are not contiguous; a tail tile would write past its end
         strides = access.symbolic_leading_strides()
         if any(emitter.evaluate(stride) * size % 16 for stride in strides):
-            return "block_ptr", access  # this call's layout cannot use TMA
+            return fallback  # this call's layout cannot use TMA
         for stride in strides:
             emitter.guard(sympy.Eq(sympy.Mod(stride * size, 16), 0),
                                   f"stride {stride} of {access.tensor.name} is a multiple of 16 bytes (TMA)")
@@ -378,6 +381,16 @@ def _load(emitter: Emitter, node: Node) -> None:
     if access is not None:
         if strategy == "tensor_descriptor":
             text = f"{_descriptor_name(emitter, access)}.load({access.descriptor_offsets()})"
+            box = access.descriptor_box()
+            if len(box) != len(access.dims):  # scalar-indexed dims: boxes of 1
+                text = f"tl.reshape({text}, {box})"
+            permutation = access.descriptor_permutation()
+            if permutation is not None:
+                text = f"tl.permute({text}, {permutation})"
+            masked = access.masked_axes()
+            if masked:  # zeros past the tile's end, as a masked pointer load reads them
+                kept = tuple(access.kept_shape)
+                text = f"tl.where({' & '.join(emitter.axis_mask(axis, kept) for axis in masked)}, {text}, 0)"
         else:
             # padding without a boundary check makes Triton's tensor-pointer rewrite emit an
             # invalid masked load (static shapes prove every check away)
@@ -413,11 +426,13 @@ def _store(emitter: Emitter, node: Node) -> None:
     value, mask_node = node.inputs[:2]
     text = _stored_text(emitter, node, value)
     if access is not None:
-        if len(access.kept_shape) != len(node.shape):
-            text = f"tl.reshape({text}, [{', '.join(str(a.block) for a in access.kept_shape)}])"
         if strategy == "tensor_descriptor":
+            if len(access.dims) != len(node.shape):
+                text = f"tl.reshape({text}, [{', '.join(str(d.block) for d in access.dims)}])"
             emitter.line(f"{_descriptor_name(emitter, access)}.store({access.descriptor_offsets()}, {text})")
         else:
+            if len(access.kept_shape) != len(node.shape):
+                text = f"tl.reshape({text}, [{', '.join(str(a.block) for a in access.kept_shape)}])"
             emitter.line(f"tl.store({access.block_pointer()}, {text}, boundary_check={access.boundary_check()})")
         return
     pointer, masks, scalar_masks = emitter.address(node)
