@@ -113,6 +113,9 @@ def _elementwise(emitter: Emitter, node: Node) -> None:
     operands = [_runtime_scalar(emitter.operand(value, compute if fn != "where" or position > 0 else None),
                                 value, compute) for position, value in enumerate(node.inputs)]
     template = FLOAT64_TEMPLATES.get(fn, ELEMENTWISE_TEMPLATES[fn]) if compute == torch.float64 else ELEMENTWISE_TEMPLATES[fn]
+    if fn == "neg" and compute.is_floating_point:
+        # Triton's unary minus is `0 - x`, which makes -(0.0) +0.0; torch gives -0.0. Times -1 is exact
+        template = "({0} * -1.0)"
     if compute == torch.bool and fn == "add":
         # torch adds bools as a logical or; Triton's i1 add wraps on the GPU (True + True is False)
         template = "(({0}.to(tl.int8) + {1}.to(tl.int8)) != 0)"
