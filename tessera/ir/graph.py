@@ -35,6 +35,7 @@ class Op(enum.Enum):
     FULL = "full"                # inputs: (fill value,)
     ARANGE = "arange"            # params: begin, step
     TILE_INDEX = "tile_index"    # the indices of an axis; params: axis
+    DEVICE_PRINT = "device_print"  # prints its inputs (tile values), no result; params: prefix
     INLINE_ASM = "inline_asm"    # elementwise assembly (GPU only); params: asm, constraints, is_pure, pack
                                  # (and dtypes, for several results)
     RANDOM = "random"            # Philox numbers; inputs: (seed, offsets | None); params: fn ("rand" or

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tessera.language.constexpr import constexpr, specialize
 from tessera.language.creation import arange, full, zeros
+from tessera.language.debug import breakpoint, device_print
 from tessera.language.math import dot
 from tessera.language.inline_asm import inline_asm_elementwise
 from tessera.language.joins import join, split
@@ -20,8 +21,8 @@ from tessera.language.view import subscript
 
 __all__ = [
     "Tile", "arange", "associative_scan", "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min",
-    "atomic_or", "atomic_xchg", "atomic_xor", "barrier", "constexpr", "cumprod",
-    "cumsum", "dot", "float4_e2m1fn_x2_to_float32", "full", "grid", "inline_asm_elementwise", "jagged_tile", "join", "load", "load_float4_e2m1fn_x16_to_float16", "rand", "randint",
+    "atomic_or", "atomic_xchg", "atomic_xor", "barrier", "breakpoint", "constexpr", "cumprod",
+    "cumsum", "device_print", "dot", "float4_e2m1fn_x2_to_float32", "full", "grid", "inline_asm_elementwise", "jagged_tile", "join", "load", "load_float4_e2m1fn_x16_to_float16", "rand", "randint",
     "reduce", "register_block_size", "register_tunable", "specialize",
     "split", "static_range", "store", "subscript", "tile", "tile_begin", "tile_block_size", "tile_end", "tile_id",
     "tile_index", "zeros",

@@ -312,6 +312,11 @@ def _inline_asm(emitter: Emitter, node: Node) -> None:
                  f"[{arguments}], dtype={types}, is_pure={node.params['is_pure']}, pack={node.params['pack']})")
 
 
+def _device_print(emitter: Emitter, node: Node) -> None:
+    values = "".join(f", {emitter.name_of(value)}" for value in node.inputs)
+    emitter.line(f"tl.device_print({node.params['prefix']!r}{values})")
+
+
 def _sort(emitter: Emitter, node: Node) -> None:
     """Sort 64-bit keys: an order-preserving int32 of each value above its lane number (counted
     down for a descending sort), so ties keep their order and indices travel with the values;
@@ -606,6 +611,7 @@ def _loop(emitter: Emitter, node: Node) -> None:
 LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
     Op.ELEMENTWISE: _elementwise, Op.CAST: _cast, Op.SYMBOLIC: _symbolic,
     Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index, Op.RANDOM: _random, Op.INLINE_ASM: _inline_asm,
+    Op.DEVICE_PRINT: _device_print,
     Op.LOAD: _load, Op.STORE: _store,
     Op.REDUCE: _reduce, Op.SCAN: _scan, Op.DOT: _dot, Op.ARGUMENT: _argument, Op.ITEM: _item,
     Op.VIEW: _view, Op.RESHAPE: _reshape, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast, Op.JOIN: _join, Op.SPLIT: _split, Op.CAT: _cat, Op.SORT: _sort,
