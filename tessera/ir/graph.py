@@ -38,8 +38,8 @@ class Op(enum.Enum):
     DEVICE_PRINT = "device_print"  # prints its inputs (tile values), no result; params: prefix
     INLINE_ASM = "inline_asm"    # elementwise assembly (GPU only); params: asm, constraints, is_pure, pack
                                  # (and dtypes, for several results)
-    RANDOM = "random"            # Philox numbers; inputs: (seed, offsets | None); params: fn ("rand" or
-                                 # "randint"), low, high; without offsets, each element's row-major
+    RANDOM = "random"            # Philox numbers; inputs: (seed, offsets | None); params: fn ("rand",
+                                 # "randint" or "rand4x": four results, see ITEM), low, high; without offsets, each element's row-major
                                  # number in the loops' full extents (params: extents)
     # memory
     LOAD = "load"                # inputs: (mask | None,); params: tensor, accesses, eviction_policy

@@ -507,6 +507,10 @@ def _random(emitter: Emitter, node: Node) -> None:
     if node.params["fn"] == "rand":
         _assign(emitter, node, f"tl.rand({seed_text}, {numbers})")
         return
+    if node.params["fn"] == "rand4x":  # four results, named as _item reads them
+        names = ", ".join(f"{emitter.name_of(node)}_{i}" for i in range(4))
+        emitter.line(f"{names} = tl.rand4x({seed_text}, {numbers})")
+        return
     low, high = node.params["low"], node.params["high"]
     emitter.line(f"{emitter.name_of(node)} = tl.randint({seed_text}, {numbers}).to(tl.int32, bitcast=True).to(tl.int64)")
     _assign(emitter, node, f"({low} + tl.abs({emitter.name_of(node)}) % {high - low}).to(tl.int32)")
