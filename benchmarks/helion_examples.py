@@ -16,7 +16,7 @@ the original file. What is changed, mechanically and nothing else:
    `tessera._testing.DEVICE` is the CPU; torch's factory functions, `Tensor.to/.cuda` and
    `nn.Module.to/.cuda` map a `"cuda"` device to `"cpu"`, and `torch.cuda.synchronize` does nothing.
 3. **Sizes (CPU modes only, `--sizes small`, the default there).** In the example's `main()`,
-   its top-level `check*`/`test*` functions and its module-level lists of int literals (shape
+   its top-level `check*`/`test*`/`benchmark*` functions and its module-level lists of int literals (shape
    tables such as `shapes = [(m, k, n), ...]`), every int literal `n > 64` becomes `max(64, n // 16)`
    (`check(4096, 2560)` -> `check(256, 160)`): the examples pass their sizes as literals there,
    and one map for every literal keeps equal sizes equal. Kernel bodies are never touched.
@@ -99,11 +99,12 @@ def _int_literals(node: ast.AST) -> bool:
 def _sets_sizes(node: ast.stmt) -> bool:
     if isinstance(node, ast.Assign) and isinstance(node.value, (ast.List, ast.Tuple, ast.Set)):
         return _int_literals(node.value)
-    return isinstance(node, ast.FunctionDef) and (node.name == "main" or node.name.startswith(("check", "test")))
+    return isinstance(node, ast.FunctionDef) and (node.name == "main"
+                                                  or node.name.startswith(("check", "test", "benchmark")))
 
 
 def shrink_sizes(tree: ast.Module) -> ast.Module:
-    """Shrink the literal sizes of `main()`, the top-level `check*`/`test*` functions and the
+    """Shrink the literal sizes of `main()`, the top-level `check*`/`test*`/`benchmark*` functions and the
     module-level lists of int literals (shape tables)."""
     tree.body = [_ShrinkSizes().visit(node) if _sets_sizes(node) else node for node in tree.body]
     return tree
@@ -211,6 +212,7 @@ def run_child(path: str, mode: str, sizes: str, result_path: str, lock_path: str
         module.__file__ = path
         sys.modules["__main__"] = module
         sys.path.insert(0, str(pathlib.Path(path).parent))
+        sys.argv = [path]  # the example parses its own command line (aot_example's --kernel), as run alone
         exec(compile(tree, path, "exec"), module.__dict__)
     except SystemExit as stop:
         if stop.code not in (None, 0):

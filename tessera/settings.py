@@ -74,6 +74,13 @@ _DECLARED: tuple[Setting, ...] = (
             "a lane that is not masked raises IndexingError at the kernel line after the launch "
             "(instead of reading 0 / skipping the write). Costs a device sync per launch; tuning "
             "is skipped (the heuristic Config runs). Read when a variant compiles."),
+    Setting("aot_mode", "TESSERA_AOT_MODE", _parse_optional_str, None,
+            "What tessera.aot_kernel kernels do per call: evaluate (default: run the Config the recorded "
+            "data picks for the nearest recorded shape, else the usual choice) | collect (tune each new "
+            "shape and record its Config) | measure (time every recorded Config on each call's shape) | "
+            "disabled (behave as tessera.kernel)."),
+    Setting("aot_data_dir", "TESSERA_AOT_DATA_DIR", _parse_optional_str, None,
+            "Where tessera.aot_kernel records tuned Configs and timings (default: <cache_dir>/aot)."),
     Setting("prewarm", "TESSERA_PREWARM", _parse_bool, True,
             "Start the autotuning workers in the background when a kernel that will likely tune "
             "is defined (CUDA present, tuning on, no tuned config on disk); 0 turns it off."),

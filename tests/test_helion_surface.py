@@ -302,6 +302,12 @@ def test_the_runner_shrinks_literal_sizes_of_main_and_shape_tables_only():
                                  "def kernel():\n    return 4096")
 
 
+def test_the_runner_shrinks_the_sizes_of_benchmark_functions_too():
+    # aot_example's benchmark_* functions hold its shape tables
+    tree = shrink_sizes(ast.parse("def benchmark_add():\n    for n in [1024, 8]:\n        f(n)\n"))
+    assert ast.unparse(tree) == "def benchmark_add():\n    for n in [64, 8]:\n        f(n)"
+
+
 # -- heuristic Configs (issue 15 item 4) ----------------------------------------------------------
 
 def matmul_layernorm(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

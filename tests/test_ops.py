@@ -8,6 +8,7 @@ size 1, a non-power-of-two and tail tiles (blocks of 4 x 16 over 5 x 37).
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Any, Callable
 
 import pytest
@@ -113,6 +114,22 @@ def assembled(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
     return out
 
 
+BREAKPOINTS: list[int] = []
+
+
+def debugged(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    hook, sys.breakpointhook = sys.breakpointhook, lambda: BREAKPOINTS.append(1)  # no debugger in tests
+    try:
+        for tile_m, tile_n in hl.tile(out.size()):
+            hl.device_print("x", x[tile_m, tile_n])
+            if op is not None:
+                hl.breakpoint()
+            out[tile_m, tile_n] = x[tile_m, tile_n]
+    finally:
+        sys.breakpointhook = hook
+    return out
+
+
 def reshaped(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
     rows = hl.specialize(x.size(0))
     cols = hl.specialize(x.size(1))
@@ -146,6 +163,7 @@ LAYOUTS: dict[str, Layout] = {
     "random": Layout(random_tiles, lambda x, y, z, op: _philox_uniform(x)),
     "joined": Layout(joined, lambda x, y, z, op: 2 * x + y),
     "assembled": Layout(assembled, lambda x, y, z, op: x),
+    "debugged": Layout(debugged, lambda x, y, z, op: x),
 }
 
 
@@ -158,6 +176,7 @@ class OpCase:
     domain: str = "any"            # "positive" | "nonzero" | "small_int" | "bool": what inputs the op needs
     tolerance: float = 1e-5
     reference: Callable[..., Any] | None = None  # what the reference applies, when not `op` (hl-only ops)
+    eager_only: bool = False       # hl.breakpoint: the debugger needs Python, so other modes refuse it
 
     @property
     def id(self) -> str:
@@ -242,6 +261,9 @@ OPS: tuple[OpCase, ...] = (
     OpCase("associative_scan", lambda v: hl.associative_scan(torch.maximum, v, 1, reverse=True), layout="row_to_row",
            reference=lambda v: v.flip(1).cummax(1).values.flip(1)),
     OpCase("reduce", lambda v: hl.reduce(torch.minimum, v, 1), layout="row_to_value", reference=lambda v: v.amin(1)),
+    OpCase("prod", lambda v: (v * 0.1 + 1).prod(-1), layout="row_to_value", tolerance=1e-4),
+    OpCase("prod", lambda v: torch.prod(v * 0.1 + 1, 1, keepdim=True, dtype=torch.float64).float() + v,
+           layout="row_to_row", tolerance=1e-4),
     # sorting (language/sorting.py)
     OpCase("sort", lambda v: torch.sort(v, dim=1, descending=True).values, layout="row_to_row"),
     OpCase("topk", lambda v: v.topk(1, dim=1).values.squeeze(1), layout="row_to_value"),
@@ -261,6 +283,8 @@ OPS: tuple[OpCase, ...] = (
     OpCase("join", layout="joined"), OpCase("split", layout="joined"), OpCase("stack", layout="joined"),
     OpCase("cat", layout="joined"), OpCase("barrier", layout="assembled"),
     OpCase("inline_asm_elementwise", layout="assembled"),
+    # debugging (language/debug.py)
+    OpCase("device_print", layout="debugged"), OpCase("breakpoint", print, layout="debugged", eager_only=True),
     # torch's allocations shaped like a tile value (language/creation.py)
     OpCase("zeros_like", lambda x, y, z: torch.zeros_like(x) + x),
     OpCase("ones_like", lambda x, y, z: torch.ones_like(x, dtype=torch.float16) + x, tolerance=1e-3),
@@ -314,6 +338,8 @@ def test_op_matches_torch_in_every_mode(case: OpCase, shape: tuple[int, int], de
     for mode in _modes(device):
         if case.layout == "assembled" and mode == "eager" and device.type == "cuda":
             continue  # its inline PTX runs compiled only; eager refuses it (tests/test_joins.py)
+        if case.eager_only and mode != "eager":
+            continue  # refused there, located (tests/test_hl_extras.py)
         kernel = tessera.kernel(layout.kernel, mode=mode, config=LAYOUT_CONFIGS.get(case.layout, CONFIG))
         out = torch.zeros_like(reference, device=device)
         result = kernel(out, x, y, z, case.op)

@@ -120,3 +120,37 @@ def test_an_empty_randint_range_is_refused_in_every_mode() -> None:
     for mode in ("eager", "interpret"):
         with pytest.raises(exc.TesseraError, match=r"the range \[5, 5\) is empty"):
             tessera.kernel(bad_range, mode=mode)(torch.zeros(3))
+
+
+def four_streams(x: T, seed: int) -> tuple[T, T, T, T, T]:
+    w0, w1, w2, w3, single = (torch.empty_like(x) for _ in range(5))
+    for tile in hl.tile(x.size(0)):
+        numbers = tile.index.to(torch.int64) * 3 + 1
+        r0, r1, r2, r3 = hl.rand4x(seed, numbers)
+        w0[tile], w1[tile], w2[tile], w3[tile] = r0, r1, r2, r3
+        single[tile] = hl.rand([tile], seed=seed, offsets=numbers)
+    return w0, w1, w2, w3, single
+
+
+@pytest.mark.parametrize("size", [1, 37, 64])
+def test_rand4x_gives_the_four_philox_words_the_same_in_every_mode(size: int, device: torch.device) -> None:
+    x = torch.zeros(size, device=device)
+    results = [[r.cpu() for r in tessera.kernel(four_streams, mode=mode, config=tessera.Config(block_sizes=[b]))(x, 9)]
+               for mode in _modes(device) for b in (4, 16)]
+    for result in results[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(result, results[0]))
+    first, *others, single = results[0]
+    assert torch.equal(first, single)  # word 0 is hl.rand's number
+    assert all(0 <= r.min() and r.max() < 1 for r in results[0])
+    assert all(not torch.equal(first, other) for other in others) or size == 1
+
+
+def no_offsets(x: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        x[tile] = hl.rand4x(1, None)[0]
+    return x
+
+
+def test_rand4x_without_offsets_is_refused() -> None:
+    with pytest.raises(exc.TesseraError, match="offsets"):
+        tessera.kernel(no_offsets, mode="interpret")(torch.zeros(3))

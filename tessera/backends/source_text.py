@@ -62,6 +62,14 @@ class ExprPrinter(StrPrinter):
             return self.cdiv(*division)
         return f"{self.float_ceil}({self._print(expr.args[0])})"
 
+    def _print_Mod(self, expr: sympy.Mod) -> str:
+        # sympy's Mod takes the divisor's sign (Python's %); Triton's integer % takes the dividend's,
+        # so a dividend that may be negative goes round once more (`(a % b + b) % b`)
+        dividend, divisor = (self._print(a) for a in expr.args)
+        if expr.args[0].is_nonnegative and expr.args[1].is_positive:
+            return f"(({dividend}) % ({divisor}))"
+        return f"(((({dividend}) % ({divisor})) + ({divisor})) % ({divisor}))"
+
     def _print_Pow(self, expr: sympy.Pow, rational: bool = False) -> str:
         base, exponent = expr.args
         if exponent == -1:

@@ -35,10 +35,11 @@ class Op(enum.Enum):
     FULL = "full"                # inputs: (fill value,)
     ARANGE = "arange"            # params: begin, step
     TILE_INDEX = "tile_index"    # the indices of an axis; params: axis
+    DEVICE_PRINT = "device_print"  # prints its inputs (tile values), no result; params: prefix
     INLINE_ASM = "inline_asm"    # elementwise assembly (GPU only); params: asm, constraints, is_pure, pack
                                  # (and dtypes, for several results)
-    RANDOM = "random"            # Philox numbers; inputs: (seed, offsets | None); params: fn ("rand" or
-                                 # "randint"), low, high; without offsets, each element's row-major
+    RANDOM = "random"            # Philox numbers; inputs: (seed, offsets | None); params: fn ("rand",
+                                 # "randint" or "rand4x": four results, see ITEM), low, high; without offsets, each element's row-major
                                  # number in the loops' full extents (params: extents)
     # memory
     LOAD = "load"                # inputs: (mask | None,); params: tensor, accesses, eviction_policy

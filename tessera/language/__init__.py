@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from tessera.language.constexpr import constexpr, specialize
 from tessera.language.creation import arange, full, zeros
+from tessera.language.debug import breakpoint, device_print
 from tessera.language.math import dot
 from tessera.language.inline_asm import inline_asm_elementwise
 from tessera.language.joins import join, split
 from tessera.language.memory import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or,
                                      atomic_xchg, atomic_xor, load, store)
-from tessera.language.rng import rand, randint
+from tessera.language.quantized import float4_e2m1fn_x2_to_float32, load_float4_e2m1fn_x16_to_float16
+from tessera.language.rng import rand, rand4x, randint
 from tessera.language.scans import associative_scan, cumprod, cumsum, reduce
 from tessera.language.tile import (Tile, barrier, grid, jagged_tile, register_block_size, register_tunable,
                                    static_range, tile, tile_begin, tile_block_size, tile_end, tile_id, tile_index)
@@ -19,8 +21,8 @@ from tessera.language.view import subscript
 
 __all__ = [
     "Tile", "arange", "associative_scan", "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min",
-    "atomic_or", "atomic_xchg", "atomic_xor", "barrier", "constexpr", "cumprod",
-    "cumsum", "dot", "full", "grid", "inline_asm_elementwise", "jagged_tile", "join", "load", "rand", "randint",
+    "atomic_or", "atomic_xchg", "atomic_xor", "barrier", "breakpoint", "constexpr", "cumprod",
+    "cumsum", "device_print", "dot", "float4_e2m1fn_x2_to_float32", "full", "grid", "inline_asm_elementwise", "jagged_tile", "join", "load", "load_float4_e2m1fn_x16_to_float16", "rand", "rand4x", "randint",
     "reduce", "register_block_size", "register_tunable", "specialize",
     "split", "static_range", "store", "subscript", "tile", "tile_begin", "tile_block_size", "tile_end", "tile_id",
     "tile_index", "zeros",

@@ -32,6 +32,7 @@ SUPPORTED_DTYPES: frozenset[torch.dtype] = frozenset({
     torch.float32, torch.float16, torch.bfloat16, torch.float64,
     torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool,
     torch.float8_e4m3fn, torch.float8_e5m2,  # NVIDIA's fp8: loads, stores and casts (torch computes little in them)
+    torch.float4_e2m1fn_x2,  # packed fp4 bytes: loads, stores, v.view(torch.uint8), hl.float4_* (language/quantized.py)
 })
 """Dtypes a compiled kernel can load, compute in and store (Triton's types for torch's)."""
 _AMD_FP8 = (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)

@@ -1,4 +1,4 @@
-"""Counter-based random numbers: `hl.rand`, `hl.randint` (Philox 4x32 with 10 rounds, Triton's).
+"""Counter-based random numbers: `hl.rand`, `hl.randint`, `hl.rand4x` (Philox 4x32 with 10 rounds, Triton's).
 
 Element `(i, j, ...)` of `hl.rand([tile_m, tile_n], seed)` is the Philox stream of `seed` at the
 element's row-major number in the loops' full extents (`i * n + j` for loops over `m` and `n`),
@@ -43,6 +43,20 @@ def rand(shape: Sequence[Any], seed: Any, device: Any = None, offsets: Any = Non
     return random_p.bind(tuple(shape), seed, offsets, fn="rand", low=0, high=0)
 
 
+def rand4x(seed: Any, offsets: Any, device: Any = None) -> tuple[Any, Any, Any, Any]:
+    """Four independent uniform float32 values in [0, 1) per element of `offsets` (an integer tile
+    value): the four 32-bit words of one Philox evaluation, as Triton's `tl.rand4x`; the first is
+    `hl.rand(..., seed, offsets=offsets)`.
+
+    >>> r0, r1, r2, _ = hl.rand4x(seed=42, offsets=tile.index.to(torch.int64))   # doctest: +SKIP
+    """
+    check_device(device)
+    if offsets is None:
+        raise exc.TesseraError("hl.rand4x needs offsets=", location=user_location(),
+                               hint="pass an integer tile value, e.g. tile.index.to(torch.int64)")
+    return random_p.bind((), seed, offsets, fn="rand4x", low=0, high=0)
+
+
 def randint(shape: Sequence[Any], low: int, high: int, seed: Any, device: Any = None) -> Any:
     """Uniform int32 numbers in [low, high), numbered as `hl.rand` numbers them.
 
@@ -72,6 +86,12 @@ def _mul_hi_lo(a: int, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def philox_first_word(seed: int, offsets: torch.Tensor) -> torch.Tensor:
     """The first 32-bit word Philox 4x32-10 gives for counter (offset low, offset high, 0, 0)
     and key (seed low, seed high), as an int64 tensor in [0, 2**32)."""
+    return philox_words(seed, offsets)[0]
+
+
+def philox_words(seed: int, offsets: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The four 32-bit words of Philox 4x32-10 at counter (offset low, offset high, 0, 0) and key
+    (seed low, seed high), as int64 tensors in [0, 2**32)."""
     c0, c1 = offsets & _MASK32, (offsets >> 32) & _MASK32
     c2, c3 = torch.zeros_like(c0), torch.zeros_like(c0)
     k0, k1 = seed & _MASK32, (seed >> 32) & _MASK32
@@ -80,7 +100,7 @@ def philox_first_word(seed: int, offsets: torch.Tensor) -> torch.Tensor:
         high_a, low_a = _mul_hi_lo(_ROUND_A, c0)
         c0, c1, c2, c3 = high_b ^ c1 ^ k0, low_b, high_a ^ c3 ^ k1, low_a
         k0, k1 = (k0 + _KEY_A) & _MASK32, (k1 + _KEY_B) & _MASK32
-    return c0
+    return c0, c1, c2, c3
 
 
 def _signed(word: torch.Tensor) -> torch.Tensor:
@@ -110,13 +130,19 @@ def _eager_seed(seed: Any) -> int:
     return int(seed)
 
 
-def _random_eager(shape: tuple, seed: Any, offsets: Any, *, fn: str, low: int, high: int) -> torch.Tensor:
-    numbers = offsets.to(torch.int64) if offsets is not None else _eager_offsets(shape)
-    word = philox_first_word(_eager_seed(seed) & (2 ** 64 - 1), numbers)
+def _uniform(word: torch.Tensor) -> torch.Tensor:
     signed = _signed(word)
+    return torch.where(signed < 0, -signed - 1, signed).to(torch.float32) * _UNIFORM_SCALE
+
+
+def _random_eager(shape: tuple, seed: Any, offsets: Any, *, fn: str, low: int, high: int) -> Any:
+    numbers = offsets.to(torch.int64) if offsets is not None else _eager_offsets(shape)
+    words = philox_words(_eager_seed(seed) & (2 ** 64 - 1), numbers)
+    if fn == "rand4x":
+        return tuple(_uniform(word) for word in words)
     if fn == "rand":
-        return (torch.where(signed < 0, -signed - 1, signed).to(torch.float32) * _UNIFORM_SCALE)
-    return (low + signed.abs() % (high - low)).to(torch.int32)
+        return _uniform(words[0])
+    return (low + _signed(words[0]).abs() % (high - low)).to(torch.int32)
 
 
 # -- trace ----------------------------------------------------------------------------------------
@@ -137,13 +163,17 @@ def _traced_seed(tracer: Tracer, seed: Any) -> Any:
     return tracer.symbols.canonical(seed)
 
 
-def _random_trace(tracer: Tracer, shape: tuple, seed: Any, offsets: Any, *, fn: str, low: int, high: int) -> TileValue:
+def _random_trace(tracer: Tracer, shape: tuple, seed: Any, offsets: Any, *, fn: str, low: int, high: int) -> Any:
     seed_value = _traced_seed(tracer, seed)
-    dtype = torch.float32 if fn == "rand" else torch.int32
+    dtype = torch.int32 if fn == "randint" else torch.float32
     if offsets is not None:
         if not isinstance(offsets, TileValue) or offsets.dtype.is_floating_point:
-            raise exc.TesseraError("hl.rand offsets= must be an integer tile value", location=user_location(),
+            raise exc.TesseraError(f"hl.{fn} offsets= must be an integer tile value", location=user_location(),
                                    hint="e.g. tile.index.to(torch.int64) * 3")
+        if fn == "rand4x":  # four results: ITEM nodes take them apart
+            node = tracer.emit(Op.RANDOM, [seed_value, offsets.node], offsets.axes, None, fn=fn, low=low, high=high,
+                               dtypes=(dtype,) * 4).node
+            return tuple(tracer.emit(Op.ITEM, [node], offsets.axes, dtype, index=i) for i in range(4))
         return tracer.emit(Op.RANDOM, [seed_value, offsets.node], offsets.axes, dtype, fn=fn, low=low, high=high)
     return tracer.emit(Op.RANDOM, [seed_value, None], shape_axes(tracer, shape), dtype, fn=fn, low=low, high=high)
 

@@ -204,6 +204,31 @@ def _reduce_trace(tracer: Tracer, combine_fn: Callable[..., Any], input: Any, di
     return tuple(results) if is_tuple else results[0]
 
 
+def _times(a: Any, b: Any) -> Any:
+    return a * b
+
+
+def _prod_trace(tracer: Tracer, input: Any, dim: int | None = None, keepdim: bool = False, *,
+                dtype: torch.dtype | None = None, out: Any = None) -> TileValue:
+    """`torch.prod`: a combine reduction with `*`, in torch's result dtype (ints and bools give
+    int64); 16-bit floats multiply in fp32 and round once, as PyTorch does."""
+    if not isinstance(input, TileValue):
+        raise exc.UnsupportedOperationError(f"torch.prod of {type(input).__name__}: only tile values reduce "
+                                            "inside a tile loop", location=user_location())
+    asked = {"dtype": dtype} if dtype is not None else {}
+    if dim is not None:
+        asked.update(dim=dim, keepdim=keepdim)
+    result = ask_torch("torch.prod", torch.prod, (input,), asked).dtype
+    accumulate = torch.float32 if result in (torch.float16, torch.bfloat16) else result
+    value = cast(tracer, input, accumulate)
+    if value.dim() == 0:
+        return cast(tracer, value, result)
+    product = _reduce_trace(tracer, _times, value, None if dim is None else _dim(value, dim, "torch.prod"),
+                            keep_dims=bool(keepdim) and dim is not None)
+    return cast(tracer, product, result)
+
+
+prod_p = defined_primitive("prod", torch.prod, _prod_trace, torch_functions=(torch.prod, T.prod))
 cumsum_p = defined_primitive("cumsum", _cumulative_eager(torch.cumsum), _cumulative_trace("sum"),
                              torch_functions=(torch.cumsum, T.cumsum))
 cumprod_p = defined_primitive("cumprod", _cumulative_eager(torch.cumprod), _cumulative_trace("prod"),

@@ -40,6 +40,11 @@ def cast(tracer: Tracer, value: TileValue, dtype: torch.dtype) -> TileValue:
     check_dtype(dtype, f"the conversion .to({dtype})")
     if value.dtype == dtype:
         return value
+    if torch.float4_e2m1fn_x2 in (dtype, value.dtype):  # torch converts no values to or from packed fp4
+        raise exc.DtypeError(
+            f"a conversion between {value.dtype} and {dtype}: PyTorch converts no values to or from packed fp4",
+            location=user_location(),
+            hint="unpack with hl.float4_e2m1fn_x2_to_float32(v), or read the bytes with v.view(torch.uint8)")
     if dtype in _AMD_ONLY or value.dtype in _AMD_ONLY:
         raise exc.DtypeError(
             f"a cast between {value.dtype} and {dtype}: Triton supports {dtype if dtype in _AMD_ONLY else value.dtype} "
@@ -152,9 +157,27 @@ def expand_p(tracer: Tracer, value: TileValue, *sizes: Any) -> TileValue:
 
 @torch_primitive("reshape", T.reshape, T.view)
 def reshape_p(tracer: Tracer, tensor: Any, *shape: Any) -> Any:
+    if isinstance(tensor, TileValue) and len(shape) == 1 and isinstance(shape[0], torch.dtype):
+        return view_dtype(tracer, tensor, shape[0])
     if isinstance(tensor, TileValue):
         return reshape_value(tracer, tensor, shape)
     return reshape_view(tracer, tensor, shape)
+
+
+# `v.view(dtype)` reinterprets bits; backends hold packed fp4 as its bytes, so this pair is a no-op
+_SAME_BITS = frozenset({(torch.float4_e2m1fn_x2, torch.uint8), (torch.uint8, torch.float4_e2m1fn_x2)})
+
+
+def view_dtype(tracer: Tracer, value: TileValue, dtype: torch.dtype) -> TileValue:
+    """`v.view(dtype)`: the same bits as another dtype (packed fp4 <-> its uint8 bytes)."""
+    if value.dtype == dtype:
+        return value
+    if (value.dtype, dtype) not in _SAME_BITS:
+        raise exc.UnsupportedOperationError(
+            f"v.view({dtype}) of a {value.dtype} tile value: only packed fp4 <-> uint8 reinterprets inside a "
+            "tile loop", location=user_location(), hint="convert values with v.to(dtype), or view the tensor "
+                                                        "argument as another dtype on the host")
+    return tracer.emit(Op.CAST, [value.node], value.axes, dtype)
 
 
 def reshape_value(tracer: Tracer, value: TileValue, shape: tuple) -> TileValue:

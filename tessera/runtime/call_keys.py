@@ -167,6 +167,9 @@ def argument_key(value: Any, static_shapes: bool) -> Any:
     return value_key(value, static_shapes)
 
 
+_FP4X2 = torch.float4_e2m1fn_x2
+
+
 def launch_inputs(values: Sequence[Any], tile_range: TileRange, static_shapes: bool) -> tuple[tuple, tuple, list[Any]]:
     """(values key, range key, kernel arguments) of one launch, in one pass over its values.
 
@@ -215,7 +218,8 @@ def _tensor_inputs(tensor: torch.Tensor, static_shapes: bool, arguments: list[An
     ones; strides of 1 are compiled in) to the arguments."""
     shape, strides = tensor.shape, tensor.stride()
     layout = _layout(shape, strides)
-    arguments.append(tensor)
+    # packed fp4 has no Triton type: the kernel reads its bytes (one per element, same shape and strides)
+    arguments.append(tensor if tensor.dtype is not _FP4X2 else tensor.view(torch.uint8))
     if static_shapes:
         return _tensor_key(tensor, shape, strides, range(len(strides)), layout)
     pinned = getattr(tensor, STATIC_DIMS_ATTRIBUTE, ())

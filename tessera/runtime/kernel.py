@@ -113,7 +113,7 @@ class Kernel:
             if mode == "eager":
                 self.rewritten()  # the rewrite's checks (device values read on the host, ...) hold in eager too
                 return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device)
-            return run_compiled(self, mode, args, kwargs, config_for_call(self, mode, args, kwargs), device)
+            return run_compiled(self, mode, args, kwargs, self.choose_config(mode, args, kwargs), device)
         except exc.TesseraError as error:
             if settings.get("debug") == "raw":
                 raise
@@ -162,6 +162,11 @@ class Kernel:
                 return self(*args, **kwargs)
             finally:
                 _silencing.active = False
+
+    def choose_config(self, mode: str, args: tuple, kwargs: dict) -> Config:
+        """The Config a compiled or interpreted call runs with (given, stored, tuned or heuristic);
+        `tessera.aot_kernel` kernels choose from recorded data first."""
+        return config_for_call(self, mode, args, kwargs)
 
     @property
     def configs(self) -> list[Config]:

@@ -106,7 +106,7 @@ class RememberedLaunch:
     value, as `launch_inputs` lays them out).
     """
 
-    __slots__ = ("variant", "grid", "arguments", "tensor_slots", "binary")
+    __slots__ = ("variant", "grid", "arguments", "tensor_slots", "byte_slots", "binary")
 
     def __init__(self, variant: Variant, values: list[Any], arguments: list[Any], grid: tuple[int, ...]) -> None:
         self.variant = variant
@@ -120,6 +120,10 @@ class RememberedLaunch:
         tensor_values = [index for index, value in enumerate(values) if isinstance(value, torch.Tensor)]
         assert len(tensor_values) == len(tensor_positions), "launch_inputs lays out one argument per tensor"
         self.tensor_slots = tuple(zip(tensor_positions, tensor_values))
+        # packed fp4 tensors go to the kernel as their bytes, as launch_inputs passes them (the
+        # exact facts hold dtypes, so the same slots are fp4 on every launch served)
+        self.byte_slots = tuple((position, index) for position, index in self.tensor_slots
+                                if values[index].dtype is torch.float4_e2m1fn_x2)
         self.arguments = template
         self.binary: list[Any] = [None, None]  # [device, binary] once the launcher knows them
 
@@ -127,4 +131,6 @@ class RememberedLaunch:
         arguments = self.arguments.copy()
         for position, index in self.tensor_slots:
             arguments[position] = values[index]
+        for position, index in self.byte_slots:
+            arguments[position] = values[index].view(torch.uint8)
         runner.run_variant(self.variant, arguments, self.grid, self.binary)

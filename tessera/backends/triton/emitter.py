@@ -25,6 +25,7 @@ TRITON_DTYPES = {
     torch.float64: "tl.float64", torch.int32: "tl.int32", torch.int64: "tl.int64", torch.int16: "tl.int16",
     torch.int8: "tl.int8", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
     torch.float8_e4m3fn: "tl.float8e4nv", torch.float8_e5m2: "tl.float8e5",
+    torch.float4_e2m1fn_x2: "tl.uint8",  # packed fp4: the kernel receives its bytes (runtime/call_keys.py)
 }
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)  # AMD's fnuz formats are refused when traced (view.py)
 

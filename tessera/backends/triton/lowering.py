@@ -113,6 +113,9 @@ def _elementwise(emitter: Emitter, node: Node) -> None:
     operands = [_runtime_scalar(emitter.operand(value, compute if fn != "where" or position > 0 else None),
                                 value, compute) for position, value in enumerate(node.inputs)]
     template = FLOAT64_TEMPLATES.get(fn, ELEMENTWISE_TEMPLATES[fn]) if compute == torch.float64 else ELEMENTWISE_TEMPLATES[fn]
+    if fn == "neg" and compute.is_floating_point:
+        # Triton's unary minus is `0 - x`, which makes -(0.0) +0.0; torch gives -0.0. Times -1 is exact
+        template = "({0} * -1.0)"
     if compute == torch.bool and fn == "add":
         # torch adds bools as a logical or; Triton's i1 add wraps on the GPU (True + True is False)
         template = "(({0}.to(tl.int8) + {1}.to(tl.int8)) != 0)"
@@ -307,6 +310,11 @@ def _inline_asm(emitter: Emitter, node: Node) -> None:
     arguments = ", ".join(emitter.name_of(value) for value in node.inputs)
     emitter.line(f"{names} = tl.inline_asm_elementwise({node.params['asm']!r}, {node.params['constraints']!r}, "
                  f"[{arguments}], dtype={types}, is_pure={node.params['is_pure']}, pack={node.params['pack']})")
+
+
+def _device_print(emitter: Emitter, node: Node) -> None:
+    values = "".join(f", {emitter.name_of(value)}" for value in node.inputs)
+    emitter.line(f"tl.device_print({node.params['prefix']!r}{values})")
 
 
 def _sort(emitter: Emitter, node: Node) -> None:
@@ -514,6 +522,10 @@ def _random(emitter: Emitter, node: Node) -> None:
     if node.params["fn"] == "rand":
         _assign(emitter, node, f"tl.rand({seed_text}, {numbers})")
         return
+    if node.params["fn"] == "rand4x":  # four results, named as _item reads them
+        names = ", ".join(f"{emitter.name_of(node)}_{i}" for i in range(4))
+        emitter.line(f"{names} = tl.rand4x({seed_text}, {numbers})")
+        return
     low, high = node.params["low"], node.params["high"]
     emitter.line(f"{emitter.name_of(node)} = tl.randint({seed_text}, {numbers}).to(tl.int32, bitcast=True).to(tl.int64)")
     _assign(emitter, node, f"({low} + tl.abs({emitter.name_of(node)}) % {high - low}).to(tl.int32)")
@@ -618,6 +630,7 @@ def _loop(emitter: Emitter, node: Node) -> None:
 LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
     Op.ELEMENTWISE: _elementwise, Op.CAST: _cast, Op.SYMBOLIC: _symbolic,
     Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index, Op.RANDOM: _random, Op.INLINE_ASM: _inline_asm,
+    Op.DEVICE_PRINT: _device_print,
     Op.LOAD: _load, Op.STORE: _store,
     Op.REDUCE: _reduce, Op.SCAN: _scan, Op.DOT: _dot, Op.ARGUMENT: _argument, Op.ITEM: _item,
     Op.VIEW: _view, Op.RESHAPE: _reshape, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast, Op.JOIN: _join, Op.SPLIT: _split, Op.CAT: _cat, Op.SORT: _sort,
