@@ -15,6 +15,8 @@ the original file. What is changed, mechanically and nothing else:
 2. **Device (CPU modes only: eager, interpret).** CUDA is hidden (`CUDA_VISIBLE_DEVICES=`), so
    `tessera._testing.DEVICE` is the CPU; torch's factory functions, `Tensor.to/.cuda` and
    `nn.Module.to/.cuda` map a `"cuda"` device to `"cpu"`, and `torch.cuda.synchronize` does nothing.
+   An example's own `@triton.jit` baselines run in Triton's interpreter (`TRITON_INTERPRET=1`), and
+   Triton's autotuner times their configs with a wall clock (it would ask for a GPU driver).
 3. **Sizes (CPU modes only, `--sizes small`, the default there).** In the example's `main()`,
    its top-level `check*`/`test*` functions and its module-level lists of int literals (shape
    tables such as `shapes = [(m, k, n), ...]`), every int literal `n > 64` becomes `max(64, n // 16)`
@@ -150,6 +152,24 @@ def _patch_devices_to_cpu() -> None:
     torch.Tensor.cuda = lambda self, *args, **kwargs: self
     torch.nn.Module.cuda = lambda self, *args, **kwargs: self
     torch.cuda.synchronize = lambda *args, **kwargs: None
+    _patch_triton_autotuner_to_cpu()
+
+
+def _patch_triton_autotuner_to_cpu() -> None:
+    """An example's own `@triton.autotune` baseline runs in Triton's interpreter on CPU (the parent
+    sets TRITON_INTERPRET=1), but Triton's autotuner asks the GPU driver for its benchmarker even
+    there: time each config with a wall clock instead."""
+    import time as clock
+
+    from triton.runtime.autotuner import Autotuner
+
+    def wall_clock_bench(kernel_call: Any, quantiles: Any = None, **_: Any) -> Any:
+        began = clock.perf_counter()
+        kernel_call()
+        milliseconds = (clock.perf_counter() - began) * 1e3
+        return [milliseconds] * len(quantiles) if quantiles else milliseconds
+
+    Autotuner.do_bench = property(lambda self: wall_clock_bench)
 
 
 _timings: list[dict[str, Any]] = []
@@ -231,6 +251,7 @@ def _run_one(path: pathlib.Path, args: argparse.Namespace, scratch: pathlib.Path
                                                     env.get("PYTHONPATH", "")) if p)
     if args.mode != "compiled":
         env["CUDA_VISIBLE_DEVICES"] = ""
+        env["TRITON_INTERPRET"] = "1"  # the examples' own @triton.jit baselines run in Triton's interpreter
     command = [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", str(path), "--mode", args.mode,
                "--sizes", args.sizes, "--result", str(result_path), "--lock", str(scratch / "timing.lock")]
     began = time.perf_counter()
