@@ -25,6 +25,10 @@ from tessera.ir.tunables import ConfigFragment
 
 
 
+LANES_ATTRIBUTE = "_tessera_lanes"  # eager values: the Tile each dim runs over (eager_lanes.py)
+TILE_VALUE_ATTRIBUTE = "_tessera_tile_value"  # eager values computed in a tile loop (eager_indexing.py)
+
+
 @dataclasses.dataclass
 class Tile:
     """One block of a tile loop, as seen in eager mode.
@@ -46,10 +50,15 @@ class Tile:
     # the bounds of the whole loop this tile is one block of (hl.rand numbers elements by them)
     range_begin: int = 0
     range_end: int | None = None
+    # hl.jagged_tile: the per-lane ends (lanes at or past theirs are left out: eager_lanes.py)
+    jagged_ends: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def index(self) -> torch.Tensor:
-        return torch.arange(self.begin, self.end, device=self.device, dtype=torch.int32)
+        index = torch.arange(self.begin, self.end, device=self.device, dtype=torch.int32)
+        setattr(index, LANES_ATTRIBUTE, (self,))  # its one dim runs over this tile (eager_lanes.py)
+        setattr(index, TILE_VALUE_ATTRIBUTE, True)  # registers, as when traced: `index[None, :]` is a view
+        return index
 
     def as_slice(self) -> slice:
         return slice(self.begin, self.end)
