@@ -20,7 +20,8 @@ the original file. What is changed, mechanically and nothing else:
 3. **Sizes (CPU modes only, `--sizes small`, the default there).** In the example's `main()`,
    its top-level `check*`/`test*` functions and its module-level lists of int literals (shape
    tables such as `shapes = [(m, k, n), ...]`), every int literal `n > 64` becomes `max(64, n // 16)`
-   (`check(4096, 2560)` -> `check(256, 160)`): the examples pass their sizes as literals there,
+   (`check(4096, 2560)` -> `check(256, 160)`), and so does a power `2 ** i` of a computed exponent
+   when it runs: the examples pass their sizes as literals or such powers there,
    and one map for every literal keeps equal sizes equal. Kernel bodies are never touched.
    Compiled mode runs the examples' own sizes (`--sizes full`).
 
@@ -89,6 +90,17 @@ class _ShrinkSizes(ast.NodeTransformer):
         if isinstance(value, int) and not isinstance(value, bool) and value > SMALL_LIMIT:
             return ast.copy_location(ast.Constant(max(SMALL_LIMIT, value // SMALL_DIVISOR)), node)
         return node
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        """`2 ** i` with a computed exponent (`for i in range(11, 15): S = 2**i`) shrinks by the
+        same map when it runs: `(lambda n: max(64, n // 16) if n > 64 else n)(2 ** i)`."""
+        self.generic_visit(node)
+        if not (isinstance(node.op, ast.Pow) and isinstance(node.left, ast.Constant) and node.left.value == 2
+                and not isinstance(node.right, ast.Constant)):
+            return node
+        shrink = ast.parse(f"lambda n: max({SMALL_LIMIT}, n // {SMALL_DIVISOR}) if n > {SMALL_LIMIT} else n",
+                           mode="eval").body
+        return ast.copy_location(ast.Call(shrink, [node], []), node)
 
 
 def _int_literals(node: ast.AST) -> bool:
