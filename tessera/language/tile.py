@@ -239,7 +239,7 @@ def register_block_size(min_or_max: Any, max_or_none: Any = None) -> Any:
     low, high = (1, min_or_max) if max_or_none is None else (min_or_max, max_or_none)
     # a compile-time int, as after hl.specialize: usable as a register size (hl.zeros([block]),
     # hl.arange(block)); the Config that chose it already tells its variants apart
-    return SpecializedInt(active.block_sizes(_call_site(), 1, [(static_int(low) or 1, static_int(high))])[0])
+    return SpecializedInt(active.registered_block_size(_call_site(), static_int(low) or 1, static_int(high)))
 
 
 def register_tunable(name: str, fragment: ConfigFragment) -> Any:

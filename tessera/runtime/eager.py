@@ -16,7 +16,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tessera import exc
-from tessera.config import Config
+from tessera.config import Config, default_block_size
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.location import user_location
 import tessera.language  # noqa: F401  (defines the primitives whose eager rules _OVERRIDES reads)
@@ -31,13 +31,20 @@ from tessera.trace.block_sizes import choose_block_sizes
 from tessera.trace.proxy import TileValue, unsupported_operation
 
 
+EAGER_MAX_REGISTERED_BLOCK = 1024
+
+
 class EagerInterpreter:
     """Runs primitives by their eager rules and iterates tile loops as real tiles."""
 
-    def __init__(self, slots: BlockSlotTable, config: Config, device: torch.device) -> None:
+    def __init__(self, slots: BlockSlotTable, config: Config, device: torch.device,
+                 roomy_registered_blocks: bool = False) -> None:
         self.slots = slots
         self.config = config
         self.device = device
+        # a kernel run eagerly without a Config's block sizes: hl.register_block_size gives the
+        # widest block that fits (each tile costs Python time per op; the result does not change)
+        self.roomy_registered_blocks = roomy_registered_blocks
         self.loop_depth = 0
         self.primitive_depth = 0  # > 0 while a primitive's eager rule runs (its torch calls are plain torch)
 
@@ -63,6 +70,11 @@ class EagerInterpreter:
     def block_sizes(self, site: tuple[str, int, int] | None, count: int,
                     bounds: list[tuple[int, int | None]]) -> list[int]:
         return choose_block_sizes(self.slots, self.config, site, count, bounds)
+
+    def registered_block_size(self, site: tuple[str, int, int] | None, low: int, high: int | None) -> int:
+        if self.roomy_registered_blocks and self.config.get("block_sizes") is None and high is not None:
+            return max(default_block_size(low), min(default_block_size(high), EAGER_MAX_REGISTERED_BLOCK))
+        return self.block_sizes(site, 1, [(low, high)])[0]
 
     def tunable(self, name: str, fragment: Any) -> Any:
         """`hl.register_tunable`: the Config's value, else the fragment's default."""
@@ -244,6 +256,6 @@ def run_eager(fn: Callable[..., Any], args: tuple, kwargs: dict, slots: BlockSlo
               config: Config, device: torch.device, track_lanes: bool = False) -> Any:
     """Call the kernel function in eager mode; `track_lanes` (kernels that call hl.jagged_tile)
     follows which tiles each value's dims run over (eager_lanes.py)."""
-    eager = EagerInterpreter(slots, config, device)
+    eager = EagerInterpreter(slots, config, device, roomy_registered_blocks=True)
     with interpreter.activate(eager), EagerTorchMode(eager), eager_lanes.tracking(track_lanes):
         return fn(*args, **kwargs)
