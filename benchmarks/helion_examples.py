@@ -15,10 +15,13 @@ the original file. What is changed, mechanically and nothing else:
 2. **Device (CPU modes only: eager, interpret).** CUDA is hidden (`CUDA_VISIBLE_DEVICES=`), so
    `tessera._testing.DEVICE` is the CPU; torch's factory functions, `Tensor.to/.cuda` and
    `nn.Module.to/.cuda` map a `"cuda"` device to `"cpu"`, and `torch.cuda.synchronize` does nothing.
+   An example's own `@triton.jit` baselines run in Triton's interpreter (`TRITON_INTERPRET=1`), and
+   Triton's autotuner times their configs with a wall clock (it would ask for a GPU driver).
 3. **Sizes (CPU modes only, `--sizes small`, the default there).** In the example's `main()`,
    its top-level `check*`/`test*`/`benchmark*` functions and its module-level lists of int literals (shape
    tables such as `shapes = [(m, k, n), ...]`), every int literal `n > 64` becomes `max(64, n // 16)`
-   (`check(4096, 2560)` -> `check(256, 160)`): the examples pass their sizes as literals there,
+   (`check(4096, 2560)` -> `check(256, 160)`), and so does a power `2 ** i` of a computed exponent
+   when it runs: the examples pass their sizes as literals or such powers there,
    and one map for every literal keeps equal sizes equal. Kernel bodies are never touched.
    Compiled mode runs the examples' own sizes (`--sizes full`).
 
@@ -88,6 +91,17 @@ class _ShrinkSizes(ast.NodeTransformer):
             return ast.copy_location(ast.Constant(max(SMALL_LIMIT, value // SMALL_DIVISOR)), node)
         return node
 
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        """`2 ** i` with a computed exponent (`for i in range(11, 15): S = 2**i`) shrinks by the
+        same map when it runs: `(lambda n: max(64, n // 16) if n > 64 else n)(2 ** i)`."""
+        self.generic_visit(node)
+        if not (isinstance(node.op, ast.Pow) and isinstance(node.left, ast.Constant) and node.left.value == 2
+                and not isinstance(node.right, ast.Constant)):
+            return node
+        shrink = ast.parse(f"lambda n: max({SMALL_LIMIT}, n // {SMALL_DIVISOR}) if n > {SMALL_LIMIT} else n",
+                           mode="eval").body
+        return ast.copy_location(ast.Call(shrink, [node], []), node)
+
 
 def _int_literals(node: ast.AST) -> bool:
     """A literal list/tuple/set of ints, nested or not (e.g. `shapes = [(1024, 512, 256), ...]`)."""
@@ -151,6 +165,24 @@ def _patch_devices_to_cpu() -> None:
     torch.Tensor.cuda = lambda self, *args, **kwargs: self
     torch.nn.Module.cuda = lambda self, *args, **kwargs: self
     torch.cuda.synchronize = lambda *args, **kwargs: None
+    _patch_triton_autotuner_to_cpu()
+
+
+def _patch_triton_autotuner_to_cpu() -> None:
+    """An example's own `@triton.autotune` baseline runs in Triton's interpreter on CPU (the parent
+    sets TRITON_INTERPRET=1), but Triton's autotuner asks the GPU driver for its benchmarker even
+    there: time each config with a wall clock instead."""
+    import time as clock
+
+    from triton.runtime.autotuner import Autotuner
+
+    def wall_clock_bench(kernel_call: Any, quantiles: Any = None, **_: Any) -> Any:
+        began = clock.perf_counter()
+        kernel_call()
+        milliseconds = (clock.perf_counter() - began) * 1e3
+        return [milliseconds] * len(quantiles) if quantiles else milliseconds
+
+    Autotuner.do_bench = property(lambda self: wall_clock_bench)
 
 
 _timings: list[dict[str, Any]] = []
@@ -233,6 +265,7 @@ def _run_one(path: pathlib.Path, args: argparse.Namespace, scratch: pathlib.Path
                                                     env.get("PYTHONPATH", "")) if p)
     if args.mode != "compiled":
         env["CUDA_VISIBLE_DEVICES"] = ""
+        env["TRITON_INTERPRET"] = "1"  # the examples' own @triton.jit baselines run in Triton's interpreter
     command = [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", str(path), "--mode", args.mode,
                "--sizes", args.sizes, "--result", str(result_path), "--lock", str(scratch / "timing.lock")]
     command += ["--check-only"] if args.check_only else []

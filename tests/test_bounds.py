@@ -245,3 +245,31 @@ def test_checked_indices_pass_in_range_and_masked_lanes(size: int, device: torch
     wild = indices + 10 * (torch.arange(size, device=device) % 2)  # odd lanes out of range, masked
     expected = torch.where(wild < 10, x[wild.clamp(max=9)], torch.zeros((), device=device))
     torch.testing.assert_close(_checked(gather_checked_masked, x, wild), expected)
+
+
+# -- lanes of one store that write one element ---------------------------------------------------
+@tessera.kernel(config=tessera.Config(block_sizes=[4, 8]))
+def scatter_rows(x: torch.Tensor, rows: torch.Tensor, keep: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    for tile_m, tile_n in hl.tile(x.size()):
+        hl.store(out, [rows[tile_m], tile_n], x[tile_m, tile_n], extra_mask=keep[tile_m][:, None])  # line: scatter
+    return out
+
+
+def test_a_store_whose_lanes_write_different_values_to_one_element_is_refused_in_eager_mode() -> None:
+    """On the GPU which of the lanes wins is undefined (Triton's interpreter keeps the last), so
+    the oracle refuses instead of answering one of them."""
+    x, rows = torch.randn(6, 5), torch.tensor([0, 2, 2, 1, 3, 4])
+    with pytest.raises(exc.IndexingError, match="writes different values to one element") as info:
+        _run("eager", scatter_rows, x, rows, torch.ones(6, dtype=torch.bool), torch.zeros(5, 5))
+    line, _ = marked_line(__file__, "scatter")
+    assert f":{line}:" in str(info.value)
+
+
+@pytest.mark.parametrize("mode", ["eager", "generated"])
+def test_stores_to_one_element_agree_when_their_values_do_or_when_masked(mode: str, device: torch.device) -> None:
+    mode = _generated_mode(device) if mode == "generated" else mode
+    x, rows = torch.randn(7, 5), torch.tensor([0, 2, 2, 1, 3, 4, 2])
+    x[2] = x[1]
+    keep = torch.tensor([True, True, True, True, True, True, False])  # the last row 2 differs: masked
+    out = _run(mode, scatter_rows, x.to(device), rows.to(device), keep.to(device), torch.zeros(5, 5, device=device))
+    torch.testing.assert_close(out.cpu(), torch.zeros(5, 5).index_copy(0, rows[:6], x[:6]))

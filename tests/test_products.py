@@ -597,3 +597,33 @@ def test_a_product_whose_row_also_multiplies_its_result_keeps_its_dims_apart(m: 
         gated_by_own_product.reset()
         with settings.override(mode=mode):
             torch.testing.assert_close(gated_by_own_product(x, w), expected, rtol=1e-3, atol=1e-3, msg=mode)
+
+
+# -- a causal block product whose inner loop ends at the row tile's end (mamba2_chunk_scan's shape) --
+def causal_block_product(scores: T, values: T, scale: T, start: T, state: T) -> T:
+    m, n = scores.size(0), values.size(1)
+    out = torch.empty(m, n, dtype=values.dtype, device=values.device)
+    block_m = hl.register_block_size(m)
+    block_k = hl.register_block_size(16, 16)
+    for tile_m, tile_n in hl.tile([m, n], block_size=[block_m, None]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        acc = hl.dot(start[tile_m, :], state[tile_n, :].T, acc=acc)  # the carried-in state, whole dims
+        for tile_k in hl.tile(min((tile_m.id + 1) * block_m, m), block_size=block_k):
+            weights = scores[tile_m, tile_k] * torch.exp(scale[tile_m][:, None] - scale[tile_k][None, :])
+            keep = tile_m.index[:, None] >= tile_k.index[None, :]
+            weights = torch.where(keep, weights, torch.zeros_like(weights))
+            acc = hl.dot(weights.to(values.dtype), values[tile_k, tile_n], acc=acc)
+        out[tile_m, tile_n] = acc.to(out.dtype)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+@pytest.mark.parametrize("m, n, blocks", [(40, 24, [32, 16, 16]), (37, 5, [16, 16, 8]), (1, 1, [16, 16, 1]),
+                                          (64, 33, [64, 16, 32]), (50, 16, [8, 16, 16])], ids=str)
+def test_a_causal_inner_loop_to_the_row_tiles_end(m: int, n: int, blocks: list[int], mode: str) -> None:
+    scores, values, scale = torch.randn(m, m), torch.randn(m, n), torch.rand(m)
+    start, state = torch.randn(m, 16), torch.randn(n, 16)
+    out = tessera.kernel(causal_block_product, mode=mode, config=tessera.Config(block_sizes=blocks))(
+        scores, values, scale, start, state)
+    weights = torch.tril(scores * torch.exp(scale[:, None] - scale[None, :]))
+    torch.testing.assert_close(out, start @ state.T + weights @ values, rtol=1e-4, atol=1e-4)

@@ -389,3 +389,22 @@ def test_closure_storing_into_a_captured_tensor() -> None:
         if mode == "interpret":
             with pytest.raises(tessera.exc.KernelArgumentError, match="epilogue__expanded"):
                 kernel(x, y, racing)
+
+
+# -- expand to explicit sizes: a tile value's own sizes, tiles, -1 ----------------------------------
+def expand_by_sizes(x: T, flags: T) -> T:
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile(x.size()):
+        v = x[tile_m, tile_n]
+        rows, columns = v.size()
+        keep = flags[tile_m].view(rows, 1).expand(rows, columns)  # the block's own sizes
+        wide = flags[tile_m][:, None].expand(-1, tile_n)            # -1 and a tile
+        out[tile_m, tile_n] = torch.where(keep & wide, v, -v)
+    return out
+
+
+@pytest.mark.parametrize("shape", [(5, 37), (1, 1), (9, 4)])
+def test_expand_to_a_tile_values_own_sizes(shape: tuple[int, int]) -> None:
+    x, flags = torch.randn(shape), torch.rand(shape[0]) > 0.5
+    for mode, result in _run(expand_by_sizes, tessera.Config(block_sizes=[4, 16]), x, flags).items():
+        torch.testing.assert_close(result, torch.where(flags[:, None], x, -x), msg=lambda m: f"{mode}: {m}")

@@ -592,7 +592,8 @@ def _eager_reference(working: Any, config: Config | None) -> list[torch.Tensor]:
     if config is not None:
         try:
             return _result_on_copies(working, lambda: run_eager(kernel.fn, working.args, working.kwargs,
-                                                                kernel.block_slots(), config, working.device))
+                                                                kernel.block_slots(), config, working.device,
+                                                                kernel.uses_jagged_tile))
         except Exception as error:  # noqa: BLE001 - the default blocks below say what is really wrong
             progress.log(f"eager reference with {config} failed ({type(error).__name__}); using default blocks")
     return flatten_tensors(working.reference())

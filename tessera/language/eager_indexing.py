@@ -12,7 +12,8 @@ import torch
 
 from tessera import exc
 from tessera.location import user_location
-from tessera.language.tile import Tile
+from tessera.language import eager_lanes
+from tessera.language.tile import TILE_VALUE_ATTRIBUTE, Tile
 from tessera.trace.indexing import check_index_dtype
 from tessera.trace.proxy import refuse_value_list
 
@@ -21,7 +22,7 @@ Index = tuple[Any, ...]
 # Eager mode runs tile values as plain tensors; this attribute marks those computed inside a tile
 # loop (loads, hl.* results and everything derived from them), so eager can refuse what compiled
 # modes refuse for tile values (an int index, a tile value leaving its loop) instead of answering.
-_TILE_VALUE_MARK = "_tessera_tile_value"
+_TILE_VALUE_MARK = TILE_VALUE_ATTRIBUTE
 
 
 def mark_tile_values(result: Any) -> Any:
@@ -160,6 +161,9 @@ def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
     (`flat[a:b]`, `t[i]`), as they are in compiled code, where writes through them reach the tensor.
     """
     reads_values = any(isinstance(item, Tile) for item in (index if isinstance(index, (tuple, list)) else (index,)))
+    lanes = None
+    if eager_lanes.is_tracking():
+        mask, lanes = eager_lanes.access_mask(tensor, index, mask, "a load")
     index = normalize_index(tensor, index)
     tensor_dims = _tensor_dims(tensor, index)
     if tensor_dims:
@@ -172,7 +176,7 @@ def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
                                                                                               device=value.device))
     elif reads_values and value._base is not None:
         value = value.clone()
-    return value
+    return value if lanes is None else eager_lanes.tag(value, lanes)
 
 
 def _coordinates(tensor: torch.Tensor, index: Index) -> tuple[torch.Tensor, ...]:
@@ -190,6 +194,8 @@ def store(tensor: torch.Tensor, index: Any, value: Any, mask: Any = None, accumu
           reduce: str | None = None) -> None:
     """`tensor[index] = value` writing only unmasked lanes; `accumulate` adds (atomic_add)."""
     refuse_value_list(value, "a store")
+    if eager_lanes.is_tracking():
+        mask, _ = eager_lanes.access_mask(tensor, index, mask, "a store")
     index = normalize_index(tensor, index)
     tensor_dims = _tensor_dims(tensor, index)
     if tensor_dims:
@@ -208,17 +214,52 @@ def store(tensor: torch.Tensor, index: Any, value: Any, mask: Any = None, accumu
     if reduce is not None:
         _scatter_reduce(tensor, coords, value, reduce)
     else:
+        if tensor_dims and not accumulate:
+            _refuse_conflicting_writes(tensor, coords, value)
         tensor.index_put_(tuple(coords), value, accumulate=accumulate)
 
 
-def _scatter_reduce(tensor: torch.Tensor, coords: list[torch.Tensor], value: torch.Tensor, reduce: str) -> None:
-    """Atomic max/min: duplicates among the lanes combine, as on the GPU."""
-    flat = tensor.contiguous().view(-1)
+def _refuse_conflicting_writes(tensor: torch.Tensor, coords: list[torch.Tensor], value: torch.Tensor) -> None:
+    """Lanes of one store that write different values to one element race on the GPU (which lane
+    wins is undefined there, and differs between Triton's interpreter and a GPU), so eager mode,
+    the oracle, refuses them instead of picking one. Equal values are one answer: allowed."""
+    linear = _linear_index(tensor, coords).reshape(-1)
+    if linear.numel() < 2:
+        return
+    order = torch.argsort(linear, stable=True)
+    ordered, values = linear[order], value.reshape(-1)[order]
+    same_element = ordered[1:] == ordered[:-1]
+    if not bool(same_element.any()):
+        return
+    left, right = values[:-1], values[1:]
+    differ = left != right
+    if left.is_floating_point() or left.is_complex():
+        differ &= ~(left.isnan() & right.isnan())
+    clash = same_element & differ
+    if bool(clash.any()):
+        element = int(ordered[1:][clash][0])
+        raise exc.IndexingError(
+            f"a store writes different values to one element (flat index {element} of a tensor of shape "
+            f"{list(tensor.shape)}) from several lanes: on the GPU which lane wins is undefined",
+            location=user_location(),
+            hint="leave all but one of those lanes out of the store (extra_mask=... on hl.store, or index a "
+                 "scratch row for them), or combine them with hl.atomic_add / atomic_max")
+
+
+def _linear_index(tensor: torch.Tensor, coords: list[torch.Tensor]) -> torch.Tensor:
+    """The row-major element number of each lane's coordinates in `tensor`."""
     linear = torch.zeros_like(coords[0]) if coords else torch.zeros((), dtype=torch.long)
     stride = 1
     for dim in reversed(range(tensor.dim())):
         linear = linear + coords[dim] * stride
         stride *= tensor.size(dim)
+    return linear
+
+
+def _scatter_reduce(tensor: torch.Tensor, coords: list[torch.Tensor], value: torch.Tensor, reduce: str) -> None:
+    """Atomic max/min: duplicates among the lanes combine, as on the GPU."""
+    flat = tensor.contiguous().view(-1)
+    linear = _linear_index(tensor, coords)
     flat.scatter_reduce_(0, linear.reshape(-1), value.reshape(-1), "amax" if reduce == "max" else "amin")
     if flat.data_ptr() != tensor.data_ptr():
         tensor.copy_(flat.view(tensor.shape))

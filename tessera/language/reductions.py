@@ -13,6 +13,7 @@ import torch
 from tessera import exc
 from tessera.ir.graph import UNIT, Op
 from tessera.ir.primitive import torch_primitive
+from tessera.language.eager_lanes import reduction_identity
 from tessera.language.elementwise import apply_elementwise
 from tessera.language.operands import ask_torch
 from tessera.language.view import cast, normalized_dims
@@ -55,24 +56,12 @@ def record_reduction(tracer: Tracer, kind: str, value: TileValue, dim: Any, keep
     return result
 
 
-def _identity(kind: str, dtype: torch.dtype) -> Any:
-    """The value that never changes a reduction's result (what lanes past a jagged end hold)."""
-    if kind == "sum":
-        return 0
-    largest = kind in ("amin", "argmin")
-    if dtype == torch.bool:
-        return largest
-    if dtype.is_floating_point:
-        return float("inf") if largest else float("-inf")
-    return torch.iinfo(dtype).max if largest else torch.iinfo(dtype).min
-
-
 def _outside_jagged_ends(tracer: Tracer, kind: str, value: TileValue, dim: int) -> TileValue:
     """A reduction over an hl.jagged_tile axis: lanes past their end take the identity."""
     if tracer.canonical_axis(value.axes[dim]) not in tracer.jagged_ends:
         return value
     inside = tracer.jagged_mask(tuple(map(tracer.canonical_axis, value.axes)), f"a {kind} reduction")
-    return apply_elementwise(tracer, "where", inside, value, _identity(kind, value.dtype))
+    return apply_elementwise(tracer, "where", inside, value, reduction_identity(kind, value.dtype))
 
 
 def _asked(kind: str, value: Any, **kwargs: Any) -> None:

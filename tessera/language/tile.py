@@ -25,6 +25,10 @@ from tessera.ir.tunables import ConfigFragment
 
 
 
+LANES_ATTRIBUTE = "_tessera_lanes"  # eager values: the Tile each dim runs over (eager_lanes.py)
+TILE_VALUE_ATTRIBUTE = "_tessera_tile_value"  # eager values computed in a tile loop (eager_indexing.py)
+
+
 @dataclasses.dataclass
 class Tile:
     """One block of a tile loop, as seen in eager mode.
@@ -46,10 +50,15 @@ class Tile:
     # the bounds of the whole loop this tile is one block of (hl.rand numbers elements by them)
     range_begin: int = 0
     range_end: int | None = None
+    # hl.jagged_tile: the per-lane ends (lanes at or past theirs are left out: eager_lanes.py)
+    jagged_ends: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def index(self) -> torch.Tensor:
-        return torch.arange(self.begin, self.end, device=self.device, dtype=torch.int32)
+        index = torch.arange(self.begin, self.end, device=self.device, dtype=torch.int32)
+        setattr(index, LANES_ATTRIBUTE, (self,))  # its one dim runs over this tile (eager_lanes.py)
+        setattr(index, TILE_VALUE_ATTRIBUTE, True)  # registers, as when traced: `index[None, :]` is a view
+        return index
 
     def as_slice(self) -> slice:
         return slice(self.begin, self.end)
@@ -230,7 +239,7 @@ def register_block_size(min_or_max: Any, max_or_none: Any = None) -> Any:
     low, high = (1, min_or_max) if max_or_none is None else (min_or_max, max_or_none)
     # a compile-time int, as after hl.specialize: usable as a register size (hl.zeros([block]),
     # hl.arange(block)); the Config that chose it already tells its variants apart
-    return SpecializedInt(active.block_sizes(_call_site(), 1, [(static_int(low) or 1, static_int(high))])[0])
+    return SpecializedInt(active.registered_block_size(_call_site(), static_int(low) or 1, static_int(high)))
 
 
 def register_tunable(name: str, fragment: ConfigFragment) -> Any:

@@ -151,8 +151,34 @@ def expand_p(tracer: Tracer, value: TileValue, *sizes: Any) -> TileValue:
     if isinstance(target, TileValue):
         axes = tracer.broadcast([value.axes, target.axes], "expand")
     else:
-        raise exc.UnsupportedOperationError("expand to explicit sizes; use expand_as(other)", location=user_location())
+        axes = _expanded_axes(tracer, value, list(target))
     return tracer.emit(Op.BROADCAST, [value.node], axes, value.dtype)
+
+
+def _expanded_axes(tracer: Tracer, value: TileValue, sizes: list[Any]) -> tuple[Any, ...]:
+    """The axes of `value.expand(*sizes)`: -1 (or the dim's own size) keeps a dim; a size-1 dim
+    takes the axis its new size names (`v.size(d)`, a tile, a block size from `acc.size()`), or a
+    whole dim of a compile-time size."""
+    if len(sizes) < value.dim():
+        raise exc.ShapeMismatchError(f"expand to {sizes}: fewer sizes than the value's {value.dim()} dims",
+                                     location=user_location(), hint="give one size per dim (-1 keeps one)")
+    source = [UNIT] * (len(sizes) - value.dim()) + list(value.axes)
+    axes = []
+    for axis, size in zip(source, sizes):
+        if _is_minus_one(size) or (axis is not UNIT and _names_axis(tracer, size, axis)):
+            axes.append(axis)
+        elif axis is UNIT and _is_one(size):
+            axes.append(UNIT)
+        elif axis is UNIT and getattr(size, "axis", None) is not None:
+            axes.append(tracer.canonical_axis(size.axis))
+        elif axis is UNIT and isinstance(size, (int, sympy.Integer)):
+            axes.append(tracer.full_axis(size))
+        else:
+            raise exc.ShapeMismatchError(
+                f"expand of a tile value of shape {list(value.axes)} to {sizes}: size {size} does not fit dim "
+                f"{axis.name if axis is not UNIT else 1}", location=user_location(),
+                hint="only size-1 dims expand; name a dim by a size of a tile value (v.size(d)), a tile, or -1")
+    return tuple(axes)
 
 
 @torch_primitive("reshape", T.reshape, T.view)

@@ -111,7 +111,7 @@ class BoundKernel:
         args = tuple(clone(a) for a in self.args)
         kwargs = {k: clone(v) for k, v in self.kwargs.items()}
         return run_eager(self.kernel.fn, args, kwargs, self.kernel.block_slots(), self.kernel.default_config(),
-                         self.device)
+                         self.device, self.kernel.uses_jagged_tile)
 
     def _runner(self, config: Config | None, recorder: list[LaunchRecord] | None = None) -> CompiledRunner:
         return CompiledRunner(self.kernel, self.mode, config or self.kernel.default_config(),

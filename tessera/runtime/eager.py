@@ -16,7 +16,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tessera import exc
-from tessera.config import Config
+from tessera.config import Config, default_block_size
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.location import user_location
 import tessera.language  # noqa: F401  (defines the primitives whose eager rules _OVERRIDES reads)
@@ -24,19 +24,27 @@ from tessera.ir.primitive import ALL_PRIMITIVES, TORCH_FUNCTIONS, Primitive
 from tessera.ir.tile_range import TileRange, static_bounds
 from tessera.language.eager_indexing import is_tile_value, mark_tile_values
 from tessera.ir.tunables import tunable_value
-from tessera.language.tile import Tile
+from tessera.language import eager_lanes
+from tessera.language.tile import LANES_ATTRIBUTE, Tile
 from tessera.ir import interpreter
 from tessera.trace.block_sizes import choose_block_sizes
 from tessera.trace.proxy import TileValue, unsupported_operation
 
 
+EAGER_MAX_REGISTERED_BLOCK = 1024
+
+
 class EagerInterpreter:
     """Runs primitives by their eager rules and iterates tile loops as real tiles."""
 
-    def __init__(self, slots: BlockSlotTable, config: Config, device: torch.device) -> None:
+    def __init__(self, slots: BlockSlotTable, config: Config, device: torch.device,
+                 roomy_registered_blocks: bool = False) -> None:
         self.slots = slots
         self.config = config
         self.device = device
+        # a kernel run eagerly without a Config's block sizes: hl.register_block_size gives the
+        # widest block that fits (each tile costs Python time per op; the result does not change)
+        self.roomy_registered_blocks = roomy_registered_blocks
         self.loop_depth = 0
         self.primitive_depth = 0  # > 0 while a primitive's eager rule runs (its torch calls are plain torch)
 
@@ -47,16 +55,26 @@ class EagerInterpreter:
                 hint="move it into a `for tile in hl.tile(...)` loop, or use the torch "
                      "equivalent on the host (torch.zeros, tensor indexing, ...)")
         assert primitive.eager_rule is not None, f"{primitive} has no eager rule"
+        tracking = self.loop_depth and eager_lanes.is_tracking()
+        if tracking:
+            args = eager_lanes.before_reduction(primitive.name, args, params)
         self.primitive_depth += 1
         try:
             result = primitive.eager_rule(*args, **params)
         finally:
             self.primitive_depth -= 1
+        if tracking:
+            _tag_lanes(primitive.name, args, params, result)
         return mark_tile_values(result) if self.loop_depth else result
 
     def block_sizes(self, site: tuple[str, int, int] | None, count: int,
                     bounds: list[tuple[int, int | None]]) -> list[int]:
         return choose_block_sizes(self.slots, self.config, site, count, bounds)
+
+    def registered_block_size(self, site: tuple[str, int, int] | None, low: int, high: int | None) -> int:
+        if self.roomy_registered_blocks and self.config.get("block_sizes") is None and high is not None:
+            return max(default_block_size(low), min(default_block_size(high), EAGER_MAX_REGISTERED_BLOCK))
+        return self.block_sizes(site, 1, [(low, high)])[0]
 
     def tunable(self, name: str, fragment: Any) -> Any:
         """`hl.register_tunable`: the Config's value, else the fragment's default."""
@@ -73,21 +91,27 @@ class EagerInterpreter:
         return [int(block) for block in blocks]
 
     def iterate_tiles(self, tile_range: TileRange) -> Iterator[Any]:
-        if tile_range.jagged_ends is not None:
-            # eager values are plain tensors: the per-lane ends could not follow them into
-            # reductions (amax of a lane past its end), so eager mode refuses rather than guess
+        ends = tile_range.jagged_ends
+        if ends is not None and not eager_lanes.is_tracking():
+            # the lanes of values are followed only for kernels whose own body calls hl.jagged_tile
             raise exc.UnsupportedOperationError(
-                "hl.jagged_tile runs in interpret and compiled modes only", location=tile_range.location,
-                hint="in eager mode write the dense loop: `for tile_k in hl.tile(ends.amax()):` with "
-                     "extra_mask=tile_k.index[None, :] < ends[:, None] on its loads and stores")
+                "hl.jagged_tile in a function the kernel calls runs in interpret and compiled modes only",
+                location=tile_range.location, hint="call hl.jagged_tile in the kernel's own body")
         blocks = self._resolved_blocks(tile_range)
         per_dim = []
         for begin, end, block in zip(tile_range.begins, tile_range.ends, blocks):
             begin, end = int(begin), int(end)
             count = max(-(-(end - begin) // block), 0)
-            per_dim.append([Tile(b, min(b + block, end), block, i, count, self.device, begin, end)
+            per_dim.append([Tile(b, min(b + block, end), block, i, count, self.device, begin, end, ends)
                             for i, b in enumerate(range(begin, end, block))])
-        return self._loop(per_dim, tile_range.multi_dim)
+        loop = self._loop(per_dim, tile_range.multi_dim)
+        return loop if ends is None else self._jagged(loop)
+
+    @staticmethod
+    def _jagged(loop: Iterator[Any]) -> Iterator[Any]:
+        """An hl.jagged_tile loop: loads and stores in it on values whose lanes are lost are refused."""
+        with eager_lanes.inside_jagged_loop():
+            yield from loop
 
     def iterate_grid(self, tile_range: TileRange) -> Iterator[Any]:
         per_dim = [list(range(int(b), int(e), int(s)))
@@ -195,20 +219,43 @@ class EagerTorchMode(TorchFunctionMode):
         override = _OVERRIDES.get(func)
         if override is None and self.eager.loop_depth and _refused_on_tile_values(func, args, kwargs):
             raise unsupported_operation(func)  # what the trace raises: eager is no looser
+        tracking = self.eager.loop_depth and eager_lanes.is_tracking()
+        if tracking:
+            name = _primitive_name(func)
+            args = eager_lanes.before_reduction(name, args, kwargs)
         try:
             result = override(*args, **kwargs) if override is not None else func(*args, **kwargs)
         except (RuntimeError, TypeError, ValueError, IndexError, ZeroDivisionError) as error:
             if not self.eager.loop_depth or isinstance(error, exc.TesseraError):
                 raise  # host code is plain Python: its torch errors are the user's own
             raise _located_torch_error(func, error) from error
+        if tracking:
+            _tag_lanes(name, args, kwargs, result)
         if self.eager.loop_depth and _makes_tile_value(func, args, kwargs, result):
             mark_tile_values(result)
         return result
 
 
+def _primitive_name(func: Callable[..., Any]) -> str:
+    primitive = TORCH_FUNCTIONS.get(func)
+    return primitive.name if primitive is not None else getattr(func, "__name__", "").removesuffix("_")
+
+
+def _tag_lanes(name: str, args: tuple, kwargs: dict, result: Any) -> None:
+    """Record which tiles the dims of a result run over (kernels with hl.jagged_tile only)."""
+    for item in (result if isinstance(result, (tuple, list)) else (result,)):
+        if isinstance(item, torch.Tensor) and not hasattr(item, LANES_ATTRIBUTE):
+            if name == "full":  # hl.zeros/hl.full([tile_b, 4]): the tiles of the shape
+                lanes = tuple(d if isinstance(d, Tile) else None for d in args[0])
+            else:
+                lanes = eager_lanes.result_lanes(name, args, kwargs, item)
+            eager_lanes.tag(item, lanes)
+
+
 def run_eager(fn: Callable[..., Any], args: tuple, kwargs: dict, slots: BlockSlotTable,
-              config: Config, device: torch.device) -> Any:
-    """Call the kernel function in eager mode."""
-    eager = EagerInterpreter(slots, config, device)
-    with interpreter.activate(eager), EagerTorchMode(eager):
+              config: Config, device: torch.device, track_lanes: bool = False) -> Any:
+    """Call the kernel function in eager mode; `track_lanes` (kernels that call hl.jagged_tile)
+    follows which tiles each value's dims run over (eager_lanes.py)."""
+    eager = EagerInterpreter(slots, config, device, roomy_registered_blocks=True)
+    with interpreter.activate(eager), EagerTorchMode(eager), eager_lanes.tracking(track_lanes):
         return fn(*args, **kwargs)

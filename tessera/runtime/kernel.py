@@ -112,7 +112,8 @@ class Kernel:
             mode = self.mode_for(device)
             if mode == "eager":
                 self.rewritten()  # the rewrite's checks (device values read on the host, ...) hold in eager too
-                return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device)
+                return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device,
+                                 self.uses_jagged_tile)
             return run_compiled(self, mode, args, kwargs, self.choose_config(mode, args, kwargs), device)
         except exc.TesseraError as error:
             if settings.get("debug") == "raw":
@@ -200,6 +201,14 @@ class Kernel:
         self.idle_runners = []
         self.spare_runners = {}
         self.config_choices.clear()
+
+    @functools.cached_property
+    def uses_jagged_tile(self) -> bool:
+        """Whether the kernel's body calls hl.jagged_tile: eager mode then follows the tiles of
+        each value's dims, to leave out the lanes past each end (language/eager_lanes.py)."""
+        resolve = self.source.resolver()
+        return any(isinstance(node, ast.Call) and resolve(node.func) is jagged_tile
+                   for node in ast.walk(self.source.tree))
 
     @functools.cached_property
     def source_hash(self) -> str:

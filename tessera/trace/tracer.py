@@ -100,6 +100,9 @@ class Tracer:
     def block_sizes(self, site: Any, count: int, bounds: list[tuple[int, int | None]]) -> list[int]:
         return choose_block_sizes(self.slots, self.config, site, count, bounds)
 
+    def registered_block_size(self, site: Any, low: int, high: int | None) -> int:
+        return self.block_sizes(site, 1, [(low, high)])[0]
+
     def tunable(self, name: str, fragment: Any) -> Any:
         return tunable_value(self.config, name, fragment)
 
