@@ -328,7 +328,7 @@ def test_strided_views_and_16_bit_inputs(dtype: torch.dtype) -> None:
 def test_the_tpu_semantics_interpreter_runs_on_the_cpu_too() -> None:
     x = torch.randn(7, 45)
     kernel = on_pallas(softmax.softmax, config=tessera.Config(block_sizes=[4], pallas_interpreter="tpu"))
-    assert "interpret=pltpu.InterpretParams()" in kernel.bind(x).to_code()
+    assert "INTERPRET = pltpu.InterpretParams()" in kernel.bind(x).to_code()
     torch.testing.assert_close(kernel(x), torch.softmax(x, -1))
 
 

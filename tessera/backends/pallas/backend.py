@@ -50,7 +50,8 @@ class PallasKernel:
         from tessera.backends.pallas.runner import PallasRunner  # jax loads here, never while planning
         launch = load_module_function(self.path, "launch", self.lowered.source, "tessera_pallas_")
         module = launch.__globals__
-        self.runner = PallasRunner(launch, module["TENSORS"], module["WRITTEN"], module["SCALAR_DTYPES"])
+        self.runner = PallasRunner(launch, module["TENSORS"], module["WRITTEN"], module["SCALAR_DTYPES"],
+                                   module["ADDRESSING"] == "blocks")
 
     def launch(self, grid: tuple[int, ...], arguments: list[Any], memory: list[Any] | None = None) -> None:
         try:
