@@ -37,6 +37,10 @@ from tessera.location import SourceLocation
 TUNED_KEYS = frozenset({"block_sizes"})
 
 
+# launches recorded while `recorded_launches()` is active (tpu_export.py lowers them for TPU)
+_RECORDERS: list[list[tuple["PallasKernel", tuple[int, ...], list[Any]]]] = []
+
+
 class PallasKernel:
     """A generated Pallas module in its file; jax is imported and the module run at the first launch."""
 
@@ -58,6 +62,8 @@ class PallasKernel:
             if self.runner is None:
                 self._import()
             self.runner(grid, arguments)
+            for recorder in _RECORDERS:
+                recorder.append((self, tuple(int(g) for g in grid), list(arguments)))
         except exc.TesseraError:
             raise
         except Exception as error:
