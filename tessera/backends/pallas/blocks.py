@@ -83,8 +83,9 @@ def plan_blocks(ir: KernelIR) -> BlockPlan | Refusal:
                            "scalars are 32-bit", ir.location)
         scalar_dtypes[str(symbol)] = _SCALAR_DTYPES[dtype]
     tensors = {}
+    written = {node.params["tensor"].name for node in walk(ir.body) if node.op is Op.STORE}
     for name, nodes in accesses.items():
-        planned = _plan_tensor(ir, nodes)
+        planned = _plan_tensor(ir, nodes, name in written)
         if isinstance(planned, Refusal):
             return planned
         tensors[name] = planned
@@ -158,17 +159,17 @@ def _role_of(ir: KernelIR, access: Any) -> tuple[str, int | None, int | None]:
     return WHOLE, None, None
 
 
-def _plan_tensor(ir: KernelIR, nodes: list[Node]) -> TensorBlocks | Refusal:
+def _plan_tensor(ir: KernelIR, nodes: list[Node], written: bool) -> TensorBlocks:
     rank = len(nodes[0].params["tensor"].sizes)
+    chosen = [_agreed_role(ir, nodes, dim, rank) for dim in range(rank)]
+    used = {grid_dim for _, grid_dim, _ in chosen if grid_dim is not None}
+    if written and used != set(range(len(used))):
+        # A TPU writes an output block back when its index changes and never reads it again, so a
+        # written tensor's blocks must each be visited in one run of grid steps: its index map may
+        # use grid dims 0..j only (the grid runs in row-major order). Else it stays whole.
+        chosen = [(WHOLE, None, None)] * rank
     roles, grid_dims, blocks, multiples, extras = [], [], [], [], []
-    for dim in range(rank):
-        seen = {_role_of(ir, node.params["accesses"][dim]) for node in nodes}
-        role, grid_dim, block = seen.pop() if len(seen) == 1 else (WHOLE, None, None)
-        tpu_multiple = LANES if dim == rank - 1 else SUBLANES if dim == rank - 2 else 1
-        if role == BLOCK and block % tpu_multiple:
-            role = WHOLE  # a block a TPU cannot hold: the ref keeps the whole dim, sliced with pl.ds
-        if role == SQUEEZE and dim >= rank - 2:
-            role = WHOLE
+    for dim, (role, grid_dim, block) in enumerate(chosen):
         if role != WHOLE:
             roles.append(role), grid_dims.append(grid_dim), blocks.append(block)
             multiples.append(block or 1), extras.append(0)
@@ -179,6 +180,16 @@ def _plan_tensor(ir: KernelIR, nodes: list[Node]) -> TensorBlocks | Refusal:
     if rank == 1:  # passed as (1, n)
         return TensorBlocks(1, (WHOLE, *roles), (None, *grid_dims), (None, *blocks), (1, *multiples), (0, *extras))
     return TensorBlocks(rank, tuple(roles), tuple(grid_dims), tuple(blocks), tuple(multiples), tuple(extras))
+
+
+def _agreed_role(ir: KernelIR, nodes: list[Node], dim: int, rank: int) -> tuple[str, int | None, int | None]:
+    """The role every access of `dim` allows, where a TPU can hold that block; else WHOLE."""
+    seen = {_role_of(ir, node.params["accesses"][dim]) for node in nodes}
+    role, grid_dim, block = seen.pop() if len(seen) == 1 else (WHOLE, None, None)
+    tpu_multiple = LANES if dim == rank - 1 else SUBLANES if dim == rank - 2 else 1
+    if (role == BLOCK and block % tpu_multiple) or (role == SQUEEZE and dim >= rank - 2):
+        return WHOLE, None, None  # a block a TPU cannot hold: the ref keeps the whole dim, sliced with pl.ds
+    return role, grid_dim, block
 
 
 def _whole_padding(accesses: list[Any]) -> tuple[int, int]:
