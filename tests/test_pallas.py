@@ -469,3 +469,27 @@ def test_scalar_indices_in_the_blocked_form(shape: tuple[int, int]) -> None:
     x = torch.randn(shape)
     expected = torch.stack([x[:, 0], x[:, 0] - x[:, -1]], -1)
     torch.testing.assert_close(run_lowering_for_tpu(column_pair, x), expected)
+
+
+@tessera.kernel(backend="pallas")
+def half_row_sums(x: torch.Tensor) -> torch.Tensor:
+    """An inner loop bound with a floor division of a size (int32 `int_floordiv` in the blocked form)."""
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype, device=x.device)
+    for tile_m in hl.tile(m):
+        total = hl.zeros([tile_m], dtype=torch.float32)
+        for tile_n in hl.tile(n // 2):
+            total = total + torch.sum(x[tile_m, tile_n], -1)
+        out[tile_m] = total
+    return out
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 37)])
+def test_integer_floor_division_in_the_blocked_form(shape: tuple[int, int]) -> None:
+    x = torch.randn(shape)
+    assert "int_floordiv(n, 2)" in half_row_sums.bind(x).to_code()
+    torch.testing.assert_close(run_lowering_for_tpu(half_row_sums, x), x[:, :shape[1] // 2].sum(-1))
+    a = torch.tensor([7, -7, 7, -7, 0, 5, -1, 9], dtype=torch.int32)
+    b = torch.tensor([2, 2, -2, -2, 3, 5, 4, -4], dtype=torch.int32)
+    assert "int_floordiv(v0, v1)" in floor_divide.bind(a, b).to_code()
+    torch.testing.assert_close(run_lowering_for_tpu(floor_divide, a, b), torch.floor_divide(a, b))

@@ -29,7 +29,7 @@ from tessera import exc
 from tessera.backends.pallas.blocks import BlockPlan, Refusal, plan_blocks
 from tessera.backends.pallas.emitter import Emitter, written_tensors
 from tessera.backends.pallas.lowering import emit_block
-from tessera.backends.pallas.printer import print_expr
+from tessera.backends.pallas.printer import blocked_printing, print_expr
 from tessera.config import Config
 from tessera.ir.graph import KernelIR
 
@@ -95,8 +95,17 @@ def block_spec(shape, grid_dims, blocks):
 '''
 
 
-# helpers emitted only where the body calls them
+# helpers emitted only where the body calls them (by name)
 HELPERS = {
+    "int_floordiv": '''
+def int_floordiv(a, b):
+    """Integer `a // b` rounded toward -inf, from the truncating division and its remainder."""
+    dtype = jnp.result_type(a, b)
+    a, b = jnp.asarray(a).astype(dtype), jnp.asarray(b).astype(dtype)
+    quotient, remainder = lax.div(a, b), lax.rem(a, b)
+    return quotient - ((remainder != 0) & ((remainder < 0) != (b < 0))).astype(quotient.dtype)
+
+''',
     "float_floordiv": '''
 def float_floordiv(a, b):
     """Float `a // b` as torch computes it (div_floor_floating): from fmod, so the result never
@@ -138,7 +147,8 @@ def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions) -> Lowe
         emitter.line(f"offset_{dim} = {print_expr(grid_dim.begin)} + pid_{dim} * {grid_dim.step}")
     for axis in (*ir.launch_axes, *ir.whole_axes):
         emitter.define_axis(axis)
-    emit_block(emitter, ir.body)
+    with blocked_printing(blocks is not None):
+        emit_block(emitter, ir.body)
     # the scalars the code reads (sizes and strides that guards alone use are not read)
     used = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", "\n".join(emitter.lines)))
     element = "[0]" if blocks else "[0, 0]"
@@ -146,6 +156,7 @@ def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions) -> Lowe
     emitter.lines[:0] = scalars
     emitter.locations = {index + len(scalars): where for index, where in emitter.locations.items()}
     written = written_tensors(ir)
+    body = "\n".join(emitter.lines)
     name = f"{ir.name}_kernel"
     tpu_interpreter = config.get("pallas_interpreter", "jax") == "tpu"
     interpret = "pltpu.InterpretParams()" if tpu_interpreter and options.interpret else str(options.interpret)
@@ -162,7 +173,7 @@ def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions) -> Lowe
         "from jax.experimental import pallas as pl",
         *(["from jax.experimental.pallas import tpu as pltpu"] if tpu_interpreter or blocks else []),
         *(_BLOCK_HELPERS if blocks else _HELPERS).split("\n"),
-        *[line for helper in sorted(emitter.helpers) for line in HELPERS[helper].split("\n")],
+        *[line for helper in sorted(HELPERS) if f"{helper}(" in body for line in HELPERS[helper].split("\n")],
         f"def {name}({', '.join(refs)}):",
     ]
     positions = {p: i for i, p in enumerate(ir.parameters)}

@@ -47,7 +47,6 @@ class Emitter(EmitterBase):
         self.last_comment: str | None = None
         self.locations: dict[int, Any] = {}  # body line index -> kernel SourceLocation
         self.loops = 0
-        self.helpers: set[str] = set()  # helper functions of codegen.HELPERS the body calls
 
     # -- names and casts ------------------------------------------------------------------------
     def operand(self, value: Any, dtype: torch.dtype | None) -> str:

@@ -72,7 +72,8 @@ def _elementwise(emitter: Emitter, node: Node) -> None:
         template = "jnp.logical_or({0}, {1})"  # torch adds bools as a logical or
     if fn == "floordiv" and compute.is_floating_point:
         template = "float_floordiv({0}, {1})"  # torch's fmod-based formula (codegen.py's helper)
-        emitter.helpers.add("float_floordiv")
+    elif fn == "floordiv" and compute != torch.bool and emitter.blocks is not None:
+        template = "int_floordiv({0}, {1})"  # Mosaic lowers jnp.floor_divide's sign only on a TPU
     text = template.format(*operands)
     if fn in _COMPARISONS or (compute == node.dtype and all(isinstance(v, Node) for v in node.inputs)):
         _assign(emitter, node, text)  # operands of the compute dtype give it back

@@ -62,8 +62,8 @@ def export_for_tpu(launch: Launch) -> Any:
         text = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise exc.UnsupportedOperationError(
             f"Pallas's TPU (Mosaic) lowering refused this kernel: {text[:300]}", location=location,
-            hint=f"the generated source is {kernel.path}:{line}; run with backend='triton' or in "
-                 "Pallas's interpreter") from error
+            hint=f"the generated source is {kernel.path}{'' if line is None else f':{line}'}; run with "
+                 "backend='triton' or in Pallas's interpreter") from error
 
 
 __all__ = ["export_for_tpu", "recorded_launches"]
