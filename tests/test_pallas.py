@@ -493,3 +493,22 @@ def test_integer_floor_division_in_the_blocked_form(shape: tuple[int, int]) -> N
     b = torch.tensor([2, 2, -2, -2, 3, 5, 4, -4], dtype=torch.int32)
     assert "int_floordiv(v0, v1)" in floor_divide.bind(a, b).to_code()
     torch.testing.assert_close(run_lowering_for_tpu(floor_divide, a, b), torch.floor_divide(a, b))
+
+
+@tessera.kernel(backend="pallas", static_shapes=True)
+def doubled_view(x: torch.Tensor) -> torch.Tensor:
+    """A view made inside the tile loop: with static shapes its sizes are constants like an argument's."""
+    out = torch.empty([5, 4], dtype=x.dtype, device=x.device)
+    for tile in hl.tile([5, 4]):
+        out[tile] = x.view(5, 4)[tile] * 2  # line: view inside
+    return out
+
+
+def test_a_view_made_inside_the_kernel_is_refused_by_the_blocked_form_not_misread() -> None:
+    from marked_lines import marked_line
+    x = torch.randn(4, 5)
+    with pytest.raises(exc.UnsupportedOperationError, match="a view made inside the kernel") as caught:
+        doubled_view(x)
+    assert caught.value.location.lineno == marked_line(__file__, "view inside")[0] - 1  # its tile loop
+    flat = on_pallas(doubled_view, config=tessera.Config(pallas_addressing="flat"))
+    torch.testing.assert_close(flat(x), x.view(5, 4) * 2)

@@ -55,7 +55,7 @@ class PallasKernel:
         launch = load_module_function(self.path, "launch", self.lowered.source, "tessera_pallas_")
         module = launch.__globals__
         self.runner = PallasRunner(launch, module["TENSORS"], module["WRITTEN"], module["SCALAR_DTYPES"],
-                                   module["ADDRESSING"] == "blocks")
+                                   module.get("LAYOUTS"), self.lowered.location)
 
     def launch(self, grid: tuple[int, ...], arguments: list[Any], memory: list[Any] | None = None) -> None:
         try:

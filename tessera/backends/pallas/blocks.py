@@ -59,6 +59,10 @@ class TensorBlocks:
     blocks: tuple[int | None, ...]   # BLOCK dims: the block; others: None (the padded dim)
     multiples: tuple[int, ...]       # pad each dim to a multiple of this (at least one multiple)
     extras: tuple[int, ...]          # ... plus this many elements (tiles that start off a block boundary)
+    # the tensor's sizes and strides where they are constants (else None): an argument must have
+    # them, or the kernel addresses a view made inside it (checked at launch: the IR alone cannot
+    # tell `x.view(5, 4)[tile]` of a static (4, 5) `x` from a (5, 4) argument)
+    layout: tuple[tuple[int | None, ...], tuple[int | None, ...]] = ((), ())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,10 +89,7 @@ def plan_blocks(ir: KernelIR) -> BlockPlan | Refusal:
     tensors = {}
     written = {node.params["tensor"].name for node in walk(ir.body) if node.op is Op.STORE}
     for name, nodes in accesses.items():
-        planned = _plan_tensor(ir, nodes, name in written)
-        if isinstance(planned, Refusal):
-            return planned
-        tensors[name] = planned
+        tensors[name] = _plan_tensor(ir, nodes, name in written)
     return BlockPlan(tensors, scalar_dtypes)
 
 
@@ -160,7 +161,10 @@ def _role_of(ir: KernelIR, access: Any) -> tuple[str, int | None, int | None]:
 
 
 def _plan_tensor(ir: KernelIR, nodes: list[Node], written: bool) -> TensorBlocks:
-    rank = len(nodes[0].params["tensor"].sizes)
+    tensor = nodes[0].params["tensor"]
+    rank = len(tensor.sizes)
+    layout = tuple(tuple(int(v) if sympy.sympify(v).is_Integer else None for v in values)
+                   for values in (tensor.sizes, tensor.strides))
     chosen = [_agreed_role(ir, nodes, dim, rank) for dim in range(rank)]
     used = {grid_dim for _, grid_dim, _ in chosen if grid_dim is not None}
     if written and used != set(range(len(used))):
@@ -178,8 +182,9 @@ def _plan_tensor(ir: KernelIR, nodes: list[Node], written: bool) -> TensorBlocks
         multiple, extra = _whole_padding([node.params["accesses"][dim] for node in nodes])
         multiples.append(multiple), extras.append(extra)
     if rank == 1:  # passed as (1, n)
-        return TensorBlocks(1, (WHOLE, *roles), (None, *grid_dims), (None, *blocks), (1, *multiples), (0, *extras))
-    return TensorBlocks(rank, tuple(roles), tuple(grid_dims), tuple(blocks), tuple(multiples), tuple(extras))
+        return TensorBlocks(1, (WHOLE, *roles), (None, *grid_dims), (None, *blocks), (1, *multiples), (0, *extras),
+                            layout)
+    return TensorBlocks(rank, tuple(roles), tuple(grid_dims), tuple(blocks), tuple(multiples), tuple(extras), layout)
 
 
 def _agreed_role(ir: KernelIR, nodes: list[Node], dim: int, rank: int) -> tuple[str, int | None, int | None]:

@@ -206,9 +206,12 @@ def _blocked_launch(name: str, blocks: BlockPlan, positions: dict[str, int], ten
     table = {positions[t]: (plan.rank, plan.grid_dims, plan.blocks, plan.multiples, plan.extras)
              for t, plan in blocks.tensors.items()}
     unused = tuple(positions[t] for t in tensors if t not in blocks.tensors)
+    layouts = {positions[t]: plan.layout for t, plan in blocks.tensors.items()}
     return [
         "# tensor position -> (rank, grid dim per dim, block per dim, pad multiple per dim, extra padding per dim)",
         f"BLOCKS = {table!r}",
+        "# tensor position -> (sizes, strides) where constant: the runner checks the arguments have them",
+        f"LAYOUTS = {layouts!r}",
         "",
         "",
         "def launch(grid, *arguments, interpret=INTERPRET):",

@@ -19,6 +19,8 @@ import jax
 import jax.dlpack
 import numpy
 
+from tessera import exc
+
 jax.config.update("jax_enable_x64", True)  # Tessera's int64 indices, sums and argmax results
 
 _LOCK = threading.Lock()
@@ -49,10 +51,12 @@ class PallasRunner:
     """One generated module made callable on torch arguments; jitted once per grid and shapes."""
 
     def __init__(self, launch: Callable[..., Any], tensors: tuple[int, ...], written: tuple[int, ...],
-                 scalar_dtypes: dict[int, str], blocked: bool = False) -> None:
+                 scalar_dtypes: dict[int, str], layouts: dict[int, Any] | None = None, location: Any = None) -> None:
         self.launch = launch
         self.jitted = jax.jit(launch, static_argnums=0)
-        self.blocked = blocked
+        self.blocked = layouts is not None  # the blocked form: (sizes, strides) of its tensors where constant
+        self.layouts = layouts or {}
+        self.location = location
         self.tensors = set(tensors)
         self.written = written
         self.scalar_dtypes = scalar_dtypes
@@ -65,12 +69,28 @@ class PallasRunner:
         values: list[Any] = []
         scalar_shape = (1,) if self.blocked else (1, 1)
         for position, value in enumerate(arguments):
+            if position in self.layouts:
+                self.check_layout(value, *self.layouts[position])
             if position in self.tensors:
                 view = views[position] = value if self.blocked else storage_view(value)
                 values.append(to_jax(view.contiguous() if self.blocked else view))
             else:
                 values.append(numpy.full(scalar_shape, value, dtype=self.scalar_dtypes.get(position, "int64")))
         return views, values
+
+    def check_layout(self, tensor: torch.Tensor, sizes: tuple[Any, ...], strides: tuple[Any, ...]) -> None:
+        """Refuse an argument whose constant sizes or strides differ from the ones the kernel
+        addresses: those belong to a view made inside the kernel, which the blocked form cannot read."""
+        if tensor.dim() == len(sizes) and all(
+                want is None or want == size for want, size in zip(sizes, tensor.shape)) and all(
+                want is None or size <= 1 or want == stride for want, size, stride in
+                zip(strides, tensor.shape, tensor.stride())):
+            return
+        raise exc.UnsupportedOperationError(
+            f"the kernel addresses a tensor of sizes {sizes} and strides {strides} (None: any), but the argument "
+            f"is {tuple(tensor.shape)} with strides {tensor.stride()}: a view made inside the kernel, which the "
+            "blocked Pallas form cannot read", location=self.location,
+            hint="pass Config(pallas_addressing='flat'), or make the view in host code before the tile loop")
 
     def __call__(self, grid: tuple[int, ...], arguments: list[Any]) -> None:
         if any(size == 0 for size in grid):
