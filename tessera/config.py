@@ -268,7 +268,8 @@ PALLAS_ADDRESSING = ("auto", "blocks", "flat")
 def _check_choice(key: str, choices: tuple[str, ...], what: str) -> Callable[[Any], None]:
     def check(name: Any) -> None:
         if name not in choices:
-            raise ConfigError(f"{key}={name!r} is not one of {what}", hint=f"use one of {', '.join(map(repr, choices))}")
+            raise ConfigError(f"{key}={name!r} is not one of {what}",
+                              hint=f"use one of {', '.join(map(repr, choices))}")
     return check
 
 

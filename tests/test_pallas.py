@@ -209,8 +209,9 @@ def test_gather(dtype: torch.dtype) -> None:
     """A gather runs (flat form) but does not lower for TPU: refused at the line that needs it."""
     table, ids = torch.randn(13, 37), torch.randint(0, 13, (3, 7), dtype=dtype)
     check(embedding, (ids, table), table[ids], tpu=False)
-    why = "is int64: a TPU has no 64-bit vector types" if dtype == torch.int64 else "gathers from weight at indices loaded"
-    line = "ids = flat_indices[tile_b]" if dtype == torch.int64 else "out[tile_b, tile_e] = weight[ids, tile_e]"
+    wide = dtype == torch.int64
+    why = "is int64: a TPU has no 64-bit vector types" if wide else "gathers from weight at indices loaded"
+    line = "ids = flat_indices[tile_b]" if wide else "out[tile_b, tile_e] = weight[ids, tile_e]"
     with pytest.raises(exc.UnsupportedOperationError, match=why) as caught:
         run_lowering_for_tpu(on_pallas(embedding), ids, table)
     assert caught.value.location.filename.endswith("embedding.py") and line in caught.value.location.source_line()
@@ -504,11 +505,15 @@ def doubled_view(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def test_a_view_made_inside_the_kernel_is_refused_by_the_blocked_form_not_misread() -> None:
+def test_a_view_made_inside_the_kernel_runs_flat_and_is_refused_for_tpu() -> None:
+    """The blocked form cannot tell `x.view(5, 4)` of a (4, 5) argument from a (5, 4) argument, so
+    the launch checks the argument's sizes and strides: 'auto' runs its flat form, 'blocks' refuses."""
     from marked_lines import marked_line
     x = torch.randn(4, 5)
-    with pytest.raises(exc.UnsupportedOperationError, match="a view made inside the kernel") as caught:
-        doubled_view(x)
+    with pytest.raises(exc.UnsupportedOperationError, match="view made inside the kernel.*ran the flat form") as caught:
+        run_lowering_for_tpu(doubled_view, x)
     assert caught.value.location.lineno == marked_line(__file__, "view inside")[0] - 1  # its tile loop
-    flat = on_pallas(doubled_view, config=tessera.Config(pallas_addressing="flat"))
-    torch.testing.assert_close(flat(x), x.view(5, 4) * 2)
+    torch.testing.assert_close(doubled_view(x), x.view(5, 4) * 2)
+    blocked = on_pallas(doubled_view, config=tessera.Config(pallas_addressing="blocks"))
+    with pytest.raises(exc.UnsupportedOperationError, match="argument is .4, 5. with strides .5, 1.: a view made"):
+        blocked(x)

@@ -49,6 +49,7 @@ class PallasKernel:
         self.function_name = lowered.name
         self.lowered = lowered
         self.runner: Any = None
+        self.flat: PallasKernel | None = None  # the flat form an 'auto' blocked kernel carries (codegen.py)
 
     def _import(self) -> None:
         from tessera.backends.pallas.runner import PallasRunner  # jax loads here, never while planning
@@ -61,6 +62,13 @@ class PallasKernel:
         try:
             if self.runner is None:
                 self._import()
+            flat = self.lowered.launch_options.get("flat")
+            if flat is not None and not self.runner.layouts_match(arguments):
+                if self.flat is None:
+                    self.flat = PallasKernel(self.path.removesuffix(".py") + "_flat.py", flat)
+                    ensure_source_file(self.flat.path, flat.source)
+                self.flat.launch(grid, arguments)
+                return
             self.runner(grid, arguments)
             for recorder in _RECORDERS:
                 recorder.append((self, tuple(int(g) for g in grid), list(arguments)))

@@ -21,6 +21,7 @@ The grid is the IR's launch grid, one Pallas grid dimension per tile-loop dimens
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import sympy
 
@@ -129,12 +130,19 @@ def program_counts(ir: KernelIR) -> tuple[sympy.Expr, ...]:
     return tuple(sympy.Max(sympy.ceiling((dim.end - dim.begin) / dim.step), 0) for dim in ir.grid)
 
 
-def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions) -> LoweredKernel:
+# why a launch ran the flat form that an 'auto' blocked kernel carries for it (backend.PallasKernel)
+VIEW_FALLBACK = ("an argument's sizes or strides differ from the constant ones the kernel addresses (a view "
+                 "made inside the kernel): this launch ran the flat form")
+
+
+def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions,
+                 flat_reason: str = "Config pallas_addressing='flat' asks for the flat form") -> LoweredKernel:
     """The module text of one Pallas kernel: imports, helpers, the kernel and its `launch`; the
-    blocked form where the kernel allows it and `pallas_addressing` does not say 'flat'."""
+    blocked form where the kernel allows it and `pallas_addressing` does not say 'flat'. An 'auto'
+    blocked kernel whose tensors have constant sizes or strides also carries its flat form
+    (`launch_options['flat']`), run for arguments that lack them (a view made inside the kernel)."""
     addressing = config.get("pallas_addressing", "auto")
-    planned: BlockPlan | Refusal = (Refusal("Config pallas_addressing='flat' asks for the flat form", ir.location)
-                                    if addressing == "flat" else plan_blocks(ir))
+    planned: BlockPlan | Refusal = (Refusal(flat_reason, ir.location) if addressing == "flat" else plan_blocks(ir))
     if isinstance(planned, Refusal) and addressing == "blocks":
         raise exc.UnsupportedOperationError(
             f"no blocked (TPU) form for this kernel: {planned.reason}", location=planned.location,
@@ -196,8 +204,12 @@ def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions) -> Lowe
     ]
     locations = {index + len(header) + 1: where for index, where in emitter.locations.items()}
     source = "\n".join(header + emitter.lines + footer) + "\n"
-    refusal = None if blocks else planned
-    return LoweredKernel(name, source, program_counts(ir), (), locations, {"tpu_refusal": refusal}, ir.location)
+    extra: dict[str, Any] = {"tpu_refusal": None if blocks else planned}
+    if blocks and addressing == "auto" and any(v is not None for plan in blocks.tensors.values()
+                                               for values in plan.layout for v in values):
+        extra["flat"] = lower_kernel(ir, Config(**{**config.to_dict(), "pallas_addressing": "flat"}), options,
+                                     VIEW_FALLBACK)
+    return LoweredKernel(name, source, program_counts(ir), (), locations, extra, ir.location)
 
 
 def _blocked_launch(name: str, blocks: BlockPlan, positions: dict[str, int], tensors: tuple[str, ...],

@@ -69,8 +69,8 @@ class PallasRunner:
         values: list[Any] = []
         scalar_shape = (1,) if self.blocked else (1, 1)
         for position, value in enumerate(arguments):
-            if position in self.layouts:
-                self.check_layout(value, *self.layouts[position])
+            if position in self.layouts and not self.layout_matches(value, *self.layouts[position]):
+                self.refuse_layout(value, *self.layouts[position])
             if position in self.tensors:
                 view = views[position] = value if self.blocked else storage_view(value)
                 values.append(to_jax(view.contiguous() if self.blocked else view))
@@ -78,14 +78,20 @@ class PallasRunner:
                 values.append(numpy.full(scalar_shape, value, dtype=self.scalar_dtypes.get(position, "int64")))
         return views, values
 
-    def check_layout(self, tensor: torch.Tensor, sizes: tuple[Any, ...], strides: tuple[Any, ...]) -> None:
-        """Refuse an argument whose constant sizes or strides differ from the ones the kernel
-        addresses: those belong to a view made inside the kernel, which the blocked form cannot read."""
-        if tensor.dim() == len(sizes) and all(
-                want is None or want == size for want, size in zip(sizes, tensor.shape)) and all(
-                want is None or size <= 1 or want == stride for want, size, stride in
-                zip(strides, tensor.shape, tensor.stride())):
-            return
+    def layouts_match(self, arguments: list[Any]) -> bool:
+        """Whether every tensor argument has the constant sizes and strides the kernel addresses."""
+        return all(self.layout_matches(arguments[position], *layout) for position, layout in self.layouts.items())
+
+    @staticmethod
+    def layout_matches(tensor: torch.Tensor, sizes: tuple[Any, ...], strides: tuple[Any, ...]) -> bool:
+        """Differing constant sizes or strides belong to a view made inside the kernel, which the
+        blocked form cannot read (its arrays are the arguments themselves)."""
+        return tensor.dim() == len(sizes) and all(
+            want is None or want == size for want, size in zip(sizes, tensor.shape)) and all(
+            want is None or size <= 1 or want == stride for want, size, stride in
+            zip(strides, tensor.shape, tensor.stride()))
+
+    def refuse_layout(self, tensor: torch.Tensor, sizes: tuple[Any, ...], strides: tuple[Any, ...]) -> None:
         raise exc.UnsupportedOperationError(
             f"the kernel addresses a tensor of sizes {sizes} and strides {strides} (None: any), but the argument "
             f"is {tuple(tensor.shape)} with strides {tensor.stride()}: a view made inside the kernel, which the "
