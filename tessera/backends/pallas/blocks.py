@@ -14,7 +14,9 @@ on the host to whole blocks, and addresses it the way a TPU kernel does:
 
 A dim is `block` or `squeeze` only when every access of the tensor agrees, and `block` only where
 the TPU layout rule allows it (the last two dims of a block: multiples of 8 x 128); the other
-dims are `whole`. Masks are int32 iota compares; a masked store writes `where(mask, new, old)`.
+dims are `whole`; a tensor the kernel writes keeps BlockSpec dims only where their grid dims are
+a prefix 0..j of the grid (each output block then comes in one run of grid steps, as TPU
+pipelining needs). Masks are int32 iota compares; a masked store writes `where(mask, new, old)`.
 
 `plan_blocks` says why a kernel has no blocked form (`Refusal`: a gather or scatter with loaded
 indices, an atomic, a view made inside the kernel, a 64-bit tensor...), at the line that needs it.
