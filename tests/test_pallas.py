@@ -436,9 +436,11 @@ def test_a_rank_1_tile_loop_from_an_offset(n: int) -> None:
     torch.testing.assert_close(eager(kernel, x, 3), expected)
     # the TPU-semantics interpreter leaves an output block uninitialized, as a TPU does: the lanes
     # 0..2 the first tile masks off keep their values only because the block is copied in first
-    on_tpu_interpreter = on_pallas(scale_from, config=tessera.Config(block_sizes=[4], pallas_interpreter="tpu"))
-    assert "@pl.when((pid_0 == 0))" in on_tpu_interpreter.bind(x, 3).to_code()
-    torch.testing.assert_close(on_tpu_interpreter(x, 3), expected)
+    for addressing in ("blocks", "flat"):
+        config = tessera.Config(block_sizes=[4], pallas_interpreter="tpu", pallas_addressing=addressing)
+        on_tpu_interpreter = on_pallas(scale_from, config=config)
+        assert "@pl.when((pid_0 == 0))" in on_tpu_interpreter.bind(x, 3).to_code()
+        torch.testing.assert_close(on_tpu_interpreter(x, 3), expected)
 
 
 def test_the_flat_form_on_request_runs_and_says_why_it_does_not_lower() -> None:

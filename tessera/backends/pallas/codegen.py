@@ -153,8 +153,7 @@ def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions,
     for dim, grid_dim in enumerate(ir.grid):
         emitter.line(f"pid_{dim} = pl.program_id({dim})")
         emitter.line(f"offset_{dim} = {print_expr(grid_dim.begin)} + pid_{dim} * {grid_dim.step}")
-    if blocks is not None:
-        _copy_in_outputs(emitter, ir, blocks)
+    _copy_in_outputs(emitter, ir, blocks)
     for axis in (*ir.launch_axes, *ir.whole_axes):
         emitter.define_axis(axis)
     with blocked_printing(blocks is not None):
@@ -214,13 +213,14 @@ def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions,
     return LoweredKernel(name, source, program_counts(ir), (), locations, extra, ir.location)
 
 
-def _copy_in_outputs(emitter: Emitter, ir: KernelIR, blocks: BlockPlan) -> None:
-    """On a TPU an output block starts uninitialized (aliasing its input does not copy the input
-    in), so a masked store's old values, and loads of a written tensor, would be garbage: each
-    written tensor's block is copied from its input at the first grid step of the run of steps
-    that visit it (its index map uses grid dims 0..j: the steps where pids j+1.. are 0)."""
+def _copy_in_outputs(emitter: Emitter, ir: KernelIR, blocks: BlockPlan | None) -> None:
+    """On a TPU (and in the TPU-semantics interpreter) an output block starts uninitialized
+    (aliasing its input does not copy the input in), so a masked store's old values, and loads of
+    a written tensor, would be garbage: each written tensor's block is copied from its input at
+    the first grid step of the run of steps that visit it (its index map uses grid dims 0..j: the
+    steps where pids j+1.. are 0; the flat form's whole refs: the first step)."""
     for name in written_tensors(ir):
-        used = [dim for dim in blocks.tensors[name].grid_dims if dim is not None]
+        used = [dim for dim in blocks.tensors[name].grid_dims if dim is not None] if blocks else []
         first_step = " & ".join(f"(pid_{dim} == 0)" for dim in range(max(used, default=-1) + 1, len(ir.grid)))
         if not first_step:
             emitter.line(f"{name}_out[...] = {name}_ref[...]")
