@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import difflib
 import sys
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from tessera.exc import ConfigError
 from tessera.location import user_location
@@ -30,6 +30,8 @@ _KNOWN_KEYS: dict[str, str] = {
     "pallas_pre_broadcast": "Pallas: keep loop-carried per-row values with a trailing lane dim of 128 (default True)",
     "pallas_interpreter": "Pallas: 'jax' (interpret=True, the default) or 'tpu' (the TPU-semantics interpreter, "
                           "pltpu.InterpretParams(): slower, models TPU memory spaces)",
+    "pallas_addressing": "Pallas: 'auto' (default: the blocked form, BlockSpecs and pl.ds slices that Mosaic "
+                         "lowers for TPU, where the kernel allows it, else the flat form), 'blocks' or 'flat'",
     "pallas_tpu_layout_check": "Pallas: refuse blocks a TPU cannot hold (last two dims multiples of 8 x 128 "
                                "or whole dims) before lowering (default False: the CPU interpreter runs any)",
     "l2_groupings": "Helion's per-tile-loop l2_grouping list: entry i groups the program ids of top-level loop i",
@@ -260,16 +262,20 @@ def _check_pid_type(pid_type: Any) -> None:
 
 
 PALLAS_INTERPRETERS = ("jax", "tpu")
+PALLAS_ADDRESSING = ("auto", "blocks", "flat")
 
 
-def _check_pallas_interpreter(name: Any) -> None:
-    if name not in PALLAS_INTERPRETERS:
-        raise ConfigError(f"pallas_interpreter={name!r} is not one of Pallas's interpreters",
-                          hint=f"use one of {', '.join(map(repr, PALLAS_INTERPRETERS))}")
+def _check_choice(key: str, choices: tuple[str, ...], what: str) -> Callable[[Any], None]:
+    def check(name: Any) -> None:
+        if name not in choices:
+            raise ConfigError(f"{key}={name!r} is not one of {what}",
+                              hint=f"use one of {', '.join(map(repr, choices))}")
+    return check
 
 
 _VALUE_CHECKS = {
-    "pallas_interpreter": _check_pallas_interpreter,
+    "pallas_interpreter": _check_choice("pallas_interpreter", PALLAS_INTERPRETERS, "Pallas's interpreters"),
+    "pallas_addressing": _check_choice("pallas_addressing", PALLAS_ADDRESSING, "Pallas's addressing forms"),
     "loop_orders": _check_loop_orders,
     "l2_grouping": _check_l2_grouping,
     "indexing": _check_indexing,

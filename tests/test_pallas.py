@@ -24,6 +24,7 @@ from examples.matmul import matmul  # noqa: E402
 from tessera import exc, settings  # noqa: E402
 from tessera.runtime.kernel_settings import Settings  # noqa: E402
 from tessera.backends.pallas.prebroadcast import pre_broadcast  # noqa: E402
+from tessera.backends.pallas.tpu_export import export_for_tpu, recorded_launches  # noqa: E402
 
 
 def on_pallas(kernel: tessera.Kernel, **changes) -> tessera.Kernel:
@@ -36,9 +37,23 @@ def eager(kernel: tessera.Kernel, *args):
         return kernel(*args)
 
 
-def check(kernel: tessera.Kernel, args: tuple, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-5) -> None:
+def run_lowering_for_tpu(kernel: tessera.Kernel, *args):
+    """`kernel(*args)` in Pallas's interpreter, and every launch it made lowered for TPU with
+    `jax.export(..., platforms=["tpu"])` (Pallas's Mosaic lowering, on this CPU host)."""
+    with recorded_launches() as launches:
+        result = kernel(*args)
+    assert launches
+    for launch in launches:
+        exported = export_for_tpu(launch)
+        assert exported.platforms == ("tpu",) and "tpu_custom_call" in exported.mlir_module()
+    return result
+
+
+def check(kernel: tessera.Kernel, args: tuple, expected: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-5,
+          tpu: bool = True) -> None:
+    """Pallas against `expected` and eager; with `tpu`, each launch also lowers for TPU."""
     pallas = on_pallas(kernel)
-    got = pallas(*args)
+    got = run_lowering_for_tpu(pallas, *args) if tpu else pallas(*args)
     torch.testing.assert_close(got, expected, atol=atol, rtol=rtol)
     torch.testing.assert_close(got, eager(kernel, *args), atol=atol, rtol=rtol)
 
@@ -122,7 +137,8 @@ def test_seed_002_outer_chain_scale(head_dim: int, pre_broadcast_on: bool) -> No
     a, b = torch.rand(2, 5, 37), torch.randn(3, head_dim)
     config = tessera.Config(block_sizes=[1, 8, 16], pallas_pre_broadcast=pre_broadcast_on)
     kernel = on_pallas(outer_chain_scale, config=config)
-    torch.testing.assert_close(kernel(a, b), outer_chain_reference(a, head_dim), atol=1e-5, rtol=1e-5)
+    got = run_lowering_for_tpu(kernel, a, b)
+    torch.testing.assert_close(got, outer_chain_reference(a, head_dim), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(kernel(a, b), eager(kernel, a, b), atol=1e-5, rtol=1e-5)  # eager: same blocks
 
 
@@ -188,9 +204,17 @@ def test_reduction_loop_with_carried_values(shape: tuple[int, int]) -> None:
     check(row_sums_by_loop, (x,), expected)
 
 
-def test_gather() -> None:
-    table, ids = torch.randn(13, 37), torch.randint(0, 13, (3, 7))
-    check(embedding, (ids, table), table[ids])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32], ids=["int64", "int32"])
+def test_gather(dtype: torch.dtype) -> None:
+    """A gather runs (flat form) but does not lower for TPU: refused at the line that needs it."""
+    table, ids = torch.randn(13, 37), torch.randint(0, 13, (3, 7), dtype=dtype)
+    check(embedding, (ids, table), table[ids], tpu=False)
+    wide = dtype == torch.int64
+    why = "is int64: a TPU has no 64-bit vector types" if wide else "gathers from weight at indices loaded"
+    line = "ids = flat_indices[tile_b]" if wide else "out[tile_b, tile_e] = weight[ids, tile_e]"
+    with pytest.raises(exc.UnsupportedOperationError, match=why) as caught:
+        run_lowering_for_tpu(on_pallas(embedding), ids, table)
+    assert caught.value.location.filename.endswith("embedding.py") and line in caught.value.location.source_line()
 
 
 def test_seed_000_grouped_gemm() -> None:
@@ -203,11 +227,16 @@ def test_seed_000_grouped_gemm() -> None:
     original = kernel
     module.grouped_gemm_impl = on_pallas(kernel)
     try:
-        results = module.grouped_gemm(a_list, b_list)
+        with recorded_launches() as launches:
+            results = module.grouped_gemm(a_list, b_list)
     finally:
         module.grouped_gemm_impl = original
     for got, a, b in zip(results, a_list, b_list):
         torch.testing.assert_close(got, a @ b, atol=1e-4, rtol=1e-4)
+    # the groups' sizes and offsets are loaded on the device: no BlockSpec or pl.ds slice addresses them
+    with pytest.raises(exc.UnsupportedOperationError, match="does not lower for TPU") as caught:
+        export_for_tpu(launches[0])
+    assert caught.value.location.filename.endswith("grouped_gemm.py")
 
 
 def test_generated_source_is_readable_jax_with_source_lines() -> None:
@@ -305,7 +334,7 @@ def _strided(tensor: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 def test_strided_views_and_16_bit_inputs(dtype: torch.dtype) -> None:
     x = _strided(torch.randn(7, 13).to(dtype))
-    got = on_pallas(softmax.softmax)(x)
+    got = run_lowering_for_tpu(on_pallas(softmax.softmax), x)
     torch.testing.assert_close(got, torch.softmax(x.float(), -1).to(dtype), atol=1e-2, rtol=1e-2)
     torch.testing.assert_close(got, eager(softmax.softmax, x))
     out = _strided(torch.zeros(7, 13, dtype=dtype))
@@ -318,7 +347,7 @@ def test_strided_views_and_16_bit_inputs(dtype: torch.dtype) -> None:
         return out
 
     before = out._base.clone()
-    add_into(out, x, y)
+    run_lowering_for_tpu(add_into, out, x, y)  # the blocked form takes a contiguous copy, written back
     torch.testing.assert_close(out, x + y)
     gaps = torch.ones_like(before, dtype=torch.bool)
     gaps[1:, 1::2] = False
@@ -328,7 +357,7 @@ def test_strided_views_and_16_bit_inputs(dtype: torch.dtype) -> None:
 def test_the_tpu_semantics_interpreter_runs_on_the_cpu_too() -> None:
     x = torch.randn(7, 45)
     kernel = on_pallas(softmax.softmax, config=tessera.Config(block_sizes=[4], pallas_interpreter="tpu"))
-    assert "interpret=pltpu.InterpretParams()" in kernel.bind(x).to_code()
+    assert "INTERPRET = pltpu.InterpretParams()" in kernel.bind(x).to_code()
     torch.testing.assert_close(kernel(x), torch.softmax(x, -1))
 
 
@@ -358,6 +387,140 @@ def test_float_floor_division_follows_torch_on_edge_values() -> None:
     a = torch.tensor([1.0, -0.5, 0.5, -7.0, 7.0, float("inf"), 3.0, -3.0, 0.0])
     b = torch.tensor([0.1, 2.0, -2.0, float("inf"), 2.0, 2.0, 0.0, float("-inf"), -1.0])
     expected = torch.floor_divide(a, b)
-    got = floor_divide(a, b)
+    got = run_lowering_for_tpu(floor_divide, a, b)
     torch.testing.assert_close(got, expected, equal_nan=True)
     assert torch.equal(torch.signbit(got), torch.signbit(expected))  # -0.0 where torch gives it
+
+
+# -- the blocked form and TPU lowering -------------------------------------------------------------
+
+
+def test_tpu_sized_blocks_are_addressed_by_blockspecs_with_int32_index_math() -> None:
+    """Blocks of 8 x 128 are the BlockSpecs' (index map: the program ids); tails are padded on
+    the host and masked by int32 iota compares; the kernel lowers for TPU."""
+    x, y = torch.randn(9, 130), torch.randn(130)
+    kernel = on_pallas(add, config=tessera.Config(block_sizes=[8, 128]))
+    code = kernel.bind(x, y).to_code()
+    assert "# Blocked form" in code and "(2, (0, 1), (8, 128), (8, 128), (0, 0))" in code
+    assert "lax.broadcasted_iota(jnp.int32, (8,), 0)" in code
+    assert "jnp.take" not in code and "int64" not in code
+    torch.testing.assert_close(run_lowering_for_tpu(kernel, x, y), x + y)
+
+
+def test_a_size_one_leading_tile_is_a_squeezed_blockspec_dim() -> None:
+    q, k, v = (torch.randn(2, 3, length, 64) for length in (9, 20, 20))
+    kernel = on_pallas(attention_example.attention)
+    code = kernel.bind(q, k, v, False).to_code()
+    assert "(3, (0, 1, None), (None, 32, None)," in code  # dim 0: program id 0's index, squeezed
+    got = run_lowering_for_tpu(kernel, q, k, v, False)
+    torch.testing.assert_close(got, attention_example.reference(q, k, v, False), atol=1e-4, rtol=1e-4)
+
+
+@tessera.kernel(backend="pallas")
+def scale_from(x: torch.Tensor, start: int) -> torch.Tensor:
+    """A 1-D tile loop that starts off a block boundary (3 with blocks of 4)."""
+    out = torch.zeros_like(x)
+    for tile in hl.tile(start, x.size(0)):
+        out[tile] = x[tile] * 2.0
+    return out
+
+
+@pytest.mark.parametrize("n", [4, 5, 23])
+def test_a_rank_1_tile_loop_from_an_offset(n: int) -> None:
+    x = torch.randn(n)
+    expected = torch.cat([torch.zeros(3), x[3:] * 2.0])
+    kernel = on_pallas(scale_from, config=tessera.Config(block_sizes=[4]))
+    # passed as (1, n), padded to whole blocks of 4 plus one block (the last tile starts at 3 + 4k)
+    assert "(1, (None, None), (None, None), (1, 4), (0, 4))" in kernel.bind(x, 3).to_code()
+    torch.testing.assert_close(run_lowering_for_tpu(kernel, x, 3), expected)
+    torch.testing.assert_close(eager(kernel, x, 3), expected)
+    # the TPU-semantics interpreter leaves an output block uninitialized, as a TPU does: the lanes
+    # 0..2 the first tile masks off keep their values only because the block is copied in first
+    for addressing in ("blocks", "flat"):
+        config = tessera.Config(block_sizes=[4], pallas_interpreter="tpu", pallas_addressing=addressing)
+        on_tpu_interpreter = on_pallas(scale_from, config=config)
+        assert "@pl.when((pid_0 == 0))" in on_tpu_interpreter.bind(x, 3).to_code()
+        torch.testing.assert_close(on_tpu_interpreter(x, 3), expected)
+
+
+def test_the_flat_form_on_request_runs_and_says_why_it_does_not_lower() -> None:
+    x = torch.randn(7, 45)
+    kernel = on_pallas(softmax.softmax, config=tessera.Config(pallas_addressing="flat"))
+    assert "jnp.take" in kernel.bind(x).to_code()
+    with pytest.raises(exc.UnsupportedOperationError, match="pallas_addressing='flat' asks for the flat form"):
+        run_lowering_for_tpu(kernel, x)
+    torch.testing.assert_close(kernel(x), torch.softmax(x, -1))
+
+
+def test_asking_for_the_blocked_form_of_a_gather_is_refused_at_its_line() -> None:
+    table, ids = torch.randn(13, 37), torch.randint(0, 13, (3, 7), dtype=torch.int32)
+    kernel = on_pallas(embedding, config=tessera.Config(pallas_addressing="blocks"))
+    with pytest.raises(exc.UnsupportedOperationError, match="no blocked .TPU. form .* gathers from weight") as caught:
+        kernel(ids, table)
+    assert "weight[ids, tile_e]" in caught.value.location.source_line()
+    with pytest.raises(exc.ConfigError, match="not one of Pallas's addressing forms"):
+        tessera.Config(pallas_addressing="tiles")
+
+
+@tessera.kernel(backend="pallas")
+def column_pair(x: torch.Tensor) -> torch.Tensor:
+    """Scalar indices into the last dim (0 and a runtime 1), stored at a scalar index."""
+    out = torch.empty([x.size(0), 2], dtype=x.dtype, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        out[tile, 1] = x[tile, 0] - x[tile, x.size(1) - 1]
+        out[tile, 0] = x[tile, 0]
+    return out
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (11, 6)])
+def test_scalar_indices_in_the_blocked_form(shape: tuple[int, int]) -> None:
+    x = torch.randn(shape)
+    expected = torch.stack([x[:, 0], x[:, 0] - x[:, -1]], -1)
+    torch.testing.assert_close(run_lowering_for_tpu(column_pair, x), expected)
+
+
+@tessera.kernel(backend="pallas")
+def half_row_sums(x: torch.Tensor) -> torch.Tensor:
+    """An inner loop bound with a floor division of a size (int32 `int_floordiv` in the blocked form)."""
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype, device=x.device)
+    for tile_m in hl.tile(m):
+        total = hl.zeros([tile_m], dtype=torch.float32)
+        for tile_n in hl.tile(n // 2):
+            total = total + torch.sum(x[tile_m, tile_n], -1)
+        out[tile_m] = total
+    return out
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 37)])
+def test_integer_floor_division_in_the_blocked_form(shape: tuple[int, int]) -> None:
+    x = torch.randn(shape)
+    assert "int_floordiv(n, 2)" in half_row_sums.bind(x).to_code()
+    torch.testing.assert_close(run_lowering_for_tpu(half_row_sums, x), x[:, :shape[1] // 2].sum(-1))
+    a = torch.tensor([7, -7, 7, -7, 0, 5, -1, 9], dtype=torch.int32)
+    b = torch.tensor([2, 2, -2, -2, 3, 5, 4, -4], dtype=torch.int32)
+    assert "int_floordiv(v0, v1)" in floor_divide.bind(a, b).to_code()
+    torch.testing.assert_close(run_lowering_for_tpu(floor_divide, a, b), torch.floor_divide(a, b))
+
+
+@tessera.kernel(backend="pallas", static_shapes=True)
+def doubled_view(x: torch.Tensor) -> torch.Tensor:
+    """A view made inside the tile loop: with static shapes its sizes are constants like an argument's."""
+    out = torch.empty([5, 4], dtype=x.dtype, device=x.device)
+    for tile in hl.tile([5, 4]):
+        out[tile] = x.view(5, 4)[tile] * 2  # line: view inside
+    return out
+
+
+def test_a_view_made_inside_the_kernel_runs_flat_and_is_refused_for_tpu() -> None:
+    """The blocked form cannot tell `x.view(5, 4)` of a (4, 5) argument from a (5, 4) argument, so
+    the launch checks the argument's sizes and strides: 'auto' runs its flat form, 'blocks' refuses."""
+    from marked_lines import marked_line
+    x = torch.randn(4, 5)
+    with pytest.raises(exc.UnsupportedOperationError, match="view made inside the kernel.*ran the flat form") as caught:
+        run_lowering_for_tpu(doubled_view, x)
+    assert caught.value.location.lineno == marked_line(__file__, "view inside")[0] - 1  # its tile loop
+    torch.testing.assert_close(doubled_view(x), x.view(5, 4) * 2)
+    blocked = on_pallas(doubled_view, config=tessera.Config(pallas_addressing="blocks"))
+    with pytest.raises(exc.UnsupportedOperationError, match="argument is .4, 5. with strides .5, 1.: a view made"):
+        blocked(x)

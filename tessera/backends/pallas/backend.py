@@ -37,6 +37,10 @@ from tessera.location import SourceLocation
 TUNED_KEYS = frozenset({"block_sizes"})
 
 
+# launches recorded while `recorded_launches()` is active (tpu_export.py lowers them for TPU)
+_RECORDERS: list[list[tuple["PallasKernel", tuple[int, ...], list[Any]]]] = []
+
+
 class PallasKernel:
     """A generated Pallas module in its file; jax is imported and the module run at the first launch."""
 
@@ -45,18 +49,29 @@ class PallasKernel:
         self.function_name = lowered.name
         self.lowered = lowered
         self.runner: Any = None
+        self.flat: PallasKernel | None = None  # the flat form an 'auto' blocked kernel carries (codegen.py)
 
     def _import(self) -> None:
         from tessera.backends.pallas.runner import PallasRunner  # jax loads here, never while planning
         launch = load_module_function(self.path, "launch", self.lowered.source, "tessera_pallas_")
         module = launch.__globals__
-        self.runner = PallasRunner(launch, module["TENSORS"], module["WRITTEN"], module["SCALAR_DTYPES"])
+        self.runner = PallasRunner(launch, module["TENSORS"], module["WRITTEN"], module["SCALAR_DTYPES"],
+                                   module.get("LAYOUTS"), self.lowered.location)
 
     def launch(self, grid: tuple[int, ...], arguments: list[Any], memory: list[Any] | None = None) -> None:
         try:
             if self.runner is None:
                 self._import()
+            flat = self.lowered.launch_options.get("flat")
+            if flat is not None and not self.runner.layouts_match(arguments):
+                if self.flat is None:
+                    self.flat = PallasKernel(self.path.removesuffix(".py") + "_flat.py", flat)
+                    ensure_source_file(self.flat.path, flat.source)
+                self.flat.launch(grid, arguments)
+                return
             self.runner(grid, arguments)
+            for recorder in _RECORDERS:
+                recorder.append((self, tuple(int(g) for g in grid), list(arguments)))
         except exc.TesseraError:
             raise
         except Exception as error:

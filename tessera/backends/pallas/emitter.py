@@ -4,7 +4,9 @@ Conventions of the generated code: node `v7` is variable `v7`; axis `t0` has ind
 `idx_t0` and mask `mask_t0`; dtypes print as `jnp.float32`. Every tensor argument is one flat
 `(1, span)` ref over its storage (`x_ref`, and `x_out` when the kernel writes it), so a load or
 store addresses elements by `sum(index * stride)` exactly as the IR describes them (see
-codegen.py for why whole-array refs rather than BlockSpecs).
+codegen.py for why whole-array refs rather than BlockSpecs). In the blocked form (blocks.py,
+`self.blocks` set) a tensor ref holds blocks of the tensor in its own shape instead, indexed with
+`:`, `pl.ds(start, block)` and int32 scalars (`blocked_access`), and integer values are int32.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any
 import torch
 
 from tessera import exc
+from tessera.backends.pallas.blocks import BLOCK, SQUEEZE, BlockPlan
 from tessera.backends.pallas.printer import print_expr
 from tessera.backends.source_text import EmitterBase, find_run, provably_inside
 from tessera.config import Config
@@ -34,8 +37,9 @@ def written_tensors(ir: KernelIR) -> tuple[str, ...]:
 class Emitter(EmitterBase):
     """Writes the body of one Pallas kernel."""
 
-    def __init__(self, ir: KernelIR, config: Config) -> None:
+    def __init__(self, ir: KernelIR, config: Config, blocks: BlockPlan | None = None) -> None:
         self.ir = ir
+        self.blocks = blocks
         self.config = config
         self.written = set(written_tensors(ir))
         self.lines: list[str] = []
@@ -43,7 +47,6 @@ class Emitter(EmitterBase):
         self.last_comment: str | None = None
         self.locations: dict[int, Any] = {}  # body line index -> kernel SourceLocation
         self.loops = 0
-        self.helpers: set[str] = set()  # helper functions of codegen.HELPERS the body calls
 
     # -- names and casts ------------------------------------------------------------------------
     def operand(self, value: Any, dtype: torch.dtype | None) -> str:
@@ -58,6 +61,8 @@ class Emitter(EmitterBase):
     def dtype(self, dtype: torch.dtype) -> str:
         if dtype not in JAX_DTYPES:
             raise exc.DtypeError(f"the Pallas backend has no {dtype} type")
+        if self.blocks is not None and dtype == torch.int64:
+            return "jnp.int32"  # indices and counts (int64 tensors and sums have no blocked form)
         return JAX_DTYPES[dtype]
 
     def cast(self, text: str, source: torch.dtype | None, target: torch.dtype | None) -> str:
@@ -69,7 +74,8 @@ class Emitter(EmitterBase):
 
     # -- axes -----------------------------------------------------------------------------------
     def define_axis(self, axis: Axis) -> None:
-        self.line(f"idx_{axis.name} = {print_expr(axis.begin)} + jnp.arange({axis.block})")
+        iota = f"lax.broadcasted_iota(jnp.int32, ({axis.block},), 0)" if self.blocks else f"jnp.arange({axis.block})"
+        self.line(f"idx_{axis.name} = {print_expr(axis.begin)} + {iota}")
         if axis.needs_mask:
             self.line(f"mask_{axis.name} = idx_{axis.name} < {print_expr(axis.end)}")
 
@@ -130,6 +136,40 @@ class Emitter(EmitterBase):
                 if not provably_inside(position, size):
                     masks.append(f"((({print_expr(position)}) >= 0) & (({print_expr(position)}) < ({print_expr(size)})))")
         return offset, masks
+
+
+    def blocked_access(self, node: Node) -> tuple[str, list[str], str]:
+        """(ref index, mask terms, arguments after the mask) of a load or store in the blocked form:
+        the arguments are the permutation from the ref's dim order to the node's, the node's block
+        shape, and the shape of the ref's block."""
+        tensor = node.params["tensor"]
+        plan = self.blocks.tensors[tensor.name]
+        pieces = ["0"] if plan.rank == 1 else []   # the leading unit dim of a rank-1 tensor
+        roles = plan.roles[len(pieces):]
+        masks = self.shape_mask(node.shape)
+        order: list[Axis] = []
+        for dim, (access, role) in enumerate(zip(node.params["accesses"], roles)):
+            size = print_expr(tensor.sizes[dim])
+            if access.kind is AccessKind.AXIS:
+                order.append(access.axis)
+                pieces.append("slice(None)" if role == BLOCK else
+                              f"pl.ds({print_expr(access.axis.begin)}, {access.axis.block})")
+                if access.bound is not None:
+                    masks.append(f"({self.axis_index(access.axis, node.shape)} < {print_expr(access.bound)})")
+                continue
+            index = f"({print_expr(access.scalar)})"
+            if access.check_negative:
+                index = f"jnp.where({index} < 0, {index} + {size}, {index})"
+            if not provably_inside(access.scalar, tensor.sizes[dim]):
+                masks.append(f"(({index} >= 0) & ({index} < {size}))")
+                index = f"jnp.clip({index}, 0, {size} - 1)"  # read inside; the mask drops the value
+            if role != SQUEEZE:
+                pieces.append(index)
+        permutation = tuple(order.index(axis) for axis in node.shape if not axis.is_unit)
+        identity = permutation == tuple(range(len(order)))
+        loaded = "(" + "".join(f"{axis.block}, " for axis in order).rstrip(" ") + ")"
+        index = "(" + "".join(f"{piece}, " for piece in pieces).rstrip(" ") + ")" if pieces else "Ellipsis"
+        return index, masks, f"{None if identity else permutation}, {self.block_shape(node.shape)}, {loaded}"
 
 
 def join_masks(masks: list[str], extra: Node | None = None) -> str:

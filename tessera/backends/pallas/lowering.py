@@ -8,7 +8,7 @@ are refused by `PallasBackend.check` at the kernel line that uses them.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -72,7 +72,8 @@ def _elementwise(emitter: Emitter, node: Node) -> None:
         template = "jnp.logical_or({0}, {1})"  # torch adds bools as a logical or
     if fn == "floordiv" and compute.is_floating_point:
         template = "float_floordiv({0}, {1})"  # torch's fmod-based formula (codegen.py's helper)
-        emitter.helpers.add("float_floordiv")
+    elif fn == "floordiv" and compute != torch.bool and emitter.blocks is not None:
+        template = "int_floordiv({0}, {1})"  # Mosaic lowers jnp.floor_divide's sign only on a TPU
     text = template.format(*operands)
     if fn in _COMPARISONS or (compute == node.dtype and all(isinstance(v, Node) for v in node.inputs)):
         _assign(emitter, node, text)  # operands of the compute dtype give it back
@@ -92,6 +93,9 @@ def _reduce(emitter: Emitter, node: Node) -> None:
         operand = f"jnp.where({emitter.axis_mask(axis, source.shape)}, {operand}, {reduction_identity(fn, source.dtype)})"
     dim, keepdim = node.params["dim"], node.params["keepdim"]
     text = f"{REDUCTION_FUNCTIONS[fn]}({operand}, axis={dim}, keepdims={keepdim})"
+    if fn in ("argmax", "argmin") and emitter.blocks is not None:  # Mosaic's index type is int32
+        text = f"lax.{fn}({operand}, {dim}, jnp.int32)"
+        text = f"jnp.expand_dims({text}, {dim})" if keepdim else text
     _assign(emitter, node, f"{text}.astype({emitter.dtype(node.dtype)})")
 
 
@@ -138,6 +142,11 @@ def _broadcast(emitter: Emitter, node: Node) -> None:
 
 
 def _load(emitter: Emitter, node: Node) -> None:
+    if emitter.blocks is not None:
+        index, masks, shapes = emitter.blocked_access(node)
+        mask = join_masks(masks, node.inputs[0])
+        emitter.line(f"{node.name} = read({emitter.ref_of(node)}, {index}, {mask}, {shapes})")
+        return
     offsets, masks = emitter.address(node)
     mask = join_masks(masks, node.inputs[0])
     emitter.line(f"{node.name} = load({emitter.ref_of(node)}, {offsets}, {mask}, {emitter.block_shape(node.shape)})")
@@ -147,6 +156,11 @@ def _store(emitter: Emitter, node: Node) -> None:
     value, mask_node = node.inputs
     target = node.params["tensor"].dtype
     text = emitter.operand(value, target)
+    if emitter.blocks is not None:  # atomics have no blocked form (blocks.py)
+        index, masks, shapes = emitter.blocked_access(node)
+        mask = join_masks(masks, mask_node)
+        emitter.line(f"write({emitter.ref_of(node)}, {index}, {mask}, {shapes}, {text})")
+        return
     offsets, masks = emitter.address(node)
     mask = join_masks(masks, mask_node)
     ref = emitter.ref_of(node)
@@ -212,7 +226,6 @@ def _loop(emitter: Emitter, node: Node) -> None:
     outer_indent = emitter.indent
     for depth, loop in enumerate(loops):
         body = f"loop{number}_{depth}"
-        count = f"jnp.maximum(-((-({print_expr(loop.end)} - ({print_expr(loop.begin)}))) // {loop.step}), 0)"
         emitter.line(f"def {body}(step_{number}_{depth}, carry):")
         emitter.indent += 1
         emitter.line(f"{loop.variable} = {print_expr(loop.begin)} + step_{number}_{depth} * {loop.step}")
@@ -228,11 +241,19 @@ def _loop(emitter: Emitter, node: Node) -> None:
     # close the bodies from the innermost out: each outer body runs the next loop
     for depth in reversed(range(len(loops))):
         emitter.indent -= 1
-        loop = loops[depth]
-        count = f"jnp.maximum(-((-({print_expr(loop.end)} - ({print_expr(loop.begin)}))) // {loop.step}), 0)"
+        count = _trip_count(emitter, loops[depth])
         call = f"lax.fori_loop(0, {count}, loop{number}_{depth}, {'carry' if depth else names})"
         emitter.line(f"return {call}" if depth else f"{names} = {call}")
     emitter.indent = outer_indent
+
+
+def _trip_count(emitter: Emitter, loop: Any) -> str:
+    """ceil((end - begin) / step), at least 0; int32 truncating division in the blocked form (a
+    non-negative numerator by then), as Mosaic lowers no scalar floor division without a TPU."""
+    extent = f"{print_expr(loop.end)} - ({print_expr(loop.begin)})"
+    if emitter.blocks is not None:
+        return f"lax.div(jnp.maximum(jnp.int32({extent}), 0) + {loop.step - 1}, jnp.int32({loop.step}))"
+    return f"jnp.maximum(-((-({extent})) // {loop.step}), 0)"
 
 
 LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
