@@ -433,6 +433,12 @@ def _store(emitter: Emitter, node: Node) -> None:
             pointer, text = f"tl.where({mask}, {pointer}, {node.params['tensor'].name})", f"tl.where({mask}, {text}, {expected})"
         emitter.line(f"{emitter.name_of(node)} = tl.atomic_cas({pointer}, {expected}, {text}, "
                      f"sem='{node.params.get('sem') or 'relaxed'}')")
+    elif atomic and emitter.interpret and node.params["tensor"].dtype == torch.bfloat16:
+        emitter.helpers.update(("interpreted_bf16_atomic", "round_to_bf16"))
+        # the helper's compare-and-swap has no mask: a masked lane works on the tensor's first element
+        safe = f"tl.where({mask}, {pointer}, {node.params['tensor'].name})" if mask else pointer
+        emitter.line(f"{emitter.name_of(node)} = interpreted_bf16_atomic({safe}, {text}, "
+                     f"{mask or 'True'}, '{atomic}')")
     elif atomic:
         # the previous values (tl.atomic_* returns them): `old = hl.atomic_add(...)`
         emitter.line(f"{emitter.name_of(node)} = tl.atomic_{atomic}({pointer}, {text}{extra}, "
