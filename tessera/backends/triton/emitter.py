@@ -100,6 +100,13 @@ class Emitter(EmitterBase):
     def cast(self, text: str, source: torch.dtype | None, target: torch.dtype | None) -> str:
         if target is None or source == target:
             return text
+        if source is not None and (source in FP8_DTYPES or target in FP8_DTYPES):
+            # Triton casts fp8 only to and from fp16, bf16 and fp32 ("cannot cast int32 to fp8e4nv";
+            # the interpreter has no fp8 <-> fp64): ints, bools, fp64 and the other fp8 go through
+            # fp32, exact for every fp8 value and rounding once, as torch does
+            other = target if source in FP8_DTYPES else source
+            if other not in (torch.float16, torch.bfloat16, torch.float32):
+                text, source = f"{text}.to(tl.float32)", torch.float32
         if self.interpret and target == torch.bfloat16:
             # Triton 3.6's interpreter truncates fp32 -> bf16 and gives NaN or garbage for int and
             # bool -> bf16; PyTorch (through fp32, as c10::BFloat16 does) and the GPU round to
