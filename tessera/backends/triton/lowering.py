@@ -517,16 +517,7 @@ def _dot(emitter: Emitter, node: Node) -> None:
         common = torch.float32  # triton 3.6's interpreter gets 16-bit tl.dot wrong; fp32 is exact here
     accumulate = node.params["accumulate"]
     if node.params.get("small"):
-        # a block below tl.dot's minimum of 16: broadcast, multiply and sum over k (exact in fp32)
-        rank = len(node.shape)
-        left = emitter.operand(a, accumulate) + "[" + ", ".join([":"] * rank + ["None"]) + "]"
-        right = emitter.operand(b, accumulate) + "[" + ", ".join([":"] * (rank - 2) + ["None", ":", ":"]) + "]"
-        product = f"tl.sum({left} * {right}, axis={rank - 1})"
-        if acc is not None:
-            product = f"{emitter.operand(acc, accumulate)} + {product}"
-        emitter.line(f"{emitter.name_of(node)} = {product}")
-        if node.dtype != accumulate:
-            emitter.line(f"{emitter.name_of(node)} = {emitter.cast(emitter.name_of(node), accumulate, node.dtype)}")
+        _padded_dot(emitter, node, common)
         return
     left, right = emitter.operand(a, common), emitter.operand(b, common)
     accumulator = emitter.operand(acc, accumulate) if acc is not None else None
@@ -546,6 +537,57 @@ def _dot(emitter: Emitter, node: Node) -> None:
     emitter.line(f"{emitter.name_of(node)} = {f'tl.reshape({text}, {emitter.block_shape(node.shape)})' if squeeze else text}")
     if node.dtype != accumulate:
         emitter.line(f"{emitter.name_of(node)} = {emitter.cast(emitter.name_of(node), accumulate, node.dtype)}")
+
+
+MIN_DOT_BLOCK = 16  # tl.dot's smallest M, N and K
+
+
+def _padded_dot(emitter: Emitter, node: Node, common: torch.dtype) -> None:
+    """A product with a block below tl.dot's 16: each narrow operand dim is padded with zeros to 16
+    (`tl.join` with zeros doubles a last dim, interleaved), the tl.dot runs at 16, and the padding
+    is split off its result again. (A multiply-sum instead gave wrong sums on the H100.)"""
+    a, b, acc = node.inputs
+    name = emitter.name_of(node)
+    accumulate = node.params["accumulate"]
+    batch = [axis.block for axis in node.shape[:-2]]
+    m, k, n = a.shape[-2].block, node.params["k_axis"].block, b.shape[-1].block
+
+    def swap(text: str) -> str:  # the last two dims exchanged
+        return f"tl.trans({text})" if not batch else f"tl.permute({text}, (0, 2, 1))"
+
+    def pad(text: str, rows: int, width: int, suffix: str) -> str:
+        """`text` ([*batch, rows, width]) with its last dim doubled until it is 16: a new variable."""
+        while width < MIN_DOT_BLOCK:
+            emitter.line(f"{name}_{suffix} = tl.reshape(tl.join({text}, tl.zeros_like({text})), "
+                         f"{[*batch, rows, 2 * width]})")
+            text, width = f"{name}_{suffix}", 2 * width
+        return text
+
+    depth = max(k, MIN_DOT_BLOCK)
+    left = pad(emitter.operand(a, common), m, k, "a")  # K padded
+    if m < MIN_DOT_BLOCK:
+        left = swap(pad(swap(left), depth, m, "at"))  # M padded
+    right = emitter.operand(b, common)
+    if k < MIN_DOT_BLOCK:
+        right = swap(pad(swap(right), n, k, "bt"))  # K padded
+    right = pad(right, depth, n, "b")  # N padded
+    precision = f", input_precision='{emitter.dot_precision}'" if common == torch.float32 else ""
+    emitter.line(f"{name} = tl.dot({left}, {right}{precision}, out_dtype={TRITON_DTYPES[accumulate]})")
+    rows, width = max(m, MIN_DOT_BLOCK), max(n, MIN_DOT_BLOCK)
+    while width > n:  # the padding's columns were interleaved: the first of each pair is kept
+        width //= 2
+        emitter.line(f"{name} = tl.split(tl.reshape({name}, {[*batch, rows, width, 2]}))[0]")
+    if rows > m:
+        emitter.line(f"{name} = {swap(name)}")
+        while rows > m:
+            rows //= 2
+            emitter.line(f"{name} = tl.split(tl.reshape({name}, {[*batch, n, rows, 2]}))[0]")
+        emitter.line(f"{name} = {swap(name)}")
+    emitter.line(f"{name} = tl.reshape({name}, {emitter.block_shape(node.shape)})")
+    if acc is not None:
+        emitter.line(f"{name} = {emitter.operand(acc, accumulate)} + {name}")
+    if node.dtype != accumulate:
+        emitter.line(f"{name} = {emitter.cast(name, accumulate, node.dtype)}")
 
 
 # Config list -> (tl.range keyword, how an entry becomes its value; None: leave it to Triton)
