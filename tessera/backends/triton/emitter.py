@@ -16,6 +16,8 @@ import torch
 from tessera import exc
 from tessera.backends.base import LoweringOptions
 from tessera.backends.source_text import EmitterBase, find_run, provably_inside
+from tessera.backends.triton.chunked_dots import plan_chunked_dots
+from tessera.backends.triton.heuristics import SHARED_MEMORY_MARGIN, shared_memory_limit
 from tessera.backends.triton.printer import print_expr
 from tessera.config import Config
 from tessera.ir.graph import UNIT, AccessKind, Axis, KernelIR, Node
@@ -56,6 +58,10 @@ class Emitter(EmitterBase):
         self.check_indices = options.check_indices
         self.index_checks: list[Any] = []  # with check_indices: the line of each checked access
         self.gather_ranges: list[str] = []  # the in-range terms of the last address()'s index tensors
+        # products over a whole K too wide for shared memory, emitted as K loops (chunked_dots.py)
+        stages = max(1, int(config.get("num_stages", 2) or 2))
+        budget = int(shared_memory_limit(not options.interpret) * SHARED_MEMORY_MARGIN)
+        self.chunked_dots, self.skipped = plan_chunked_dots(ir, budget, stages)
 
     def numbered(self, kind: str, node: Node) -> int:
         """The position of `node` among the body's nodes of one kind ('load', 'loop'), in

@@ -519,6 +519,9 @@ def _dot(emitter: Emitter, node: Node) -> None:
     if node.params.get("small"):
         _padded_dot(emitter, node, common)
         return
+    if node in emitter.chunked_dots:
+        _chunked_dot(emitter, node, common)
+        return
     left, right = emitter.operand(a, common), emitter.operand(b, common)
     accumulator = emitter.operand(acc, accumulate) if acc is not None else None
     # A batched (3-D) tl.dot whose batch blocks are all 1 is a plain matrix product: as 2-D it
@@ -540,6 +543,27 @@ def _dot(emitter: Emitter, node: Node) -> None:
 
 
 MIN_DOT_BLOCK = 16  # tl.dot's smallest M, N and K
+
+
+def _chunked_dot(emitter: Emitter, node: Node, common: torch.dtype) -> None:
+    """A product over a whole K too big for shared memory, as a loop over K (chunked_dots.py)."""
+    plan = emitter.chunked_dots[node]
+    chunk, acc = plan.chunk, node.inputs[2]
+    name, accumulate = emitter.name_of(node), node.params["accumulate"]
+    total = f"{name}_acc"
+    emitter.line(f"{total} = tl.zeros({emitter.block_shape(node.shape)}, {TRITON_DTYPES[accumulate]})"
+                 + (f" + {emitter.operand(acc, accumulate)}" if acc is not None else ""))
+    emitter.line(f"for {chunk.begin} in tl.range(0, {print_expr(chunk.end)}, {chunk.block}):")
+    emitter.indent += 1
+    emitter.define_axis(chunk)
+    for copy in plan.nodes:
+        emitter.renamed[copy] = f"{copy.name}_{chunk.name}"
+    emit_block(emitter, Block(plan.nodes))
+    precision = f", input_precision='{emitter.dot_precision}'" if common == torch.float32 else ""
+    emitter.line(f"{total} = tl.dot({emitter.operand(plan.left, common)}, {emitter.operand(plan.right, common)}, "
+                 f"acc={total}{precision}, out_dtype={TRITON_DTYPES[accumulate]})")
+    emitter.indent -= 1
+    emitter.line(f"{name} = {emitter.cast(total, accumulate, node.dtype)}")
 
 
 def _padded_dot(emitter: Emitter, node: Node, common: torch.dtype) -> None:
@@ -660,4 +684,6 @@ LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
 
 def emit_block(emitter: Emitter, block: Block) -> None:
     """Each node's lines, under a `# file:line: source` comment per run of nodes from one line."""
+    if emitter.skipped:  # read only by products emitted in chunks: never needed whole
+        block = Block(tuple(node for node in block.nodes if node not in emitter.skipped))
     emit_lines(emitter, block, LOWERINGS, "Triton")
