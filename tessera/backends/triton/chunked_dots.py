@@ -40,8 +40,8 @@ class ChunkedDot:
 
 
 def plan_chunked_dots(ir: KernelIR, budget: int, stages: int) -> tuple[dict[Node, ChunkedDot], set[Node]]:
-    """The dots of `ir` to emit in chunks (their whole-K operands exceed `budget` bytes of shared
-    memory with `stages` pipeline stages), and the nodes only those chunked cones read."""
+    """The dots of `ir` to emit in chunks (their whole-K operands alone exceed `budget` bytes of
+    shared memory; a chunk of K fits `stages` times), and the nodes only those chunked cones read."""
     nodes = list(walk(ir.body))
     users: dict[Node, set[Node]] = {}
     for node in nodes:
@@ -58,8 +58,8 @@ def plan_chunked_dots(ir: KernelIR, budget: int, stages: int) -> tuple[dict[Node
         a, b = node.inputs[0], node.inputs[1]
         itemsize = max(a.dtype.itemsize, b.dtype.itemsize)
         m, n = node.shape[0].block, node.shape[1].block
-        if (m * k.block + k.block * n) * itemsize * stages <= budget:
-            continue
+        if (m * k.block + k.block * n) * itemsize <= budget:
+            continue  # the whole operands fit once (the heuristic sized the pipeline around them)
         left, right = _cone(a, k), _cone(b, k)
         if left is None or right is None:
             continue

@@ -393,7 +393,9 @@ def _load(emitter: Emitter, node: Node) -> None:
     mask = join_masks(emitter, masks, node.inputs[0], scalar_masks)
     # Triton 3.6's interpreter cannot cast `other` to fp8; its masked lanes are zeros without it
     fp8_interpreted = emitter.interpret and node.dtype in FP8_DTYPES
-    extra = f", mask={mask}" + ("" if fp8_interpreted else ", other=0") if mask else ""
+    # Triton casts `other` to the element type, and no int casts to fp8: a float zero for fp8
+    other = "" if fp8_interpreted else ", other=0.0" if node.dtype in FP8_DTYPES else ", other=0"
+    extra = f", mask={mask}{other}" if mask else ""
     emitter.line(f"{emitter.name_of(node)} = tl.load({pointer}{extra}{_eviction_hint(emitter, node)})")
 
 
