@@ -74,3 +74,19 @@ def test_the_heuristic_config_of_a_whole_weight_product_fits_an_h100() -> None:
     w = torch.randn(300, 300)
     (shared,) = sm90_shared_memory(tessera.kernel(excite, static_shapes=True), (x, w))
     assert 0 < shared <= H100_SHARED_MEMORY
+
+
+def test_running_out_of_shared_memory_names_the_config_keys_to_change() -> None:
+    """Triton's OutOfResources (a Config too big for the GPU) is reported as such, naming
+    block_sizes and num_stages, not as a Tessera bug."""
+    from tessera import exc
+    from tessera.backends.triton.modules import compile_error
+
+    class OutOfResources(Exception):  # Triton's class, by name
+        pass
+
+    error = compile_error(OutOfResources("out of resource: shared memory, Required: 296968, Hardware limit: 232448"),
+                          "/tmp/k.py", "def k_kernel(x):\n    pass\n", "k_kernel", {}, None)
+    assert isinstance(error, exc.BackendCompileError)
+    text = str(error)
+    assert "Required: 296968" in text and "block_sizes" in text and "num_stages" in text and "Tessera bug" not in text
