@@ -71,3 +71,30 @@ def test_integer_host_expressions_stay_integers(device: torch.device) -> None:
                              groups, 100)
         assert torch.equal(out.cpu(), torch.tensor([0.0] * 4 + [1.0] * 4))
         assert torch.equal(scaled.cpu(), torch.tensor([7, 14, 21]))
+
+
+FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+FP8_VALUES = (-240.0, -3.0, -1.0, -0.0, 0.0, 1.0, 2.0, 7.0, 96.0, 224.0)  # exact in both fp8 formats and int8
+
+
+@pytest.mark.parametrize(("source", "target"),
+                         [(a, b) for a in FP8 for b in DTYPES + FP8 if a != b] +
+                         [(b, a) for a in FP8 for b in DTYPES],
+                         ids=lambda d: str(d).replace("torch.", ""))
+def test_fp8_casts_to_and_from_every_dtype(source: torch.dtype, target: torch.dtype, device: torch.device) -> None:
+    """Triton casts fp8 only from and to wider floats ("cannot cast int32 to fp8e4nv", Helion's
+    fp8_attention): ints, bools and the other fp8 format go through fp32, as torch does."""
+    base = torch.tensor(FP8_VALUES)
+    if not source.is_floating_point:
+        base = base if source != torch.bool else base > 1
+        if source in (torch.int8, torch.uint8):
+            base = base.clamp(-128 if source == torch.int8 else 0, 127)
+    x = base.to(source).to(device)
+    expected = x.cpu().to(target)
+    keep = torch.ones(len(FP8_VALUES), dtype=torch.bool)
+    if target in (torch.int8, torch.uint8):  # outside the int's range: undefined, left out
+        keep = (base >= (-128 if target == torch.int8 else 0)) & (base <= 127)
+    for mode in ("eager", None):
+        kernel = tessera.kernel(cast_into, mode=mode, config=tessera.Config(block_sizes=[8]))
+        result = kernel(torch.empty(len(FP8_VALUES), dtype=target, device=device), x).cpu()
+        assert torch.equal(result[keep].float(), expected[keep].float()), f"{mode or 'default'} mode: {result} vs {expected}"

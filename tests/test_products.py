@@ -189,14 +189,7 @@ def dot_without_acc(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _refused_on_gpu(device: torch.device, narrow_whole_k: bool) -> bool:
-    """Compiled mode refuses products over a whole dimension narrower than 16 (a known GPU bug)."""
-    return device.type == "cuda" and narrow_whole_k
-
-
 def test_dot_without_acc_has_the_same_dtype_in_eager_and_generated_code(device: torch.device) -> None:
-    if _refused_on_gpu(device, True):
-        pytest.skip("compiled mode refuses a whole K of 2 (UnsupportedOperationError; see README limits)")
     x = torch.full((16, 2), 300.0, dtype=torch.float16, device=device)
     y = torch.full((2, 16), 300.0, dtype=torch.float16, device=device)
     generated = tessera.kernel(dot_without_acc, mode=_mode(device))(x, y)
@@ -205,8 +198,6 @@ def test_dot_without_acc_has_the_same_dtype_in_eager_and_generated_code(device: 
 
 
 def test_result_dtype_of_each_form(device: torch.device) -> None:
-    if _refused_on_gpu(device, True):
-        pytest.skip("compiled mode refuses a whole K of 2 (UnsupportedOperationError; see README limits)")
     x = torch.full((16, 2), 300.0, dtype=torch.float16, device=device)
     y = torch.full((2, 16), 300.0, dtype=torch.float16, device=device)
     inf, exact = float("inf"), 180000.0
@@ -275,13 +266,9 @@ def mm_whole_k(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("dtype", _DTYPES, ids=_DTYPE_IDS)
-@pytest.mark.parametrize("k", [1, 16, 24])
+@pytest.mark.parametrize("k", [1, 3, 16, 24])
 def test_product_over_the_whole_k_dimension(k: int, dtype: torch.dtype, device: torch.device) -> None:
     x, y = _operands(21, k, 13, dtype, device)
-    if _refused_on_gpu(device, k < 16):  # refused with a clear error rather than a wrong sum
-        with pytest.raises(tessera.exc.UnsupportedOperationError, match="narrower than 16"):
-            tessera.kernel(mm_whole_k, config=tessera.Config(block_sizes=[16, 16]))(x, y)
-        return
     _run(mm_whole_k, (x, y), _reference_mm(x, y), _TOL[dtype], device, [16, 16])
 
 
@@ -627,3 +614,40 @@ def test_a_causal_inner_loop_to_the_row_tiles_end(m: int, n: int, blocks: list[i
         scores, values, scale, start, state)
     weights = torch.tril(scores * torch.exp(scale[:, None] - scale[None, :]))
     torch.testing.assert_close(out, start @ state.T + weights @ values, rtol=1e-4, atol=1e-4)
+
+
+def gemv_gathered(w: torch.Tensor, rows: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Helion's gather_gemv shape: a product whose N (and the accumulator's) is a whole dim of 1."""
+    out = torch.empty([rows.size(0), 1], dtype=torch.float32, device=w.device)
+    for tile in hl.tile(rows.size(0)):
+        acc = hl.zeros([tile, 1], dtype=torch.float32)
+        picked = rows[tile]
+        for tile_k in hl.tile(w.size(1)):
+            acc += hl.dot(w[picked, tile_k], x[tile_k, :])
+        out[tile, :] = acc
+    return out
+
+
+def batched_narrow(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    out = torch.empty([a.size(0), a.size(1), b.size(2)], dtype=torch.float32, device=a.device)
+    for tile_b in hl.tile(a.size(0)):
+        out[tile_b, :, :] = torch.bmm(a[tile_b, :, :], b[tile_b, :, :]).to(torch.float32)
+    return out
+
+
+def test_a_gathered_gemv_with_a_whole_dim_of_one(device: torch.device) -> None:
+    """N = 1 (and the accumulator's literal 1) padded to tl.dot's 16 and cut off again."""
+    w = _randn(37, 50, dtype=torch.float16, device=device)
+    rows = torch.tensor([3, 0, 36, 5, 5], device=device)
+    x = _randn(50, 1, dtype=torch.float16, device=device, scale=0.2)
+    _run(gemv_gathered, (w, rows, x), w[rows].float() @ x.float(), _TOL[torch.float16], device, [16, 16])
+
+
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 7, 3), (3, 1, 8), (8, 3, 1), (5, 16, 2)])
+def test_narrow_whole_dims_are_padded_to_the_products_minimum(m: int, k: int, n: int, device: torch.device) -> None:
+    """Whole dims below tl.dot's 16 (M, N or K of a batched product) are padded with zeros to 16
+    and the padding cut off the result, in every mode (compiled mode refused them before)."""
+    a = _randn(5, m, k, dtype=torch.float32, device=device)
+    b = _randn(5, k, n, dtype=torch.float32, device=device, scale=0.5)
+    _run(batched_narrow, (a, b), torch.bmm(a, b), _TOL[torch.float32], device, [1])
+    _run(batched_narrow, (a, b), torch.bmm(a, b), _TOL[torch.float32], device, [2])

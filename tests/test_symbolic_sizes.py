@@ -59,3 +59,40 @@ def test_a_slice_whose_length_changes_per_tile_is_refused_with_its_line() -> Non
     with pytest.raises(exc.UnsupportedOperationError, match="depends on the tile or loop iteration") as info:
         tessera.kernel(per_tile_slice, mode="interpret")(torch.randn(8, 3))
     assert "# line: slice" in str(info.value)
+
+
+def per_head_scale(x: T, heads: int) -> T:
+    out = torch.empty_like(x)
+    for bh in hl.grid(x.size(0) * heads):
+        b = bh // heads
+        h = bh % heads  # a sympy Mod of the program id: printed as Triton's %, not `Mod(...)`
+        for tile in hl.tile(x.size(2)):
+            out[b, h, tile] = x[b, h, tile] * (h + 1)
+    return out
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 5), (2, 3, 37), (3, 5, 64)])
+def test_a_program_id_modulo_a_size_indexes_its_head(shape: tuple[int, int, int], device: torch.device) -> None:
+    x = torch.randn(shape, device=device)
+    expected = x * torch.arange(1, shape[1] + 1, device=device, dtype=x.dtype)[None, :, None]
+    for mode in _modes(device):
+        torch.testing.assert_close(tessera.kernel(per_head_scale, mode=mode)(x, shape[1]), expected, msg=mode)
+
+
+def test_size_expressions_print_as_code_that_keeps_sympy_meaning() -> None:
+    """Each sympy node a size expression can hold prints as backend code, and one that cannot
+    is refused by name rather than written as an unknown Python name."""
+    import sympy
+
+    from tessera.backends.pallas.printer import print_expr as jax_text
+    from tessera.backends.triton.printer import print_expr as triton_text
+    n, m = sympy.Symbol("n", integer=True), sympy.Symbol("m", integer=True, nonnegative=True)
+    assert triton_text(sympy.Mod(m, 3)) == "((m) % (3))"
+    for value in (-7, -1, 0, 5):  # the general form is sympy's Mod under C's % and Python's %
+        text = triton_text(sympy.Mod(n, 3)).replace("n", str(value))
+        assert eval(text) == value % 3
+    assert triton_text(sympy.Abs(n)) == "tl.abs(n)"
+    assert triton_text(sympy.Piecewise((n, m > 0), (m, True))) == "tl.where((m > 0), n, m)"
+    assert jax_text(sympy.Piecewise((n, m > 0), (m, True))) == "jnp.where((m > 0), n, m)"
+    with pytest.raises(exc.UnsupportedOperationError, match="gamma"):
+        triton_text(sympy.gamma(n))

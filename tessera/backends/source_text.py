@@ -26,6 +26,8 @@ class ExprPrinter(StrPrinter):
     float_floor = "floor"
     float_ceil = "ceil"
     power = "pow"
+    absolute = "abs"
+    where = "where"
 
     def _fold(self, function: str, expr: sympy.Basic) -> str:
         args = [self._print(a) for a in expr.args]
@@ -81,6 +83,49 @@ class ExprPrinter(StrPrinter):
     def _print_Relational(self, expr: sympy.Rel) -> str:
         # StrPrinter writes equalities as `Eq(a, b)`; generated code needs the operator (`if row == 1:`)
         return f"({self._print(expr.lhs)} {expr.rel_op} {self._print(expr.rhs)})"
+
+    def _print_Mod(self, expr: Any) -> str:
+        # sympy's Mod takes the divisor's sign (Python's %); Triton's integer % takes the dividend's
+        # (C's): `((a % b) + b) % b` is sympy's Mod under either, so it stays right in both backends
+        value, divisor = (self._print(arg) for arg in expr.args)
+        if expr.args[0].is_nonnegative and expr.args[1].is_positive:
+            return f"(({value}) % ({divisor}))"
+        return f"(((({value}) % ({divisor})) + ({divisor})) % ({divisor}))"
+
+    def _print_Abs(self, expr: Any) -> str:
+        return f"{self.absolute}({self._print(expr.args[0])})"
+
+    def _print_sign(self, expr: Any) -> str:
+        value = self._print(expr.args[0])
+        return f"{self.where}({value} > 0, 1, {self.where}({value} < 0, -1, 0))"
+
+    def _print_Piecewise(self, expr: Any) -> str:
+        # (value, condition) pairs, the last one's condition True: nested selects from the back
+        text = self._print(expr.args[-1][0])
+        for value, condition in reversed(expr.args[:-1]):
+            text = f"{self.where}({self._print(condition)}, {self._print(value)}, {text})"
+        return text
+
+    def _print_ITE(self, expr: Any) -> str:
+        return f"{self.where}({', '.join(self._print(arg) for arg in expr.args)})"
+
+    def _print_BooleanTrue(self, expr: Any) -> str:
+        return "True"
+
+    def _print_BooleanFalse(self, expr: Any) -> str:
+        return "False"
+
+    def _print_Function(self, expr: Any) -> str:
+        # StrPrinter would write the bare sympy name (`Mod(x, 2)`), a NameError in generated code
+        raise exc.UnsupportedOperationError(
+            f"a size expression uses {type(expr).__name__}, which Tessera cannot write into kernel code: {expr}",
+            hint="compute it with integer arithmetic (+, -, *, //, %, min, max) on sizes instead")
+
+    def _print_Infinity(self, expr: Any) -> str:
+        return "float('inf')"
+
+    def _print_NegativeInfinity(self, expr: Any) -> str:
+        return "float('-inf')"
 
     def _print_Float(self, expr: sympy.Float) -> str:
         return repr(float(expr))

@@ -16,15 +16,8 @@ class JaxExprPrinter(ExprPrinter):
     float_floor = "jnp.floor"
     float_ceil = "jnp.ceil"
     power = "jnp.power"
-
-    def _print_Mod(self, expr: Any) -> str:
-        return f"(({self._print(expr.args[0])}) % ({self._print(expr.args[1])}))"
-
-    def _print_BooleanTrue(self, expr: Any) -> str:
-        return "True"
-
-    def _print_BooleanFalse(self, expr: Any) -> str:
-        return "False"
+    absolute = "jnp.abs"
+    where = "jnp.where"
 
 
 class BlockedJaxExprPrinter(JaxExprPrinter):

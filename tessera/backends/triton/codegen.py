@@ -81,6 +81,36 @@ _HELPERS: dict[str, list[str]] = {
         "    return tl.where((y == 0) | unit, 1.0, magnitude * sign)",
         "",
     ],
+    # Triton 3.6's interpreter has no bf16 read-modify-write atomics ("Unsupported data type"), but
+    # runs 16-bit compare-and-swap lane by lane: each lane retries until its swap lands, so lanes
+    # of one block on the same element (a scatter-add) each count, as on the GPU
+    "interpreted_bf16_atomic": [
+        "",
+        "@triton.jit",
+        "def interpreted_bf16_atomic(pointer, value, mask, op: tl.constexpr):",
+        "    bits = pointer.to(tl.pointer_type(tl.int16), bitcast=True)",
+        "    value = value.to(tl.float32)",
+        "    previous = tl.load(bits)",
+        "    pending = (previous == previous) & mask  # the pointer's shape",
+        "    while tl.max(tl.reshape(pending, [pending.numel]).to(tl.int32)) > 0:",
+        "        seen = tl.load(bits)",
+        "        old = seen.to(tl.bfloat16, bitcast=True).to(tl.float32)",
+        "        if op == 'add':",
+        "            new = old + value",
+        "        elif op == 'max':",
+        "            new = tl.where((old != old) | (old > value), old, value)",
+        "        elif op == 'min':",
+        "            new = tl.where((old != old) | (old < value), old, value)",
+        "        else:",
+        "            new = value",
+        "        new_bits = round_to_bf16(new).to(tl.int16, bitcast=True)",
+        "        # a lane not pending swaps the element for itself: no change",
+        "        landed = tl.atomic_cas(bits, seen, tl.where(pending, new_bits, seen)) == seen",
+        "        previous = tl.where(pending & landed, seen, previous)",
+        "        pending = pending & (landed == 0)",
+        "    return previous.to(tl.bfloat16, bitcast=True)",
+        "",
+    ],
     **NUMERIC_HELPERS,
 }
 

@@ -16,6 +16,8 @@ import torch
 from tessera import exc
 from tessera.backends.base import LoweringOptions
 from tessera.backends.source_text import EmitterBase, find_run, provably_inside
+from tessera.backends.triton.chunked_dots import plan_chunked_dots
+from tessera.backends.triton.heuristics import SHARED_MEMORY_MARGIN, shared_memory_limit
 from tessera.backends.triton.printer import print_expr
 from tessera.config import Config
 from tessera.ir.graph import UNIT, AccessKind, Axis, KernelIR, Node
@@ -57,6 +59,10 @@ class Emitter(EmitterBase):
         self.check_indices = options.check_indices
         self.index_checks: list[Any] = []  # with check_indices: the line of each checked access
         self.gather_ranges: list[str] = []  # the in-range terms of the last address()'s index tensors
+        # products over a whole K too wide for shared memory, emitted as K loops (chunked_dots.py)
+        stages = max(1, int(config.get("num_stages", 2) or 2))
+        budget = int(shared_memory_limit(not options.interpret) * SHARED_MEMORY_MARGIN)
+        self.chunked_dots, self.skipped = plan_chunked_dots(ir, budget, stages)
 
     def numbered(self, kind: str, node: Node) -> int:
         """The position of `node` among the body's nodes of one kind ('load', 'loop'), in
@@ -101,6 +107,13 @@ class Emitter(EmitterBase):
     def cast(self, text: str, source: torch.dtype | None, target: torch.dtype | None) -> str:
         if target is None or source == target:
             return text
+        if source is not None and (source in FP8_DTYPES or target in FP8_DTYPES):
+            # Triton casts fp8 only to and from fp16, bf16 and fp32 ("cannot cast int32 to fp8e4nv";
+            # the interpreter has no fp8 <-> fp64): ints, bools, fp64 and the other fp8 go through
+            # fp32, exact for every fp8 value and rounding once, as torch does
+            other = target if source in FP8_DTYPES else source
+            if other not in (torch.float16, torch.bfloat16, torch.float32):
+                text, source = f"{text}.to(tl.float32)", torch.float32
         if self.interpret and target == torch.bfloat16:
             # Triton 3.6's interpreter truncates fp32 -> bf16 and gives NaN or garbage for int and
             # bool -> bf16; PyTorch (through fp32, as c10::BFloat16 does) and the GPU round to

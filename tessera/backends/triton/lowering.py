@@ -414,7 +414,9 @@ def _load(emitter: Emitter, node: Node) -> None:
     mask = join_masks(emitter, masks, node.inputs[0], scalar_masks)
     # Triton 3.6's interpreter cannot cast `other` to fp8; its masked lanes are zeros without it
     fp8_interpreted = emitter.interpret and node.dtype in FP8_DTYPES
-    extra = f", mask={mask}" + ("" if fp8_interpreted else ", other=0") if mask else ""
+    # Triton casts `other` to the element type, and no int casts to fp8: a float zero for fp8
+    other = "" if fp8_interpreted else ", other=0.0" if node.dtype in FP8_DTYPES else ", other=0"
+    extra = f", mask={mask}{other}" if mask else ""
     emitter.line(f"{emitter.name_of(node)} = tl.load({pointer}{extra}{_eviction_hint(emitter, node)})")
 
 
@@ -456,6 +458,12 @@ def _store(emitter: Emitter, node: Node) -> None:
             pointer, text = f"tl.where({mask}, {pointer}, {node.params['tensor'].name})", f"tl.where({mask}, {text}, {expected})"
         emitter.line(f"{emitter.name_of(node)} = tl.atomic_cas({pointer}, {expected}, {text}, "
                      f"sem='{node.params.get('sem') or 'relaxed'}')")
+    elif atomic and emitter.interpret and node.params["tensor"].dtype == torch.bfloat16:
+        emitter.helpers.update(("interpreted_bf16_atomic", "round_to_bf16"))
+        # the helper's compare-and-swap has no mask: a masked lane works on the tensor's first element
+        safe = f"tl.where({mask}, {pointer}, {node.params['tensor'].name})" if mask else pointer
+        emitter.line(f"{emitter.name_of(node)} = interpreted_bf16_atomic({safe}, {text}, "
+                     f"{mask or 'True'}, '{atomic}')")
     elif atomic:
         # the previous values (tl.atomic_* returns them): `old = hl.atomic_add(...)`
         emitter.line(f"{emitter.name_of(node)} = tl.atomic_{atomic}({pointer}, {text}{extra}, "
@@ -538,16 +546,10 @@ def _dot(emitter: Emitter, node: Node) -> None:
         common = torch.float32  # triton 3.6's interpreter gets 16-bit tl.dot wrong; fp32 is exact here
     accumulate = node.params["accumulate"]
     if node.params.get("small"):
-        # a block below tl.dot's minimum of 16: broadcast, multiply and sum over k (exact in fp32)
-        rank = len(node.shape)
-        left = emitter.operand(a, accumulate) + "[" + ", ".join([":"] * rank + ["None"]) + "]"
-        right = emitter.operand(b, accumulate) + "[" + ", ".join([":"] * (rank - 2) + ["None", ":", ":"]) + "]"
-        product = f"tl.sum({left} * {right}, axis={rank - 1})"
-        if acc is not None:
-            product = f"{emitter.operand(acc, accumulate)} + {product}"
-        emitter.line(f"{emitter.name_of(node)} = {product}")
-        if node.dtype != accumulate:
-            emitter.line(f"{emitter.name_of(node)} = {emitter.cast(emitter.name_of(node), accumulate, node.dtype)}")
+        _padded_dot(emitter, node, common)
+        return
+    if node in emitter.chunked_dots:
+        _chunked_dot(emitter, node, common)
         return
     left, right = emitter.operand(a, common), emitter.operand(b, common)
     accumulator = emitter.operand(acc, accumulate) if acc is not None else None
@@ -567,6 +569,78 @@ def _dot(emitter: Emitter, node: Node) -> None:
     emitter.line(f"{emitter.name_of(node)} = {f'tl.reshape({text}, {emitter.block_shape(node.shape)})' if squeeze else text}")
     if node.dtype != accumulate:
         emitter.line(f"{emitter.name_of(node)} = {emitter.cast(emitter.name_of(node), accumulate, node.dtype)}")
+
+
+MIN_DOT_BLOCK = 16  # tl.dot's smallest M, N and K
+
+
+def _chunked_dot(emitter: Emitter, node: Node, common: torch.dtype) -> None:
+    """A product over a whole K too big for shared memory, as a loop over K (chunked_dots.py)."""
+    plan = emitter.chunked_dots[node]
+    chunk, acc = plan.chunk, node.inputs[2]
+    name, accumulate = emitter.name_of(node), node.params["accumulate"]
+    total = f"{name}_acc"
+    emitter.line(f"{total} = tl.zeros({emitter.block_shape(node.shape)}, {TRITON_DTYPES[accumulate]})"
+                 + (f" + {emitter.operand(acc, accumulate)}" if acc is not None else ""))
+    emitter.line(f"for {chunk.begin} in tl.range(0, {print_expr(chunk.end)}, {chunk.block}):")
+    emitter.indent += 1
+    emitter.define_axis(chunk)
+    for copy in plan.nodes:
+        emitter.renamed[copy] = f"{copy.name}_{chunk.name}"
+    emit_block(emitter, Block(plan.nodes))
+    precision = f", input_precision='{emitter.dot_precision}'" if common == torch.float32 else ""
+    emitter.line(f"{total} = tl.dot({emitter.operand(plan.left, common)}, {emitter.operand(plan.right, common)}, "
+                 f"acc={total}{precision}, out_dtype={TRITON_DTYPES[accumulate]})")
+    emitter.indent -= 1
+    emitter.line(f"{name} = {emitter.cast(total, accumulate, node.dtype)}")
+
+
+def _padded_dot(emitter: Emitter, node: Node, common: torch.dtype) -> None:
+    """A product with a block below tl.dot's 16: each narrow operand dim is padded with zeros to 16
+    (`tl.join` with zeros doubles a last dim, interleaved), the tl.dot runs at 16, and the padding
+    is split off its result again. (A multiply-sum instead gave wrong sums on the H100.)"""
+    a, b, acc = node.inputs
+    name = emitter.name_of(node)
+    accumulate = node.params["accumulate"]
+    batch = [axis.block for axis in node.shape[:-2]]
+    m, k, n = a.shape[-2].block, node.params["k_axis"].block, b.shape[-1].block
+
+    def swap(text: str) -> str:  # the last two dims exchanged
+        return f"tl.trans({text})" if not batch else f"tl.permute({text}, (0, 2, 1))"
+
+    def pad(text: str, rows: int, width: int, suffix: str) -> str:
+        """`text` ([*batch, rows, width]) with its last dim doubled until it is 16: a new variable."""
+        while width < MIN_DOT_BLOCK:
+            emitter.line(f"{name}_{suffix} = tl.reshape(tl.join({text}, tl.zeros_like({text})), "
+                         f"{[*batch, rows, 2 * width]})")
+            text, width = f"{name}_{suffix}", 2 * width
+        return text
+
+    depth = max(k, MIN_DOT_BLOCK)
+    left = pad(emitter.operand(a, common), m, k, "a")  # K padded
+    if m < MIN_DOT_BLOCK:
+        left = swap(pad(swap(left), depth, m, "at"))  # M padded
+    right = emitter.operand(b, common)
+    if k < MIN_DOT_BLOCK:
+        right = swap(pad(swap(right), n, k, "bt"))  # K padded
+    right = pad(right, depth, n, "b")  # N padded
+    precision = f", input_precision='{emitter.dot_precision}'" if common == torch.float32 else ""
+    emitter.line(f"{name} = tl.dot({left}, {right}{precision}, out_dtype={TRITON_DTYPES[accumulate]})")
+    rows, width = max(m, MIN_DOT_BLOCK), max(n, MIN_DOT_BLOCK)
+    while width > n:  # the padding's columns were interleaved: the first of each pair is kept
+        width //= 2
+        emitter.line(f"{name} = tl.split(tl.reshape({name}, {[*batch, rows, width, 2]}))[0]")
+    if rows > m:
+        emitter.line(f"{name} = {swap(name)}")
+        while rows > m:
+            rows //= 2
+            emitter.line(f"{name} = tl.split(tl.reshape({name}, {[*batch, n, rows, 2]}))[0]")
+        emitter.line(f"{name} = {swap(name)}")
+    emitter.line(f"{name} = tl.reshape({name}, {emitter.block_shape(node.shape)})")
+    if acc is not None:
+        emitter.line(f"{name} = {emitter.operand(acc, accumulate)} + {name}")
+    if node.dtype != accumulate:
+        emitter.line(f"{name} = {emitter.cast(name, accumulate, node.dtype)}")
 
 
 # Config list -> (tl.range keyword, how an entry becomes its value; None: leave it to Triton)
@@ -640,4 +714,6 @@ LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
 
 def emit_block(emitter: Emitter, block: Block) -> None:
     """Each node's lines, under a `# file:line: source` comment per run of nodes from one line."""
+    if emitter.skipped:  # read only by products emitted in chunks: never needed whole
+        block = Block(tuple(node for node in block.nodes if node not in emitter.skipped))
     emit_lines(emitter, block, LOWERINGS, "Triton")

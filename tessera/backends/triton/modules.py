@@ -172,6 +172,13 @@ def compile_error(error: BaseException, path: str, source: str, function_name: s
     summary = str(error).strip().splitlines()
     text = summary[-1] if summary else type(error).__name__
     where = f"{path}:{line}" if line is not None else path
+    if type(error).__name__ == "OutOfResources":
+        # the Config's tiles, not a Tessera bug: say which keys shrink them
+        return exc.BackendCompileError(
+            f"the Config needs more of the GPU than it has ({text[:200]})", location=location,
+            hint="pass a Config with smaller block_sizes or a lower num_stages (num_stages=1 keeps one copy of "
+                 "each tile), or let the tuner search (autotune_effort='quick'); a dimension read whole with "
+                 f"`:` is held in full whatever the Config: tile it with hl.tile instead. Generated source: {where}")
     return exc.BackendCompileError(
         f"{type(error).__name__}: {text[:300]}", location=location,
         hint=f"this is a Tessera bug; the generated source is {where}. Run the kernel with mode='eager' "

@@ -14,6 +14,8 @@ class TritonExprPrinter(ExprPrinter):
     float_floor = "tl.floor"
     float_ceil = "tl.ceil"
     power = "libdevice.pow"
+    absolute = "tl.abs"
+    where = "tl.where"
 
     def cdiv(self, numerator: str, denominator: str) -> str:
         return f"tl.cdiv({numerator}, {denominator})"
