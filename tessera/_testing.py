@@ -2,7 +2,9 @@
 
 A Helion example ports by renaming `helion` to `tessera` in its imports; these names keep
 their meaning: `DEVICE` (the GPU if there is one, else the CPU), `HALF_DTYPE`,
-`LONG_INT_TYPE`, `run_example` (check kernels against a reference) and `do_bench`.
+`LONG_INT_TYPE`, `run_example` (check kernels against a reference) and `do_bench`; and the
+harness of Helion's unit tests (`code_and_output`, `TestCase`, the skip decorators...), defined
+in `tessera/_test_case.py`.
 
 >>> from tessera._testing import DEVICE, run_example
 >>> run_example(lambda x: x + 1, lambda x: 1 + x, (torch.ones(3),))  # doctest: +SKIP
@@ -15,6 +17,14 @@ import time
 from typing import Any, Callable
 
 import torch
+
+from tessera._test_case import (  # noqa: F401  (Helion's unit-test harness, re-exported)
+    EXAMPLES_DIR, RefEagerTestBase, RefEagerTestDisabled, TestCase, _get_backend, check_example, code_and_output,
+    get_test_dot_precision, import_path, is_cuda, matchesBackends, onlyBackends, output_only, skipIfCudaCapabilityLessThan,
+    skipIfCute, skipIfFn, skipIfLowVRAM, skipIfMTIA, skipIfNormalMode, skipIfNotCUDA, skipIfNotTriton, skipIfPallas,
+    skipIfPallasInterpret, skipIfRefEager, skipIfRocm, skipIfSharedMemoryLessThan, skipIfTileIR, skipIfXPU,
+    skipUnlessBackends, skipUnlessPallas, skipUnlessTensorDescriptor, xfailIfFn, xfailIfPallas, xfailIfPallasInterpret,
+    xfailIfPallasTpu)
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 HALF_DTYPE = torch.bfloat16

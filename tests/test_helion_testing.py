@@ -1,0 +1,203 @@
+"""The Helion unit-test harness (`tessera._testing`): code_and_output, the journal, decorators."""
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import unittest
+
+import pytest
+import torch
+
+import tessera
+import tessera.language as hl
+from tessera import _test_case
+from tessera._testing import (RefEagerTestBase, RefEagerTestDisabled, TestCase, code_and_output, import_path,
+                              onlyBackends, output_only, skipIfFn, skipIfRefEager, xfailIfFn)
+
+
+@tessera.kernel
+def add_one(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] + 1
+    return out
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+@pytest.mark.parametrize("size", [1, 37, 64])
+def test_code_and_output(mode, size, monkeypatch):
+    monkeypatch.setenv("TESSERA_MODE", mode)
+    x = torch.randn(size)
+    code, result = code_and_output(add_one, (x,), block_sizes=[16])
+    torch.testing.assert_close(result, x + 1)
+    if mode == "eager":
+        assert code.lstrip().startswith("@tessera.kernel") and "def add_one" in code
+    else:
+        assert "@triton.jit" in code and "16" in code
+    torch.testing.assert_close(output_only(add_one, (x,), block_sizes=[32]), x + 1)
+
+
+def test_code_and_output_uses_the_config(monkeypatch):
+    monkeypatch.setenv("TESSERA_MODE", "interpret")
+    x = torch.randn(40)
+    small, _ = code_and_output(add_one, (x,), block_sizes=[8])
+    large, _ = code_and_output(add_one, (x,), block_sizes=[64])
+    assert small != large
+
+
+def test_code_and_output_without_keys_takes_the_kernels_single_config(monkeypatch):
+    monkeypatch.setenv("TESSERA_MODE", "interpret")
+    pinned = tessera.kernel(add_one.fn, config=tessera.Config(block_sizes=[8]))
+    x = torch.randn(20)
+    code, result = code_and_output(pinned, (x,))
+    torch.testing.assert_close(result, x + 1)
+    assert code == pinned.bind(x).to_code(tessera.Config(block_sizes=[8]))
+
+
+def _journal_case(tmp_path, value_source: str):
+    """A test class defined in a file under tmp_path (the journal sits beside its file)."""
+    path = tmp_path / "test_journal_case.py"
+    path.write_text(textwrap.dedent(f"""
+        from tessera._testing import TestCase
+        class Case(TestCase):
+            def test_code(self):
+                self.assertExpectedJournal({value_source!r})
+                self.assertExpectedJournal("second")
+    """))
+    _test_case.TestCase._journals.clear()
+    sys.modules.pop(f"{_test_case.__name__}.{path.stem}", None)  # import afresh
+    module = import_path(path)
+    return module.Case, tmp_path / "test_journal_case.tessera.expected"
+
+
+def _run_case(case: type) -> unittest.TestResult:
+    result = unittest.TestResult()
+    unittest.defaultTestLoader.loadTestsFromTestCase(case).run(result)
+    return result
+
+
+def test_journal_records_compares_and_fails(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("EXPECTTEST_ACCEPT", raising=False)
+    case, journal = _journal_case(tmp_path, "first value")
+    assert _run_case(case).wasSuccessful()
+    assert "recorded expected output Case.test_code call 1" in capsys.readouterr().err
+    text = journal.read_text()
+    assert "first value" in text and "second" in text
+
+    case, _ = _journal_case(tmp_path, "first value")
+    assert _run_case(case).wasSuccessful()  # read back from the file: matches
+    assert "recorded" not in capsys.readouterr().err
+
+    case, _ = _journal_case(tmp_path, "changed value")
+    result = _run_case(case)
+    assert len(result.failures) == 1
+    message = result.failures[0][1]
+    assert "-first value" in message and "+changed value" in message and "EXPECTTEST_ACCEPT=1" in message
+    assert journal.read_text() == text
+
+    monkeypatch.setenv("EXPECTTEST_ACCEPT", "1")
+    case, _ = _journal_case(tmp_path, "changed value")
+    assert _run_case(case).wasSuccessful()
+    assert "changed value" in journal.read_text() and "first value" not in journal.read_text()
+
+
+def test_journal_never_reads_helions_expected_file(tmp_path, monkeypatch):
+    monkeypatch.delenv("EXPECTTEST_ACCEPT", raising=False)
+    (tmp_path / "test_journal_case.expected").write_text("--- assertExpectedJournal(Case.test_code)\nhelion\n")
+    case, journal = _journal_case(tmp_path, "tessera code")
+    assert _run_case(case).wasSuccessful()
+    assert journal.exists()
+
+
+class _Modes(RefEagerTestBase, TestCase):
+    __test__ = False  # run by test_ref_eager_classes under each mode
+
+    def test_code(self):
+        code, result = code_and_output(add_one, (torch.zeros(5),), block_sizes=[4])
+        torch.testing.assert_close(result, torch.ones(5))
+        self.assertIn("tl.load", code)  # generated code only: no-op in eager mode
+
+
+class _Disabled(RefEagerTestDisabled, TestCase):
+    __test__ = False
+
+    def test_nothing(self):
+        pass
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+def test_ref_eager_classes(mode, monkeypatch):
+    monkeypatch.setenv("TESSERA_MODE", mode)
+    result = _run_case(_Modes)
+    assert result.wasSuccessful(), result.failures + result.errors
+    disabled = _run_case(_Disabled)
+    assert len(disabled.skipped) == (1 if mode == "eager" else 0)
+
+
+def test_skip_decorators_decide_when_the_test_runs(monkeypatch):
+    asked = []
+
+    def condition():
+        asked.append(True)
+        return os.environ.get("TESSERA_MODE") == "eager"
+
+    class Case(unittest.TestCase):
+        @skipIfFn(condition, "skipped")
+        def test_a(self):
+            pass
+
+        @skipIfRefEager("needs code")
+        def test_b(self):
+            pass
+
+    assert not asked  # decorating asked nothing
+    monkeypatch.setenv("TESSERA_MODE", "eager")
+    assert len(_run_case(Case).skipped) == 2
+    monkeypatch.setenv("TESSERA_MODE", "interpret")
+    result = _run_case(Case)
+    assert result.wasSuccessful() and not result.skipped
+
+
+def test_skip_decorator_on_a_class(monkeypatch):
+    @skipIfFn(lambda: True, "whole class")
+    class Case(unittest.TestCase):
+        def test_a(self):
+            raise AssertionError("ran")
+
+    result = _run_case(Case)
+    assert [reason for _, reason in result.skipped] == ["whole class"]
+
+
+def test_xfail_and_only_backends(monkeypatch):
+    class Case(unittest.TestCase):
+        @xfailIfFn(lambda: True, "known")
+        def test_fails(self):
+            raise AssertionError
+
+        @xfailIfFn(lambda: False, "not now")
+        def test_passes(self):
+            pass
+
+    result = _run_case(Case)
+    assert len(result.expectedFailures) == 1 and result.wasSuccessful()
+
+    monkeypatch.setenv("TESSERA_BACKEND", "triton")
+
+    @onlyBackends(["pallas"])
+    class PallasOnly(unittest.TestCase):
+        def test_a(self):
+            raise AssertionError
+
+    @onlyBackends(["triton"])
+    class TritonOnly(unittest.TestCase):
+        def test_a(self):
+            pass
+
+    assert len(_run_case(PallasOnly).skipped) == 1
+    assert _run_case(TritonOnly).wasSuccessful() and not _run_case(TritonOnly).skipped
+
+
+def test_skip_decorators_need_a_reason():
+    with pytest.raises(TypeError, match="reason string"):
+        skipIfRefEager(lambda: None)
