@@ -58,6 +58,30 @@ def helion_internals(source: str) -> list[str]:
     return sorted(found)
 
 
+def missing_module(source: str) -> str | None:
+    """The first module a top-level import of `source` names that, renamed to `tessera`, does not
+    exist: the file's import would fail there, so it is not run (a subprocess costs ~20 s)."""
+    import importlib.util
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            if name.split(".")[0] != "helion":
+                continue
+            renamed = "tessera" + name[len("helion"):]
+            try:
+                found = importlib.util.find_spec(renamed)
+            except ModuleNotFoundError:
+                found = None
+            if found is None:
+                return renamed
+    return None
+
+
 # -- the child: one test file under pytest ------------------------------------------------------
 
 class _RenamingLoader(importlib.abc.Loader):
@@ -163,6 +187,12 @@ def run_child(path: str, result_path: str, test_timeout: float) -> int:
 def _run_file(path: pathlib.Path, args: argparse.Namespace, scratch: pathlib.Path) -> dict[str, Any]:
     result_path = scratch / f"{path.stem}.jsonl"
     result_path.unlink(missing_ok=True)
+    source = path.read_text()
+    absent = missing_module(source)
+    if absent is not None:
+        return {"file": path.name, "internals": helion_internals(source), "counts": {"import error": 1},
+                "note": "", "seconds": 0.0, "tests": [{"test": path.name, "outcome": "import error",
+                                                       "message": f"ModuleNotFoundError: No module named '{absent}'"}]}
     env = dict(os.environ, TESSERA_MODE=args.mode, CUDA_VISIBLE_DEVICES="")
     if args.mode == "eager":
         env["HELION_INTERPRET"] = "1"
@@ -181,7 +211,7 @@ def _run_file(path: pathlib.Path, args: argparse.Namespace, scratch: pathlib.Pat
     if not rows and not note:
         note = "no results (crashed?)"
     counts = collections.Counter(row["outcome"] for row in rows)
-    return {"file": path.name, "internals": helion_internals(path.read_text()), "counts": dict(counts),
+    return {"file": path.name, "internals": helion_internals(source), "counts": dict(counts),
             "note": note, "seconds": round(time.perf_counter() - began, 1), "tests": rows}
 
 
