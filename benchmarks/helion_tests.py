@@ -158,6 +158,8 @@ class _Recorder:
     def pytest_collectreport(self, report: Any) -> None:
         if report.failed:
             self._write({"test": report.nodeid, "outcome": "import error", "message": _crash_line(report)})
+        elif report.skipped:  # a whole module or class skipped as it is collected
+            self._write({"test": report.nodeid, "outcome": "skipped", "message": _crash_line(report)})
 
 
 def _crash_line(report: Any) -> str:
