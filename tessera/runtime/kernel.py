@@ -260,8 +260,8 @@ class Kernel:
 
 
 
-def kernel(fn: Callable[..., Any] | None = None, *, config: Config | None = None,
-           configs: list[Config] | None = None, **options: Any) -> Any:
+def kernel(fn: Callable[..., Any] | None = None, *, config: Config | dict[str, Any] | None = None,
+           configs: list[Config | dict[str, Any]] | None = None, **options: Any) -> Any:
     """Make a function a Tessera kernel; usable bare or with settings.
 
     Settings (see runtime/kernel_settings.py for all, Helion's included): `config=` / `configs=`,
