@@ -29,6 +29,7 @@ import importlib.machinery
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -219,6 +220,25 @@ def _run_file(path: pathlib.Path, args: argparse.Namespace, scratch: pathlib.Pat
             "note": note, "seconds": round(time.perf_counter() - began, 1), "tests": rows}
 
 
+def _recorded(path: pathlib.Path, scratch: pathlib.Path) -> dict[str, Any]:
+    """A file's row from an earlier run's records (`--rebuild`)."""
+    source = path.read_text()
+    absent = missing_module(source)
+    result_path, log_path = scratch / f"{path.stem}.jsonl", scratch / f"{path.stem}.log"
+    rows = [json.loads(line) for line in result_path.read_text().splitlines()] if result_path.exists() else []
+    if absent is not None:
+        note = ""
+        rows = [{"test": path.name, "outcome": "import error", "message": f"ModuleNotFoundError: No module named '{absent}'"}]
+    elif not log_path.exists():
+        note = "not run (the run stopped before it)"
+    else:  # pytest's last line says how long the whole file took; without it the file was cut off
+        last = log_path.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+        note = "" if re.search(r" in [0-9.]+s", last[0]) else "cut off (file timeout or run stopped)"
+    counts = collections.Counter(row["outcome"] for row in rows)
+    return {"file": path.name, "internals": helion_internals(source), "counts": dict(counts), "note": note,
+            "seconds": None, "tests": rows}
+
+
 def _totals(files: list[dict[str, Any]]) -> collections.Counter:
     total: collections.Counter = collections.Counter()
     for row in files:
@@ -233,7 +253,9 @@ def _count_cells(counts: dict[str, int]) -> str:
 def _markdown(files: list[dict[str, Any]], mode: str) -> str:
     header = "| file | " + " | ".join(OUTCOMES) + " | import error | s | note |\n|---|" + "---|" * 9
     lines = [f"# Helion's unit tests on Tessera, mode {mode}", "",
-             "Imports renamed only (`benchmarks/helion_tests.py`); CPU. An import error loses the file's tests.", ""]
+             "Imports renamed only (`benchmarks/helion_tests.py`); CPU. An import error loses the file's tests. "
+             "Only Helion's `test/` folder is exported: tests that load Helion's `examples/`, `benchmarks/` or "
+             "`pretuned_kernels/` files fail to find them (FileNotFoundError, `No module named 'examples...'`).", ""]
     for title, group in (("Public surface only", [f for f in files if not f["internals"]]),
                          ("Imports Helion internals", [f for f in files if f["internals"]])):
         total = _totals(group)
@@ -242,7 +264,8 @@ def _markdown(files: list[dict[str, Any]], mode: str) -> str:
                   "", header]
         for row in group:
             note = row["note"] or (", ".join(row["internals"][:3]) + (" ..." if len(row["internals"]) > 3 else ""))
-            lines.append(f"| {row['file']} | {_count_cells(row['counts'])} | {row['seconds']} | {note} |")
+            seconds = "-" if row["seconds"] is None else row["seconds"]
+            lines.append(f"| {row['file']} | {_count_cells(row['counts'])} | {seconds} | {note} |")
         lines.append("")
     failures = [t for f in files for t in f["tests"] if t["outcome"] in ("failed", "error", "import error")]
     code_text = [t for t in failures if _about_code_text(t["message"])]
@@ -272,12 +295,9 @@ def main() -> None:
     parser.add_argument("--scratch", default=None, help="logs (default /tmp/helion_tests_<mode>)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
-    parser.add_argument("--rebuild", action="store_true", help="rewrite <mode>.md from --out's <mode>.json")
+    parser.add_argument("--rebuild", action="store_true",
+                        help="run nothing: write the tables from the records under --scratch (an interrupted run's too)")
     args = parser.parse_args()
-    if args.rebuild:
-        out = pathlib.Path(args.out)
-        (out / f"{args.mode}.md").write_text(_markdown(json.loads((out / f"{args.mode}.json").read_text()), args.mode))
-        return
     if args.child:
         sys.exit(run_child(args.child, args.result, args.test_timeout))
     folder = pathlib.Path(args.folder).resolve()
@@ -287,12 +307,13 @@ def main() -> None:
     scratch.mkdir(parents=True, exist_ok=True)
     files = []
     for path in paths:
-        row = _run_file(path, args, scratch)
+        row = _recorded(path, scratch) if args.rebuild else _run_file(path, args, scratch)
         files.append(row)
         counts = row["counts"]
         tag = " [internals]" if row["internals"] else ""
         print(f"{path.name}{tag}: " + ", ".join(f"{counts[k]} {k}" for k in sorted(counts)) +
-              (f" ({row['note']})" if row["note"] else "") + f" {row['seconds']} s", flush=True)
+              (f" ({row['note']})" if row["note"] else "") +
+              (f" {row['seconds']} s" if row["seconds"] is not None else ""), flush=True)
     for title, internals in (("public surface", False), ("imports Helion internals", True)):
         total = _totals([f for f in files if bool(f["internals"]) == internals])
         print(f"{title}: " + ", ".join(f"{total.get(k, 0)} {k}" for k in OUTCOMES + ("import error",)))
