@@ -281,3 +281,27 @@ def test_bound_kernel_is_callable(monkeypatch):
     bound = kernel.bind(torch.ones(5))
     y = torch.randn(9)
     torch.testing.assert_close(bound(y), y * 2)
+
+
+def test_helions_singular_config_keys():
+    assert tessera.Config(loop_order=(1, 0), reduction_loop=16, range_unroll_factor=2) == tessera.Config(
+        loop_orders=[[1, 0]], reduction_loops=[16], range_unroll_factors=[2])
+    with pytest.raises(tessera.exc.ConfigError, match="both loop_order and loop_orders"):
+        tessera.Config(loop_order=[1, 0], loop_orders=[[1, 0]])
+
+
+@tessera.kernel
+def _add_2d(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile(x.size()):
+        out[tile_m, tile_n] = x[tile_m, tile_n] + y[tile_m, tile_n]
+    return out
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+@pytest.mark.parametrize("shape", [(1, 1), (13, 40)])
+def test_loop_order_shorthand_runs(mode, shape, monkeypatch):
+    monkeypatch.setenv("TESSERA_MODE", mode)
+    x, y = torch.randn(shape), torch.randn(shape)
+    _, result = code_and_output(_add_2d, (x, y), block_size=[16, 8], loop_order=(1, 0))
+    torch.testing.assert_close(result, x + y)
