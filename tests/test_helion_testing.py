@@ -305,3 +305,11 @@ def test_loop_order_shorthand_runs(mode, shape, monkeypatch):
     x, y = torch.randn(shape), torch.randn(shape)
     _, result = code_and_output(_add_2d, (x, y), block_size=[16, 8], loop_order=(1, 0))
     torch.testing.assert_close(result, x + y)
+
+
+def test_bind_takes_helions_list_of_arguments(monkeypatch):
+    monkeypatch.setenv("TESSERA_MODE", "interpret")
+    x, y = torch.randn(3, 5), torch.randn(3, 5)
+    bound = _add_2d.bind([x, y])
+    assert bound.args == (x, y)
+    torch.testing.assert_close(bound.run(), x + y)
