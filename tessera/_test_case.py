@@ -19,17 +19,20 @@ mean here what they mean there:
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import importlib.util
 import inspect
+import io
+import logging
 import os
 import pathlib
 import re
 import sys
 import types
 import unittest
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import torch
 
@@ -39,7 +42,8 @@ from tessera.runtime.eager import run_eager
 
 Decorator = Callable[[Any], Any]
 
-EXAMPLES_DIR: pathlib.Path = pathlib.Path(__file__).resolve().parent.parent / "examples"
+PROJECT_ROOT: pathlib.Path = pathlib.Path(__file__).resolve().parent.parent
+EXAMPLES_DIR: pathlib.Path = PROJECT_ROOT / "examples"
 JOURNAL_SUFFIX = ".tessera.expected"
 _ACCEPT_VARIABLE = "EXPECTTEST_ACCEPT"
 
@@ -64,6 +68,22 @@ def matchesBackends(backends: Sequence[str]) -> bool:
 def is_cuda() -> bool:
     """True when kernels run through Triton on an NVIDIA GPU."""
     return _get_backend() == "triton" and torch.cuda.is_available() and torch.version.hip is None
+
+
+def get_test_float32_matmul_precision() -> str:
+    """The `torch.set_float32_matmul_precision` the references of tests use."""
+    return "high"
+
+
+@contextlib.contextmanager
+def float32_matmul_precision(precision: str) -> Iterator[None]:
+    """Run the block under `torch.set_float32_matmul_precision(precision)`, then restore it."""
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
 
 
 def get_test_dot_precision() -> str:
@@ -191,6 +211,54 @@ def skipIfTileIR(reason: str) -> Decorator:
 def skipIfCute(reason: str) -> Decorator:
     """Tessera has no CuTe backend: never skips."""
     return skipIfFn(lambda: _get_backend() == "cute", reason)
+
+
+def skipIfMetal(reason: str) -> Decorator:
+    return skipIfFn(lambda: _get_backend() == "metal", reason)
+
+
+def xfailIfCute(reason: str) -> Decorator:
+    """Tessera has no CuTe backend: never an expected failure."""
+    return xfailIfFn(lambda: _get_backend() == "cute", reason)
+
+
+def _absent(feature: str) -> Callable[[str], Decorator]:
+    def decorator(reason: str) -> Decorator:
+        return skipIfFn(lambda: True, f"{reason} ({feature})")
+    decorator.__doc__ = f"Always skips: {feature}."
+    return decorator
+
+
+skipUnlessCuteAvailable = _absent("Tessera has no CuTe backend")
+skipUnlessTileIR = _absent("Tessera has no TileIR backend")
+
+
+def _amd_gpu_arch() -> str:
+    if torch.version.hip is None or not torch.cuda.is_available():
+        return ""
+    return str(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "gcnArchName", ""))
+
+
+def skipUnlessAMDCDNA(reason: str) -> Decorator:
+    """Skip unless on an AMD CDNA GPU (MI200/MI300: gfx90a, gfx94x, gfx95x)."""
+    return skipIfFn(lambda: not _amd_gpu_arch().startswith(("gfx90a", "gfx94", "gfx95")), reason)
+
+
+def skipUnlessMultiXCD(reason: str) -> Decorator:
+    """Skip unless on an AMD GPU made of several XCDs (MI300: gfx94x, gfx95x)."""
+    return skipIfFn(lambda: not _amd_gpu_arch().startswith(("gfx94", "gfx95")), reason)
+
+
+def skipIfA10G(reason: str) -> Decorator:
+    return skipIfFn(lambda: torch.cuda.is_available() and "A10G" in torch.cuda.get_device_name(), reason)
+
+
+def skipIfPyTorchBaseVerLessThan(min_version: str) -> Decorator:
+    """Skip when torch's release (pre-release and local suffixes ignored) is older than `min_version`."""
+    def release(text: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in re.findall(r"\d+", text.split("+")[0])[:3])
+    older = release(torch.__version__)[:len(release(min_version))] < release(min_version)
+    return unittest.skipIf(older, f"needs PyTorch {min_version} or newer")
 
 
 def skipIfNotCUDA() -> Decorator:
@@ -330,7 +398,9 @@ def output_only(fn: Any, args: tuple, **config_keys: Any) -> Any:
 
 def check_example(name: str, args: tuple, expected: Any, fn_name: str | None = None,
                   skip_accuracy: bool = False, static_shapes: bool | None = None,
-                  atol: float = 1e-1, rtol: float = 1e-2, emit_code: bool = True, **config_keys: Any) -> str:
+                  atol: float = 1e-1, rtol: float = 1e-2, emit_code: bool = True,
+                  max_mismatch_pct: float | None = None, max_mismatched_abs_diff: float | None = None,
+                  cos_sim: tuple[int, float] | None = None, **config_keys: Any) -> str:
     """Run kernel `fn_name` (default `name`) of Tessera's `examples/<name>.py` on `args` and
     compare with `expected`; return the generated code ("" when `emit_code` is false)."""
     kernel = getattr(import_path(EXAMPLES_DIR / f"{name}.py"), fn_name or name)
@@ -340,9 +410,55 @@ def check_example(name: str, args: tuple, expected: Any, fn_name: str | None = N
         code, result = code_and_output(kernel, args, **config_keys)
     else:
         code, result = "", output_only(kernel, args, **config_keys)
-    if not skip_accuracy:
+    if skip_accuracy:
+        return code
+    if cos_sim is not None:
+        _cos_similar(result, expected, cos_sim)
+    elif max_mismatch_pct is not None:
+        assert_close_with_mismatch_tolerance(result, expected, atol=atol, rtol=rtol, max_mismatch_pct=max_mismatch_pct,
+                                             max_mismatched_abs_diff=max_mismatched_abs_diff)
+    else:
         torch.testing.assert_close(result, expected, atol=atol, rtol=rtol)
     return code
+
+
+class CosSimilarity(NamedTuple):
+    """Accept a result whose cosine similarity with the expected one along `dim` is at least
+    `min_similarity` everywhere (for `check_example(cos_sim=...)`)."""
+    dim: int
+    min_similarity: float
+
+
+def assert_close_with_mismatch_tolerance(actual: Any, expected: Any, *, atol: float = 1e-4, rtol: float = 1e-4,
+                                         max_mismatch_pct: float = 0.01, max_mismatched_abs_diff: float | None = None,
+                                         max_abs_diff: float | None = None, max_rel_diff: float | None = None) -> None:
+    """`torch.testing.assert_close`, except that tensors may differ in up to `max_mismatch_pct`
+    of their elements (a mismatch: `|a - e| > atol + rtol * |e|`), within the optional bounds on
+    the mismatched elements' difference, every element's difference and the relative difference."""
+    try:
+        torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol)
+        return
+    except AssertionError:
+        if not (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)):
+            raise
+    difference = (actual - expected).abs()
+    mismatched = difference > atol + rtol * expected.abs()
+    fraction = mismatched.float().mean().item() if mismatched.numel() else 0.0
+    bounds = [("mismatched elements", fraction, max_mismatch_pct),
+              ("difference of a mismatched element",
+               difference[mismatched].max().item() if mismatched.any() else 0.0, max_mismatched_abs_diff),
+              ("absolute difference", difference.max().item(), max_abs_diff),
+              ("relative difference", (difference / expected.abs().clamp(min=1e-6)).max().item(), max_rel_diff)]
+    for what, value, bound in bounds:
+        if bound is not None and value > bound:
+            raise AssertionError(f"{what}: {value:.6g} > {bound}")
+
+
+def _cos_similar(result: Any, expected: Any, cos_sim: tuple[int, float]) -> None:
+    dim, minimum = cos_sim
+    similarity = torch.nn.functional.cosine_similarity(result.double(), expected.double(), dim=dim)
+    worst = similarity.min().item()
+    assert worst >= minimum, f"cosine similarity {worst:.6f} < {minimum} along dim {dim}"
 
 
 # ---- the expected-output journal ---------------------------------------------------------------
@@ -428,6 +544,49 @@ class TestCase(unittest.TestCase):
                                                 "expected", "actual"))
             self.fail(f"{test} call {self._journal_calls} differs from {self._journal().path}:\n{diff}\n"
                       f"To accept the new output, run again with {_ACCEPT_VARIABLE}=1")
+
+
+    @contextlib.contextmanager
+    def capture_logs(self) -> Iterator[_LogRecords]:
+        """Collect the log records emitted in the block (every logger, every level)."""
+        handler = _LogRecords()
+        logging.getLogger().addHandler(handler)
+        try:
+            yield handler
+        finally:
+            logging.getLogger().removeHandler(handler)
+
+    @contextlib.contextmanager
+    def capture_output(self) -> Iterator[_Output]:
+        """Collect what the block writes to sys.stdout and sys.stderr (`.readouterr()`)."""
+        output = _Output()
+        with contextlib.redirect_stdout(output.stdout), contextlib.redirect_stderr(output.stderr):
+            yield output
+
+
+class _LogRecords(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def clear(self) -> None:
+        self.records.clear()
+
+
+class _Output:
+    def __init__(self) -> None:
+        self.stdout, self.stderr = io.StringIO(), io.StringIO()
+
+    def readouterr(self) -> tuple[str, str]:
+        """(stdout, stderr) so far; both are emptied."""
+        texts = self.stdout.getvalue(), self.stderr.getvalue()
+        for stream in (self.stdout, self.stderr):
+            stream.seek(0)
+            stream.truncate()
+        return texts
 
 
 class RefEagerTestBase:

@@ -19,11 +19,14 @@ from typing import Any, Callable
 import torch
 
 from tessera._test_case import (  # noqa: F401  (Helion's unit-test harness, re-exported)
-    EXAMPLES_DIR, RefEagerTestBase, RefEagerTestDisabled, TestCase, _get_backend, check_example, code_and_output,
-    get_test_dot_precision, import_path, is_cuda, matchesBackends, onlyBackends, output_only, skipIfCudaCapabilityLessThan,
-    skipIfCute, skipIfFn, skipIfLowVRAM, skipIfMTIA, skipIfNormalMode, skipIfNotCUDA, skipIfNotTriton, skipIfPallas,
-    skipIfPallasInterpret, skipIfRefEager, skipIfRocm, skipIfSharedMemoryLessThan, skipIfTileIR, skipIfXPU,
-    skipUnlessBackends, skipUnlessPallas, skipUnlessTensorDescriptor, xfailIfFn, xfailIfPallas, xfailIfPallasInterpret,
+    EXAMPLES_DIR, PROJECT_ROOT, CosSimilarity, RefEagerTestBase, RefEagerTestDisabled, TestCase, _get_backend,
+    assert_close_with_mismatch_tolerance, check_example, code_and_output, float32_matmul_precision,
+    get_test_dot_precision, get_test_float32_matmul_precision, import_path, is_cuda, matchesBackends, onlyBackends,
+    output_only, skipIfA10G, skipIfCudaCapabilityLessThan, skipIfCute, skipIfFn, skipIfLowVRAM, skipIfMetal,
+    skipIfMTIA, skipIfNormalMode, skipIfNotCUDA, skipIfNotTriton, skipIfPallas, skipIfPallasInterpret,
+    skipIfPyTorchBaseVerLessThan, skipIfRefEager, skipIfRocm, skipIfSharedMemoryLessThan, skipIfTileIR, skipIfXPU,
+    skipUnlessAMDCDNA, skipUnlessBackends, skipUnlessCuteAvailable, skipUnlessMultiXCD, skipUnlessPallas,
+    skipUnlessTensorDescriptor, skipUnlessTileIR, xfailIfCute, xfailIfFn, xfailIfPallas, xfailIfPallasInterpret,
     xfailIfPallasTpu)
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -313,3 +313,33 @@ def test_bind_takes_helions_list_of_arguments(monkeypatch):
     bound = _add_2d.bind([x, y])
     assert bound.args == (x, y)
     torch.testing.assert_close(bound.run(), x + y)
+
+
+def test_mismatch_tolerance_and_captures():
+    from tessera._testing import assert_close_with_mismatch_tolerance, skipIfPyTorchBaseVerLessThan
+    expected = torch.zeros(1000)
+    one_off = expected.clone()
+    one_off[3] = 5.0
+    assert_close_with_mismatch_tolerance(one_off, expected)  # 0.1% of the elements <= 1%
+    with pytest.raises(AssertionError, match="difference of a mismatched element"):
+        assert_close_with_mismatch_tolerance(one_off, expected, max_mismatched_abs_diff=1.0)
+    with pytest.raises(AssertionError, match="mismatched elements"):
+        assert_close_with_mismatch_tolerance(torch.ones(1000), expected)
+
+    class Case(TestCase):
+        def test_capture(self):
+            with self.capture_output() as output:
+                print("out")
+                print("err", file=sys.stderr)
+            self.assertEqual(output.readouterr(), ("out\n", "err\n"))
+            with self.capture_logs() as logs:
+                __import__("logging").getLogger("tessera.test").warning("logged")
+            self.assertEqual([r.getMessage() for r in logs.records], ["logged"])
+
+        @skipIfPyTorchBaseVerLessThan("999.0")
+        def test_future_torch(self):
+            raise AssertionError("ran")
+
+    result = _run_case(Case)
+    assert result.wasSuccessful(), result.failures + result.errors
+    assert len(result.skipped) == 1
