@@ -5,10 +5,30 @@ False
 """
 from __future__ import annotations
 
+import torch
+
 
 def use_tileir_tunables() -> bool:
     """Whether the TileIR backend's tunables apply: never (Tessera lowers to Triton)."""
     return False
 
 
-__all__ = ["use_tileir_tunables"]
+def _supports_tensor_descriptor() -> bool:
+    # TMA tensor descriptors need an NVIDIA GPU of compute capability 9.0 (Hopper) or newer
+    if torch.version.hip is not None or not torch.cuda.is_available():
+        return False
+    return torch.cuda.get_device_capability(torch.cuda.current_device())[0] >= 9
+
+
+def supports_tensor_descriptor() -> bool:
+    """Whether `Config(indexing="tensor_descriptor")` can run compiled on this machine's GPU
+    (it also runs in interpret mode). Calls `_supports_tensor_descriptor`, which tests may patch."""
+    return _supports_tensor_descriptor()
+
+
+def get_tensor_descriptor_fn_name() -> str:
+    """The Triton function Tessera's generated code makes tensor descriptors with."""
+    return "tl.make_tensor_descriptor"
+
+
+__all__ = ["get_tensor_descriptor_fn_name", "supports_tensor_descriptor", "use_tileir_tunables"]

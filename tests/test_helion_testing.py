@@ -343,3 +343,15 @@ def test_mismatch_tolerance_and_captures():
     result = _run_case(Case)
     assert result.wasSuccessful(), result.failures + result.errors
     assert len(result.skipped) == 1
+
+
+def test_tensor_descriptor_probes(monkeypatch):
+    from tessera import _compat
+    monkeypatch.setenv("TESSERA_MODE", "interpret")
+    x = torch.randn(16, 32)
+    code = _add_2d.bind(x, x).to_code(tessera.Config(block_sizes=[8, 16], indexing="tensor_descriptor"))
+    assert f"{_compat.get_tensor_descriptor_fn_name()}(" in code
+    assert _compat.supports_tensor_descriptor() is (torch.cuda.is_available() and torch.version.hip is None
+                                                    and torch.cuda.get_device_capability()[0] >= 9)
+    monkeypatch.setattr(_compat, "_supports_tensor_descriptor", lambda: True)
+    assert _compat.supports_tensor_descriptor()
