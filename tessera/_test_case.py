@@ -469,7 +469,8 @@ _HEADER = re.compile(r"^=== (\S+) call (\d+) ===$", re.MULTILINE)
 class Journal:
     """Tessera's expected outputs of one test file, `<test file>.tessera.expected`.
 
-    Entries are keyed by test id (`Class.test_name`) and call number within the test. A missing
+    Entries are keyed by test id (`Class.test_name`) and call number within the test; each mode
+    and backend has its own file (`journal_path`). A missing
     entry is recorded (and said so on stderr); `EXPECTTEST_ACCEPT=1` rewrites entries; otherwise a
     differing value fails. Helion's own `<test file>.expected` holds Helion's Triton output and is
     never read: Tessera's generated code is not expected to match it.
@@ -514,8 +515,13 @@ class Journal:
 
 
 def journal_path(test_class: type) -> pathlib.Path:
+    """`<test file>.tessera.expected`, for the generated code of compiled Triton runs; other
+    modes and backends keep their own file (`..._interpret`, `..._eager`, `..._pallas`): the
+    interpreter's code may differ, and eager mode's "code" is the kernel's source."""
     source = pathlib.Path(inspect.getfile(test_class)).resolve()
-    return source.with_name(source.stem + JOURNAL_SUFFIX)
+    mode = settings.get("mode") or ("compiled" if torch.cuda.is_available() else "interpret")
+    variant = [name for name in (_get_backend(), mode) if name not in ("triton", "compiled")]
+    return source.with_name(source.stem + JOURNAL_SUFFIX + "".join(f"_{name}" for name in variant))
 
 
 class TestCase(unittest.TestCase):

@@ -68,7 +68,7 @@ def _journal_case(tmp_path, value_source: str):
     _test_case.TestCase._journals.clear()
     sys.modules.pop(f"{_test_case.__name__}.{path.stem}", None)  # import afresh
     module = import_path(path)
-    return module.Case, tmp_path / "test_journal_case.tessera.expected"
+    return module.Case, _test_case.journal_path(module.Case)
 
 
 def _run_case(case: type) -> unittest.TestResult:
@@ -79,6 +79,7 @@ def _run_case(case: type) -> unittest.TestResult:
 
 def test_journal_records_compares_and_fails(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("EXPECTTEST_ACCEPT", raising=False)
+    monkeypatch.setenv("TESSERA_MODE", "interpret")
     case, journal = _journal_case(tmp_path, "first value")
     assert _run_case(case).wasSuccessful()
     assert "recorded expected output Case.test_code call 1" in capsys.readouterr().err
@@ -100,6 +101,19 @@ def test_journal_records_compares_and_fails(tmp_path, capsys, monkeypatch):
     case, _ = _journal_case(tmp_path, "changed value")
     assert _run_case(case).wasSuccessful()
     assert "changed value" in journal.read_text() and "first value" not in journal.read_text()
+    assert journal.name == "test_journal_case.tessera.expected_interpret"
+
+
+def test_journal_per_mode(tmp_path, monkeypatch):
+    monkeypatch.delenv("EXPECTTEST_ACCEPT", raising=False)
+    monkeypatch.setenv("TESSERA_MODE", "compiled")
+    monkeypatch.setenv("TESSERA_BACKEND", "triton")
+    case, journal = _journal_case(tmp_path, "generated code")
+    assert journal.name == "test_journal_case.tessera.expected"
+    monkeypatch.setenv("TESSERA_MODE", "eager")
+    eager_case, eager_journal = _journal_case(tmp_path, "kernel source")
+    assert _run_case(eager_case).wasSuccessful()  # recorded apart: the compiled journal is untouched
+    assert eager_journal.name == "test_journal_case.tessera.expected_eager" and not journal.exists()
 
 
 def test_journal_never_reads_helions_expected_file(tmp_path, monkeypatch):
