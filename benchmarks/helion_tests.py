@@ -1,12 +1,13 @@
 """Run Helion's own unit tests on Tessera, changing only their imports (issue 15).
 
-    git -C /path/to/helion archive HEAD test | tar -x -C /tmp/helion_tests   # never inside this repo
+    git -C /path/to/helion archive HEAD test examples | tar -x -C /tmp/helion_tests   # never inside this repo
     PYTHONPATH=. python3 benchmarks/helion_tests.py /tmp/helion_tests/test --mode interpret \\
         --out benchmarks/results/helion_tests
 
 Every `test_*.py` of the folder runs in its own subprocess: pytest (`-p no:cacheprovider`,
-plain asserts) with an import hook that rewrites each module loaded from that folder as it is
-imported (the test files, their `data/` helpers loaded through `import_path`): on lines that import
+plain asserts) with an import hook that rewrites each module loaded from the checkout (the folder's
+parent) as it is imported (the test files, their `data/` helpers and the `examples/` they load
+through `import_path` or `from examples.x import ...`): on lines that import
 `helion` the module name becomes `tessera`, the same rewrite as `helion_examples.py`. Nothing is
 edited or saved; line numbers are kept. The environment sets `TESSERA_MODE` to the mode, and in
 eager mode also `HELION_INTERPRET=1` (Helion's name for its eager mode, which some tests read
@@ -181,7 +182,8 @@ def _crash_line(report: Any) -> str:
 def run_child(path: str, result_path: str, test_timeout: float) -> int:
     import pytest
     root = pathlib.Path(path).resolve().parent
-    sys.meta_path.insert(0, _RenamingFinder(root))
+    # the checkout (the test folder's parent): tests also load its examples/ through import_path
+    sys.meta_path.insert(0, _RenamingFinder(root.parent))
     return int(pytest.main([path, "-q", "-p", "no:cacheprovider", "--assert=plain", "-p", "no:warnings",
                             "-o", "addopts=", "--rootdir", str(root.parent)],
                            plugins=[_Recorder(result_path, test_timeout)]))
