@@ -38,7 +38,7 @@ import torch
 
 from tessera import settings
 from tessera.config import Config
-from tessera.runtime.eager import run_eager
+from tessera.runtime import kernel as kernel_module
 
 Decorator = Callable[[Any], Any]
 
@@ -366,8 +366,8 @@ def _run(kernel: Any, args: tuple, config_keys: dict[str, Any], with_code: bool)
     config = _test_config(kernel, config_keys)
     if in_eager_mode():
         kernel.rewritten()  # the rewrite's checks hold in eager mode too, as on a call
-        result = run_eager(kernel.fn, bound.args, bound.kwargs, kernel.block_slots(),
-                           config or kernel.default_config(), bound.device)
+        result = kernel_module.run_eager(kernel.fn, bound.args, bound.kwargs, kernel.block_slots(),
+                                         config or kernel.default_config(), bound.device)
         return (inspect.getsource(kernel.fn) if with_code else None), result
     code = bound.to_code(config) if with_code else None
     try:
@@ -378,6 +378,39 @@ def _run(kernel: Any, args: tuple, config_keys: dict[str, Any], with_code: bool)
     if bound.device.type == "cuda":
         torch.cuda.synchronize(bound.device)
     return code, result
+
+
+@contextlib.contextmanager
+def _counting_eager_runs() -> Iterator[list[int]]:
+    """Count the kernel calls that run in eager mode inside the block."""
+    count = [0]
+    original = kernel_module.run_eager
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return original(*args, **kwargs)
+
+    kernel_module.run_eager = counted
+    try:
+        yield count
+    finally:
+        kernel_module.run_eager = original
+
+
+@contextlib.contextmanager
+def assert_ref_eager_mode() -> Iterator[None]:
+    """Fail unless some kernel called in the block ran in eager mode (Helion's ref-eager mode)."""
+    with _counting_eager_runs() as count:
+        yield
+    assert count[0] > 0, "no kernel call in the block ran in eager mode"
+
+
+@contextlib.contextmanager
+def assert_helion_compilation() -> Iterator[None]:
+    """Fail if a kernel called in the block ran in eager mode instead of generated code."""
+    with _counting_eager_runs() as count:
+        yield
+    assert count[0] == 0, f"{count[0]} kernel call(s) in the block ran in eager mode"
 
 
 def code_and_output(fn: Any, args: tuple, **config_keys: Any) -> tuple[str, Any]:

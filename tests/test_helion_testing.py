@@ -369,3 +369,18 @@ def test_tensor_descriptor_probes(monkeypatch):
                                                     and torch.cuda.get_device_capability()[0] >= 9)
     monkeypatch.setattr(_compat, "_supports_tensor_descriptor", lambda: True)
     assert _compat.supports_tensor_descriptor()
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+def test_assert_ref_eager_mode(mode, monkeypatch):
+    from tessera._testing import HALF_DTYPE, assert_helion_compilation, assert_ref_eager_mode
+    assert HALF_DTYPE is torch.float16  # Helion's meaning off TPUs
+    monkeypatch.setenv("TESSERA_MODE", mode)
+    x = torch.randn(7)
+    holds, fails = (assert_ref_eager_mode, assert_helion_compilation)[::1 if mode == "eager" else -1]
+    with holds():
+        add_one(x)
+        code_and_output(add_one, (x,))
+    with pytest.raises(AssertionError):
+        with fails():
+            add_one(x)
