@@ -364,7 +364,7 @@ def _test_config(kernel: Any, config_keys: dict[str, Any]) -> Config | None:
 def _run(kernel: Any, args: tuple, config_keys: dict[str, Any], with_code: bool) -> tuple[str | None, Any]:
     bound = kernel.bind(*args)  # Helion passes one tuple; unpacked here so a one-argument kernel binds too
     config = _test_config(kernel, config_keys)
-    if in_eager_mode():
+    if kernel.mode_for(bound.device) == "eager":  # TESSERA_MODE=eager, or the kernel's mode / ref_mode
         kernel.rewritten()  # the rewrite's checks hold in eager mode too, as on a call
         result = kernel_module.run_eager(kernel.fn, bound.args, bound.kwargs, kernel.block_slots(),
                                          config or kernel.default_config(), bound.device)
@@ -373,7 +373,11 @@ def _run(kernel: Any, args: tuple, config_keys: dict[str, Any], with_code: bool)
     try:
         result = bound.run(config)
     except Exception:
-        print(f"[tessera] the kernel failed to run; its code:\n{code or bound.to_code(config)}", file=sys.stderr)
+        try:
+            code = code or bound.to_code(config)
+        except Exception:  # the run's own error is the one to see
+            code = "(the code could not be generated either)"
+        print(f"[tessera] the kernel failed to run; its code:\n{code}", file=sys.stderr)
         raise
     if bound.device.type == "cuda":
         torch.cuda.synchronize(bound.device)

@@ -384,3 +384,12 @@ def test_assert_ref_eager_mode(mode, monkeypatch):
     with pytest.raises(AssertionError):
         with fails():
             add_one(x)
+
+
+def test_code_and_output_follows_the_kernels_own_mode(monkeypatch):
+    monkeypatch.setenv("TESSERA_MODE", "interpret")
+    eager_kernel = tessera.kernel(_double, mode="eager")
+    x = torch.randn(6)
+    code, result = code_and_output(eager_kernel, (x,))
+    assert "def _double" in code
+    torch.testing.assert_close(result, x * 2)
