@@ -31,4 +31,16 @@ def get_tensor_descriptor_fn_name() -> str:
     return "tl.make_tensor_descriptor"
 
 
-__all__ = ["get_tensor_descriptor_fn_name", "supports_tensor_descriptor", "use_tileir_tunables"]
+def _min_dot_size(device: torch.device, lhs: torch.dtype, rhs: torch.dtype) -> tuple[int, int, int]:
+    # tl.dot takes M, N, K of at least 16; Tessera refuses narrower whole dims in compiled mode
+    # (backends/triton/backend.py) and gives tiled dims blocks of at least 16 in products
+    return (16, 16, 16)
+
+
+def min_dot_size(device: torch.device, lhs: torch.dtype, rhs: torch.dtype) -> tuple[int, int, int]:
+    """The smallest (M, N, K) of a matrix product Tessera's Triton code runs as `tl.dot`.
+    Calls `_min_dot_size`, which tests may patch."""
+    return _min_dot_size(device, lhs, rhs)
+
+
+__all__ = ["get_tensor_descriptor_fn_name", "min_dot_size", "supports_tensor_descriptor", "use_tileir_tunables"]

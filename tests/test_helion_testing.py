@@ -393,3 +393,8 @@ def test_code_and_output_follows_the_kernels_own_mode(monkeypatch):
     code, result = code_and_output(eager_kernel, (x,))
     assert "def _double" in code
     torch.testing.assert_close(result, x * 2)
+
+
+def test_min_dot_size_probe():
+    from tessera import _compat
+    assert _compat.min_dot_size(torch.device("cpu"), torch.float16, torch.float16) == (16, 16, 16)
