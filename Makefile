@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(if $(shell $(PYTHON) -c 'import torch' 2>/dev/null && echo yes),--system-site-packages,) $(VENV)
 	@$(PY) -c 'import torch, triton' 2>/dev/null || $(PY) -m pip install -q "torch==2.13.0" "triton==3.6.0"
 	$(PY) -m pip install -q "numpy<2.4" "sympy>=1.12" "pytest>=7" "pytest-xdist>=3"
+	@# torch.testing._internal (imported by Helion's unit tests, benchmarks/helion_tests.py) needs expecttest
+	$(PY) -m pip install -q "expecttest"
 	@# the Pallas backend (backend="pallas"): JAX on the CPU; 0.10.2 is the last JAX for Python 3.11
 	$(PY) -m pip install -q "jax==0.10.2" "jaxlib==0.10.2"
 	$(PY) -m pip install -q --no-deps -e .

@@ -2,7 +2,9 @@
 
 A Helion example ports by renaming `helion` to `tessera` in its imports; these names keep
 their meaning: `DEVICE` (the GPU if there is one, else the CPU), `HALF_DTYPE`,
-`LONG_INT_TYPE`, `run_example` (check kernels against a reference) and `do_bench`.
+`LONG_INT_TYPE`, `run_example` (check kernels against a reference) and `do_bench`; and the
+harness of Helion's unit tests (`code_and_output`, `TestCase`, the skip decorators...), defined
+in `tessera/_test_case.py`.
 
 >>> from tessera._testing import DEVICE, run_example
 >>> run_example(lambda x: x + 1, lambda x: 1 + x, (torch.ones(3),))  # doctest: +SKIP
@@ -16,8 +18,19 @@ from typing import Any, Callable
 
 import torch
 
+from tessera._test_case import (  # noqa: F401  (Helion's unit-test harness, re-exported)
+    EXAMPLES_DIR, PROJECT_ROOT, CosSimilarity, assert_helion_compilation, assert_ref_eager_mode, RefEagerTestBase, RefEagerTestDisabled, TestCase, _get_backend,
+    assert_close_with_mismatch_tolerance, check_example, code_and_output, float32_matmul_precision,
+    get_test_dot_precision, get_test_float32_matmul_precision, import_path, is_cuda, matchesBackends, onlyBackends,
+    output_only, skipIfA10G, skipIfCudaCapabilityLessThan, skipIfCute, skipIfFn, skipIfLowVRAM, skipIfMetal,
+    skipIfMTIA, skipIfNormalMode, skipIfNotCUDA, skipIfNotTriton, skipIfPallas, skipIfPallasInterpret,
+    skipIfPyTorchBaseVerLessThan, skipIfRefEager, skipIfRocm, skipIfSharedMemoryLessThan, skipIfTileIR, skipIfXPU,
+    skipUnlessAMDCDNA, skipUnlessBackends, skipUnlessCuteAvailable, skipUnlessMultiXCD, skipUnlessPallas,
+    skipUnlessTensorDescriptor, skipUnlessTileIR, xfailIfCute, xfailIfFn, xfailIfPallas, xfailIfPallasInterpret,
+    xfailIfPallasTpu)
+
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-HALF_DTYPE = torch.bfloat16
+HALF_DTYPE = torch.float16  # as in Helion (whose TPU runs take bfloat16; Tessera has none)
 LONG_INT_TYPE = torch.int64
 
 

@@ -43,6 +43,10 @@ _KNOWN_KEYS: dict[str, str] = {
     "range_multi_buffers": "per device loop: False sets tl.range(disallow_acc_multi_buffer=True) (None = Triton's choice)",
 }
 
+# Helion's singular spellings of the per-loop list keys, for a kernel with one such loop
+_SINGULAR_KEYS = ("loop_order", "reduction_loop", "flatten_loop", "static_range", "range_unroll_factor",
+                  "range_warp_specialize", "range_num_stage", "range_multi_buffer", "range_flatten")
+
 # Helion's Config keys that Triton 3.6 gives Tessera no way to honour (or that Tessera decides by
 # itself): accepted, so that a Config printed by Helion's autotuner works, and named once in a warning.
 IGNORED_KEYS: dict[str, str] = {
@@ -99,6 +103,13 @@ class Config(Mapping[str, Any]):
         if "block_size" in values:  # Helion's shorthand for a kernel with one block size
             shorthand = values.pop("block_size")
             values.setdefault("block_sizes", list(shorthand) if isinstance(shorthand, (list, tuple)) else [shorthand])
+        for singular in _SINGULAR_KEYS:  # Helion's one-entry shorthands: loop_order=(1, 0) -> loop_orders=[[1, 0]]
+            if singular in values:
+                if f"{singular}s" in values:
+                    raise ConfigError(f"Config gives both {singular} and {singular}s", location=user_location(),
+                                      hint=f"{singular}=v is short for {singular}s=[v]; give one of them")
+                value = values.pop(singular)
+                values[f"{singular}s"] = [list(value) if isinstance(value, tuple) else value]
         try:
             _validate(values)
         except ConfigError as error:

@@ -49,14 +49,19 @@ class BoundKernel:
             parts.append(("pinned", pinned))
         return hashlib.sha256(repr((self.mode, parts)).encode()).hexdigest()[:20]
 
-    def run(self, config: Config | None = None) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the kernel on new arguments (Helion's `bound(*args)`), as `kernel(*args)` would."""
+        return self.kernel(*args, **kwargs)
+
+    def run(self, config: Config | dict[str, Any] | None = None) -> Any:
         """Call the kernel with `config` (default: the kernel's) in this bound kernel's mode."""
+        config = _as_config(config)
         return run_compiled(self.kernel, self.mode, self.args, self.kwargs, config or self.kernel.default_config(),
                             self.device, self._runner(config))
 
-    def plan(self, config: Config | None = None) -> KernelPlan:
+    def plan(self, config: Config | dict[str, Any] | None = None) -> KernelPlan:
         """Trace and generate code for every launch under `config`, recording instead of launching."""
-        config = config or self.kernel.default_config()
+        config = _as_config(config) or self.kernel.default_config()
         records: list[LaunchRecord] = []
         runner = self._runner(config, records)
         result = run_compiled(self.kernel, self.mode, self.args, self.kwargs, config, self.device, runner)
@@ -73,22 +78,22 @@ class BoundKernel:
                           launch_sources=tuple(runner.launch_sources[i] for i in sorted(runner.launch_sources)),
                           carried_rows=tuple(runner.carried_rows[i] for i in sorted(runner.carried_rows)))
 
-    def to_ir(self, config: Config | None = None) -> KernelIR | tuple[KernelIR, ...]:
+    def to_ir(self, config: Config | dict[str, Any] | None = None) -> KernelIR | tuple[KernelIR, ...]:
         """The IR each launch of this call lowers under `config`, after the passes: one
         `KernelIR`, or a tuple of them (source order) when the call launches several kernels.
 
         >>> print(add.bind(x, y).to_ir(tessera.Config(block_sizes=[64])))   # doctest: +SKIP
         """
-        config = config or self.kernel.default_config()
+        config = _as_config(config) or self.kernel.default_config()
         runner = IRRecorder(self.kernel, self.mode, config, self.kernel.block_slots(), store=VariantStore(), recorder=[])
         run_compiled(self.kernel, self.mode, self.args, self.kwargs, config, self.device, runner)
         return runner.irs[0] if len(runner.irs) == 1 else tuple(runner.irs)
 
-    def to_code(self, config: Config | None = None) -> str:
+    def to_code(self, config: Config | dict[str, Any] | None = None) -> str:
         """The generated source of every launch of this call under `config` (the kernel's backend)."""
         return self.to_triton_code(config)
 
-    def to_triton_code(self, config: Config | None = None) -> str:
+    def to_triton_code(self, config: Config | dict[str, Any] | None = None) -> str:
         """The generated Triton source of every launch of this call under `config`."""
         plan = self.plan(config)
         parts = []
@@ -116,3 +121,8 @@ class BoundKernel:
     def _runner(self, config: Config | None, recorder: list[LaunchRecord] | None = None) -> CompiledRunner:
         return CompiledRunner(self.kernel, self.mode, config or self.kernel.default_config(),
                               self.kernel.block_slots(), store=self._store, recorder=recorder)
+
+
+def _as_config(config: Config | dict[str, Any] | None) -> Config | None:
+    """Helion passes a dict of Config keys wherever it passes a Config."""
+    return Config(**config) if isinstance(config, dict) else config

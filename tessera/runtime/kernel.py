@@ -219,13 +219,13 @@ class Kernel:
     def bind(self, *args: Any, **kwargs: Any) -> BoundKernel:
         """The kernel with these arguments: code, launch plans and runs per Config.
 
-        Helion's spelling, one tuple of all the arguments (`kernel.bind((x, y))`), means the same
-        when the tuple does not itself bind as the arguments.
+        Helion's spelling, one tuple (or list) of all the arguments (`kernel.bind((x, y))`), means
+        the same when it does not itself bind as the arguments.
 
         >>> kernel.bind(x, y).to_triton_code(tessera.Config(block_sizes=[64]))  # doctest: +SKIP
         """
-        if len(args) == 1 and isinstance(args[0], tuple) and not kwargs and not self._binds(args):
-            args = args[0]
+        if len(args) == 1 and isinstance(args[0], (tuple, list)) and not kwargs and not self._binds(args):
+            args = tuple(args[0])
         self._check_arguments(args, kwargs)
         return BoundKernel(self, args, kwargs)
 
@@ -274,8 +274,8 @@ class Kernel:
 
 
 
-def kernel(fn: Callable[..., Any] | None = None, *, config: Config | None = None,
-           configs: list[Config] | None = None, **options: Any) -> Any:
+def kernel(fn: Callable[..., Any] | None = None, *, config: Config | dict[str, Any] | None = None,
+           configs: list[Config | dict[str, Any]] | None = None, **options: Any) -> Any:
     """Make a function a Tessera kernel; usable bare or with settings.
 
     Settings (see runtime/kernel_settings.py for all, Helion's included): `config=` / `configs=`,

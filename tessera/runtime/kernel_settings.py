@@ -176,8 +176,11 @@ class Settings:
             self._on_change()
 
     def _set(self, name: str, value: Any) -> None:
+        # Helion takes a dict of Config keys wherever it takes a Config
+        if name == "config" and isinstance(value, dict):
+            value = Config(**value)
         if name == "configs":
-            value = tuple(value or ())
+            value = tuple(Config(**c) if isinstance(c, dict) else c for c in value or ())
         if name in IGNORED:
             warn_ignored(f"kernel setting {name}={value!r}", IGNORED[name])
             self.ignored[name] = value
