@@ -255,6 +255,8 @@ def test_bind_takes_helions_one_tuple_of_arguments(mode):
     torch.testing.assert_close(kernel.bind(x, y).run(), x + y)
     with pytest.raises(exc.KernelArgumentError):
         kernel.bind((x, y, x))
+    one = tessera.kernel(add_one, mode=mode)
+    torch.testing.assert_close(one.bind((x,)).run(), x + 1)  # Helion unpacks a one-tuple too
 
 
 def _sum_rounding_each_step(rows: torch.Tensor) -> torch.Tensor:

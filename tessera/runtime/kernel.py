@@ -219,12 +219,13 @@ class Kernel:
     def bind(self, *args: Any, **kwargs: Any) -> BoundKernel:
         """The kernel with these arguments: code, launch plans and runs per Config.
 
-        Helion's spelling, one tuple (or list) of all the arguments (`kernel.bind((x, y))`), means
-        the same when it does not itself bind as the arguments.
+        Helion's spelling, one tuple (or list) of all the arguments (`kernel.bind((x, y))`,
+        `kernel.bind((x,))`), means the same whenever its items bind as the arguments; else the
+        tuple is the one argument.
 
         >>> kernel.bind(x, y).to_triton_code(tessera.Config(block_sizes=[64]))  # doctest: +SKIP
         """
-        if len(args) == 1 and isinstance(args[0], (tuple, list)) and not kwargs and not self._binds(args):
+        if len(args) == 1 and isinstance(args[0], (tuple, list)) and not kwargs and self._binds(tuple(args[0])):
             args = tuple(args[0])
         self._check_arguments(args, kwargs)
         return BoundKernel(self, args, kwargs)
