@@ -160,19 +160,65 @@ def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
     (`flat[a:b]`, `t[i]`), as they are in compiled code, where writes through them reach the tensor.
     """
     reads_values = any(isinstance(item, Tile) for item in (index if isinstance(index, (tuple, list)) else (index,)))
+    inside = None
+    if mask is not None:
+        tensor, inside, index = _padded_past_masked_tiles(tensor, index)
     index = normalize_index(tensor, index)
     tensor_dims = _tensor_dims(tensor, index)
+    read = _clamped(tensor, index, tensor_dims) if tensor_dims else index
     if tensor_dims:
         _check_unmasked(_in_bounds(tensor, index, tensor_dims), mask)
-        value = tensor[_clamped(tensor, index, tensor_dims)]
-    else:
-        value = tensor[index]
+    if inside is not None:
+        _check_masked_tile_lanes(inside[read], mask)
+    value = tensor[read]
     if mask is not None:
         value = torch.where(torch.as_tensor(mask, device=value.device), value, torch.zeros((), dtype=value.dtype,
                                                                                               device=value.device))
     elif reads_values and value._base is not None:
         value = value.clone()
     return value
+
+
+def _padded_past_masked_tiles(tensor: torch.Tensor, index: Any) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
+    """A masked load's tiles may run past their dimension (a tile over `out.size(1)` reading the
+    part of `out` that `x` covers, the rest masked by `extra_mask`): such a dimension is cut to
+    the tile's rows and padded with zeros to the tile's length, and the tile becomes a slice of
+    that. Returns (tensor, where its elements are real (None if nothing was padded), index); the
+    caller checks that every padded lane is masked."""
+    items = list(index) if isinstance(index, (tuple, list)) else [index]
+    consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
+    inside: torch.Tensor | None = None
+    dim = 0
+    for position, item in enumerate(items):
+        if item is Ellipsis:
+            dim += tensor.dim() - consumed
+            continue
+        if isinstance(item, Tile) and dim < tensor.dim() and item.begin >= 0 and item.end > tensor.size(dim):
+            if inside is None:
+                inside = torch.ones(tensor.shape, dtype=torch.bool, device=tensor.device)
+            tensor, inside = (_cut_and_pad(t, dim, item.begin, item.end) for t in (tensor, inside))
+            items[position] = slice(0, item.end - item.begin)
+        if item is not None:
+            dim += 1
+    return tensor, inside, tuple(items) if inside is not None else index
+
+
+def _cut_and_pad(tensor: torch.Tensor, dim: int, begin: int, end: int) -> torch.Tensor:
+    """`tensor[begin:end]` along `dim`, zero-filled past the dimension's end."""
+    start = min(begin, tensor.size(dim))
+    part = tensor.narrow(dim, start, tensor.size(dim) - start)
+    shape = list(tensor.shape)
+    shape[dim] = end - begin - part.size(dim)
+    return torch.cat([part, torch.zeros(shape, dtype=tensor.dtype, device=tensor.device)], dim)
+
+
+def _check_masked_tile_lanes(inside: torch.Tensor, mask: Any) -> None:
+    if bool((~inside & torch.as_tensor(mask, device=inside.device)).any()):
+        raise exc.IndexingError(
+            "a tile runs past the tensor's dimension in lanes that extra_mask does not mask",
+            location=user_location(),
+            hint="mask every lane past the dimension's end (e.g. extra_mask=(tile.index < x.size(1))[None, :]), "
+                 "or tile that dimension by the size of the tensor it indexes")
 
 
 def _coordinates(tensor: torch.Tensor, index: Index) -> tuple[torch.Tensor, ...]:

@@ -17,7 +17,7 @@ import torch
 from tessera import exc
 from tessera.location import frame_site, is_internal_file, site_and_location, user_location
 from tessera.ir import interpreter
-from tessera.ir.tile_range import TileRange, static_int
+from tessera.ir.tile_range import TileOffsets, TileRange, static_int
 from tessera.ir.primitive import defined_primitive
 from tessera.language.constexpr import SpecializedInt
 from tessera.ir.tunables import ConfigFragment
@@ -26,7 +26,7 @@ from tessera.ir.tunables import ConfigFragment
 
 
 @dataclasses.dataclass
-class Tile:
+class Tile(TileOffsets):
     """One block of a tile loop, as seen in eager mode.
 
     Indexing a tensor with a tile takes the rows `begin:end`. `index` is the tensor of those

@@ -22,7 +22,10 @@ if TYPE_CHECKING:
     from tessera.trace.tracer import Tracer
 
 
-def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list[DimAccess], tuple[Axis, ...]]:
+def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any,
+                  masked: bool = False) -> tuple[list[DimAccess], tuple[Axis, ...]]:
+    """Per dim the access and the result's axes. `masked`: the access has an extra_mask, so a
+    tile may run past its dimension where that mask covers the lanes past the end."""
     items = list(index) if isinstance(index, (tuple, list)) else [index]
     consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
     # Identity checks only: `in` / `.index` would call a tile value's `__eq__`.
@@ -45,7 +48,8 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list
             continue
         size = tracer.symbols.canonical(tensor.sizes[dim])
         if isinstance(item, TileProxy):
-            accesses.append(DimAccess(AccessKind.AXIS, axis=item.axis, bound=_tile_bound(tracer, item.axis, size, tensor, dim),
+            bound, user_masked = _tile_bound(tracer, item.axis, size, tensor, dim, masked)
+            accesses.append(DimAccess(AccessKind.AXIS, axis=item.axis, bound=bound, user_masked=user_masked,
                                       check_negative=_tile_may_begin_below_zero(tracer, item.axis, tensor, dim)))
             result.append(item.axis)
         elif is_whole_slice(item):
@@ -81,23 +85,27 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list
     return accesses, tuple(result)
 
 
-def _tile_bound(tracer: Tracer, axis: Axis, size: Any, tensor: TensorProxy, dim: int) -> Any:
-    """Prove (by a guard) that the tile stays inside the dimension, or return a mask bound."""
+def _tile_bound(tracer: Tracer, axis: Axis, size: Any, tensor: TensorProxy, dim: int,
+                masked: bool) -> tuple[Any, bool]:
+    """Prove (by a guard) that the tile stays inside the dimension, or return a mask bound (and
+    whether the user's extra_mask must cover the lanes past it)."""
     end = tracer.symbols.canonical(axis.range_end) if axis.is_tile else axis.end
     if end == size:
-        return None
+        return None, False
     if tracer.symbols.on_device(size):
-        return size  # a view sized by a runtime scalar: mask against it
+        return size, False  # a view sized by a runtime scalar: mask against it
     host_symbols = set(tracer.symbols.values)
     if isinstance(end, sympy.Basic) and not end.free_symbols <= host_symbols or not isinstance(end, (int, sympy.Basic)):
-        return size  # a device-computed end: mask against the dimension as well
+        return size, False  # a device-computed end: mask against the dimension as well
     if tracer.symbols.evaluate(end) > tracer.symbols.evaluate(size):
+        if masked:  # correct for every size: no guard
+            return size, True
         raise exc.IndexingError(
             f"tile loop up to {tracer.symbols.evaluate(end)} indexes dimension {dim} of {tensor.name}, "
             f"which has size {tracer.symbols.evaluate(size)}", location=user_location(),
             hint="tile each dimension by the size of the tensor it indexes")
     tracer.symbols.guard(sympy.Le(end, size), f"tile of {tensor.name} dim {dim} stays in bounds")
-    return None
+    return None, False
 
 
 def check_index_dtype(dtype: torch.dtype) -> None:
@@ -172,7 +180,7 @@ def trace_load(tracer: Tracer, tensor: Any, index: Any, mask: Any = None, evicti
     if not isinstance(tensor, TensorProxy):
         raise exc.IndexingError(f"hl.load needs a tensor argument of the kernel, got {type(tensor).__name__}",
                                 location=user_location())
-    accesses, shape = resolve_index(tracer, tensor, index)
+    accesses, shape = resolve_index(tracer, tensor, index, masked=mask is not None)
     mask_node = _mask_node(tracer, mask)
     if mask_node is not None:
         shape = tracer.broadcast([shape, mask_node.shape], "extra_mask")

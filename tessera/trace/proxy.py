@@ -18,6 +18,7 @@ from tessera.location import user_location
 from tessera.ir import interpreter
 from tessera.ir.graph import UNIT, Axis, Node, TensorRef
 from tessera.ir.primitive import TORCH_FUNCTIONS
+from tessera.ir.tile_range import TileOffsets
 from tessera.ir.torch_alternatives import ALTERNATIVES_BY_FUNCTION, torch_spelling
 
 def unsupported_operation(func: Callable[..., Any]) -> exc.UnsupportedOperationError:
@@ -218,7 +219,7 @@ class AxisSize(_TorchLike):
         return f"size({self.axis.name})"
 
 
-class TileProxy(_TorchLike):
+class TileProxy(TileOffsets, _TorchLike):
     """A tile of a loop while tracing: indexes tensors along its axis."""
 
     def __init__(self, axis: Axis, tile_id: sympy.Expr, count: sympy.Expr) -> None:

@@ -156,6 +156,8 @@ class Emitter(EmitterBase):
                 index = self.axis_index(access.axis, shape)
                 if access.bound is not None:
                     masks.append(f"({index} < {print_expr(access.bound)})")
+                    if access.user_masked:  # the user's mask must cover lanes past the bound
+                        self.gather_ranges.append(masks[-1])
                 if access.check_negative:  # a tile loop that may begin below 0 (a loaded begin)
                     masks.append(f"({index} >= 0)")
             elif access.kind is AccessKind.SCALAR:
