@@ -12,6 +12,7 @@ import torch
 
 from tessera import exc
 from tessera.location import user_location
+from tessera.ir import interpreter
 from tessera.language.tile import Tile
 from tessera.trace.indexing import check_index_dtype
 from tessera.trace.proxy import refuse_value_list
@@ -51,8 +52,10 @@ def _as_int(value: Any) -> Any:
     return value
 
 
-def normalize_index(tensor: torch.Tensor, index: Any) -> Index:
-    """Tiles become slices (bounds-checked); 0-d int tensors become ints; the result is a tuple."""
+def normalize_index(tensor: torch.Tensor, index: Any, reading: bool = False) -> Index:
+    """Tiles become slices (bounds-checked); 0-d int tensors become ints; the result is a tuple.
+    `reading` (a load inside a tile loop): an int index into a dimension of size 1 broadcasts,
+    as in Helion, reading its one element."""
     items = list(index) if isinstance(index, (tuple, list)) else [index]
     consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
     if Ellipsis in items:
@@ -82,6 +85,8 @@ def normalize_index(tensor: torch.Tensor, index: Any) -> Index:
                     hint="tile each dimension by the size of the tensor it indexes")
             item = item.as_slice()
         elif isinstance(item, int) and not isinstance(item, bool):
+            if reading and dim < tensor.dim() and tensor.size(dim) == 1:
+                item = 0
             _check_int_index(tensor, item, dim)
         elif isinstance(item, torch.Tensor) and item.dtype != torch.bool:
             check_index_dtype(item.dtype)
@@ -163,7 +168,7 @@ def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
     inside = None
     if mask is not None:
         tensor, inside, index = _padded_past_masked_tiles(tensor, index)
-    index = normalize_index(tensor, index)
+    index = normalize_index(tensor, index, reading=bool(getattr(interpreter.active(), "loop_depth", 0)))
     tensor_dims = _tensor_dims(tensor, index)
     read = _clamped(tensor, index, tensor_dims) if tensor_dims else index
     if tensor_dims:
