@@ -53,9 +53,9 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any,
             accesses.append(DimAccess(AccessKind.AXIS, axis=item.axis, bound=bound, user_masked=user_masked,
                                       check_negative=_tile_may_begin_below_zero(tracer, item.axis, tensor, dim)))
             result.append(item.axis)
-        elif is_whole_slice(item) and _is_one(tracer, size):
-            # `:` of a dimension of size 1 (a host size: guarded) is a unit dim, which broadcasts
-            # as in torch (`rsqrt[tile, :]` of an [m, 1] tensor times an [m, n] tile)
+        elif reading and is_whole_slice(item) and _is_one(tracer, size):
+            # a load's `:` of a dimension of size 1 (a host size: guarded) is a unit dim, which
+            # broadcasts as in torch (`rsqrt[tile, :]` of an [m, 1] tensor times an [m, n] tile)
             accesses.append(DimAccess(AccessKind.SCALAR, scalar=sympy.Integer(0)))
             result.append(UNIT)
         elif is_whole_slice(item):
