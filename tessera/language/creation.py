@@ -9,6 +9,7 @@ from tessera import exc
 from tessera.ir import interpreter
 from tessera.ir.graph import UNIT, Axis, Op
 from tessera.ir.primitive import Primitive
+from tessera.language.constexpr import BlockSizeInt
 from tessera.language.operands import ask_torch, check_dtype
 from tessera.language.tile import Tile
 from tessera.location import user_location
@@ -114,6 +115,8 @@ def shape_axes(tracer: Tracer, shape: tuple) -> tuple[Axis, ...]:
             axes.append(dim.axis)
         elif isinstance(dim, AxisSize):
             axes.append(dim.axis)
+        elif isinstance(dim, BlockSizeInt) and dim > 1:
+            axes.append(tracer.block_size_axis(int(dim)))
         elif isinstance(dim, int) and not isinstance(dim, bool):
             if dim == 1:
                 axes.append(UNIT)

@@ -96,6 +96,22 @@ def normalize_index(tensor: torch.Tensor, index: Any, reading: bool = False) -> 
     return tuple(result)
 
 
+def _cut_to_tiles(value: Any, index: Any) -> Any:
+    """A stored value whose trailing dims are a register_block_size allocation's (B lanes) where
+    the destination has a tail tile of block B: its first lanes, as the compiled store masks the
+    rest. Only dims that hold exactly a tile's block size are cut."""
+    items = index if isinstance(index, (tuple, list)) else (index,)
+    tiles = [item for item in items if isinstance(item, Tile)]
+    if not isinstance(value, torch.Tensor) or not tiles or value.dim() < len(tiles) \
+            or len(tiles) != sum(1 for item in items if item is not None and item is not Ellipsis):
+        return value  # only all-tile destinations: each value dim then faces one tile
+    for position, tile in enumerate(tiles):
+        dim = value.dim() - len(tiles) + position
+        if value.size(dim) == tile.block_size > len(tile):
+            value = value.narrow(dim, 0, len(tile))
+    return value
+
+
 def _check_int_index(tensor: torch.Tensor, item: int, dim: int) -> None:
     """torch's rule for an int index (negative counts from the end), as a located error."""
     if dim >= tensor.dim():
@@ -241,6 +257,7 @@ def store(tensor: torch.Tensor, index: Any, value: Any, mask: Any = None, accumu
           reduce: str | None = None) -> None:
     """`tensor[index] = value` writing only unmasked lanes; `accumulate` adds (atomic_add)."""
     refuse_value_list(value, "a store")
+    value = _cut_to_tiles(value, index)
     index = normalize_index(tensor, index)
     tensor_dims = _tensor_dims(tensor, index)
     if tensor_dims:

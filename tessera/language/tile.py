@@ -19,7 +19,7 @@ from tessera.location import frame_site, is_internal_file, site_and_location, us
 from tessera.ir import interpreter
 from tessera.ir.tile_range import TileOffsets, TileRange, static_int
 from tessera.ir.primitive import defined_primitive
-from tessera.language.constexpr import SpecializedInt
+from tessera.language.constexpr import BlockSizeInt, SpecializedInt
 from tessera.ir.tunables import ConfigFragment
 
 
@@ -230,7 +230,7 @@ def register_block_size(min_or_max: Any, max_or_none: Any = None) -> Any:
     low, high = (1, min_or_max) if max_or_none is None else (min_or_max, max_or_none)
     # a compile-time int, as after hl.specialize: usable as a register size (hl.zeros([block]),
     # hl.arange(block)); the Config that chose it already tells its variants apart
-    return SpecializedInt(active.block_sizes(_call_site(), 1, [(static_int(low) or 1, static_int(high))])[0])
+    return BlockSizeInt(active.block_sizes(_call_site(), 1, [(static_int(low) or 1, static_int(high))])[0])
 
 
 def register_tunable(name: str, fragment: ConfigFragment) -> Any:

@@ -39,6 +39,7 @@ class EagerInterpreter:
         self.device = device
         self.loop_depth = 0
         self.primitive_depth = 0  # > 0 while a primitive's eager rule runs (its torch calls are plain torch)
+        self.open_tiles: list[tuple] = []  # per open loop (outermost first), its current tiles
 
     def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
         if primitive.device_only and self.loop_depth == 0:
@@ -97,10 +98,13 @@ class EagerInterpreter:
     def _loop(self, per_dim: list[list[Any]], multi_dim: bool) -> Iterator[Any]:
         # Row-major order: the last dimension varies fastest, like nested Python loops.
         self.loop_depth += 1
+        self.open_tiles.append(())
         try:
             for combo in itertools.product(*per_dim):
+                self.open_tiles[-1] = combo
                 yield combo if multi_dim else combo[0]
         finally:
+            self.open_tiles.pop()
             self.loop_depth -= 1
 
 
@@ -200,10 +204,60 @@ class EagerTorchMode(TorchFunctionMode):
         except (RuntimeError, TypeError, ValueError, IndexError, ZeroDivisionError) as error:
             if not self.eager.loop_depth or isinstance(error, exc.TesseraError):
                 raise  # host code is plain Python: its torch errors are the user's own
-            raise _located_torch_error(func, error) from error
+            fitted = fit_to_block_sizes(self.eager.open_tiles, func, args) if "must match the size" in str(error) \
+                else None
+            if fitted is None:
+                raise _located_torch_error(func, error) from error
+            result = (override or func)(*fitted, **kwargs)
         if self.eager.loop_depth and _makes_tile_value(func, args, kwargs, result):
             mark_tile_values(result)
         return result
+
+
+def fit_to_block_sizes(open_tiles: list[tuple], func: Callable[..., Any], args: tuple) -> tuple | None:
+    """The operands of an elementwise op that combines a tail tile's values (length L) with a
+    register_block_size allocation (length B, the tile's block size), made to fit as the compiled
+    kernel combines them lane for lane: an inner loop's tile is padded with zeros to B (its lanes
+    past the loop's end join the allocation as 0), the allocation is cut to a top-level tile's L
+    (the launch masks the lanes past its end). None when the shapes differ otherwise."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    tails = {(tile.block_size, len(tile)): depth for depth, combo in enumerate(open_tiles)
+             for tile in combo if isinstance(tile, Tile) and len(tile) < tile.block_size}
+    if len(tensors) < 2 or not tails:
+        return None
+    targets: dict[int, int] = {}  # position from the right -> the length the operands take there
+    for position in range(1, max(t.dim() for t in tensors) + 1):
+        sizes = sorted({t.size(-position) for t in tensors if t.dim() >= position} - {1})
+        if len(sizes) < 2:
+            continue
+        depth = tails.get((sizes[-1], sizes[0])) if len(sizes) == 2 else None
+        if depth is None:
+            return None
+        targets[position] = sizes[0] if depth == 0 else sizes[-1]
+    in_place = getattr(func, "__name__", "").endswith("_") or getattr(func, "__name__", "").startswith("__i")
+    fitted = []
+    for number, arg in enumerate(args):
+        if isinstance(arg, torch.Tensor):
+            resized = _resized(arg, targets)
+            if resized is not arg and in_place and number == 0:
+                return None  # the updated tensor cannot change its shape
+            arg = mark_tile_values(resized) if is_tile_value(arg) else resized
+        fitted.append(arg)
+    return tuple(fitted)
+
+
+def _resized(tensor: torch.Tensor, targets: dict[int, int]) -> torch.Tensor:
+    for position, length in targets.items():
+        if tensor.dim() < position or tensor.size(-position) in (1, length):
+            continue
+        dim = tensor.dim() - position
+        if tensor.size(dim) > length:
+            tensor = tensor.narrow(dim, 0, length)
+        else:
+            shape = list(tensor.shape)
+            shape[dim] = length - tensor.size(dim)
+            tensor = torch.cat([tensor, tensor.new_zeros(shape)], dim)
+    return tensor
 
 
 def run_eager(fn: Callable[..., Any], args: tuple, kwargs: dict, slots: BlockSlotTable,

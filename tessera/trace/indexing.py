@@ -259,7 +259,7 @@ def _stored_value(tracer: Tracer, tensor: TensorProxy, shape: tuple[Axis, ...], 
     if isinstance(value, TileValue):
         target = tracer.broadcast([shape, value.axes], f"store into {tensor.name}")
         if len(target) != len(shape) or any(a is not tracer.canonical_axis(b) and b is not UNIT
-                                               for a, b in zip(target, shape)):
+                                               and not tracer.fits_block_axis(a, b) for a, b in zip(target, shape)):
             raise exc.ShapeMismatchError(
                 f"cannot store a value of shape {list(value.axes)} into {tensor.name}{list(shape)}",
                 location=user_location(), hint="index the destination with the same tiles as the value")

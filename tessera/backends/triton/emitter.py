@@ -129,10 +129,13 @@ class Emitter(EmitterBase):
 
     def reshape(self, name: str, source: tuple[Axis, ...], target: tuple[Axis, ...]) -> str:
         # axes of block 1 (the unit axis, a whole dim of size <= 1) may come and go freely
-        if [a for a in source if a.block != 1] != [a for a in target if a.block != 1]:
+        # (blocks, not axes: a tile's lanes may become a block-size allocation's, trace.onto_block_axes)
+        if [a.block for a in source if a.block != 1] != [a.block for a in target if a.block != 1]:
             raise exc.TesseraError("internal error: a view changed the order of tile dimensions")
         if not target:
             return f"tl.reshape({name}, [])" if source else name
+        if [a.block for a in source] == [a.block for a in target]:
+            return name
         return f"tl.reshape({name}, {self.block_shape(target)})"
 
     # -- memory ----------------------------------------------------------------------------------
