@@ -11,6 +11,7 @@ from tessera.ir.graph import UNIT, Axis, Op
 from tessera.ir.primitive import Primitive
 from tessera.language.constexpr import BlockSizeInt
 from tessera.language.operands import ask_torch, check_dtype
+from tessera.language.eager_indexing import mark_tail_tiles
 from tessera.language.tile import Tile
 from tessera.location import user_location
 from tessera.trace.proxy import AxisSize, TensorProxy, TileProxy, TileValue
@@ -88,7 +89,9 @@ full_p = Primitive("full")
 
 @full_p.def_eager
 def _full_eager(shape: tuple, value: Any, *, dtype: torch.dtype) -> torch.Tensor:
-    return torch.full([_extent(d, i) for i, d in enumerate(shape)], value, dtype=dtype, device=interpreter.device())
+    result = torch.full([_extent(d, i) for i, d in enumerate(shape)], value, dtype=dtype, device=interpreter.device())
+    mark_tail_tiles(result, shape, allocation=True)  # a tail tile's dim, told from a size-1 dim that broadcasts
+    return result
 
 
 arange_p = Primitive("arange")

@@ -181,7 +181,7 @@ def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
     (`flat[a:b]`, `t[i]`), as they are in compiled code, where writes through them reach the tensor.
     """
     reads_values = any(isinstance(item, Tile) for item in (index if isinstance(index, (tuple, list)) else (index,)))
-    inside = None
+    inside, original = None, index
     if mask is not None:
         tensor, inside, index = _padded_past_masked_tiles(tensor, index)
     index = normalize_index(tensor, index, reading=bool(getattr(interpreter.active(), "loop_depth", 0)))
@@ -197,7 +197,28 @@ def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
                                                                                               device=value.device))
     elif reads_values and value._base is not None:
         value = value.clone()
+    if reads_values and not tensor_dims:
+        mark_tail_tiles(value, original)
     return value
+
+
+def mark_tail_tiles(value: torch.Tensor, original: Any, allocation: bool = False) -> None:
+    """Mark the dims of a load (or an hl.zeros) that come from a tail tile (fewer elements than its block):
+    eager mode fits them to a register_block_size allocation as compiled code does
+    (runtime.eager.fit_to_block_sizes), and tells them from size-1 dims that broadcast."""
+    items = original if isinstance(original, (tuple, list)) else (original,)
+    if Ellipsis in [i for i in items if not isinstance(i, torch.Tensor)]:
+        return
+    open_tiles = getattr(interpreter.active(), "open_tiles", [])
+    depth_of = {id(tile): depth for depth, combo in enumerate(open_tiles) for tile in combo}
+    # an index's ints select (their dims go); an allocation's ints are sizes
+    kept = list(items) if allocation else [item for item in items if not (isinstance(item, int) and not isinstance(item, bool))]
+    if len(kept) != value.dim():
+        return
+    marks = {value.dim() - d: (item.block_size, len(item), depth_of.get(id(item), 0))
+             for d, item in enumerate(kept) if isinstance(item, Tile) and len(item) < item.block_size}
+    if marks:
+        setattr(value, "_tessera_tails", marks)
 
 
 def _padded_past_masked_tiles(tensor: torch.Tensor, index: Any) -> tuple[torch.Tensor, torch.Tensor | None, Any]:

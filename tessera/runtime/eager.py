@@ -23,6 +23,7 @@ import tessera.language  # noqa: F401  (defines the primitives whose eager rules
 from tessera.ir.primitive import ALL_PRIMITIVES, TORCH_FUNCTIONS, Primitive
 from tessera.ir.tile_range import TileRange, static_bounds
 from tessera.language.eager_indexing import is_tile_value, mark_tile_values
+from tessera.language.elementwise import ELEMENTWISE_OPS
 from tessera.ir.tunables import tunable_value
 from tessera.language.tile import Tile
 from tessera.ir import interpreter
@@ -199,56 +200,91 @@ class EagerTorchMode(TorchFunctionMode):
         override = _OVERRIDES.get(func)
         if override is None and self.eager.loop_depth and _refused_on_tile_values(func, args, kwargs):
             raise unsupported_operation(func)  # what the trace raises: eager is no looser
+        original = args
+        # (only ops that combine lane for lane carry tail marks: a view moves dims)
+        tails = self.eager.loop_depth and _elementwise_name(func) in _ELEMENTWISE_NAMES and tail_marks(args)
+        if tails:
+            args = fit_to_block_sizes(func, args, tails)
         try:
             result = override(*args, **kwargs) if override is not None else func(*args, **kwargs)
+            if tails:
+                result = original[0] if result is args[0] and args[0] is not original[0] else result
+                mark_tails(result, tails)
         except (RuntimeError, TypeError, ValueError, IndexError, ZeroDivisionError) as error:
             if not self.eager.loop_depth or isinstance(error, exc.TesseraError):
                 raise  # host code is plain Python: its torch errors are the user's own
-            fitted = fit_to_block_sizes(self.eager.open_tiles, func, args) if "must match the size" in str(error) \
-                else None
-            if fitted is None:
-                raise _located_torch_error(func, error) from error
-            result = (override or func)(*fitted, **kwargs)
+            raise _located_torch_error(func, error) from error
         if self.eager.loop_depth and _makes_tile_value(func, args, kwargs, result):
             mark_tile_values(result)
         return result
 
 
-def fit_to_block_sizes(open_tiles: list[tuple], func: Callable[..., Any], args: tuple) -> tuple | None:
-    """The operands of an elementwise op that combines a tail tile's values (length L) with a
-    register_block_size allocation (length B, the tile's block size), made to fit as the compiled
-    kernel combines them lane for lane: an inner loop's tile is padded with zeros to B (its lanes
-    past the loop's end join the allocation as 0), the allocation is cut to a top-level tile's L
-    (the launch masks the lanes past its end). None when the shapes differ otherwise."""
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    tails = {(tile.block_size, len(tile)): depth for depth, combo in enumerate(open_tiles)
-             for tile in combo if isinstance(tile, Tile) and len(tile) < tile.block_size}
-    if len(tensors) < 2 or not tails:
-        return None
+def fit_to_block_sizes(func: Callable[..., Any], args: tuple, tails: dict[int, tuple[int, int, int]]) -> tuple:
+    """The operands of an op that combines a tail tile's values (length L, marked by `tail_marks`)
+    with a register_block_size allocation (length B, the tile's block size), made to fit as the
+    compiled kernel combines them lane for lane: an inner loop's tile is padded with zeros to B
+    (its lanes past the loop's end join the allocation as 0), the allocation is cut to a top-level
+    tile's L (the launch masks the lanes past its end). Other shapes are left to torch."""
     targets: dict[int, int] = {}  # position from the right -> the length the operands take there
-    for position in range(1, max(t.dim() for t in tensors) + 1):
-        sizes = sorted({t.size(-position) for t in tensors if t.dim() >= position} - {1})
-        if len(sizes) < 2:
-            continue
-        depth = tails.get((sizes[-1], sizes[0])) if len(sizes) == 2 else None
-        if depth is None:
-            return None
-        targets[position] = sizes[0] if depth == 0 else sizes[-1]
+    for position, (block, length, depth) in tails.items():
+        if any(isinstance(a, torch.Tensor) and a.dim() >= position and a.size(-position) == block
+               and position not in getattr(a, _TAILS, {}) for a in args):
+            targets[position] = block if depth else length
+    if not targets:
+        return args
     in_place = getattr(func, "__name__", "").endswith("_") or getattr(func, "__name__", "").startswith("__i")
     fitted = []
     for number, arg in enumerate(args):
         if isinstance(arg, torch.Tensor):
             resized = _resized(arg, targets)
-            if resized is not arg and in_place and number == 0:
-                return None  # the updated tensor cannot change its shape
+            if resized is not arg and in_place and number == 0 and resized._base is None:
+                return args  # the updated tensor cannot grow: torch's error says so
             arg = mark_tile_values(resized) if is_tile_value(arg) else resized
         fitted.append(arg)
     return tuple(fitted)
 
 
+# the ops that combine operands lane for lane (their in-place and operator spellings included)
+_ELEMENTWISE_NAMES = frozenset(function.__name__ for op in ELEMENTWISE_OPS for function in op.torch_functions) \
+    | {"truediv"}
+
+
+def _elementwise_name(func: Callable[..., Any]) -> str:
+    name = getattr(func, "__name__", "")
+    if name.startswith("__"):  # __iadd__ -> add, __radd__ -> add
+        name = name.strip("_").removeprefix("i").removeprefix("r")
+    return name.removesuffix("_")
+
+
+# eager tile values of a tail tile (fewer elements than the block) remember, per dim counted from
+# the right, (block size, length, loop depth): what `fit_to_block_sizes` needs to tell them from
+# size-1 dims that broadcast
+_TAILS = "_tessera_tails"
+
+
+def tail_marks(args: tuple) -> dict[int, tuple[int, int, int]]:
+    """The tail-tile dims of the tensor operands (merged), empty when none has any."""
+    marks: dict[int, tuple[int, int, int]] = {}
+    for arg in args:
+        found = getattr(arg, _TAILS, None) if isinstance(arg, torch.Tensor) else None
+        if found:
+            marks.update(found)
+    return marks
+
+
+def mark_tails(result: Any, tails: dict[int, tuple[int, int, int]]) -> None:
+    """Carry the tail marks to a result whose dims there still have the tile's length."""
+    if isinstance(result, torch.Tensor):
+        kept = {p: t for p, t in tails.items() if result.dim() >= p and result.size(-p) == t[1]}
+        if kept:
+            setattr(result, _TAILS, kept)
+
+
 def _resized(tensor: torch.Tensor, targets: dict[int, int]) -> torch.Tensor:
+    marked = getattr(tensor, _TAILS, {})
     for position, length in targets.items():
-        if tensor.dim() < position or tensor.size(-position) in (1, length):
+        if tensor.dim() < position or tensor.size(-position) == length \
+                or tensor.size(-position) == 1 and position not in marked:  # a dim that broadcasts
             continue
         dim = tensor.dim() - position
         if tensor.size(dim) > length:
