@@ -27,7 +27,7 @@ from tessera.ir.passes import run_passes
 from tessera.ir.rolling import why_not_loopable
 from tessera.ir.tile_range import TileRange
 from tessera.ir.tunables import TunableDim
-from tessera.language.constexpr import SpecializedInt
+from tessera.language.constexpr import BlockSizeInt, SpecializedInt
 from tessera.language.operands import check_dtype
 from tessera.location import SourceLocation, user_location
 from tessera.marking import static_dims
@@ -125,6 +125,8 @@ class LaunchBinding:
                     strides.append(self._symbol(f"{name}_stride{d}", torch.int64, value.stride(d)))
             return TensorProxy(name, value.dtype, sizes, strides, value.device,
                                aligned16=_aligned16(value))
+        if isinstance(value, BlockSizeInt):
+            return value  # still a block size inside the kernel (hl.zeros([tile, block]))
         if isinstance(value, SpecializedInt) or (static_shapes and isinstance(value, int) and not isinstance(value, bool)):
             return int(value)
         if isinstance(value, int) and not isinstance(value, bool):

@@ -273,3 +273,112 @@ def test_stores_to_one_element_agree_when_their_values_do_or_when_masked(mode: s
     keep = torch.tensor([True, True, True, True, True, True, False])  # the last row 2 differs: masked
     out = _run(mode, scatter_rows, x.to(device), rows.to(device), keep.to(device), torch.zeros(5, 5, device=device))
     torch.testing.assert_close(out.cpu(), torch.zeros(5, 5).index_copy(0, rows[:6], x[:6]))
+
+
+# -- issue 15: a masked load may run a tile past its dimension --------------------------------------
+@tessera.kernel
+def join_columns(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """`torch.cat([a, b], 1)` with one tile loop over the output: each load masks the columns its
+    tensor does not have."""
+    out = torch.empty([a.size(0), a.size(1) + b.size(1)], dtype=a.dtype, device=a.device)
+    for rows, cols in hl.tile(out.size()):
+        left = cols.index < a.size(1)
+        from_a = hl.load(a, [rows, cols], extra_mask=left[None, :])
+        from_b = hl.load(b, [rows, cols.index - a.size(1)], extra_mask=~left[None, :])
+        out[rows, cols] = torch.where(left[None, :], from_a, from_b)
+    return out
+
+
+@pytest.mark.parametrize(("rows", "a_cols", "b_cols", "blocks"),
+                         [(1, 1, 1, [1, 2]), (5, 7, 3, [2, 4]), (3, 16, 16, [2, 16]), (6, 3, 13, [4, 8])])
+def test_a_masked_load_may_run_a_tile_past_its_dimension(rows: int, a_cols: int, b_cols: int, blocks: list[int],
+                                                         device: torch.device) -> None:
+    a = torch.randn(rows, a_cols, device=device)
+    b = torch.randn(rows, b_cols, device=device)
+    for mode in _modes(device):
+        with settings.override(mode=mode):
+            got = tessera.kernel(join_columns.fn, config=tessera.Config(block_sizes=blocks))(a, b)
+        torch.testing.assert_close(got, torch.cat([a, b], 1), rtol=0, atol=0)
+
+
+@tessera.kernel(config=tessera.Config(block_sizes=[2, 4]))
+def copy_with_a_mask_one_column_short(a: torch.Tensor, width: int) -> torch.Tensor:
+    out = torch.zeros([a.size(0), width], dtype=a.dtype, device=a.device)
+    for rows, cols in hl.tile([a.size(0), width]):
+        out[rows, cols] = hl.load(a, [rows, cols], extra_mask=(cols.index < a.size(1) + 1)[None, :])  # line: short
+    return out
+
+
+def test_a_masked_load_past_the_dimension_in_an_unmasked_lane_is_an_error_in_eager_mode(device: torch.device) -> None:
+    a = torch.randn(3, 5, device=device)
+    with pytest.raises(exc.IndexingError, match="extra_mask does not mask") as caught:
+        _run("eager", copy_with_a_mask_one_column_short, a, 8)
+    assert caught.value.location.lineno == marked_line(__file__, "short")[0]
+
+
+def test_a_masked_load_past_the_dimension_is_checked_by_check_indices(device: torch.device) -> None:
+    a = torch.randn(3, 5, device=device)
+    with settings.override(mode=_generated_mode(device), check_indices=True), \
+            pytest.raises(exc.IndexingError) as caught:
+        tessera.kernel(copy_with_a_mask_one_column_short.fn, config=tessera.Config(block_sizes=[2, 4]))(a, 8)
+    assert caught.value.location.lineno == marked_line(__file__, "short")[0]
+
+
+def test_a_masked_load_past_the_dimension_reads_nothing_outside_the_tensor(device: torch.device) -> None:
+    a = torch.randn(3, 5, device=device)
+    got = _run(_generated_mode(device), copy_with_a_mask_one_column_short, a, 8)
+    expected = torch.zeros(3, 8, device=device)
+    expected[:, :5] = a
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+def test_an_unmasked_tile_past_its_dimension_is_still_an_error(device: torch.device) -> None:
+    a = torch.randn(3, 5, device=device)
+    for mode in _modes(device):
+        with pytest.raises(exc.IndexingError, match="out of bounds|has size"):
+            _run(mode, copy_rows_past_the_end, a, 8)
+
+
+@tessera.kernel(config=tessera.Config(block_sizes=[2, 4]))
+def copy_rows_past_the_end(a: torch.Tensor, width: int) -> torch.Tensor:
+    out = torch.zeros([a.size(0), width], dtype=a.dtype, device=a.device)
+    for rows, cols in hl.tile([a.size(0), width]):
+        out[rows, cols] = a[rows, cols]
+    return out
+
+
+# -- issue 15: a dimension of size 1 broadcasts on reads, as in Helion ------------------------------
+@tessera.kernel(config=tessera.Config(block_sizes=[1, 4]))
+def scale_rows_by_shared_factors(x: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
+    """`factors` is [b or 1, 1]: an int index into a size-1 dim reads its one element (the
+    column index is always 1 here), and `:` of a size-1 dim is a unit dim that broadcasts."""
+    out = torch.empty_like(x)
+    for b, cols in hl.tile([x.size(0), x.size(1)]):
+        out[b, cols] = x[b, cols] * factors[b.begin, :][None, :] + factors[b.begin, 1]
+    return out
+
+
+@tessera.kernel(config=tessera.Config(block_sizes=[2]))
+def scale_by_column_vector(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for rows in hl.tile(x.size(0)):
+        out[rows, :] = x[rows, :] * scale[rows, :]
+    return out
+
+
+@pytest.mark.parametrize(("b", "n", "shared_rows"), [(1, 1, 1), (3, 5, 1), (2, 7, 2)])
+def test_an_int_index_into_a_size_one_dimension_reads_its_one_element(b: int, n: int, shared_rows: int,
+                                                                       device: torch.device) -> None:
+    x = torch.randn(b, n, device=device)
+    factors = torch.randn(shared_rows, 1, device=device)
+    expected = x * factors.expand(b, 1) + factors.expand(b, 1)
+    for mode in _modes(device):
+        torch.testing.assert_close(_run(mode, scale_rows_by_shared_factors, x, factors), expected)
+
+
+@pytest.mark.parametrize(("m", "n"), [(1, 1), (5, 7), (4, 16)])
+def test_a_whole_slice_of_a_size_one_dimension_broadcasts(m: int, n: int, device: torch.device) -> None:
+    x = torch.randn(m, n, device=device)
+    scale = torch.randn(m, 1, device=device)
+    for mode in _modes(device):
+        torch.testing.assert_close(_run(mode, scale_by_column_vector, x, scale), x * scale)

@@ -651,3 +651,76 @@ def test_narrow_whole_dims_are_padded_to_the_products_minimum(m: int, k: int, n:
     b = _randn(5, k, n, dtype=torch.float32, device=device, scale=0.5)
     _run(batched_narrow, (a, b), torch.bmm(a, b), _TOL[torch.float32], device, [1])
     _run(batched_narrow, (a, b), torch.bmm(a, b), _TOL[torch.float32], device, [2])
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 15: every call form torch's products accept (positional out_dtype, keyword operands,
+# beta/alpha), in eager and generated code alike.
+
+def product_call_forms(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    b, m, d = q.shape
+    d = hl.specialize(d)
+    out = torch.empty([b, m, d], dtype=torch.float32, device=q.device)
+    for tile_b, tile_m in hl.tile([b, m]):
+        acc = hl.zeros([tile_b, tile_m, d], dtype=torch.float32)
+        for tile_n in hl.tile(k.size(1)):
+            scores = torch.bmm(q[tile_b, tile_m, :], k[tile_b, tile_n, :].transpose(1, 2), torch.float32)
+            again = torch.bmm(input=q[tile_b, tile_m, :], mat2=k[tile_b, tile_n, :].transpose(1, 2),
+                              out_dtype=torch.float32)
+            probabilities = ((scores + again) * 0.25).to(v.dtype)
+            acc = torch.baddbmm(acc, probabilities, v[tile_b, tile_n, :], torch.float32, beta=0.5, alpha=2.0)
+        out[tile_b, tile_m, :] = acc
+    return out
+
+
+def _reference_call_forms(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_n: int) -> torch.Tensor:
+    acc = torch.zeros(q.shape[0], q.shape[1], v.shape[2])
+    for begin in range(0, k.shape[1], block_n):
+        scores = q.float() @ k[:, begin:begin + block_n].float().transpose(1, 2)
+        probabilities = (scores * 0.5).to(v.dtype).float()
+        acc = 0.5 * acc + 2.0 * (probabilities @ v[:, begin:begin + block_n].float())
+    return acc
+
+
+@pytest.mark.parametrize(("batch", "m", "n", "blocks"), [(1, 1, 1, [1, 16, 16]), (2, 5, 7, [1, 4, 4]),
+                                                        (3, 17, 20, [2, 16, 16])])
+def test_positional_out_dtype_keyword_operands_and_scaled_baddbmm(batch: int, m: int, n: int, blocks: list[int],
+                                                                  device: torch.device) -> None:
+    q = _randn(batch, m, 16, dtype=torch.float16, device=device, scale=0.5)
+    k = _randn(batch, n, 16, dtype=torch.float16, device=device, scale=0.5)
+    v = _randn(batch, n, 16, dtype=torch.float16, device=device)
+    expected = _reference_call_forms(q.cpu(), k.cpu(), v.cpu(), blocks[2]).to(device)
+    _run(product_call_forms, (q, k, v), expected, (1e-2, 1e-2), device, blocks)
+
+
+def addmm_keywords(x: torch.Tensor, y: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    m, n = c.size()
+    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        product = torch.addmm(c[tile_m, tile_n], mat1=x[tile_m, :], mat2=y[:, tile_n], beta=0, alpha=3)
+        out[tile_m, tile_n] = product + torch.addmm(input=c[tile_m, tile_n], mat1=x[tile_m, :], mat2=y[:, tile_n])
+    return out
+
+
+@pytest.mark.parametrize(("m", "n"), [(1, 1), (13, 9)])
+def test_addmm_by_keyword_with_beta_zero_ignores_the_input(m: int, n: int, device: torch.device) -> None:
+    x, y = _operands(m, 16, n, torch.float32, device)
+    c = torch.randn(m, n, device=device)
+    expected = 3 * (x @ y) + (c + x @ y)
+    _run(addmm_keywords, (x, y, c), expected, _TOL[torch.float32], device, [16, 16])
+
+
+def mm_into_out(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty([x.size(0), y.size(1)], device=x.device)
+    for tile_m in hl.tile(x.size(0)):
+        torch.mm(x[tile_m, :], y, out=out[tile_m, :])  # line: mm-out
+    return out
+
+
+def test_a_product_into_out_inside_a_tile_loop_is_refused_with_its_line(device: torch.device) -> None:
+    from marked_lines import marked_line
+    x, y = _operands(4, 8, 4, torch.float32, device)
+    for mode in ("eager", _mode(device)):
+        with pytest.raises(tessera.exc.UnsupportedOperationError, match="out=") as caught:
+            tessera.kernel(mm_into_out, mode=mode)(x, y)
+        assert caught.value.location.lineno == marked_line(__file__, "mm-out")[0]

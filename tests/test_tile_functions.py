@@ -60,3 +60,111 @@ def test_a_tile_function_of_a_non_tile_is_refused() -> None:
         return x
     with pytest.raises(exc.TesseraError, match="not a tile of a tile loop"):
         tessera.kernel(bad, mode="eager")(torch.zeros(3))
+
+
+# -- issue 15: `tile + k` / `tile - k` are the tile's indices shifted, as in Helion ---------------
+def shifted_rows(x: T, offset: int) -> T:
+    rows = x.size(0) - offset
+    out = torch.empty(rows, x.size(1), dtype=x.dtype, device=x.device)
+    for tile in hl.tile(rows):
+        out[tile, :] = x[tile + offset, :] + x[offset + tile, :] - x[tile - 0, :] * 0 - x[tile + offset, :]
+    return out
+
+
+def rows_counted_from(x: T, base: int) -> T:
+    out = torch.empty(x.size(0), dtype=torch.int32, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = (base - tile).to(torch.int32)
+    return out
+
+
+@pytest.mark.parametrize(("rows", "offset"), [(1, 0), (7, 2), (9, 1)])
+def test_a_tile_plus_an_offset_gathers_the_shifted_rows(rows: int, offset: int, device: torch.device) -> None:
+    x = torch.randn(rows + offset, 3, device=device)
+    for mode in _modes(device):
+        got = tessera.kernel(shifted_rows, mode=mode, config=tessera.Config(block_sizes=[4]))(x, offset)
+        torch.testing.assert_close(got, x[offset:], msg=mode)
+        counted = tessera.kernel(rows_counted_from, mode=mode, config=tessera.Config(block_sizes=[4]))(x, 100)
+        assert counted.cpu().tolist() == [100 - i for i in range(rows + offset)], mode
+
+
+def scaled_tile(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile * 2]  # line: tile-times
+    return out
+
+
+def summed_tiles(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile, other in hl.tile([x.size(0), x.size(0)]):
+        out[tile] = x[tile + other]  # line: tile-plus-tile
+    return out
+
+
+@pytest.mark.parametrize(("kernel", "line", "wording"), [(scaled_tile, "tile-times", "tile.index"),
+                                                         (summed_tiles, "tile-plus-tile", "tile \\+ tile")])
+def test_other_arithmetic_on_a_tile_is_refused_with_its_line(kernel: object, line: str, wording: str,
+                                                             device: torch.device) -> None:
+    from marked_lines import marked_line
+    for mode in _modes(device):
+        with pytest.raises(exc.UnsupportedOperationError, match=wording) as caught:
+            tessera.kernel(kernel, mode=mode)(torch.zeros(8, device=device))
+        assert caught.value.location.lineno == marked_line(__file__, line)[0], mode
+
+
+# -- issue 15: `.device` of a tile value, and allocations shaped by a tensor argument -------------
+def ones_on_the_values_device(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        v = x[tile]
+        out[tile] = v + v.new_ones(size=(), dtype=v.dtype, device=v.device) * 2
+    return out
+
+
+@pytest.mark.parametrize("rows", [1, 5, 16])
+def test_a_tile_value_is_on_the_kernels_device(rows: int, device: torch.device) -> None:
+    x = torch.randn(rows, device=device)
+    for mode in _modes(device):
+        got = tessera.kernel(ones_on_the_values_device, mode=mode, config=tessera.Config(block_sizes=[4]))(x)
+        torch.testing.assert_close(got, x + 2, msg=mode)
+
+
+def column_sums_per_block(x: T, weight: T) -> T:
+    """Per block of rows, the column sums, in an accumulator made by `weight.new_zeros(n)`,
+    `torch.zeros_like(weight)` (static shapes: its size is known) and `weight.new_full`."""
+    m_block = hl.register_block_size(x.size(0))
+    n = hl.specialize(x.size(1))
+    partial = x.new_empty([(x.size(0) + m_block - 1) // m_block, n], dtype=torch.float32)
+    for block in hl.tile(x.size(0), block_size=m_block):
+        acc = weight.new_zeros(n, dtype=torch.float32)
+        extra = torch.zeros_like(weight, dtype=torch.float32) + weight.new_full([n], 0.5, dtype=torch.float32)
+        for rows in hl.tile(block.begin, block.end):
+            acc += x[rows, :].to(torch.float32).sum(0)
+        partial[block.id, :] = acc + extra - 0.5
+    return partial.sum(0)
+
+
+@pytest.mark.parametrize(("m", "n"), [(1, 1), (9, 5), (33, 16)])
+def test_new_zeros_and_zeros_like_of_a_tensor_argument_allocate_a_register_tile(m: int, n: int,
+                                                                                device: torch.device) -> None:
+    x = torch.randn(m, n, device=device)
+    weight = torch.randn(n, dtype=torch.float16, device=device)
+    for mode in _modes(device):
+        got = tessera.kernel(column_sums_per_block, mode=mode, static_shapes=True,
+                             config=tessera.Config(block_sizes=[8, 4]))(x, weight)
+        torch.testing.assert_close(got, x.sum(0), rtol=1e-5, atol=1e-5, msg=mode)
+
+
+def like_of_a_runtime_sized_argument(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] + torch.zeros_like(x).sum()  # line: like-runtime
+    return out
+
+
+def test_zeros_like_of_a_runtime_sized_argument_is_refused_with_its_line(device: torch.device) -> None:
+    from marked_lines import marked_line
+    with pytest.raises(exc.DynamicAllocationError) as caught:
+        tessera.kernel(like_of_a_runtime_sized_argument, mode=_modes(device)[1])(torch.zeros(8, device=device))
+    assert caught.value.location.lineno == marked_line(__file__, "like-runtime")[0]

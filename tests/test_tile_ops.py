@@ -408,3 +408,57 @@ def test_expand_to_a_tile_values_own_sizes(shape: tuple[int, int]) -> None:
     x, flags = torch.randn(shape), torch.rand(shape[0]) > 0.5
     for mode, result in _run(expand_by_sizes, tessera.Config(block_sizes=[4, 16]), x, flags).items():
         torch.testing.assert_close(result, torch.where(flags[:, None], x, -x), msg=lambda m: f"{mode}: {m}")
+
+
+# -- register_block_size values as allocation sizes (Helion's manual reduction loops) --------------
+def row_sums_in_block_lanes(x: T, same_block: bool = True) -> T:
+    m, n = x.size()
+    block_n = hl.register_block_size(n)
+    out = torch.empty([m], dtype=torch.float32, device=x.device)
+    for tile_m in hl.tile(m):
+        acc = hl.zeros([tile_m, block_n], dtype=torch.float32)
+        for tile_n in hl.tile(n, block_size=block_n if same_block else 4):
+            acc += x[tile_m, tile_n] * 2 + 1  # the tail's lanes past n must add nothing
+        out[tile_m] = acc.sum(-1)
+    return out
+
+
+@pytest.mark.parametrize(("m", "n"), [(1, 1), (5, 13), (3, 16), (6, 35)])
+def test_an_inner_tile_joins_a_block_size_accumulator_lane_for_lane(m: int, n: int) -> None:
+    x = torch.randn(m, n)
+    for mode, got in _run(row_sums_in_block_lanes, tessera.Config(block_sizes=[8, 4]), x).items():
+        torch.testing.assert_close(got, (x * 2 + 1).sum(-1), msg=mode)
+
+
+def scratch_per_block(x: T) -> tuple[T, T]:
+    """A [block_m, block_n] scratch tile per (launch tile, inner tile): stored through the tail
+    tiles of both, and summed into a [tile_m, block_n] total."""
+    m, n = x.size()
+    block_m = hl.register_block_size(m)
+    block_n = hl.register_block_size(n)
+    out = torch.empty_like(x)
+    sums = torch.empty([m], dtype=torch.float32, device=x.device)
+    for tile_m in hl.tile(m, block_size=block_m):
+        total = hl.zeros([tile_m, block_n], dtype=torch.float32)
+        for tile_n in hl.tile(n, block_size=block_n):
+            scratch = hl.zeros([block_m, block_n], dtype=torch.float32)
+            scratch += x[tile_m, tile_n] * 3
+            out[tile_m, tile_n] = scratch
+            total += scratch
+        sums[tile_m] = total.sum(-1)
+    return out, sums
+
+
+@pytest.mark.parametrize(("m", "n"), [(1, 1), (5, 13), (8, 4), (11, 9)])
+def test_a_block_size_scratch_tile_meets_launch_and_inner_tail_tiles(m: int, n: int) -> None:
+    x = torch.randn(m, n)
+    for mode, (out, sums) in _run(scratch_per_block, tessera.Config(block_sizes=[4, 8]), x).items():
+        torch.testing.assert_close(out, x * 3, msg=mode)
+        torch.testing.assert_close(sums, (x * 3).sum(-1), msg=mode)
+
+
+def test_a_tile_of_another_block_size_does_not_join_the_allocation() -> None:
+    x = torch.randn(3, 13)
+    for mode in MODES:
+        with pytest.raises(tessera.exc.ShapeMismatchError):
+            tessera.kernel(row_sums_in_block_lanes, mode=mode, config=tessera.Config(block_sizes=[8, 2]))(x, False)

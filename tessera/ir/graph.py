@@ -137,6 +137,10 @@ class DimAccess:
     # (a loaded offset); SCALAR: the index may be negative at run time, and wraps like torch's
     # (`i + size` where `i < 0`) before it is masked into `[0, size)`
     check_negative: bool = False
+    # AXIS with a bound: the tile runs past the dimension in this call and the access has an
+    # extra_mask that must cover those lanes (TESSERA_CHECK_INDICES reports lanes it leaves
+    # unmasked, as for an out-of-range index tensor; eager mode raises)
+    user_masked: bool = False
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -8,8 +8,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterator
 
+import sympy
+
 from tessera import exc
 from tessera.ir import interpreter
+from tessera.location import user_location
 
 Extent = Any  # an int, a 0-d integer tensor, a runtime scalar, or a symbolic size
 
@@ -53,3 +56,49 @@ def static_bounds(tile_range: TileRange) -> list[tuple[int, int | None]]:
         b, e = static_int(begin), static_int(end)
         bounds.append((1, e - b if b is not None and e is not None else None))
     return bounds
+
+
+class TileOffsets:
+    """Arithmetic on a tile (eager `Tile` and traced `TileProxy` alike), with Helion's meaning:
+    `tile + k` and `tile - k` are the tile's indices shifted by `k` (`tile.index + k`), a tensor
+    of indices (so `x[tile + k]` gathers rows `begin + k .. end + k`). Every other arithmetic on
+    a tile (tile * k, tile + tile) is refused with the spelling to use instead.
+
+    >>> k_j = k[tile_n + start, :]       # doctest: +SKIP   (same as k[tile_n.index + start, :])
+    """
+
+    index: Any
+
+    def __add__(self, other: Any) -> Any:
+        return self.index + _offset(other, "+")
+
+    def __radd__(self, other: Any) -> Any:
+        return _offset(other, "+") + self.index
+
+    def __sub__(self, other: Any) -> Any:
+        return self.index - _offset(other, "-")
+
+    def __rsub__(self, other: Any) -> Any:
+        return _offset(other, "-") - self.index
+
+    def _refused(self, *other: Any) -> Any:
+        raise exc.UnsupportedOperationError(
+            "arithmetic on a tile other than `tile + k` / `tile - k` (the tile's indices shifted): "
+            "a tile is a range of indices, not a number", location=user_location(),
+            hint="use the tile's indices (`tile.index * 2`), its block size (`tile.block_size * 2`) "
+                 "or its bounds (`tile.begin`, `tile.end`)")
+
+    __mul__ = __rmul__ = __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = _refused
+    __mod__ = __rmod__ = __pow__ = __rpow__ = __neg__ = _refused
+
+    def _sympy_(self) -> Any:
+        # `size_expr + tile`: sympy asks first; refusing makes Python call our __radd__
+        raise sympy.SympifyError(self)
+
+
+def _offset(other: Any, operator: str) -> Any:
+    if isinstance(other, TileOffsets):
+        raise exc.UnsupportedOperationError(
+            f"`tile {operator} tile`: only a tile and an integer offset combine", location=user_location(),
+            hint="combine their indices instead: `t1.index[:, None] + t2.index[None, :]`")
+    return other

@@ -57,6 +57,12 @@ class SpecializedInt(int):
     """An int that `hl.specialize` produced: a compiled kernel treats it as a constant."""
 
 
+class BlockSizeInt(SpecializedInt):
+    """An `hl.register_block_size` value: a constant that, as an allocation size
+    (`hl.zeros([tile_m, block])`), is the block of the tiles that use it: a tile of that block
+    size combines with it lane for lane, its lanes past the loop's end counting as zeros."""
+
+
 specialize_p = Primitive("specialize", device_only=False)
 
 

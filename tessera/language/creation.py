@@ -9,10 +9,12 @@ from tessera import exc
 from tessera.ir import interpreter
 from tessera.ir.graph import UNIT, Axis, Op
 from tessera.ir.primitive import Primitive
+from tessera.language.constexpr import BlockSizeInt
 from tessera.language.operands import ask_torch, check_dtype
+from tessera.language.eager_indexing import mark_tail_tiles
 from tessera.language.tile import Tile
 from tessera.location import user_location
-from tessera.trace.proxy import AxisSize, TileProxy, TileValue
+from tessera.trace.proxy import AxisSize, TensorProxy, TileProxy, TileValue
 from tessera.trace.tracer import Tracer
 
 ShapeArg = Sequence[Any]  # tiles, ints, or block sizes
@@ -87,7 +89,9 @@ full_p = Primitive("full")
 
 @full_p.def_eager
 def _full_eager(shape: tuple, value: Any, *, dtype: torch.dtype) -> torch.Tensor:
-    return torch.full([_extent(d, i) for i, d in enumerate(shape)], value, dtype=dtype, device=interpreter.device())
+    result = torch.full([_extent(d, i) for i, d in enumerate(shape)], value, dtype=dtype, device=interpreter.device())
+    mark_tail_tiles(result, shape, allocation=True)  # a tail tile's dim, told from a size-1 dim that broadcasts
+    return result
 
 
 arange_p = Primitive("arange")
@@ -114,6 +118,8 @@ def shape_axes(tracer: Tracer, shape: tuple) -> tuple[Axis, ...]:
             axes.append(dim.axis)
         elif isinstance(dim, AxisSize):
             axes.append(dim.axis)
+        elif isinstance(dim, BlockSizeInt) and dim > 1:
+            axes.append(tracer.block_size_axis(int(dim)))
         elif isinstance(dim, int) and not isinstance(dim, bool):
             if dim == 1:
                 axes.append(UNIT)
@@ -143,11 +149,25 @@ _LIKE_FILL = {"zeros_like": 0, "ones_like": 1, "empty_like": 0}
 _NEW_FILL = {"new_zeros": 0, "new_ones": 1, "new_empty": 0}
 
 
+def _like_axes(tracer: Tracer, value: Any) -> tuple[Axis, ...]:
+    """The axes of a `*_like` allocation: a tile value's own, or for a whole tensor argument one
+    whole-dimension axis per dim (its sizes must be compile-time ints, as for hl.zeros)."""
+    if isinstance(value, TensorProxy):
+        return shape_axes(tracer, tuple(_static_size(tracer, size) for size in value.sizes))
+    return value.axes
+
+
+def _static_size(tracer: Tracer, size: Any) -> Any:
+    """A tensor argument's size as an int when it is a compile-time constant (specialized)."""
+    size = tracer.symbols.canonical(size)
+    return int(size) if getattr(size, "is_Integer", False) else size
+
+
 def _like_trace(fill: Any) -> Any:
-    def rule(tracer: Tracer, value: TileValue, *, dtype: torch.dtype | None = None, device: Any = None,
+    def rule(tracer: Tracer, value: Any, *, dtype: torch.dtype | None = None, device: Any = None,
              **_: Any) -> TileValue:
         check_device(device)
-        return tracer.emit(Op.FULL, [fill], value.axes, dtype or value.dtype)
+        return tracer.emit(Op.FULL, [fill], _like_axes(tracer, value), dtype or value.dtype)
     return rule
 
 
@@ -162,7 +182,8 @@ for _name, _fill in _LIKE_FILL.items():
 def _full_like_trace(tracer: Tracer, value: TileValue, fill_value: Any, *, dtype: torch.dtype | None = None,
                      device: Any = None, **_: Any) -> TileValue:
     check_device(device)
-    return tracer.emit(Op.FULL, [tracer.symbols.canonical(fill_value)], value.axes, dtype or value.dtype)
+    return tracer.emit(Op.FULL, [tracer.symbols.canonical(fill_value)], _like_axes(tracer, value),
+                       dtype or value.dtype)
 
 
 full_like_p = Primitive("full_like", torch_functions=(torch.full_like,))
@@ -176,27 +197,31 @@ def _shape_arg(sizes: tuple) -> tuple:
     return tuple(sizes)
 
 
+def _new_shape_and_fill(method: Any, fill: Any, args: tuple, kwargs: dict) -> tuple[tuple, Any]:
+    """(sizes, fill value) of `v.new_zeros(a, b)` / `new_zeros((a, b))` / `new_zeros(size=...)` /
+    `new_full(size, fill_value)`, positional or by keyword."""
+    if method is T.new_full:
+        shape = args[0] if args else kwargs.pop("size")
+        return _shape_arg((shape,)), args[1] if len(args) > 1 else kwargs.pop("fill_value")
+    return _shape_arg(args if args else (kwargs.pop("size"),)), fill
+
+
 def _new_eager(method: Any, fill: Any) -> Any:
     def rule(value: torch.Tensor, *args: Any, dtype: torch.dtype | None = None, device: Any = None,
              **kwargs: Any) -> torch.Tensor:
-        if method is T.new_full:
-            shape, fill_value = args[0], args[1] if len(args) > 1 else kwargs.pop("fill_value")
-        else:
-            shape, fill_value = _shape_arg(args), fill
-        sizes = [_extent(d, i) for i, d in enumerate(_shape_arg((shape,)))]
-        return torch.full(sizes, fill_value, dtype=dtype or value.dtype, device=value.device)
+        shape, fill_value = _new_shape_and_fill(method, fill, args, kwargs)
+        sizes = [_extent(d, i) for i, d in enumerate(shape)]
+        # inside a tile loop a register tile (the kernel's device); on the host torch's rule
+        return torch.full(sizes, fill_value, dtype=dtype or value.dtype, device=device or value.device)
     return rule
 
 
 def _new_trace(method: Any, fill: Any) -> Any:
-    def rule(tracer: Tracer, value: TileValue, *args: Any, dtype: torch.dtype | None = None, device: Any = None,
+    def rule(tracer: Tracer, value: Any, *args: Any, dtype: torch.dtype | None = None, device: Any = None,
              **kwargs: Any) -> TileValue:
         check_device(device)
-        if method is T.new_full:
-            shape, fill_value = args[0], args[1] if len(args) > 1 else kwargs.pop("fill_value")
-        else:
-            shape, fill_value = _shape_arg(args), fill
-        return _full_trace(tracer, _shape_arg((shape,)), fill_value, dtype=dtype or value.dtype)
+        shape, fill_value = _new_shape_and_fill(method, fill, args, kwargs)
+        return _full_trace(tracer, shape, fill_value, dtype=dtype or value.dtype)
     return rule
 
 

@@ -12,6 +12,7 @@ import torch
 
 from tessera import exc
 from tessera.location import user_location
+from tessera.ir import interpreter
 from tessera.language import eager_lanes
 from tessera.language.tile import TILE_VALUE_ATTRIBUTE, Tile
 from tessera.trace.indexing import check_index_dtype
@@ -52,8 +53,10 @@ def _as_int(value: Any) -> Any:
     return value
 
 
-def normalize_index(tensor: torch.Tensor, index: Any) -> Index:
-    """Tiles become slices (bounds-checked); 0-d int tensors become ints; the result is a tuple."""
+def normalize_index(tensor: torch.Tensor, index: Any, reading: bool = False) -> Index:
+    """Tiles become slices (bounds-checked); 0-d int tensors become ints; the result is a tuple.
+    `reading` (a load inside a tile loop): an int index into a dimension of size 1 broadcasts,
+    as in Helion, reading its one element."""
     items = list(index) if isinstance(index, (tuple, list)) else [index]
     consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
     if Ellipsis in items:
@@ -83,6 +86,8 @@ def normalize_index(tensor: torch.Tensor, index: Any) -> Index:
                     hint="tile each dimension by the size of the tensor it indexes")
             item = item.as_slice()
         elif isinstance(item, int) and not isinstance(item, bool):
+            if reading and dim < tensor.dim() and tensor.size(dim) == 1:
+                item = 0
             _check_int_index(tensor, item, dim)
         elif isinstance(item, torch.Tensor) and item.dtype != torch.bool:
             check_index_dtype(item.dtype)
@@ -90,6 +95,22 @@ def normalize_index(tensor: torch.Tensor, index: Any) -> Index:
         if item is not None:
             dim += 1
     return tuple(result)
+
+
+def _cut_to_tiles(value: Any, index: Any) -> Any:
+    """A stored value whose trailing dims are a register_block_size allocation's (B lanes) where
+    the destination has a tail tile of block B: its first lanes, as the compiled store masks the
+    rest. Only dims that hold exactly a tile's block size are cut."""
+    items = index if isinstance(index, (tuple, list)) else (index,)
+    tiles = [item for item in items if isinstance(item, Tile)]
+    if not isinstance(value, torch.Tensor) or not tiles or value.dim() < len(tiles) \
+            or len(tiles) != sum(1 for item in items if item is not None and item is not Ellipsis):
+        return value  # only all-tile destinations: each value dim then faces one tile
+    for position, tile in enumerate(tiles):
+        dim = value.dim() - len(tiles) + position
+        if value.size(dim) == tile.block_size > len(tile):
+            value = value.narrow(dim, 0, len(tile))
+    return value
 
 
 def _check_int_index(tensor: torch.Tensor, item: int, dim: int) -> None:
@@ -164,19 +185,86 @@ def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
     lanes = None
     if eager_lanes.is_tracking():
         mask, lanes = eager_lanes.access_mask(tensor, index, mask, "a load")
-    index = normalize_index(tensor, index)
+    inside, original = None, index
+    if mask is not None:
+        tensor, inside, index = _padded_past_masked_tiles(tensor, index)
+    index = normalize_index(tensor, index, reading=bool(getattr(interpreter.active(), "loop_depth", 0)))
     tensor_dims = _tensor_dims(tensor, index)
+    read = _clamped(tensor, index, tensor_dims) if tensor_dims else index
     if tensor_dims:
         _check_unmasked(_in_bounds(tensor, index, tensor_dims), mask)
-        value = tensor[_clamped(tensor, index, tensor_dims)]
-    else:
-        value = tensor[index]
+    if inside is not None:
+        _check_masked_tile_lanes(inside[read], mask)
+    value = tensor[read]
     if mask is not None:
         value = torch.where(torch.as_tensor(mask, device=value.device), value, torch.zeros((), dtype=value.dtype,
                                                                                               device=value.device))
     elif reads_values and value._base is not None:
         value = value.clone()
+    if reads_values and not tensor_dims:
+        mark_tail_tiles(value, original)
     return value if lanes is None else eager_lanes.tag(value, lanes)
+
+
+def mark_tail_tiles(value: torch.Tensor, original: Any, allocation: bool = False) -> None:
+    """Mark the dims of a load (or an hl.zeros) that come from a tail tile (fewer elements than its block):
+    eager mode fits them to a register_block_size allocation as compiled code does
+    (runtime.eager.fit_to_block_sizes), and tells them from size-1 dims that broadcast."""
+    items = original if isinstance(original, (tuple, list)) else (original,)
+    if Ellipsis in [i for i in items if not isinstance(i, torch.Tensor)]:
+        return
+    open_tiles = getattr(interpreter.active(), "open_tiles", [])
+    depth_of = {id(tile): depth for depth, combo in enumerate(open_tiles) for tile in combo}
+    # an index's ints select (their dims go); an allocation's ints are sizes
+    kept = list(items) if allocation else [item for item in items if not (isinstance(item, int) and not isinstance(item, bool))]
+    if len(kept) != value.dim():
+        return
+    marks = {value.dim() - d: (item.block_size, len(item), depth_of.get(id(item), 0))
+             for d, item in enumerate(kept) if isinstance(item, Tile) and len(item) < item.block_size}
+    if marks:
+        setattr(value, "_tessera_tails", marks)
+
+
+def _padded_past_masked_tiles(tensor: torch.Tensor, index: Any) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
+    """A masked load's tiles may run past their dimension (a tile over `out.size(1)` reading the
+    part of `out` that `x` covers, the rest masked by `extra_mask`): such a dimension is cut to
+    the tile's rows and padded with zeros to the tile's length, and the tile becomes a slice of
+    that. Returns (tensor, where its elements are real (None if nothing was padded), index); the
+    caller checks that every padded lane is masked."""
+    items = list(index) if isinstance(index, (tuple, list)) else [index]
+    consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
+    inside: torch.Tensor | None = None
+    dim = 0
+    for position, item in enumerate(items):
+        if item is Ellipsis:
+            dim += tensor.dim() - consumed
+            continue
+        if isinstance(item, Tile) and dim < tensor.dim() and item.begin >= 0 and item.end > tensor.size(dim):
+            if inside is None:
+                inside = torch.ones(tensor.shape, dtype=torch.bool, device=tensor.device)
+            tensor, inside = (_cut_and_pad(t, dim, item.begin, item.end) for t in (tensor, inside))
+            items[position] = slice(0, item.end - item.begin)
+        if item is not None:
+            dim += 1
+    return tensor, inside, tuple(items) if inside is not None else index
+
+
+def _cut_and_pad(tensor: torch.Tensor, dim: int, begin: int, end: int) -> torch.Tensor:
+    """`tensor[begin:end]` along `dim`, zero-filled past the dimension's end."""
+    start = min(begin, tensor.size(dim))
+    part = tensor.narrow(dim, start, tensor.size(dim) - start)
+    shape = list(tensor.shape)
+    shape[dim] = end - begin - part.size(dim)
+    return torch.cat([part, torch.zeros(shape, dtype=tensor.dtype, device=tensor.device)], dim)
+
+
+def _check_masked_tile_lanes(inside: torch.Tensor, mask: Any) -> None:
+    if bool((~inside & torch.as_tensor(mask, device=inside.device)).any()):
+        raise exc.IndexingError(
+            "a tile runs past the tensor's dimension in lanes that extra_mask does not mask",
+            location=user_location(),
+            hint="mask every lane past the dimension's end (e.g. extra_mask=(tile.index < x.size(1))[None, :]), "
+                 "or tile that dimension by the size of the tensor it indexes")
 
 
 def _coordinates(tensor: torch.Tensor, index: Index) -> tuple[torch.Tensor, ...]:
@@ -196,6 +284,7 @@ def store(tensor: torch.Tensor, index: Any, value: Any, mask: Any = None, accumu
     refuse_value_list(value, "a store")
     if eager_lanes.is_tracking():
         mask, _ = eager_lanes.access_mask(tensor, index, mask, "a store")
+    value = _cut_to_tiles(value, index)
     index = normalize_index(tensor, index)
     tensor_dims = _tensor_dims(tensor, index)
     if tensor_dims:

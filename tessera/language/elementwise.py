@@ -132,6 +132,7 @@ def apply_elementwise(tracer: Tracer, name: str, *operands: Any) -> TileValue:
                      else scalar_operand(o, compute) for position, o in enumerate(operands))
     values = [o for o in operands if isinstance(o, TileValue)]
     shape = tracer.broadcast([v.axes for v in values], f"torch.{name}")
+    operands = tuple(tracer.onto_block_axes(o, shape) if isinstance(o, TileValue) else o for o in operands)
     inputs = [o.node if isinstance(o, TileValue) else tracer.symbols.canonical(o) for o in operands]
     return tracer.emit(Op.ELEMENTWISE, inputs, shape, result, fn=name, compute=compute)
 

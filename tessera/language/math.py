@@ -1,11 +1,13 @@
 """Matrix products on tiles: `hl.dot`, and the promotion rule shared with torch.mm & co."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 
 from tessera import exc
+from tessera.ir import interpreter
 from tessera.ir.graph import Op
 from tessera.ir.primitive import Primitive
 from tessera.location import user_location
@@ -92,32 +94,128 @@ mm_p = Primitive("mm", torch_functions=(torch.mm, T.mm, torch.bmm, T.bmm, torch.
 addmm_p = Primitive("addmm", torch_functions=(torch.addmm, T.addmm, torch.baddbmm, T.baddbmm))
 
 
+# torch's product signatures, one table for eager and trace rules: operands (positional, or by
+# any of their keyword names), then an optional positional `out_dtype` (the `.dtype` overloads:
+# `torch.bmm(a, b, torch.float32)`), then keywords `out_dtype`, `out`, and for addmm/baddbmm
+# `beta`/`alpha`.
+_MM_OPERANDS = (("input", "self"), ("mat2", "other"))
+_ADDMM_OPERANDS = (("input", "self"), ("mat1", "batch1"), ("mat2", "batch2"))
+
+
+@dataclasses.dataclass
+class ProductCall:
+    """One call of torch.mm/bmm/matmul/addmm/baddbmm, its arguments by meaning."""
+
+    operands: list[Any]
+    out_dtype: torch.dtype | None = None
+    out: Any = None
+    beta: Any = 1
+    alpha: Any = 1
+
+
+def product_call(function: str, names: tuple[tuple[str, ...], ...], args: tuple, kwargs: dict) -> ProductCall:
+    """`args`/`kwargs` of a torch product call sorted by meaning, with torch's argument errors.
+
+    >>> product_call("bmm", _MM_OPERANDS, (a, b, torch.float32), {}).out_dtype   # doctest: +SKIP
+    torch.float32
+    """
+    kwargs = dict(kwargs)
+    operands: list[Any] = []
+    for position, aliases in enumerate(names):
+        given = [name for name in aliases if name in kwargs]
+        if position < len(args) and given or len(given) > 1:
+            raise TypeError(f"torch.{function}() got multiple values for argument {aliases[0]!r}")
+        if position < len(args):
+            operands.append(args[position])
+        elif given:
+            operands.append(kwargs.pop(given[0]))
+        else:
+            raise TypeError(f"torch.{function}() missing required argument {aliases[0]!r}")
+    extra = list(args[len(names):])
+    if len(extra) > 1 or extra and "out_dtype" in kwargs:
+        raise TypeError(f"torch.{function}() takes {len(names)} operands and an optional out_dtype, "
+                        f"got {len(args)} positional arguments")
+    call = ProductCall(operands, extra[0] if extra else kwargs.pop("out_dtype", None), kwargs.pop("out", None))
+    if len(names) == 3:
+        call.beta, call.alpha = kwargs.pop("beta", 1), kwargs.pop("alpha", 1)
+    if kwargs:
+        raise TypeError(f"torch.{function}() got an unexpected keyword argument {next(iter(kwargs))!r}")
+    if call.out_dtype is not None and not isinstance(call.out_dtype, torch.dtype):
+        raise TypeError(f"torch.{function}(): out_dtype must be a torch.dtype, got {call.out_dtype!r}")
+    return call
+
+
+def _written_to_out(result: torch.Tensor, out: Any) -> torch.Tensor:
+    """Eager `out=`: on the host torch's meaning (the result written into `out`); inside a tile
+    loop refused as the trace refuses it."""
+    if out is None:
+        return result
+    if getattr(interpreter.active(), "loop_depth", 0):
+        _refuse_out()
+    return out.copy_(result)
+
+
+def _refuse_out() -> None:
+    raise exc.UnsupportedOperationError(
+        "a matrix product with out= inside a tile loop: a tile value is not memory to write into",
+        location=user_location(), hint="assign the result instead: `acc = torch.mm(a, b)`, or store it: "
+                                       "`out[tile_m, tile_n] = torch.mm(a, b)`")
+
+
 @mm_p.def_eager
-def _mm_eager(a: torch.Tensor, b: torch.Tensor, *, out: Any = None, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+def _mm_eager(*args: Any, **kwargs: Any) -> torch.Tensor:
     # CPU lacks some low-precision and mixed-dtype products; a compiled kernel accumulates in fp32.
     # `out_dtype` (torch.mm/bmm's `.dtype` overloads, e.g. fp16 inputs -> fp32 result) is the result dtype.
-    return exact_matmul(a, b).to(out_dtype or product_dtype(a, b))
+    call = product_call("mm", _MM_OPERANDS, args, kwargs)
+    a, b = call.operands
+    return _written_to_out(exact_matmul(a, b).to(call.out_dtype or product_dtype(a, b)), call.out)
 
 
 @mm_p.def_trace
-def _mm_trace(tracer: Tracer, a: Any, b: Any, *, out: Any = None, out_dtype: torch.dtype | None = None) -> TileValue:
-    return _dot_trace(tracer, a, b, None, out_dtype=out_dtype or product_dtype(a, b))
+def _mm_trace(tracer: Tracer, *args: Any, **kwargs: Any) -> TileValue:
+    call = product_call("mm", _MM_OPERANDS, args, kwargs)
+    if call.out is not None:
+        _refuse_out()
+    a, b = call.operands
+    return _dot_trace(tracer, a, b, None, out_dtype=call.out_dtype or product_dtype(a, b))
 
 
 @addmm_p.def_eager
-def _addmm_eager(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta: Any = 1, alpha: Any = 1,
-                 out: Any = None, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+def _addmm_eager(*args: Any, **kwargs: Any) -> torch.Tensor:
+    call = product_call("addmm", _ADDMM_OPERANDS, args, kwargs)
+    acc, a, b = call.operands
     product = exact_matmul(a, b)
-    total = product * alpha if alpha != 1 else product
-    if beta != 0:
-        total = total + (acc.to(total.dtype) * beta if beta != 1 else acc.to(total.dtype))
-    return total.to(out_dtype or product_dtype(acc, a, b))
+    total = product * call.alpha if not _is_one(call.alpha) else product
+    if not _is_zero(call.beta):  # torch ignores the input (even NaN) when beta is 0
+        total = total + (acc.to(total.dtype) * call.beta if not _is_one(call.beta) else acc.to(total.dtype))
+    else:
+        total = total + torch.zeros_like(acc, dtype=total.dtype)  # still broadcast to its shape
+    return _written_to_out(total.to(call.out_dtype or product_dtype(acc, a, b)), call.out)
 
 
 @addmm_p.def_trace
-def _addmm_trace(tracer: Tracer, acc: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1,
-                 out: Any = None, out_dtype: torch.dtype | None = None) -> TileValue:
-    if beta != 1 or alpha != 1:
-        raise exc.UnsupportedOperationError("addmm with beta/alpha != 1 inside a compiled kernel",
-                                            location=user_location(), hint="scale the operands or the result instead")
-    return _dot_trace(tracer, a, b, acc, out_dtype=out_dtype or product_dtype(acc, a, b))
+def _addmm_trace(tracer: Tracer, *args: Any, **kwargs: Any) -> TileValue:
+    call = product_call("addmm", _ADDMM_OPERANDS, args, kwargs)
+    if call.out is not None:
+        _refuse_out()
+    acc, a, b = call.operands
+    out_dtype = call.out_dtype or product_dtype(acc, a, b)
+    if _is_one(call.beta) and _is_one(call.alpha):
+        return _dot_trace(tracer, a, b, acc, out_dtype=out_dtype)
+    # scaled: the product in the accumulator dtype, scaled, plus the scaled input
+    total = _dot_trace(tracer, a, b, None, out_dtype=_accumulator_dtype(product_dtype(acc, a, b)))
+    if not _is_one(call.alpha):
+        total = total * call.alpha
+    if _is_zero(call.beta):
+        tracer.broadcast([acc.axes, total.axes], "matrix product accumulator")
+    else:
+        total = total + (acc.to(total.dtype) * call.beta if not _is_one(call.beta) else acc.to(total.dtype))
+    return total.to(out_dtype)
+
+
+def _is_one(value: Any) -> bool:
+    return isinstance(value, (int, float)) and value == 1
+
+
+def _is_zero(value: Any) -> bool:
+    return isinstance(value, (int, float)) and value == 0

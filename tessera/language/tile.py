@@ -17,9 +17,9 @@ import torch
 from tessera import exc
 from tessera.location import frame_site, is_internal_file, site_and_location, user_location
 from tessera.ir import interpreter
-from tessera.ir.tile_range import TileRange, static_int
+from tessera.ir.tile_range import TileOffsets, TileRange, static_int
 from tessera.ir.primitive import defined_primitive
-from tessera.language.constexpr import SpecializedInt
+from tessera.language.constexpr import BlockSizeInt, SpecializedInt
 from tessera.ir.tunables import ConfigFragment
 
 
@@ -30,7 +30,7 @@ TILE_VALUE_ATTRIBUTE = "_tessera_tile_value"  # eager values computed in a tile 
 
 
 @dataclasses.dataclass
-class Tile:
+class Tile(TileOffsets):
     """One block of a tile loop, as seen in eager mode.
 
     Indexing a tensor with a tile takes the rows `begin:end`. `index` is the tensor of those
@@ -239,7 +239,7 @@ def register_block_size(min_or_max: Any, max_or_none: Any = None) -> Any:
     low, high = (1, min_or_max) if max_or_none is None else (min_or_max, max_or_none)
     # a compile-time int, as after hl.specialize: usable as a register size (hl.zeros([block]),
     # hl.arange(block)); the Config that chose it already tells its variants apart
-    return SpecializedInt(active.registered_block_size(_call_site(), static_int(low) or 1, static_int(high)))
+    return BlockSizeInt(active.registered_block_size(_call_site(), static_int(low) or 1, static_int(high)))
 
 
 def register_tunable(name: str, fragment: ConfigFragment) -> Any:

@@ -23,6 +23,7 @@ import tessera.language  # noqa: F401  (defines the primitives whose eager rules
 from tessera.ir.primitive import ALL_PRIMITIVES, TORCH_FUNCTIONS, Primitive
 from tessera.ir.tile_range import TileRange, static_bounds
 from tessera.language.eager_indexing import is_tile_value, mark_tile_values
+from tessera.language.elementwise import ELEMENTWISE_OPS
 from tessera.ir.tunables import tunable_value
 from tessera.language import eager_lanes
 from tessera.language.tile import LANES_ATTRIBUTE, Tile
@@ -47,6 +48,7 @@ class EagerInterpreter:
         self.roomy_registered_blocks = roomy_registered_blocks
         self.loop_depth = 0
         self.primitive_depth = 0  # > 0 while a primitive's eager rule runs (its torch calls are plain torch)
+        self.open_tiles: list[tuple] = []  # per open loop (outermost first), its current tiles
 
     def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
         if primitive.device_only and self.loop_depth == 0:
@@ -121,10 +123,13 @@ class EagerInterpreter:
     def _loop(self, per_dim: list[list[Any]], multi_dim: bool) -> Iterator[Any]:
         # Row-major order: the last dimension varies fastest, like nested Python loops.
         self.loop_depth += 1
+        self.open_tiles.append(())
         try:
             for combo in itertools.product(*per_dim):
+                self.open_tiles[-1] = combo
                 yield combo if multi_dim else combo[0]
         finally:
+            self.open_tiles.pop()
             self.loop_depth -= 1
 
 
@@ -223,8 +228,16 @@ class EagerTorchMode(TorchFunctionMode):
         if tracking:
             name = _primitive_name(func)
             args = eager_lanes.before_reduction(name, args, kwargs)
+        original = args
+        # (only ops that combine lane for lane carry tail marks: a view moves dims)
+        tails = self.eager.loop_depth and _elementwise_name(func) in _ELEMENTWISE_NAMES and tail_marks(args)
+        if tails:
+            args = fit_to_block_sizes(func, args, tails)
         try:
             result = override(*args, **kwargs) if override is not None else func(*args, **kwargs)
+            if tails:
+                result = original[0] if result is args[0] and args[0] is not original[0] else result
+                mark_tails(result, tails)
         except (RuntimeError, TypeError, ValueError, IndexError, ZeroDivisionError) as error:
             if not self.eager.loop_depth or isinstance(error, exc.TesseraError):
                 raise  # host code is plain Python: its torch errors are the user's own
@@ -250,6 +263,83 @@ def _tag_lanes(name: str, args: tuple, kwargs: dict, result: Any) -> None:
             else:
                 lanes = eager_lanes.result_lanes(name, args, kwargs, item)
             eager_lanes.tag(item, lanes)
+
+
+def fit_to_block_sizes(func: Callable[..., Any], args: tuple, tails: dict[int, tuple[int, int, int]]) -> tuple:
+    """The operands of an op that combines a tail tile's values (length L, marked by `tail_marks`)
+    with a register_block_size allocation (length B, the tile's block size), made to fit as the
+    compiled kernel combines them lane for lane: an inner loop's tile is padded with zeros to B
+    (its lanes past the loop's end join the allocation as 0), the allocation is cut to a top-level
+    tile's L (the launch masks the lanes past its end). Other shapes are left to torch."""
+    targets: dict[int, int] = {}  # position from the right -> the length the operands take there
+    for position, (block, length, depth) in tails.items():
+        if any(isinstance(a, torch.Tensor) and a.dim() >= position and a.size(-position) == block
+               and position not in getattr(a, _TAILS, {}) for a in args):
+            targets[position] = block if depth else length
+    if not targets:
+        return args
+    in_place = getattr(func, "__name__", "").endswith("_") or getattr(func, "__name__", "").startswith("__i")
+    fitted = []
+    for number, arg in enumerate(args):
+        if isinstance(arg, torch.Tensor):
+            resized = _resized(arg, targets)
+            if resized is not arg and in_place and number == 0 and resized._base is None:
+                return args  # the updated tensor cannot grow: torch's error says so
+            arg = mark_tile_values(resized) if is_tile_value(arg) else resized
+        fitted.append(arg)
+    return tuple(fitted)
+
+
+# the ops that combine operands lane for lane (their in-place and operator spellings included)
+_ELEMENTWISE_NAMES = frozenset(function.__name__ for op in ELEMENTWISE_OPS for function in op.torch_functions) \
+    | {"truediv"}
+
+
+def _elementwise_name(func: Callable[..., Any]) -> str:
+    name = getattr(func, "__name__", "")
+    if name.startswith("__"):  # __iadd__ -> add, __radd__ -> add
+        name = name.strip("_").removeprefix("i").removeprefix("r")
+    return name.removesuffix("_")
+
+
+# eager tile values of a tail tile (fewer elements than the block) remember, per dim counted from
+# the right, (block size, length, loop depth): what `fit_to_block_sizes` needs to tell them from
+# size-1 dims that broadcast
+_TAILS = "_tessera_tails"
+
+
+def tail_marks(args: tuple) -> dict[int, tuple[int, int, int]]:
+    """The tail-tile dims of the tensor operands (merged), empty when none has any."""
+    marks: dict[int, tuple[int, int, int]] = {}
+    for arg in args:
+        found = getattr(arg, _TAILS, None) if isinstance(arg, torch.Tensor) else None
+        if found:
+            marks.update(found)
+    return marks
+
+
+def mark_tails(result: Any, tails: dict[int, tuple[int, int, int]]) -> None:
+    """Carry the tail marks to a result whose dims there still have the tile's length."""
+    if isinstance(result, torch.Tensor):
+        kept = {p: t for p, t in tails.items() if result.dim() >= p and result.size(-p) == t[1]}
+        if kept:
+            setattr(result, _TAILS, kept)
+
+
+def _resized(tensor: torch.Tensor, targets: dict[int, int]) -> torch.Tensor:
+    marked = getattr(tensor, _TAILS, {})
+    for position, length in targets.items():
+        if tensor.dim() < position or tensor.size(-position) == length \
+                or tensor.size(-position) == 1 and position not in marked:  # a dim that broadcasts
+            continue
+        dim = tensor.dim() - position
+        if tensor.size(dim) > length:
+            tensor = tensor.narrow(dim, 0, length)
+        else:
+            shape = list(tensor.shape)
+            shape[dim] = length - tensor.size(dim)
+            tensor = torch.cat([tensor, tensor.new_zeros(shape)], dim)
+    return tensor
 
 
 def run_eager(fn: Callable[..., Any], args: tuple, kwargs: dict, slots: BlockSlotTable,

@@ -22,7 +22,11 @@ if TYPE_CHECKING:
     from tessera.trace.tracer import Tracer
 
 
-def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list[DimAccess], tuple[Axis, ...]]:
+def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any,
+                  masked: bool = False, reading: bool = False) -> tuple[list[DimAccess], tuple[Axis, ...]]:
+    """Per dim the access and the result's axes. `masked`: the access has an extra_mask, so a
+    tile may run past its dimension where that mask covers the lanes past the end. `reading`:
+    a load, where an int index into a dimension of size 1 broadcasts."""
     items = list(index) if isinstance(index, (tuple, list)) else [index]
     consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
     # Identity checks only: `in` / `.index` would call a tile value's `__eq__`.
@@ -45,9 +49,15 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list
             continue
         size = tracer.symbols.canonical(tensor.sizes[dim])
         if isinstance(item, TileProxy):
-            accesses.append(DimAccess(AccessKind.AXIS, axis=item.axis, bound=_tile_bound(tracer, item.axis, size, tensor, dim),
+            bound, user_masked = _tile_bound(tracer, item.axis, size, tensor, dim, masked)
+            accesses.append(DimAccess(AccessKind.AXIS, axis=item.axis, bound=bound, user_masked=user_masked,
                                       check_negative=_tile_may_begin_below_zero(tracer, item.axis, tensor, dim)))
             result.append(item.axis)
+        elif reading and is_whole_slice(item) and _is_one(tracer, size):
+            # a load's `:` of a dimension of size 1 (a host size: guarded) is a unit dim, which
+            # broadcasts as in torch (`rsqrt[tile, :]` of an [m, 1] tensor times an [m, n] tile)
+            accesses.append(DimAccess(AccessKind.SCALAR, scalar=sympy.Integer(0)))
+            result.append(UNIT)
         elif is_whole_slice(item):
             if tracer.symbols.on_device(size):
                 raise exc.DynamicAllocationError(
@@ -65,7 +75,7 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list
             if gather_position is None:
                 gather_position = len(result)
         elif isinstance(item, (int, sympy.Basic)) and not isinstance(item, bool):
-            scalar, wraps = _scalar_index(tracer, item, size)
+            scalar, wraps = _scalar_index(tracer, item, size, broadcast_unit=reading)
             accesses.append(DimAccess(AccessKind.SCALAR, scalar=scalar, check_negative=wraps))
         elif isinstance(item, torch.Tensor) and item.dim() == 0:
             raise exc.IndexingError("a 0-d tensor index inside a tile loop", location=user_location(),
@@ -81,23 +91,27 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[list
     return accesses, tuple(result)
 
 
-def _tile_bound(tracer: Tracer, axis: Axis, size: Any, tensor: TensorProxy, dim: int) -> Any:
-    """Prove (by a guard) that the tile stays inside the dimension, or return a mask bound."""
+def _tile_bound(tracer: Tracer, axis: Axis, size: Any, tensor: TensorProxy, dim: int,
+                masked: bool) -> tuple[Any, bool]:
+    """Prove (by a guard) that the tile stays inside the dimension, or return a mask bound (and
+    whether the user's extra_mask must cover the lanes past it)."""
     end = tracer.symbols.canonical(axis.range_end) if axis.is_tile else axis.end
     if end == size:
-        return None
+        return None, False
     if tracer.symbols.on_device(size):
-        return size  # a view sized by a runtime scalar: mask against it
+        return size, False  # a view sized by a runtime scalar: mask against it
     host_symbols = set(tracer.symbols.values)
     if isinstance(end, sympy.Basic) and not end.free_symbols <= host_symbols or not isinstance(end, (int, sympy.Basic)):
-        return size  # a device-computed end: mask against the dimension as well
+        return size, False  # a device-computed end: mask against the dimension as well
     if tracer.symbols.evaluate(end) > tracer.symbols.evaluate(size):
+        if masked:  # correct for every size: no guard
+            return size, True
         raise exc.IndexingError(
             f"tile loop up to {tracer.symbols.evaluate(end)} indexes dimension {dim} of {tensor.name}, "
             f"which has size {tracer.symbols.evaluate(size)}", location=user_location(),
             hint="tile each dimension by the size of the tensor it indexes")
     tracer.symbols.guard(sympy.Le(end, size), f"tile of {tensor.name} dim {dim} stays in bounds")
-    return None
+    return None, False
 
 
 def check_index_dtype(dtype: torch.dtype) -> None:
@@ -129,14 +143,18 @@ def _tile_may_begin_below_zero(tracer: Tracer, axis: Axis, tensor: TensorProxy, 
     return False
 
 
-def _scalar_index(tracer: Tracer, item: Any, size: Any) -> tuple[Any, bool]:
+def _scalar_index(tracer: Tracer, item: Any, size: Any, broadcast_unit: bool = False) -> tuple[Any, bool]:
     """(index, wraps at run time) of an int index: negative ones count from the end, as in torch.
 
     A literal negative int becomes `size + item` now; a host value gets a guard on its sign;
     a value that may be negative only at run time (a grid index from a negative begin, a loaded
     value) wraps in the generated code. Out-of-range indices are masked after that.
+    `broadcast_unit` (reads): a dimension of size 1 broadcasts, as in Helion, so any index
+    reads its one element (`mask[b, h]` of a mask shared by every batch and head).
     """
     index = tracer.symbols.canonical(sympy.sympify(item))
+    if broadcast_unit and not (index.is_Integer and int(index) in (0, -1)) and _is_unit(tracer, size):
+        return sympy.Integer(0), False
     if index.is_Integer:
         return (index + size if int(index) < 0 else index), False
     least = lower_bound(index, tracer.loop_minimums)
@@ -150,6 +168,35 @@ def _scalar_index(tracer: Tracer, item: Any, size: Any) -> tuple[Any, bool]:
             tracer.symbols.guard(sympy.Lt(index, 0), f"index {index} is below 0 (counts from the end)")
             return index + size, False
     return index, True
+
+
+def _host_size(tracer: Tracer, size: Any) -> bool:
+    """A size over the call's host values only (not loaded, not per tile): guards may name it."""
+    return isinstance(size, sympy.Basic) and size.free_symbols <= set(tracer.symbols.values)
+
+
+def _is_one(tracer: Tracer, size: Any) -> bool:
+    """Whether a dimension has size 1: an int, or a host size that is 1 in this call (guarded)."""
+    size = tracer.symbols.canonical(size)
+    if isinstance(size, sympy.Basic) and size.is_Integer or isinstance(size, int):
+        return int(size) == 1
+    if not _host_size(tracer, size) or tracer.symbols.evaluate(size) != 1:
+        return False
+    tracer.symbols.guard(sympy.Eq(size, 1), f"dimension of size {size} is 1 (it broadcasts)")
+    return True
+
+
+def _is_unit(tracer: Tracer, size: Any) -> bool:
+    """Whether a dimension has size 1 (for a host size: in this call, guarded either way)."""
+    size = tracer.symbols.canonical(size)
+    if isinstance(size, sympy.Basic) and size.is_Integer:
+        return int(size) == 1
+    if not _host_size(tracer, size):
+        return False
+    unit = tracer.symbols.evaluate(size) == 1
+    tracer.symbols.guard(sympy.Eq(size, 1) if unit else sympy.Ne(size, 1),
+                         f"dimension of size {size} is {'' if unit else 'not '}1 (size 1 broadcasts on reads)")
+    return unit
 
 
 def _with_jagged_mask(tracer: Tracer, mask: Node | None, shape: tuple[Axis, ...], what: str) -> Node | None:
@@ -172,7 +219,7 @@ def trace_load(tracer: Tracer, tensor: Any, index: Any, mask: Any = None, evicti
     if not isinstance(tensor, TensorProxy):
         raise exc.IndexingError(f"hl.load needs a tensor argument of the kernel, got {type(tensor).__name__}",
                                 location=user_location())
-    accesses, shape = resolve_index(tracer, tensor, index)
+    accesses, shape = resolve_index(tracer, tensor, index, masked=mask is not None, reading=True)
     mask_node = _mask_node(tracer, mask)
     if mask_node is not None:
         shape = tracer.broadcast([shape, mask_node.shape], "extra_mask")
@@ -212,7 +259,7 @@ def _stored_value(tracer: Tracer, tensor: TensorProxy, shape: tuple[Axis, ...], 
     if isinstance(value, TileValue):
         target = tracer.broadcast([shape, value.axes], f"store into {tensor.name}")
         if len(target) != len(shape) or any(a is not tracer.canonical_axis(b) and b is not UNIT
-                                               for a, b in zip(target, shape)):
+                                               and not tracer.fits_block_axis(a, b) for a, b in zip(target, shape)):
             raise exc.ShapeMismatchError(
                 f"cannot store a value of shape {list(value.axes)} into {tensor.name}{list(shape)}",
                 location=user_location(), hint="index the destination with the same tiles as the value")

@@ -18,6 +18,7 @@ from tessera.location import user_location
 from tessera.ir import interpreter
 from tessera.ir.graph import UNIT, Axis, Node, TensorRef
 from tessera.ir.primitive import TORCH_FUNCTIONS
+from tessera.ir.tile_range import TileOffsets
 from tessera.ir.torch_alternatives import ALTERNATIVES_BY_FUNCTION, torch_spelling
 
 def unsupported_operation(func: Callable[..., Any]) -> exc.UnsupportedOperationError:
@@ -79,6 +80,11 @@ class TileValue(_TorchLike):
 
     def size(self, dim: int | None = None) -> Any:
         return self.shape if dim is None else self.shape[dim]
+
+    @property
+    def device(self) -> torch.device:
+        """The kernel's device (a tile value lives in its registers): `torch.ones((), device=v.device)`."""
+        return interpreter.device()
 
     def dim(self) -> int:
         return len(self.axes)
@@ -218,7 +224,7 @@ class AxisSize(_TorchLike):
         return f"size({self.axis.name})"
 
 
-class TileProxy(_TorchLike):
+class TileProxy(TileOffsets, _TorchLike):
     """A tile of a loop while tracing: indexes tensors along its axis."""
 
     def __init__(self, axis: Axis, tile_id: sympy.Expr, count: sympy.Expr) -> None:
@@ -275,6 +281,19 @@ class TensorProxy(_TorchLike):
         """The IR's frozen description of this tensor (or view)."""
         return TensorRef(self.name, self.dtype, tuple(self.sizes), tuple(self.strides), self.offset,
                          tuple(self.limits), tuple(self.conditions), self.aligned16)
+
+    # allocations shaped by the caller, with this tensor's dtype: registers, like hl.zeros
+    def new_zeros(self, *size: Any, **kwargs: Any) -> Any:
+        return _dispatch(torch.Tensor.new_zeros, (self, *size), kwargs)
+
+    def new_ones(self, *size: Any, **kwargs: Any) -> Any:
+        return _dispatch(torch.Tensor.new_ones, (self, *size), kwargs)
+
+    def new_empty(self, *size: Any, **kwargs: Any) -> Any:
+        return _dispatch(torch.Tensor.new_empty, (self, *size), kwargs)
+
+    def new_full(self, *size_and_fill: Any, **kwargs: Any) -> Any:
+        return _dispatch(torch.Tensor.new_full, (self, *size_and_fill), kwargs)
 
     def reshape(self, *shape: Any) -> Any:
         """A view with new sizes (the tensor must be contiguous, as for torch's view)."""

@@ -71,6 +71,9 @@ class Tracer:
         # size become one where the trace combines them (unify_axes)
         self._full_axes: list[Axis] = []
         self._axis_alias: dict[Axis, Axis] = {}
+        # whole axes allocated by a register_block_size value (`hl.zeros([t, block])`): a tile of
+        # that block combines with them lane for lane (see `fits_block_axis`)
+        self.block_size_axes: set[Axis] = set()
         self.dot_axes: set[Axis] = set()
         self.predicate: Node | None = None  # condition of the device `if` branch being traced
         self._tunable_axes: list[tuple[int, Axis, str]] = []  # (block_sizes index, axis, role)
@@ -170,6 +173,32 @@ class Tracer:
     def tile_index(self, axis: Axis) -> TileValue:
         return self.emit(Op.TILE_INDEX, [], (axis,), torch.int32, axis=axis)
 
+    def onto_block_axes(self, value: TileValue, shape: tuple[Axis, ...]) -> TileValue:
+        """`value` (its dims aligned right with `shape`) with its dims renamed where `shape` holds a
+        tile for a block-size allocation's dim or the other way round (`unify_axes`): a loop tile's
+        lanes past the loop's end become 0 (as eager mode pads them) as they join the allocation."""
+        offset = len(shape) - len(value.axes)
+        renamed = {position: shape[offset + position] for position, axis in enumerate(value.axes)
+                   if axis is not shape[offset + position]
+                   and (self.fits_block_axis(shape[offset + position], axis)
+                        or self.fits_block_axis(axis, shape[offset + position]))}
+        if not renamed:
+            return value
+        node = value.node
+        for position in renamed:
+            axis = value.axes[position]
+            if axis.is_tile and axis.needs_mask:
+                index = self.emit(Op.VIEW, [self.tile_index(axis).node],
+                                  tuple(a if i == position else UNIT for i, a in enumerate(value.axes)),
+                                  torch.int32, what="tile lanes")
+                inside = self.emit(Op.ELEMENTWISE, [index.node, axis.end], index.axes, torch.bool,
+                                   fn="lt", compute=torch.int64)
+                zero = False if value.dtype == torch.bool else 0
+                node = self.emit(Op.ELEMENTWISE, [inside.node, node, zero], value.axes, value.dtype,
+                                 fn="where", compute=value.dtype).node
+        target_axes = tuple(renamed.get(i, a) for i, a in enumerate(value.axes))
+        return self.emit(Op.VIEW, [node], target_axes, value.dtype, what="tile onto block-size axis")
+
     def full_axes(self) -> list[Axis]:
         # aliased axes too: nodes traced before the unification still name them
         return list(self._full_axes)
@@ -199,6 +228,20 @@ class Tracer:
         axis = Axis(name, AxisKind.WHOLE, sympy.Integer(0), extent, block, range_end=extent)
         self._full_axes.append(axis)
         return axis
+
+    def block_size_axis(self, block: int) -> Axis:
+        """The axis of an allocation sized by a register_block_size value: one block of `block`
+        lanes, all valid (never looped in chunks: it is one tile's worth of lanes)."""
+        axis = Axis(f"r{len(self._full_axes)}", AxisKind.WHOLE, sympy.Integer(0), sympy.Integer(block), block,
+                    needs_mask=False, range_end=sympy.Integer(block))
+        self._full_axes.append(axis)
+        self.block_size_axes.add(axis)
+        return axis
+
+    def fits_block_axis(self, block_axis: Axis, tile_axis: Axis) -> bool:
+        """Whether a tile's values combine lane for lane with a block-size allocation's (Helion's
+        `acc = hl.zeros([tile_m, block]); for t in hl.tile(n, block_size=block): acc += x[tile_m, t]`)."""
+        return block_axis in self.block_size_axes and tile_axis.is_tile and tile_axis.block == block_axis.block
 
     def _guard_block_bucket(self, extent: Any, block: int) -> None:
         if isinstance(extent, sympy.Basic) and not extent.is_Integer:
@@ -240,6 +283,11 @@ class Tracer:
             return a
         if a is UNIT:
             return b
+        if self.fits_block_axis(a, b) or self.fits_block_axis(b, a):
+            # an inner loop's tile joins the allocation (which outlives the loop); the launch's
+            # tile takes the allocation's lanes (its masks cover the lanes past its end)
+            block, tile = (a, b) if a in self.block_size_axes else (b, a)
+            return tile if tile.kind is AxisKind.LAUNCH else block
         full = self._full_axes
         if a in full and b in full and self.symbols.evaluate(a.end) == self.symbols.evaluate(b.end):
             self.symbols.guard_equal(a.end, b.end, f"{what}: sizes {a.end} and {b.end} are equal")

@@ -143,10 +143,13 @@ class Emitter(EmitterBase):
 
     def reshape(self, name: str, source: tuple[Axis, ...], target: tuple[Axis, ...]) -> str:
         # axes of block 1 (the unit axis, a whole dim of size <= 1) may come and go freely
-        if [a for a in source if a.block != 1] != [a for a in target if a.block != 1]:
+        # (blocks, not axes: a tile's lanes may become a block-size allocation's, trace.onto_block_axes)
+        if [a.block for a in source if a.block != 1] != [a.block for a in target if a.block != 1]:
             raise exc.TesseraError("internal error: a view changed the order of tile dimensions")
         if not target:
             return f"tl.reshape({name}, [])" if source else name
+        if [a.block for a in source] == [a.block for a in target]:
+            return name
         return f"tl.reshape({name}, {self.block_shape(target)})"
 
     # -- memory ----------------------------------------------------------------------------------
@@ -170,6 +173,8 @@ class Emitter(EmitterBase):
                 index = self.axis_index(access.axis, shape)
                 if access.bound is not None:
                     masks.append(f"({index} < {print_expr(access.bound)})")
+                    if access.user_masked:  # the user's mask must cover lanes past the bound
+                        self.gather_ranges.append(masks[-1])
                 if access.check_negative:  # a tile loop that may begin below 0 (a loaded begin)
                     masks.append(f"({index} >= 0)")
             elif access.kind is AccessKind.SCALAR:

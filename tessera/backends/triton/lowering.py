@@ -22,7 +22,7 @@ from tessera.backends.triton.emitter import FP8_DTYPES, TRITON_DTYPES, Emitter, 
 from tessera.backends.triton.indexing import BlockAccess, element_size, strategy_for
 from tessera.backends.triton.printer import print_expr
 from tessera.backends.triton.split_loops import emit_split_loop
-from tessera.ir.graph import UNIT, Axis, Block, Node, Op
+from tessera.ir.graph import UNIT, AccessKind, Axis, Block, Node, Op
 
 ELEMENTWISE_TEMPLATES: dict[str, str] = {
     **PYTHON_OPERATOR_TEMPLATES,
@@ -417,7 +417,12 @@ def _load(emitter: Emitter, node: Node) -> None:
     # Triton casts `other` to the element type, and no int casts to fp8: a float zero for fp8
     other = "" if fp8_interpreted else ", other=0.0" if node.dtype in FP8_DTYPES else ", other=0"
     extra = f", mask={mask}{other}" if mask else ""
-    emitter.line(f"{emitter.name_of(node)} = tl.load({pointer}{extra}{_eviction_hint(emitter, node)})")
+    text = f"tl.load({pointer}{extra}{_eviction_hint(emitter, node)})"
+    if node.shape and all(access.kind is AccessKind.SCALAR for access in node.params["accesses"]):
+        # one element with unit dims (`t[i, None]`, `:` of a size-1 dim): a scalar pointer loads a
+        # 0-d value, which Triton's interpreter cannot reshape; broadcasting it to the unit block works
+        text = f"tl.broadcast_to({text}, {emitter.block_shape(node.shape)})"
+    emitter.line(f"{emitter.name_of(node)} = {text}")
 
 
 def _eviction_hint(emitter: Emitter, node: Node) -> str:
