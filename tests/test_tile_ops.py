@@ -462,3 +462,21 @@ def test_a_tile_of_another_block_size_does_not_join_the_allocation() -> None:
     for mode in MODES:
         with pytest.raises(tessera.exc.ShapeMismatchError):
             tessera.kernel(row_sums_in_block_lanes, mode=mode, config=tessera.Config(block_sizes=[8, 2]))(x, False)
+
+
+# -- out= inside a tile loop: refused in every mode (the trace once dropped it silently) -----------
+def exp_into(x: T, y: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        v = x[tile]
+        w = torch.zeros_like(v)
+        torch.exp(v, out=w)
+        y[tile] = w
+    return y
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_out_argument_inside_a_tile_loop_is_refused(mode: str) -> None:
+    x = torch.randn(7)
+    with pytest.raises(tessera.exc.UnsupportedOperationError, match="out=") as info:
+        tessera.kernel(exp_into, mode=mode)(x, torch.empty(7))
+    assert "torch.exp(v, out=w)" in str(info.value)

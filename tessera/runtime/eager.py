@@ -29,7 +29,7 @@ from tessera.language import eager_lanes
 from tessera.language.tile import LANES_ATTRIBUTE, Tile
 from tessera.ir import interpreter
 from tessera.trace.block_sizes import choose_block_sizes
-from tessera.trace.proxy import TileValue, unsupported_operation
+from tessera.trace.proxy import TileValue, out_argument_error, unsupported_operation
 
 
 EAGER_MAX_REGISTERED_BLOCK = 1024
@@ -224,6 +224,8 @@ class EagerTorchMode(TorchFunctionMode):
         override = _OVERRIDES.get(func)
         if override is None and self.eager.loop_depth and _refused_on_tile_values(func, args, kwargs):
             raise unsupported_operation(func)  # what the trace raises: eager is no looser
+        if self.eager.loop_depth and kwargs.get("out") is not None and func in TORCH_FUNCTIONS:
+            raise out_argument_error(func)
         tracking = self.eager.loop_depth and eager_lanes.is_tracking()
         if tracking:
             name = _primitive_name(func)

@@ -35,7 +35,19 @@ def _dispatch(func: Callable[..., Any], args: tuple, kwargs: dict | None) -> Any
     primitive = TORCH_FUNCTIONS.get(func)
     if primitive is None:
         raise unsupported_operation(func)
+    if kwargs and kwargs.get("out") is not None:
+        raise out_argument_error(func)
     return primitive.bind(*args, **(kwargs or {}))
+
+
+def out_argument_error(func: Callable[..., Any]) -> exc.UnsupportedOperationError:
+    """`torch.exp(v, out=w)` inside a tile loop: a tile value is no memory to write into (the
+    result would be dropped silently)."""
+    name = getattr(func, "__name__", "the op")
+    return exc.UnsupportedOperationError(
+        f"{name}(..., out=...) inside a tile loop: a tile value is not memory to write into",
+        location=user_location(),
+        hint=f"assign the result instead (`w = torch.{name}(v)`), or store it into a tensor: `out[tile] = torch.{name}(v)`")
 
 
 def refuse_value_list(value: Any, what: str) -> None:
