@@ -144,10 +144,16 @@ def test_bf16_atomics_with_repeated_slots_match_one_lane_after_another(name: str
         expected[slot] = update(expected[slot], value)
     for mode in _modes(device):
         target = start.clone().to(device)
-        before = tessera.kernel(scatter_bf16, mode=mode, config=tessera.Config(block_sizes=[16]))(
-            target, slots.to(device), values.to(device), atomic)
+        kernel = tessera.kernel(scatter_bf16, mode=mode, config=tessera.Config(block_sizes=[16]))
+        if mode == "compiled" and name != "add":  # Triton has no bf16 max/min/xchg for NVIDIA GPUs
+            with pytest.raises(exc.UnsupportedOperationError, match=f"atomic_{name} on a bfloat16"):
+                kernel(target, slots.to(device), values.to(device), atomic)
+            continue
+        before = kernel(target, slots.to(device), values.to(device), atomic)
         if name == "add":  # the order of lanes on one element differs between modes: sums round apart
-            torch.testing.assert_close(target.cpu().float(), expected.float(), atol=0.05, rtol=0.02)
+            # (64 bf16 roundings on the GPU's order: a few ulps of the running sum)
+            atol = 0.2 if mode == "compiled" else 0.05
+            torch.testing.assert_close(target.cpu().float(), expected.float(), atol=atol, rtol=0.02)
         else:
             assert torch.equal(target.cpu(), expected) or mode == "compiled", mode
         if mode == "interpret" and name != "add":

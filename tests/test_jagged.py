@@ -179,7 +179,8 @@ def jagged_rows_times_matrix(x: T, lengths: T, w: T, out: T) -> T:
 def test_a_batched_product_over_jagged_rows(mode: str, device: torch.device) -> None:
     x, w = torch.randn(5, 7, 16), torch.randn(5, 16, 5)
     out = torch.full((5, 7, 5), -7.0, device=device)
-    tessera.kernel(jagged_rows_times_matrix, mode=_mode(mode, device), config=tessera.Config(block_sizes=[2, 4, 4]))(
+    tessera.kernel(jagged_rows_times_matrix, mode=_mode(mode, device), config=tessera.Config(block_sizes=[2, 4, 4]),
+                   dot_precision="ieee")(
         x.to(device), LENGTHS.to(device), w.to(device), out)
     inside = torch.arange(7)[None, :, None] < LENGTHS[:, None, None]
     torch.testing.assert_close(out.cpu(), torch.where(inside, torch.bmm(x, w) + 1, -7.0), rtol=1e-4, atol=1e-4)

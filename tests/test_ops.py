@@ -340,7 +340,9 @@ def test_op_matches_torch_in_every_mode(case: OpCase, shape: tuple[int, int], de
             continue  # its inline PTX runs compiled only; eager refuses it (tests/test_joins.py)
         if case.eager_only and mode != "eager":
             continue  # refused there, located (tests/test_hl_extras.py)
-        kernel = tessera.kernel(layout.kernel, mode=mode, config=LAYOUT_CONFIGS.get(case.layout, CONFIG))
+        # products in ieee float32: the row checks the op, not tf32's rounding (the GPU default)
+        options = {"dot_precision": "ieee"} if case.layout == "matrix" else {}
+        kernel = tessera.kernel(layout.kernel, mode=mode, config=LAYOUT_CONFIGS.get(case.layout, CONFIG), **options)
         out = torch.zeros_like(reference, device=device)
         result = kernel(out, x, y, z, case.op)
         torch.testing.assert_close(result.cpu(), reference, rtol=case.tolerance, atol=case.tolerance,

@@ -463,6 +463,11 @@ def _store(emitter: Emitter, node: Node) -> None:
             pointer, text = f"tl.where({mask}, {pointer}, {node.params['tensor'].name})", f"tl.where({mask}, {text}, {expected})"
         emitter.line(f"{emitter.name_of(node)} = tl.atomic_cas({pointer}, {expected}, {text}, "
                      f"sem='{node.params.get('sem') or 'relaxed'}')")
+    elif atomic in ("max", "min", "xchg") and not emitter.interpret and node.params["tensor"].dtype == torch.bfloat16:
+        raise exc.UnsupportedOperationError(
+            f"hl.atomic_{atomic} on a bfloat16 tensor: Triton has no bf16 atomic_{atomic} for NVIDIA GPUs "
+            "(atomic_add works)", location=node.location,
+            hint="keep the target in float32 (and cast it after the kernel), or use hl.atomic_cas in a loop")
     elif atomic and emitter.interpret and node.params["tensor"].dtype == torch.bfloat16:
         emitter.helpers.update(("interpreted_bf16_atomic", "round_to_bf16"))
         # the helper's compare-and-swap has no mask: a masked lane works on the tensor's first element
