@@ -724,3 +724,17 @@ def test_a_product_into_out_inside_a_tile_loop_is_refused_with_its_line(device: 
         with pytest.raises(tessera.exc.UnsupportedOperationError, match="out=") as caught:
             tessera.kernel(mm_into_out, mode=mode)(x, y)
         assert caught.value.location.lineno == marked_line(__file__, "mm-out")[0]
+
+
+def diagonal_block_product(s: T, v: T) -> T:
+    out = torch.empty_like(v)
+    for tile_m, tile_n in hl.tile(v.size()):
+        out[tile_m, tile_n] = hl.dot(s[tile_m, tile_m], v[tile_m, tile_n])
+    return out
+
+
+def test_a_product_over_one_tile_used_twice_is_a_located_refusal() -> None:
+    s, v = torch.randn(32, 32), torch.randn(32, 16)
+    with pytest.raises(tessera.exc.UnsupportedOperationError, match="same tile") as info:
+        tessera.kernel(diagonal_block_product, mode="interpret", config=tessera.Config(block_sizes=[16, 16]))(s, v)
+    assert "hl.dot(s[tile_m, tile_m], v[tile_m, tile_n])" in str(info.value)

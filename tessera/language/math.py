@@ -8,7 +8,7 @@ import torch
 
 from tessera import exc
 from tessera.ir import interpreter
-from tessera.ir.graph import Op
+from tessera.ir.graph import UNIT, Op
 from tessera.ir.primitive import Primitive
 from tessera.location import user_location
 from tessera.trace.proxy import TileValue
@@ -66,6 +66,14 @@ def _dot_trace(tracer: Tracer, a: Any, b: Any, acc: Any, *, out_dtype: torch.dty
         raise exc.ShapeMismatchError(f"hl.dot needs two 2-D or two 3-D tiles, got ranks {a.dim()} and {b.dim()}",
                                      location=user_location())
     k = tracer.unify_axes(a.axes[-1], b.axes[-2], "matrix product inner dimension")
+    if k is not UNIT and (a.axes[-2] is k or b.axes[-1] is k):
+        # `s[tm, tm] @ v[tm, tn]`: one tile indexes the inner dim and an outer one; a product's
+        # dims must be distinct register dims
+        raise exc.UnsupportedOperationError(
+            f"a matrix product whose inner dimension and an outer one are the same tile ({k.name})",
+            location=user_location(),
+            hint="index the block with two different tiles, e.g. an inner `for tile_k in hl.tile(begin, end)` "
+                 "over the same range, or run the kernel with mode='eager'")
     batch = tuple(tracer.broadcast([a.axes[:-2], b.axes[:-2]], "batch dims"))
     shape = batch + (a.axes[-2], b.axes[-1])
     operand_axes = (a.axes[-2], k, b.axes[-1])
