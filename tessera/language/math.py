@@ -7,7 +7,6 @@ from typing import Any
 import torch
 
 from tessera import exc
-from tessera.ir import interpreter
 from tessera.ir.graph import UNIT, Op
 from tessera.ir.primitive import Primitive
 from tessera.location import user_location
@@ -154,20 +153,10 @@ def product_call(function: str, names: tuple[tuple[str, ...], ...], args: tuple,
 
 
 def _written_to_out(result: torch.Tensor, out: Any) -> torch.Tensor:
-    """Eager `out=`: on the host torch's meaning (the result written into `out`); inside a tile
-    loop refused as the trace refuses it."""
-    if out is None:
-        return result
-    if getattr(interpreter.active(), "loop_depth", 0):
-        _refuse_out()
-    return out.copy_(result)
-
-
-def _refuse_out() -> None:
-    raise exc.UnsupportedOperationError(
-        "a matrix product with out= inside a tile loop: a tile value is not memory to write into",
-        location=user_location(), hint="assign the result instead: `acc = torch.mm(a, b)`, or store it: "
-                                       "`out[tile_m, tile_n] = torch.mm(a, b)`")
+    """Eager `out=` on the host: torch's meaning (the result written into `out`). Inside a tile
+    loop every torch call with `out=` is refused before any rule runs (trace dispatch and eager's
+    torch-function mode: `proxy.out_argument_error`)."""
+    return result if out is None else out.copy_(result)
 
 
 @mm_p.def_eager
@@ -182,8 +171,6 @@ def _mm_eager(*args: Any, **kwargs: Any) -> torch.Tensor:
 @mm_p.def_trace
 def _mm_trace(tracer: Tracer, *args: Any, **kwargs: Any) -> TileValue:
     call = product_call("mm", _MM_OPERANDS, args, kwargs)
-    if call.out is not None:
-        _refuse_out()
     a, b = call.operands
     return _dot_trace(tracer, a, b, None, out_dtype=call.out_dtype or product_dtype(a, b))
 
@@ -204,8 +191,6 @@ def _addmm_eager(*args: Any, **kwargs: Any) -> torch.Tensor:
 @addmm_p.def_trace
 def _addmm_trace(tracer: Tracer, *args: Any, **kwargs: Any) -> TileValue:
     call = product_call("addmm", _ADDMM_OPERANDS, args, kwargs)
-    if call.out is not None:
-        _refuse_out()
     acc, a, b = call.operands
     out_dtype = call.out_dtype or product_dtype(acc, a, b)
     if _is_one(call.beta) and _is_one(call.alpha):
