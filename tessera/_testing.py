@@ -11,6 +11,7 @@ in `tessera/_test_case.py`.
 """
 from __future__ import annotations
 
+import functools
 import statistics
 import sys
 import time
@@ -42,14 +43,21 @@ def _as_tensors(result: Any) -> list[torch.Tensor]:
     return []
 
 
+def _map_tensors(value: Any, function: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """`value` with `function` applied to each tensor in it (nested tuples and lists kept)."""
+    if isinstance(value, torch.Tensor):
+        return function(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_map_tensors(item, function) for item in value)
+    return value
+
+
 def _clone(value: Any) -> Any:
     # each implementation gets its own copy: a kernel that writes its inputs must not feed the next one
-    if isinstance(value, torch.Tensor):
-        copied = value.detach().clone()
-        return copied.requires_grad_(value.requires_grad) if value.is_leaf else copied
-    if isinstance(value, (tuple, list)):
-        return type(value)(_clone(item) for item in value)
-    return value
+    def copy(tensor: torch.Tensor) -> torch.Tensor:
+        copied = tensor.detach().clone()
+        return copied.requires_grad_(tensor.requires_grad) if tensor.is_leaf else copied
+    return _map_tensors(value, copy)
 
 
 def _assert_close(name: str, actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float,
@@ -144,13 +152,11 @@ def _as_close_as(got: torch.Tensor, want: torch.Tensor, truth: torch.Tensor, sla
 
 def _promoted(value: Any) -> Any:
     """Arguments in float64 (leaves that required gradients still do)."""
-    if isinstance(value, torch.Tensor):
-        if not value.is_floating_point():
-            return value.detach().clone()
-        return value.detach().double().requires_grad_(value.requires_grad)
-    if isinstance(value, (tuple, list)):
-        return type(value)(_promoted(item) for item in value)
-    return value
+    def promote(tensor: torch.Tensor) -> torch.Tensor:
+        if not tensor.is_floating_point():
+            return tensor.detach().clone()
+        return tensor.detach().double().requires_grad_(tensor.requires_grad)
+    return _map_tensors(value, promote)
 
 
 def _check_gradients(name: str, output: Any, own_args: tuple, expected_output: Any, reference_args: tuple,
@@ -162,6 +168,7 @@ def _check_gradients(name: str, output: Any, own_args: tuple, expected_output: A
     got = [t.grad for t in _as_tensors(own_args) if t.requires_grad]
     assert len(got) == len(wanted) and wanted, f"{name}: no gradients to compare"
 
+    @functools.cache  # one float64 backward however many gradients need arbitration
     def exact_gradients() -> list[torch.Tensor]:
         promoted = _promoted(reference_args)
         _as_tensors(reference(*promoted))[0].backward(grad_output.double())
