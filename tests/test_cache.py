@@ -30,20 +30,31 @@ def row_sums(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def test_dynamic_sizes_share_one_variant(device: torch.device) -> None:
+def test_dynamic_sizes_of_one_magnitude_share_one_variant(device: torch.device) -> None:
     kernel = tessera.kernel(doubled)
-    rows = [2, 3, 7, 13, 32, 33, 64, 100, 2]
+    rows = [129, 130, 200, 255, 256, 129]  # all in the size bucket (128, 256]
     for m in rows:
         x = torch.randn(m, 8, device=device)
         torch.testing.assert_close(kernel(x), x * 2)
     info = kernel.cache_info()
     assert (info.variants, info.misses, info.hits) == (1, 1, len(rows) - 1)
+    assert len(kernel.config_choices) == 1
+
+
+def test_each_size_magnitude_chooses_its_own_config(device: torch.device) -> None:
+    # Buckets 0, 1, (1, 2], (2, 4], (4, 8], ...: a Config chosen for 2 rows is not reused for 100.
+    kernel = tessera.kernel(doubled)
+    for m in (2, 7, 6, 100, 2, 100, 5):
+        x = torch.randn(m, 8, device=device)
+        torch.testing.assert_close(kernel(x), x * 2)
+    assert len(kernel.config_choices) == 3
+    assert kernel.cache_info().variants <= 3  # buckets whose Configs agree share compiled code
 
 
 def test_size_one_gets_its_own_config_and_variant(device: torch.device) -> None:
-    # Sizes 0, 1 and >= 2 are the buckets a chosen Config is kept for (as in Helion).
+    # Sizes 0 and 1 are buckets of their own (as in Helion).
     kernel = tessera.kernel(doubled)
-    for m in (5, 1, 9, 1):
+    for m in (5, 1, 7, 1):
         x = torch.randn(m, 8, device=device)
         torch.testing.assert_close(kernel(x), x * 2)
     assert kernel.cache_info().variants == 2
@@ -61,7 +72,7 @@ def test_static_shapes_compiles_one_variant_per_shape(device: torch.device) -> N
 
 def test_mark_static_compiles_one_variant_per_value_of_the_marked_dim(device: torch.device) -> None:
     kernel = tessera.kernel(doubled)
-    shapes = [(3, 8), (5, 8), (7, 8), (3, 16), (9, 16), (4, 8)]
+    shapes = [(5, 8), (6, 8), (7, 8), (5, 16), (8, 16), (8, 8)]  # rows in one size bucket
     for shape in shapes:
         x = tessera.mark_static(torch.randn(shape, device=device), [1])
         torch.testing.assert_close(kernel(x), x * 2)
@@ -114,7 +125,7 @@ def test_recompiles_log_says_why_each_variant_is_built(device: torch.device, cap
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TESSERA_LOG", "recompiles")
     kernel = tessera.kernel(row_sums)
-    for cols in (13, 14, 100):  # 13 and 14 fit one whole-row block (16); 100 does not
+    for cols in (13, 14, 40):  # 13 and 14 fit one whole-row block (16); 40 does not (one size bucket)
         x = torch.randn(5, cols, device=device)
         torch.testing.assert_close(kernel(x), x.sum(dim=1))
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[tessera]")]

@@ -103,7 +103,7 @@ def test_a_rank_or_dtype_change_after_hits_builds_a_new_variant(device: torch.de
             out[tile] = -x[tile]
         return out
     inputs = [torch.randn(8, device=device), torch.randn(8, device=device), torch.randn(3, 8, device=device),
-              torch.randn(3, 8, device=device).half(), torch.randn(9, device=device)]
+              torch.randn(3, 8, device=device).half(), torch.randn(7, device=device)]
     for x in inputs:
         torch.testing.assert_close(negated(x), -x)
     assert negated.cache_info() == (2, 3, 3)
@@ -136,10 +136,24 @@ def test_static_shapes_key_exact_sizes_after_hits(device: torch.device) -> None:
 
 def test_a_size_bucket_change_picks_a_config_per_bucket(device: torch.device) -> None:
     kernel = tessera.kernel(doubled)
-    for rows in (6, 7, 1, 6, 1):
+    for rows in (6, 7, 1, 6, 1, 40):
         x = torch.randn(rows, 4, device=device)
         torch.testing.assert_close(kernel(x), x * 2)
-    assert len(kernel.config_choices) == 2  # rows >= 2 and rows == 1
+    assert len(kernel.config_choices) == 3  # rows in (4, 8], rows == 1, rows in (32, 64]
+
+
+def test_a_small_first_call_does_not_fix_the_blocks_of_a_large_product(device: torch.device) -> None:
+    # A one-row first call chose 16-row blocks; a 1024-row call reusing them ran a GEMM at a
+    # sixth of cuBLAS's speed on the H100. Each size magnitude now gets its own heuristic Config.
+    from examples.matmul import matmul
+
+    kernel = tessera.kernel(matmul.fn)
+    y = torch.randn(64, 48, device=device)
+    for m in (1, 1024):
+        x = torch.randn(m, 64, device=device)
+        torch.testing.assert_close(kernel(x, y), x @ y, rtol=1e-4, atol=1e-4)
+    blocks = sorted(config["block_sizes"][0] for config in kernel.config_choices.by_key.values())
+    assert len(blocks) == 2 and blocks[0] < blocks[1]
 
 
 def test_the_mode_follows_tessera_mode_on_every_call(device: torch.device, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -738,3 +738,21 @@ def test_a_product_over_one_tile_used_twice_is_a_located_refusal() -> None:
     with pytest.raises(tessera.exc.UnsupportedOperationError, match="same tile") as info:
         tessera.kernel(diagonal_block_product, mode="interpret", config=tessera.Config(block_sizes=[16, 16]))(s, v)
     assert "hl.dot(s[tile_m, tile_m], v[tile_m, tile_n])" in str(info.value)
+
+
+@pytest.mark.parametrize("m, n, k, blocks", [
+    (1, 4096, 4096, [16, 64, 128]),        # fewer 128 x 128 tiles than SMs: narrow, deep K
+    (128, 4096, 14336, [64, 64, 128]),
+    (4096, 4096, 4096, [128, 256, 64]),    # a wave of 128 x 256 tiles: wide N
+    (1024, 4096, 4096, [128, 128, 64]),    # 128 x 256 tiles would be under a wave
+    (1, 28672, 4096, [16, 128, 64]),
+])
+def test_heuristic_gemm_blocks_follow_the_grid(m: int, n: int, k: int, blocks: list[int]) -> None:
+    # Planned on the CPU for the H100 (132 SMs); measured effect in benchmarks/results/issue17/gemm_sweep*.
+    from examples.matmul import matmul
+    from tessera.runtime.tuning import heuristic_for
+
+    x = torch.empty(m, k, dtype=torch.bfloat16)
+    y = torch.empty(k, n, dtype=torch.bfloat16)
+    config = heuristic_for(tessera.kernel(matmul.fn, mode="interpret").bind(x, y))
+    assert config["block_sizes"] == blocks

@@ -146,10 +146,13 @@ def value_key(value: Any, static_shapes: bool) -> Any:
 
 
 def size_bucket(size: int) -> int:
-    """Sizes 0, 1 and >= 2 are the buckets that share a chosen config (as Helion does): a config
-    serves every dynamic size, so one compiled variant does too; `static_shapes` or
-    `mark_static` pin exact sizes where a config per size is wanted."""
-    return min(max(size, 0), 2)
+    """The bucket of sizes that share a chosen Config: 0, 1, then one per power of two ((1, 2],
+    (2, 4], ..., (2048, 4096], ...). A Config's speed depends on a size's magnitude (a block of
+    16 rows suits M = 1 but ran a 4096-row GEMM at a sixth of cuBLAS's speed on the H100), so
+    each magnitude gets its own heuristic or tuned Config; buckets whose Configs agree share
+    compiled code. (Factors of 8 were tried: a GEMM of N = 14336 then chose the Config of one of
+    N = 28672 at a quarter of the speed.) `static_shapes` or `mark_static` pin exact sizes."""
+    return size if size < 2 else (size - 1).bit_length() + 1
 
 
 def argument_key(value: Any, static_shapes: bool) -> Any:

@@ -34,6 +34,9 @@ ROW_ELEMENTS_PER_PROGRAM = 4096
 MAX_INNER_BLOCK = 1024       # widest contiguous block of an elementwise tile
 DOT_OUTPUT_BLOCK = 128
 DOT_REDUCTION_BLOCK = 64
+NARROW_DOT_BLOCK = 64        # output blocks of a GEMM with fewer 128 x 128 tiles than SMs (_shape_plain_product)
+WIDE_DOT_BLOCK = 256         # the N block of a GEMM with a wave of 128 x 256 tiles
+DEEP_REDUCTION_BLOCK = 128   # the K block of those narrow or 8-bit products
 CHUNK_ROWS_ABOVE = 16384     # rows longer than this stream through a reduction loop
 REDUCTION_CHUNK = 4096
 BLOCKED_ROW_PROGRAMS = 256   # programs of a kernel that blocks rows with hl.register_block_size
@@ -110,6 +113,7 @@ def _dot_kernel(facts: KernelFacts) -> dict[str, Any]:
     wanted["num_stages"] = 3
     wanted["l2_grouping"] = 8
     _widen_accumulated_rows(facts, wanted)
+    _shape_plain_product(facts, wanted)
     _fit_shared_memory(facts, wanted)
     output_blocks = math.prod(wanted[f"block_sizes[{d.index}]"] for d in facts.tunables if d.role in _OUTPUT_ROLES)
     # a whole row held per program (attention's head_dim: the width of its second product's
@@ -141,6 +145,43 @@ def _widen_accumulated_rows(facts: KernelFacts, wanted: dict[str, Any]) -> None:
         wanted[f"block_sizes[{output[0].index}]"] = WIDE_ROWS
 
 
+def _shape_plain_product(facts: KernelFacts, wanted: dict[str, Any]) -> None:
+    """Output tiles of a plain GEMM (two output dims, one K loop, no whole row) by how many
+    programs the grid has. Measured on the H100, bf16 (benchmarks/gemm_sweep.py):
+
+    - fewer 128 x 128 tiles than SMs (M of 1-128 at N = 4096): the product streams the K x N
+      operand, so it needs programs more than tile reuse: 64-wide N blocks, M blocks of at most
+      64, 128-deep K, 4 stages (M=1 N=K=4096: 0.25x -> 0.84x cuBLAS; M=16 K=14336: 0.48 -> 0.88x);
+    - at least a wave of 128 x 256 tiles with 16- or 8-bit inputs: 256-wide N blocks
+      (4096^3: 0.83x -> 0.98x cuBLAS), and 128-deep K for 8-bit ones."""
+    output = [d for d in facts.tunables if d.role == "launch" and d.min_block >= 16]
+    inner = [d for d in facts.tunables if d.role not in _OUTPUT_ROLES]
+    if facts.whole_row or len(output) != 2 or len(inner) != 1 or any(d.role == "split" for d in facts.tunables):
+        return
+    (m, n), k = output, inner[0]
+    # grid dims outside the two (a batch of one matrix per program) multiply every grid: facts.programs
+    # counts them in the planned grid (default blocks)
+    planned = math.prod(-(-max(d.extent, 1) // default_block_size(d.min_block)) for d in (m, n))
+    batch = max(facts.programs // max(planned, 1), 1)
+
+    def programs(block_m: int, block_n: int) -> int:
+        # extents rounded up as the size buckets are (call_keys.size_bucket): every call of a
+        # bucket gets this Config, whichever of its sizes came first
+        return batch * -(-_ceil_pow2(m.extent) // block_m) * -(-_ceil_pow2(n.extent) // block_n)
+
+    multiprocessors = _multiprocessors(facts.on_gpu)
+    itemsize = min([dtype.itemsize for dtype in facts.dtypes if dtype.is_floating_point] or [4])
+    if programs(DOT_OUTPUT_BLOCK, DOT_OUTPUT_BLOCK) < multiprocessors:
+        wanted[f"block_sizes[{m.index}]"] = _clamp_pow2(m.extent, 16, NARROW_DOT_BLOCK)
+        wanted[f"block_sizes[{n.index}]"] = NARROW_DOT_BLOCK
+        wanted[f"block_sizes[{k.index}]"] = DEEP_REDUCTION_BLOCK
+        wanted["num_stages"] = 4
+    elif itemsize <= 2 and programs(DOT_OUTPUT_BLOCK, WIDE_DOT_BLOCK) >= multiprocessors:
+        wanted[f"block_sizes[{n.index}]"] = WIDE_DOT_BLOCK
+        if itemsize == 1:
+            wanted[f"block_sizes[{k.index}]"] = DEEP_REDUCTION_BLOCK
+
+
 def _multiprocessors(on_gpu: bool) -> int:
     """The current GPU's SM count, else the H100's."""
     if on_gpu and torch.cuda.is_available():
@@ -160,7 +201,12 @@ def _fit_block_elements(facts: KernelFacts, wanted: dict[str, Any]) -> None:
         # a dot kernel's tensors are output tile x whole dims (attention's accumulator) or output
         # tile x inner blocks (its scores), never all three at once
         tile = math.prod(wanted[k] for k in keys if k in outer)
-        return tile * max(facts.whole_elements, math.prod(wanted[k] for k in keys if k not in outer))
+        inner = math.prod(wanted[k] for k in keys if k not in outer)
+        tiled_outputs = [wanted[k] for k in keys if k in outer and wanted[k] > 1]
+        if len(tiled_outputs) >= 2 and facts.whole_elements == 1:
+            # a GEMM's tensors are M x N, M x K and K x N: never all three blocks at once
+            return max(tile, max(tiled_outputs) * inner)
+        return tile * max(facts.whole_elements, inner)
     while keys and largest() > MAX_BLOCK_SIZE:
         widest = max(keys, key=lambda k: wanted[k])
         if wanted[widest] == 1:
