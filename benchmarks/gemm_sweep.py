@@ -10,6 +10,8 @@ marked WRONG, never hidden):
 - `fp8` (`--fp8`): an e4m3 kernel with per-tensor and per-row scales (defined below) against
   `torch._scaled_mm` (bf16 output, the second operand column-major as cuBLAS requires);
 - `bmm` (`--bmm`): `examples.bmm.bmm` against `torch.bmm`.
+`--graph` also times both sides replayed from a CUDA graph: the kernels alone, without the host's
+dispatch (for products of tens of microseconds the host path, not the kernel, sets the plain time).
 Tessera runs its heuristic Config (`TESSERA_AUTOTUNE_EFFORT=none`) unless `--tune N` quick-tunes
 the first N shapes of each family as well (effort quick). Times: median of `triton.testing.do_bench` (CUDA events,
 L2 flushed). Writes `gemm_sweep.json` and, with matplotlib, `gemm_sweep.png` (ratio per shape).
@@ -63,6 +65,8 @@ def main() -> int:
     parser.add_argument("--fp8", action="store_true", help="also e4m3 with per-tensor and per-row scales")
     parser.add_argument("--bmm", action="store_true", help="also torch.bmm shapes")
     parser.add_argument("--tune", type=int, default=0, help="quick-tune the first N shapes of each family too")
+    parser.add_argument("--graph", action="store_true",
+                        help="also time both sides replayed from a CUDA graph (kernel time without host dispatch)")
     parser.add_argument("--budget-s", type=float, default=1e9, help="stop starting new shapes after this long")
     parser.add_argument("--smoke", action="store_true", help="CPU, Triton's interpreter, tiny shapes")
     args = parser.parse_args()
@@ -91,6 +95,15 @@ def main() -> int:
 
         return triton.testing.do_bench(function, warmup=10, rep=50, return_mode="median")
 
+    def bench_graph(function: Callable[[], Any]) -> float | None:
+        """The kernel alone: calls replayed from a CUDA graph, so host work (Python dispatch,
+        launch) does not hide under or add to the GPU time of kernels of tens of microseconds."""
+        if args.smoke or not args.graph:
+            return None
+        import triton
+
+        return triton.testing.do_bench_cudagraph(function, rep=50, return_mode="median")
+
     def relative_error(result: Any, expected: Any) -> float:
         return ((result.float() - expected).norm() / expected.norm().clamp_min(1e-30)).item()
 
@@ -102,11 +115,13 @@ def main() -> int:
             row["rel_err"] = error
             row["wrong"] = error > 2e-2
             row["tessera_ms"] = bench(ours)
+            row["tessera_graph_ms"] = bench_graph(ours)
         except Exception as failure:  # noqa: BLE001 - one failing shape must not hide the others
             row["error"] = f"{type(failure).__name__}: {str(failure)[:300]}"
         if theirs is not None:
             try:
                 row["reference_ms"] = bench(theirs)
+                row["reference_graph_ms"] = bench_graph(theirs)
             except Exception as failure:  # noqa: BLE001
                 row["reference_error"] = f"{type(failure).__name__}: {str(failure)[:200]}"
         if tune is not None and "error" not in row:
@@ -119,6 +134,8 @@ def main() -> int:
                 row["tune_error"] = f"{type(failure).__name__}: {str(failure)[:200]}"
         if row.get("tessera_ms") and row.get("reference_ms"):
             row["ratio"] = row["reference_ms"] / row["tessera_ms"]
+            if row.get("tessera_graph_ms") and row.get("reference_graph_ms"):
+                row["graph_ratio"] = row["reference_graph_ms"] / row["tessera_graph_ms"]
             if row.get("tuned_ms"):
                 row["tuned_ratio"] = row["reference_ms"] / row["tuned_ms"]
         rows.append(row)
@@ -202,17 +219,23 @@ def _format_row(row: dict[str, Any]) -> str:
     ratio = f"{row['ratio']:.2f}x" if row.get("ratio") else "-"
     tuned_ratio = f" {row['tuned_ratio']:.2f}x" if row.get("tuned_ratio") else ""
     tuned = f" tuned {ms('tuned_ms')} ms{tuned_ratio} ({row.get('tune_s', 0):.1f} s)" if row.get("tuned_ms") else ""
+    graph = (f"  graph {ms('tessera_graph_ms')} / {ms('reference_graph_ms')} ms {row['graph_ratio']:.2f}x"
+             if row.get("graph_ratio") else "")
     return (f"{row['family']:22s} {row['shape']:22s} tessera {ms('tessera_ms'):>9} ms  reference "
-            f"{ms('reference_ms'):>9} ms  {ratio:>6}{tuned}  err {row.get('rel_err', float('nan')):.1e}{wrong} {note}")
+            f"{ms('reference_ms'):>9} ms  {ratio:>6}{graph}{tuned}  err {row.get('rel_err', float('nan')):.1e}"
+            f"{wrong} {note}")
 
 
 def _summarise(rows: list[dict[str, Any]]) -> None:
     families = sorted({row["family"] for row in rows})
-    print("\nfamily                  shapes  median ratio  min ratio  (reference / tessera; > 1 is faster)")
+    print("\nfamily                  shapes  median ratio  min ratio  graph median  graph min"
+          "  (reference / tessera; > 1 is faster)")
     for family in families:
         ratios = [row["ratio"] for row in rows if row["family"] == family and row.get("ratio")]
+        graphs = [row["graph_ratio"] for row in rows if row["family"] == family and row.get("graph_ratio")]
         if ratios:
-            print(f"{family:22s} {len(ratios):7d} {statistics.median(ratios):12.2f}x {min(ratios):9.2f}x")
+            graph = f"{statistics.median(graphs):12.2f}x {min(graphs):9.2f}x" if graphs else ""
+            print(f"{family:22s} {len(ratios):7d} {statistics.median(ratios):12.2f}x {min(ratios):9.2f}x {graph}")
 
 
 def _write(rows: list[dict[str, Any]], args: argparse.Namespace, device: str) -> None:
