@@ -744,7 +744,9 @@ def test_a_product_over_one_tile_used_twice_is_a_located_refusal() -> None:
     (1, 4096, 4096, [16, 64, 128]),        # fewer 128 x 128 tiles than SMs: narrow, deep K
     (128, 4096, 14336, [64, 64, 128]),
     (4096, 4096, 4096, [128, 256, 64]),    # a wave of 128 x 256 tiles: wide N
-    (1024, 4096, 4096, [128, 128, 64]),    # 128 x 256 tiles would be under a wave
+    (1024, 4096, 4096, [128, 256, 64]),    # 128 x 256 tiles: 128 programs, 97% of a wave
+    (512, 4096, 4096, [128, 128, 64]),     # 128 x 256 tiles would be half a wave
+    (128, 14336, 4096, [128, 128, 64]),    # just under a wave: narrower blocks re-read y
     (1, 28672, 4096, [16, 128, 64]),
 ])
 def test_heuristic_gemm_blocks_follow_the_grid(m: int, n: int, k: int, blocks: list[int]) -> None:

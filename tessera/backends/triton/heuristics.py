@@ -37,6 +37,7 @@ DOT_REDUCTION_BLOCK = 64
 NARROW_DOT_BLOCK = 64        # output blocks of a GEMM with fewer 128 x 128 tiles than SMs (_shape_plain_product)
 WIDE_DOT_BLOCK = 256         # the N block of a GEMM with a wave of 128 x 256 tiles
 DEEP_REDUCTION_BLOCK = 128   # the K block of those narrow or 8-bit products
+WIDE_MIN_WAVE = 0.9          # 128 x 256 tiles pay from 90% of a wave (M1024 N4096: 128 programs, 0.92x -> 0.98x)
 CHUNK_ROWS_ABOVE = 16384     # rows longer than this stream through a reduction loop
 REDUCTION_CHUNK = 4096
 BLOCKED_ROW_PROGRAMS = 256   # programs of a kernel that blocks rows with hl.register_block_size
@@ -149,10 +150,10 @@ def _shape_plain_product(facts: KernelFacts, wanted: dict[str, Any]) -> None:
     """Output tiles of a plain GEMM (two output dims, one K loop, no whole row) by how many
     programs the grid has. Measured on the H100, bf16 (benchmarks/gemm_sweep.py):
 
-    - fewer 128 x 128 tiles than SMs (M of 1-128 at N = 4096): the product streams the K x N
+    - fewer 128 x 128 tiles than SMs (M of 1-64, or half a wave at M of 128): the product streams the K x N
       operand, so it needs programs more than tile reuse: 64-wide N blocks, M blocks of at most
       64, 128-deep K, 4 stages (M=1 N=K=4096: 0.25x -> 0.84x cuBLAS; M=16 K=14336: 0.48 -> 0.88x);
-    - at least a wave of 128 x 256 tiles with 16- or 8-bit inputs: 256-wide N blocks
+    - 90% of a wave of 128 x 256 tiles with 16- or 8-bit inputs: 256-wide N blocks
       (4096^3: 0.83x -> 0.98x cuBLAS), and 128-deep K for 8-bit ones."""
     output = [d for d in facts.tunables if d.role == "launch" and d.min_block >= 16]
     inner = [d for d in facts.tunables if d.role not in _OUTPUT_ROLES]
@@ -171,12 +172,16 @@ def _shape_plain_product(facts: KernelFacts, wanted: dict[str, Any]) -> None:
 
     multiprocessors = _multiprocessors(facts.on_gpu)
     itemsize = min([dtype.itemsize for dtype in facts.dtypes if dtype.is_floating_point] or [4])
-    if programs(DOT_OUTPUT_BLOCK, DOT_OUTPUT_BLOCK) < multiprocessors:
+    square = programs(DOT_OUTPUT_BLOCK, DOT_OUTPUT_BLOCK)
+    # M above 64 keeps 128-row blocks unless the grid is under half a wave: narrower ones re-read
+    # the K x N operand once more per extra M block (M128 N14336: 0.72x narrow, 0.93x square)
+    if square < multiprocessors and (m.extent <= NARROW_DOT_BLOCK or 2 * square < multiprocessors):
         wanted[f"block_sizes[{m.index}]"] = _clamp_pow2(m.extent, 16, NARROW_DOT_BLOCK)
         wanted[f"block_sizes[{n.index}]"] = NARROW_DOT_BLOCK
         wanted[f"block_sizes[{k.index}]"] = DEEP_REDUCTION_BLOCK
         wanted["num_stages"] = 4
-    elif itemsize <= 2 and programs(DOT_OUTPUT_BLOCK, WIDE_DOT_BLOCK) >= multiprocessors:
+    elif (itemsize <= 2 and m.extent > NARROW_DOT_BLOCK
+          and programs(DOT_OUTPUT_BLOCK, WIDE_DOT_BLOCK) >= WIDE_MIN_WAVE * multiprocessors):
         wanted[f"block_sizes[{n.index}]"] = WIDE_DOT_BLOCK
         if itemsize == 1:
             wanted[f"block_sizes[{k.index}]"] = DEEP_REDUCTION_BLOCK
