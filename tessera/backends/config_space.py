@@ -54,6 +54,7 @@ class KernelFacts:
     # reduction, then two dot loops): each launch's own facts, so each gets its own blocks
     launches: tuple[KernelFacts, ...] = ()
     carried_row: int = 0  # the most whole-row elements (per row) an inner loop carries: accumulators
+    unit_dims: tuple[tuple[int, ...], ...] = ()  # per top-level tile loop: its dims of one index per program
 
 
 @dataclasses.dataclass(frozen=True)

@@ -76,7 +76,8 @@ class BoundKernel:
                           whole_elements=max(runner.whole_elements.values(), default=1),
                           launch_tunables=tuple(runner.launch_tunables[i] for i in sorted(runner.launch_tunables)),
                           launch_sources=tuple(runner.launch_sources[i] for i in sorted(runner.launch_sources)),
-                          carried_rows=tuple(runner.carried_rows[i] for i in sorted(runner.carried_rows)))
+                          carried_rows=tuple(runner.carried_rows[i] for i in sorted(runner.carried_rows)),
+                          unit_dims=tuple(runner.unit_dims[i] for i in sorted(runner.unit_dims)))
 
     def to_ir(self, config: Config | dict[str, Any] | None = None) -> KernelIR | tuple[KernelIR, ...]:
         """The IR each launch of this call lowers under `config`, after the passes: one

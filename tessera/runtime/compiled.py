@@ -87,6 +87,7 @@ class CompiledRunner:
         self.launch_tunables: dict[int, tuple[int, ...]] = {}  # per launch: the block_sizes slots it uses
         self.launch_sources: dict[int, str] = {}  # per launch: its generated source (the op mix)
         self.carried_rows: dict[int, int] = {}  # per launch: whole-row elements its loops carry
+        self.unit_dims: dict[int, tuple[int, ...]] = {}  # per launch: grid dims of one index per program
 
     def launch(self, tile_range: TileRange, body: Callable[..., Any], launch_index: int = 0) -> None:
         """Run one top-level tile loop: the first variant under its key whose guards hold, else a new one.
@@ -184,6 +185,8 @@ class CompiledRunner:
         self.launch_tunables[variant.launch_index] = tuple(sorted(used))
         self.launch_sources[variant.launch_index] = variant.path
         self.carried_rows[variant.launch_index] = carried_row_elements(variant.compiled.ir)
+        self.unit_dims[variant.launch_index] = tuple(
+            position for position, dim in enumerate(variant.compiled.ir.grid) if dim.step == 1)
         for dim in variant.tunables:  # only plans report tunables
             known = self.tunables.get(dim.index)
             if known is None:

@@ -190,7 +190,7 @@ def kernel_facts(plan: KernelPlan, backend: Backend) -> KernelFacts:
         programs=max((math.prod(launch.grid) for launch in plan.launches), default=0),
         whole_row=max(plan.whole_rows, default=0), user_tunables=tuple(plan.user_tunables),
         carried_row=max(plan.carried_rows, default=0),
-        whole_elements=plan.whole_elements)
+        whole_elements=plan.whole_elements, unit_dims=tuple(plan.unit_dims))
     facts = backend.read_op_mix(facts, [_read(launch.source_path) for launch in plan.launches])
     return dataclasses.replace(facts, launches=_launch_facts(plan, facts, backend))
 

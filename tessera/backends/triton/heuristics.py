@@ -121,7 +121,19 @@ def _dot_kernel(facts: KernelFacts) -> dict[str, Any]:
     # accumulator) is part of each program's output tile
     output_blocks *= max(facts.whole_row, 1)
     wanted["num_warps"] = 8 if output_blocks >= DOT_OUTPUT_BLOCK * DOT_OUTPUT_BLOCK else 4
+    _batch_dims_slowest(facts, wanted)
     return wanted
+
+
+def _batch_dims_slowest(facts: KernelFacts, wanted: dict[str, Any]) -> None:
+    """Dims of one index per program (bmm's batch, `block_size=[1, None, None]`) vary slowest
+    across program ids, so programs running together share their operands in L2 and the
+    l2_grouping groups the output tiles of one matrix: on the H100, bmm B32 1024^3 0.64x -> 0.84x
+    `torch.bmm`, B8 2048^3 0.68x -> 0.89x (CUDA-graph timing)."""
+    for launch, units in enumerate(facts.unit_dims):
+        ndim = facts.launch_dims[launch] if launch < len(facts.launch_dims) else 0
+        if units and len(units) < ndim:
+            wanted[f"loop_orders[{launch}]"] = [d for d in range(ndim) if d not in units] + list(units)
 
 
 def _widen_accumulated_rows(facts: KernelFacts, wanted: dict[str, Any]) -> None:
