@@ -778,3 +778,14 @@ def test_bmm_with_batch_slowest_matches_torch(device: torch.device, batch: int, 
     a = torch.randn(batch, m, k, device=device)
     b = torch.randn(batch, k, n, device=device)
     torch.testing.assert_close(tessera.kernel(bmm.fn)(a, b), torch.bmm(a, b), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+def test_addmm_of_float8_operands_into_a_float32_accumulator_is_a_located_refusal(mode: str) -> None:
+    # torch.promote_types(float32, float8) raises: it surfaced as a raw RuntimeError from inside the trace
+    from examples.matmul import matmul
+
+    x = torch.randn(32, 32).to(torch.float8_e4m3fn)
+    with pytest.raises(tessera.exc.UnsupportedOperationError, match="no common dtype") as info:
+        tessera.kernel(matmul.fn, mode=mode)(x, x)
+    assert "matmul.py" in str(info.value) and "hl.dot" in str(info.value)

@@ -26,7 +26,14 @@ def product_dtype(*operands: Any) -> torch.dtype:
     """Result dtype of a product over mixed dtypes: PyTorch's promotion of the operands."""
     dtype = operands[0].dtype
     for operand in operands[1:]:
-        dtype = torch.promote_types(dtype, operand.dtype)
+        try:
+            dtype = torch.promote_types(dtype, operand.dtype)
+        except RuntimeError:  # e.g. float32 with float8: PyTorch defines no common dtype
+            raise exc.UnsupportedOperationError(
+                f"a matrix product of {dtype} and {operand.dtype} operands: PyTorch has no common dtype for them",
+                location=user_location(),
+                hint="for float8 operands accumulate with hl.dot(a, b, acc=acc) (fp32), or cast the operands "
+                     "to one dtype first") from None
     return dtype
 
 
