@@ -50,7 +50,7 @@ def per_call_us(function: Callable[[], Any], calls: int, repeats: int) -> float:
 
 class _StubLaunch:
     """Stands in for a `@triton.jit` function (`stub[grid](*args, **options)`) and for a backend's
-    loaded kernel (`stub.launch(grid, arguments, memory)`): launching does nothing."""
+    loaded kernel (`stub.launch(grid, arguments)`): launching does nothing."""
 
     launches = 0
     path = "<stub>"
@@ -62,7 +62,7 @@ class _StubLaunch:
     def _launch(self, *args: Any, **options: Any) -> None:
         _StubLaunch.launches += 1
 
-    def launch(self, grid: Any, arguments: Any, memory: Any = None) -> None:
+    def launch(self, grid: Any, arguments: Any) -> None:
         _StubLaunch.launches += 1
 
 
