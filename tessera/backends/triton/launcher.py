@@ -216,12 +216,7 @@ class TritonLauncher:
             return None
         if binary is None:
             return None
-        call, prefix = binary
-        tensors = dict(tensor_slots)
-        constants = [value for position, value in enumerate(arguments) if position not in tensors]
-        factory = _direct_factory(len(prefix), tuple(tensors.get(p) for p in range(len(arguments))))
-        return factory(self, driver, call, self.function.pre_run_hooks, device,
-                       *grid, *_GRID_PADDING[len(grid)], *prefix, *constants)
+        return direct_launch_function(self, binary, device, grid, arguments, tensor_slots)
 
     def _call_binary(self, binary: tuple[Callable[..., Any], tuple], device: int, grid: tuple[int, ...],
                      arguments: Sequence[Any]) -> bool:
@@ -265,6 +260,18 @@ class TritonLauncher:
         self.binaries[key] = binary_entry(compiled)
 
 
+def direct_launch_function(launcher: TritonLauncher, binary: tuple[Callable[..., Any], tuple], device: int,
+                           grid: tuple[int, ...], arguments: Sequence[Any],
+                           tensor_slots: Sequence[tuple[int, int]]) -> Callable[[Sequence[Any]], bool]:
+    """`launcher.direct`'s function for `binary` (a `binary_entry`) loaded on `device`."""
+    call, prefix = binary
+    tensors = dict(tensor_slots)
+    constants = [value for position, value in enumerate(arguments) if position not in tensors]
+    factory = _direct_factory(len(prefix), tuple(tensors.get(p) for p in range(len(arguments))))
+    return factory(launcher, launcher.driver, call, launcher.function.pre_run_hooks, device,
+                   *grid, *_GRID_PADDING[len(grid)], *prefix, *constants)
+
+
 _DIRECT_FACTORIES: dict[tuple[int, tuple[int | None, ...]], Callable[..., Callable[[Sequence[Any]], bool]]] = {}
 
 
@@ -292,11 +299,15 @@ def _compile_direct_factory(prefix_length: int, value_indexes: tuple[int | None,
     device_check = f" or values[{tensors[0]}].get_device() != device" if tensors else ""
     parameters = ", ".join(["launcher", "driver", "call", "pre_run_hooks", "device", "gx", "gy", "gz",
                             *prefix, *constants])
+    # LaunchDriver.hooks_idle, inlined: a call costs as much as the check
     source = (
         f"def direct_factory({parameters}):\n"
-        "    current_device, current_stream, hooks_idle = driver.current_device, driver.current_stream, driver.hooks_idle\n"
+        "    current_device, current_stream, hooks, chain = (driver.current_device, driver.current_stream,\n"
+        "                                                     driver.hooks, driver.hook_chain)\n"
         "    def direct_launch(values):\n"
-        f"        if pre_run_hooks or not hooks_idle() or current_device() != device{device_check}:\n"
+        "        enter, exit_ = hooks.launch_enter_hook, hooks.launch_exit_hook\n"
+        "        if (pre_run_hooks or enter.__class__ is not chain or exit_.__class__ is not chain or enter.calls\n"
+        f"                or exit_.calls or current_device() != device{device_check}):\n"
         "            return False\n"
         f"        call(gx, gy, gz, current_stream(device), {', '.join([*prefix, *arguments])})\n"
         "        launcher.fast_launches += 1\n"
