@@ -224,23 +224,13 @@ def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any
 
 def _profile(device: str, calls: int) -> str:
     """cProfile's top functions by own time over `calls` cache-hit calls of examples/add.py."""
-    import cProfile
-    import io
-    import pstats
-
     import torch
+    from _profiling import top_functions
     from examples.add import add
     x, y = torch.randn(1, 16, device=device), torch.randn(1, 16, device=device)
     for _ in range(5):
         add(x, y)
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(calls):
-        add(x, y)
-    profiler.disable()
-    text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
-    return text.getvalue()
+    return top_functions(lambda: add(x, y), calls, 25)
 
 
 def _device_tag(device_name: str) -> str:

@@ -18,12 +18,9 @@ the thread waits for a core is not counted). Writes
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
 import json
 import os
 import platform
-import pstats
 import statistics
 import sys
 import time
@@ -226,14 +223,8 @@ def profile(calls: int) -> str:
     x, y = torch.randn(1, 16), torch.randn(1, 16)
     add(x, y)
     _stub_variants(add)
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(calls):
-        add(x, y)
-    profiler.disable()
-    text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(15)
-    return text.getvalue()
+    from _profiling import top_functions
+    return top_functions(lambda: add(x, y), calls, 15)
 
 
 def main(argv: list[str] | None = None) -> int:
