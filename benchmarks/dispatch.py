@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python benchmarks/dispatch.py [--calls 2000] [--repeats 15] [--out DIR]
     PYTHONPATH=. python benchmarks/dispatch.py --smoke        # CPU, Triton's interpreter, few calls
+    PYTHONPATH=. python benchmarks/dispatch.py --profile      # also cProfile's view of tessera add's hit path
 
 The kernel is an add of two [1, 16] tensors: one program, so the GPU finishes each launch long
 before the host can issue the next and the time per call is the host's. Two Tessera kernels are
@@ -14,9 +15,12 @@ specialize, key, launch):
 - `tessera add(x, y)` of examples/add.py (host code: broadcast, promote dtypes, allocate)
   against "triton wrapper (broadcast + promote + allocate + launch)".
 
-Other rows, for scale: torch eager `x + y`; the Triton launch alone into a preallocated output;
+Other rows, for scale: torch eager `x + y` (issue 17's goal: tessera add <= 2x of it); add.py's
+host code alone (broadcast, promote, allocate: the part of that cost no launcher can remove);
+the Triton launch alone into a preallocated output;
 the add_same_shape pair with a new width (1..97) on every call, where Tessera's exact-facts memo
-misses; Tessera's launcher alone (the arguments captured from a real call), when the runtime has one.
+misses; Tessera's launcher alone (the arguments captured from a real call: its keyed path, and the
+direct launch a memo hit calls), when the runtime has one.
 
 Method: after warm-up calls (compiles), each sample synchronizes, times `--calls` back-to-back
 calls with `time.perf_counter`, synchronizes again before stopping the clock, and divides. No
@@ -71,32 +75,35 @@ def interleaved_samples(functions: list[Callable[[], Any]], calls: int, repeats:
     return samples
 
 
-def _capture_tessera_launch(kernel: Any, args: tuple) -> tuple[Any, tuple, list] | None:
-    """(launcher, grid, arguments) of the single launch of `kernel(*args)`, if it has a launcher."""
-    store = getattr(kernel, "store", None)
-    table = store.variants if store is not None else getattr(kernel, "variants", {})
-    launchers = [v.loaded.launcher for vs in table.values() for v in vs if getattr(v.loaded, "launcher", None) is not None]
-    if not launchers:
+def _capture_tessera_launch(kernel: Any, args: tuple) -> tuple[Any, tuple, list, Any, list] | None:
+    """(launcher, grid, arguments, direct launch, captured values) of the single launch of
+    `kernel(*args)`, a memo hit, if its runtime has remembered launches with a launcher."""
+    try:
+        from tessera.runtime.variants import RememberedLaunch
+    except ImportError:
         return None
-    launcher = launchers[0]
-    captured: list[tuple[tuple, list]] = []
-    methods = [name for name in ("launch", "launch_remembered") if hasattr(launcher, name)]
-    originals = {name: getattr(launcher, name) for name in methods}
+    captured: list[tuple[Any, list]] = []
+    original = RememberedLaunch.run
 
-    def recorder(original: Callable[..., None]) -> Callable[..., None]:
-        def recording(grid: tuple, arguments: list, *rest: Any) -> None:
-            captured.append((grid, list(arguments)))
-            original(grid, arguments, *rest)
-        return recording
+    def recording(self: Any, runner: Any, values: list) -> None:
+        captured.append((self, list(values)))
+        original(self, runner, values)
 
-    for name in methods:
-        setattr(launcher, name, recorder(originals[name]))
+    RememberedLaunch.run = recording  # type: ignore[method-assign]
     try:
         kernel(*args)
     finally:
-        for name in methods:
-            delattr(launcher, name)  # back to the class's methods
-    return (launcher, *captured[0]) if captured else None
+        RememberedLaunch.run = original  # type: ignore[method-assign]
+    if not captured:
+        return None
+    remembered, values = captured[0]
+    launcher = getattr(remembered.variant.loaded, "launcher", None)
+    if launcher is None:
+        return None
+    arguments = list(remembered.arguments)
+    for position, index in remembered.tensor_slots:
+        arguments[position] = values[index]
+    return launcher, remembered.grid, arguments, remembered.direct, values
 
 
 def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any]:
@@ -171,12 +178,21 @@ def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any
         turn = itertools.count()
         rows.append((name, lambda function=function, turn=turn: function(*widths[next(turn) % len(widths)]),
                      "informative"))
+    def add_host_code(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        a, b = torch.broadcast_tensors(a, b)  # examples/add.py's host code alone: no launch
+        return torch.empty(a.shape, dtype=torch.promote_types(a.dtype, b.dtype), device=a.device)
+
+    rows.append(("add.py host code alone (broadcast + promote + allocate)", lambda: add_host_code(x, y),
+                 "the floor of tessera add without its launch"))
     launch = _capture_tessera_launch(add, (x, y))
     if launch is not None:
-        launcher, tessera_grid, arguments = launch
-        rows.append(("tessera launcher only", lambda: launcher.launch(tessera_grid, arguments), "no host code"))
+        launcher, tessera_grid, arguments, direct, values = launch
+        rows.append(("tessera launcher only (binary key + launch)", lambda: launcher.launch(tessera_grid, arguments),
+                     "no host code"))
         for _ in range(warmup):
             launcher.launch(tessera_grid, arguments)
+        if direct is not None:
+            rows.append(("tessera direct launch only", lambda: direct(values), "what a memo hit launches with"))
     results = []
     samples = interleaved_samples([function for _, function, _ in rows], calls, repeats, synchronize)
     for (name, _, note), taken in zip(rows, samples):
@@ -197,11 +213,24 @@ def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any
     }
     for row in results:
         row["us_per_call"] = round(row["us_per_call"], 3)
-    info: dict[str, Any] = {"tessera_vs_same_host_code": comparisons, "cache_info": list(add.cache_info())}
+    info: dict[str, Any] = {"tessera_vs_same_host_code": comparisons, "cache_info": list(add.cache_info()),
+                            "tessera_add_vs_torch_eager": round(by_name["tessera add(x, y)"]
+                                                               / by_name["torch eager (x + y)"], 3)}
     if launch is not None:
         info["launcher"] = {"enabled": launch[0].enabled, "fast_launches": launch[0].fast_launches,
-                            "slow_launches": launch[0].slow_launches}
+                            "slow_launches": launch[0].slow_launches, "direct": launch[3] is not None}
     return {"rows": results, **info}
+
+
+def _profile(device: str, calls: int) -> str:
+    """cProfile's top functions by own time over `calls` cache-hit calls of examples/add.py."""
+    import torch
+    from _profiling import top_functions
+    from examples.add import add
+    x, y = torch.randn(1, 16, device=device), torch.randn(1, 16, device=device)
+    for _ in range(5):
+        add(x, y)
+    return top_functions(lambda: add(x, y), calls, 25)
 
 
 def _device_tag(device_name: str) -> str:
@@ -220,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=os.path.join(_HERE, "results"), help="directory of the JSON result")
     parser.add_argument("--name", default=None, help="JSON file name without .json")
     parser.add_argument("--smoke", action="store_true", help="CPU, Triton's interpreter, a few calls")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print cProfile's top functions over `--calls` calls of tessera add(x, y)")
     args = parser.parse_args(argv)
     _setup(args.smoke)
     import torch
@@ -244,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['name']:<{width}} | {row['us_per_call']:7.2f} | {spread} | {row['vs_triton_wrapper']:.2f}x")
     for kernel, ratio in result["tessera_vs_same_host_code"].items():
         print(f"tessera {kernel} / triton wrapper with the same host code: {ratio:.2f}x")
+    print(f"tessera add / torch eager x + y: {result['tessera_add_vs_torch_eager']:.2f}x (issue 17 goal: <= 2x)")
+    if args.profile:
+        print(_profile(device, calls))
     print(f"device: {result['device']}; tessera cache_info {result['cache_info']}"
           + (f"; launcher {result['launcher']}" if "launcher" in result else "; no fast launcher in this runtime"))
     os.makedirs(args.out, exist_ok=True)

@@ -5,23 +5,22 @@
 Runs `examples.add` on a 1x16 float32 CPU tensor in interpret mode. After the first call has
 compiled the variant, the variant's Triton function is replaced by a stub whose launch does
 nothing, so what is timed is exactly the hit path's host work: argument checks, mode and config
-choice, the host code (broadcast, allocation, `hl.tile`), the cache key, the guard, the argument
-list and the grid. Rows below the total time each piece alone, so the biggest ones can be attacked
+choice, the host code (broadcast, allocation, `hl.tile`), the exact-facts memo and compiled
+mode's direct launch function (generated as on a GPU, around a C launch call that does nothing). Rows below the total time each piece alone, so the biggest ones can be attacked
 first (alone, a piece runs warmer than inside a call: the rows add up to less than the total). The baseline is a hand-written wrapper doing the same
 unavoidable host work (broadcast, allocate, build the argument list) around a stubbed launch.
 
-Per-call times are medians over `--repeats` runs of `--calls` back-to-back calls. Writes
+Per-call times are medians over `--repeats` runs of `--calls` back-to-back calls, of wall time, or
+with `--clock thread` of the thread's CPU time (steadier on a machine other processes share: time
+the thread waits for a core is not counted). Writes
 `dispatch_overhead_cpu.json` under `--out` (default benchmarks/results).
 """
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
 import json
 import os
 import platform
-import pstats
 import statistics
 import sys
 import time
@@ -36,21 +35,25 @@ import torch  # noqa: E402
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+_CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "thread": time.thread_time}
+_clock = time.perf_counter  # set by --clock
+
+
 def per_call_us(function: Callable[[], Any], calls: int, repeats: int) -> float:
-    """Median over `repeats` of the mean wall time of `calls` back-to-back calls, in microseconds."""
+    """Median over `repeats` of the mean time of `calls` back-to-back calls, in microseconds."""
     function()
     samples = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = _clock()
         for _ in range(calls):
             function()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
+        samples.append((_clock() - start) / calls * 1e6)
     return statistics.median(samples)
 
 
 class _StubLaunch:
     """Stands in for a `@triton.jit` function (`stub[grid](*args, **options)`) and for a backend's
-    loaded kernel (`stub.launch(grid, arguments, memory)`): launching does nothing."""
+    loaded kernel (`stub.launch(grid, arguments)`): launching does nothing."""
 
     launches = 0
     path = "<stub>"
@@ -62,7 +65,28 @@ class _StubLaunch:
     def _launch(self, *args: Any, **options: Any) -> None:
         _StubLaunch.launches += 1
 
-    def launch(self, grid: Any, arguments: Any, memory: Any = None) -> None:
+    def launch(self, grid: Any, arguments: Any) -> None:
+        _StubLaunch.launches += 1
+
+    def direct_launch(self, grid: Any, arguments: Any, tensor_slots: Any) -> Callable[[Any], bool]:
+        """The compiled mode's direct launch (backends/triton/launcher.py), generated as on a GPU,
+        around a C launch function that does nothing and a driver that reports device -1 (a CPU
+        tensor's) with no hooks installed."""
+        from tessera.backends.triton.launcher import LaunchDriver, TritonLauncher, direct_launch_function
+
+        class _Chain:
+            calls: list[Any] = []
+
+        class _Hooks:
+            launch_enter_hook = launch_exit_hook = _Chain()
+
+        launcher = TritonLauncher(self, 4, 2, key_pointers=False,
+                                  driver=LaunchDriver(lambda: -1, lambda device: 0, _Hooks(), _Chain))
+        return direct_launch_function(launcher, (self._binary_call, ()), -1, grid, arguments, tensor_slots)
+
+    pre_run_hooks: list[Any] = []
+
+    def _binary_call(self, *arguments: Any) -> None:
         _StubLaunch.launches += 1
 
 
@@ -144,7 +168,7 @@ def measure(calls: int, repeats: int) -> dict[str, Any]:
     if launch is not None:
         runner, tile_range, body = launch
         row("hl.tile(out.size())", _tile_call(runner, config, x))
-        row("CompiledRunner.launch (memo hit: facts, lookup, arguments)", lambda: runner.launch(tile_range, body))
+        row("CompiledRunner.launch (memo hit: facts, lookup, direct launch)", lambda: runner.launch(tile_range, body))
         values = [cell.cell_contents for cell in (body.__closure__ or ())]
         static = add.settings.static_shapes
         if hasattr(runner, "memo"):
@@ -199,14 +223,8 @@ def profile(calls: int) -> str:
     x, y = torch.randn(1, 16), torch.randn(1, 16)
     add(x, y)
     _stub_variants(add)
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(calls):
-        add(x, y)
-    profiler.disable()
-    text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(15)
-    return text.getvalue()
+    from _profiling import top_functions
+    return top_functions(lambda: add(x, y), calls, 15)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,9 +233,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=7, help="samples; the median is reported")
     parser.add_argument("--out", default=os.path.join(_HERE, "results"), help="directory of the JSON result")
     parser.add_argument("--profile", action="store_true", help="also print cProfile's top functions")
+    parser.add_argument("--clock", choices=sorted(_CLOCKS), default="wall",
+                        help="wall time, or the thread's CPU time (steadier on a shared machine)")
     args = parser.parse_args(argv)
+    global _clock
+    _clock = _CLOCKS[args.clock]
     result = measure(args.calls, args.repeats)
-    result.update(python=platform.python_version(), torch=torch.__version__, calls=args.calls, repeats=args.repeats)
+    result.update(python=platform.python_version(), torch=torch.__version__, calls=args.calls, repeats=args.repeats,
+                  clock=args.clock)
     width = max(len(r["name"]) for r in result["rows"])
     print(f"{'host work per call':<{width}} | us")
     print("-" * width + "-+--------")

@@ -253,3 +253,14 @@ def test_reset_between_calls_starts_from_an_empty_cache(device: torch.device) ->
     torch.testing.assert_close(kernel(x), x * 2)
     torch.testing.assert_close(kernel(x), x * 2)
     assert kernel.cache_info() == (1, 1, 1)
+
+
+def test_the_one_pass_device_read_takes_only_plain_calls() -> None:
+    plain_call_device = call_keys.plain_call_device
+    x = torch.zeros(2)
+    assert plain_call_device((x, 3, 2.0, None, "s", torch.float16, True)) == torch.device("cpu")
+    assert plain_call_device(()) == torch.device("cpu")
+    # anything else goes to the general checks (custom ops for subclasses, device mismatch errors)
+    assert plain_call_device((torch.nn.Parameter(x),)) is None
+    assert plain_call_device(([x],)) is None
+    assert plain_call_device((x, torch.zeros(2, device="meta"))) is None

@@ -72,8 +72,15 @@ class LoadedKernel(Protocol):
     path: str              # where the source lives (errors and `to_code` read it)
     function_name: str
 
-    def launch(self, grid: tuple[int, ...], arguments: list[Any], memory: list[Any] | None = None) -> None:
-        """Run the kernel; `memory` is the caller's slot for a binary it may remember between calls."""
+    def launch(self, grid: tuple[int, ...], arguments: list[Any]) -> None:
+        """Run the kernel once.
+
+        A loaded kernel may also offer `direct_launch(grid, arguments, tensor_slots)`: a function
+        `f(values) -> bool` that repeats this launch with the tensors taken from `values` at the
+        slots' indexes and every other argument unchanged, returning False (nothing launched)
+        when it cannot (the caller then calls `launch`); or None. The runtime asks for one when
+        it has proved the non-tensor arguments fixed (exact_facts.py).
+        """
 
 
 class Backend(Protocol):

@@ -168,7 +168,8 @@ def tile(begin_or_end: Any, end_or_none: Any = None, block_size: Any = None) -> 
     if end_or_none is None and block_size is None and type(begin_or_end) in _SIZE_TYPES:  # hl.tile(x.size())
         ends = list(begin_or_end)
         for end in ends:
-            _check_extent(end, "tile")
+            if type(end) is not int:  # a host int is a valid bound: the check is for everything else
+                _check_extent(end, "tile")
         count = len(ends)
         return TileRange([0] * count, ends, [None] * count, True, False, *_site_and_location())
     begins, ends, multi = _normalize_range(begin_or_end, end_or_none, "tile")

@@ -311,6 +311,26 @@ def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
     return found
 
 
+_PLAIN_SCALARS = frozenset({int, float, bool, type(None), str, torch.dtype})
+
+
+def plain_call_device(args: tuple) -> torch.device | None:
+    """The one device of a call whose arguments are all plain `torch.Tensor`s and scalars (the
+    usual call), read in one pass; None for any other call, which takes the general checks
+    (`is_traced_call`, `common_device`): a tensor subclass, a list, another object, two devices."""
+    device = None
+    for value in args:
+        kind = value.__class__
+        if kind is torch.Tensor:
+            if device is None:
+                device = value.device
+            elif value.device != device:
+                return None
+        elif kind not in _PLAIN_SCALARS:
+            return None
+    return device if device is not None else _CPU
+
+
 def common_device(name: str, args: tuple, kwargs: dict) -> torch.device:
     """The one device of every tensor argument (CPU when there is none)."""
     device = None

@@ -162,19 +162,14 @@ class CompiledRunner:
             options=LoweringOptions(interpret=self.mode == "interpret", dot_precision=settings_.dot_precision,
                                     check_indices=bool(settings.get("check_indices"))))
 
-    def run_variant(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...],
-                    remembered_binary: list[Any] | None = None) -> None:
-        """Launch `variant` (or, planning, record the launch); the first launch compiles it.
-
-        `remembered_binary` is a `RememberedLaunch`'s memory of the binary its (fixed) int
-        arguments select, for the backend's fast launch path.
-        """
+    def run_variant(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...]) -> None:
+        """Launch `variant` (or, planning, record the launch); the first launch compiles it."""
         if self.recorder is not None:
             self._record(variant, arguments, grid)
             return
         if min(grid) <= 0:
             return
-        variant.loaded.launch(grid, arguments, remembered_binary)
+        variant.loaded.launch(grid, arguments)
 
     def _record(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...]) -> None:
         self.launch_dims[variant.launch_index] = variant.launch_ndim

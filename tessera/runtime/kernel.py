@@ -21,7 +21,7 @@ from tessera.frontend.specialized import pinned_values, specialized_arguments
 from tessera.language.tile import grid, jagged_tile, tile
 from tessera.runtime.argument_checks import unsupported_argument
 from tessera.runtime.bound import BoundKernel
-from tessera.runtime.call_keys import common_device, device_type
+from tessera.runtime.call_keys import common_device, device_type, plain_call_device
 from tessera.language.control import (compare_helper, device_if_helper, device_loop_helper, minmax_helper, range_helper,
                                       torch_call_helper)
 from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
@@ -106,9 +106,11 @@ class Kernel:
             self._check_arguments(args, kwargs)
             if self.backward_rule is not None and needs_grad(args, kwargs):
                 return call_with_backward(self, self.backward_rule, args, kwargs)
-            if is_traced_call(args, kwargs):  # torch.compile's fake or functional tensors
-                return call_as_custom_op(self, args, kwargs)
-            device = common_device(self.fn.__name__, args, kwargs)
+            device = plain_call_device(args) if not kwargs else None  # the usual call: one pass
+            if device is None:
+                if is_traced_call(args, kwargs):  # torch.compile's fake or functional tensors
+                    return call_as_custom_op(self, args, kwargs)
+                device = common_device(self.fn.__name__, args, kwargs)
             mode = self.mode_for(device)
             if mode == "eager":
                 self.rewritten()  # the rewrite's checks (device values read on the host, ...) hold in eager too

@@ -104,9 +104,15 @@ class RememberedLaunch:
     Holds no tensor: the argument list keeps a hole where each tensor goes, filled from the
     captured values of the launch being served (the k-th tensor argument is the k-th tensor
     value, as `launch_inputs` lays them out).
+
+    Its first run asks the backend for a direct launch (`LoadedKernel.direct_launch`): the
+    exact facts fix every argument but the tensors, so a function with the grid and those
+    arguments built in can launch from the captured values alone. Until then, and whenever the
+    direct launch declines (hooks installed, another device current), the variant's own
+    `launch` runs.
     """
 
-    __slots__ = ("variant", "grid", "arguments", "tensor_slots", "byte_slots", "binary")
+    __slots__ = ("variant", "grid", "arguments", "tensor_slots", "byte_slots", "direct", "asked")
 
     def __init__(self, variant: Variant, values: list[Any], arguments: list[Any], grid: tuple[int, ...]) -> None:
         self.variant = variant
@@ -125,12 +131,27 @@ class RememberedLaunch:
         self.byte_slots = tuple((position, index) for position, index in self.tensor_slots
                                 if values[index].dtype is torch.float4_e2m1fn_x2)
         self.arguments = template
-        self.binary: list[Any] = [None, None]  # [device, binary] once the launcher knows them
+        self.direct: Callable[[list[Any]], bool] | None = None
+        self.asked = False  # whether the backend was asked for a direct launch
 
     def run(self, runner: "CompiledRunner", values: list[Any]) -> None:
+        direct = self.direct
+        if direct is not None and direct(values):
+            return
         arguments = self.arguments.copy()
         for position, index in self.tensor_slots:
             arguments[position] = values[index]
         for position, index in self.byte_slots:
             arguments[position] = values[index].view(torch.uint8)
-        runner.run_variant(self.variant, arguments, self.grid, self.binary)
+        runner.run_variant(self.variant, arguments, self.grid)
+        if not self.asked:
+            self.asked = True
+            self.direct = self._direct_launch(runner, arguments)
+
+    def _direct_launch(self, runner: "CompiledRunner", arguments: list[Any]) -> Callable[[list[Any]], bool] | None:
+        """The backend's direct launch of this decision, asked for once, when the decision is
+        first repeated (a decision used once costs nothing); None where there is none."""
+        offer = getattr(self.variant.loaded, "direct_launch", None)
+        if offer is None or self.byte_slots or runner.recorder is not None or min(self.grid) <= 0:
+            return None
+        return offer(self.grid, arguments, self.tensor_slots)

@@ -58,7 +58,7 @@ class PallasKernel:
         self.runner = PallasRunner(launch, module["TENSORS"], module["WRITTEN"], module["SCALAR_DTYPES"],
                                    module.get("LAYOUTS"), self.lowered.location)
 
-    def launch(self, grid: tuple[int, ...], arguments: list[Any], memory: list[Any] | None = None) -> None:
+    def launch(self, grid: tuple[int, ...], arguments: list[Any]) -> None:
         try:
             if self.runner is None:
                 self._import()

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -55,18 +55,24 @@ class TritonKernel:
         if not self.interpret:
             self.launcher = TritonLauncher(self.function, self.num_warps, self.num_stages, key_pointers=False)
 
-    def launch(self, grid: tuple[int, ...], arguments: list[Any], memory: list[Any] | None = None) -> None:
+    def launch(self, grid: tuple[int, ...], arguments: list[Any]) -> None:
         if self.lowered.index_checks:
             self._launch_checked(grid, arguments)
         else:
-            self._launch(grid, arguments, memory)
+            self._launch(grid, arguments)
 
-    def _launch(self, grid: tuple[int, ...], arguments: list[Any], memory: list[Any] | None) -> None:
+    def direct_launch(self, grid: tuple[int, ...], arguments: list[Any],
+                      tensor_slots: tuple[tuple[int, int], ...]) -> Callable[[list[Any]], bool] | None:
+        """A function that launches this exact launch again (see `TritonLauncher.direct`), for a
+        caller that fixes every non-tensor argument; None in interpret mode, with index checks
+        (each launch needs its flags tensor), or before the first launch."""
+        if self.launcher is None or not self.launched or self.lowered.index_checks:
+            return None
+        return self.launcher.direct(grid, arguments, tensor_slots)
+
+    def _launch(self, grid: tuple[int, ...], arguments: list[Any]) -> None:
         if self.launched and self.launcher is not None:  # the hit path
-            if memory is None:
-                self.launcher.launch(grid, arguments)
-            else:
-                self.launcher.launch_remembered(grid, arguments, memory)
+            self.launcher.launch(grid, arguments)
             return
         try:  # the first launch imports and compiles; the interpreter runs Python: all can fail in our code
             if self.function is None:
@@ -83,14 +89,13 @@ class TritonKernel:
                                 self.lowered.location) from error
         self.launched = True
 
-
     def _launch_checked(self, grid: tuple[int, ...], arguments: list[Any]) -> None:
         """A launch with TESSERA_CHECK_INDICES: one more argument, a flag per checked access, read
         back after the launch (a device sync) and reported at the first flagged access's line."""
         device = next((a.device for a in arguments if isinstance(a, torch.Tensor)), torch.device("cpu"))
         checks = self.lowered.index_checks
         flags = torch.zeros(len(checks), dtype=torch.int32, device=device)
-        self._launch(grid, [*arguments, flags], None)
+        self._launch(grid, [*arguments, flags])
         flagged = flags.nonzero()
         if flagged.numel():
             raise exc.IndexingError(

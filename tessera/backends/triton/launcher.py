@@ -20,6 +20,15 @@ later calls hands the arguments straight to the binary's launcher on the current
     >>> launcher = TritonLauncher(generated_kernel, num_warps=4, num_stages=2)   # doctest: +SKIP
     >>> launcher.launch((programs,), [out, x, y, n])                             # doctest: +SKIP
 
+A caller that launches the same grid with the same non-tensor arguments again and again (a
+Tessera remembered launch: its exact facts fix every int) asks for a *direct launch*: one
+function, generated for that launch, that checks what can change without its knowing (launch
+hooks, pre-run hooks, the current device, the tensors' device) and calls the binary's C launch
+function with the grid, the stream and the int arguments written in as constants.
+
+    >>> direct = launcher.direct((programs,), [out, x, y, n], ((0, 0), (1, 1), (2, 2)))  # doctest: +SKIP
+    >>> direct([out, x, y])     # True: launched; False: nothing launched, use launch()  # doctest: +SKIP
+
 It falls back to `JITFunction.run` for every call whenever the cheap key cannot be trusted: an
 interpreted function, a Triton version whose launch path was not checked, annotated or `const`
 parameters, argument kinds other than tensor / int / float / bool / None, launch hooks (a
@@ -32,6 +41,7 @@ module never fixes Triton's interpret mode (see `modules._ensure_triton`).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Sequence
 
 import torch
@@ -40,7 +50,7 @@ import torch
 # matched against this module (argument order of the launch call, hook handling, scratch).
 _CHECKED_TRITON_VERSIONS: tuple[str, ...] = ("3.6.",)
 
-_GRID_PADDING: dict[int, tuple[int, ...]] = {2: (1,), 3: ()}  # unused grid dims run one program
+_GRID_PADDING: dict[int, tuple[int, ...]] = {1: (1, 1), 2: (1,), 3: ()}  # unused grid dims run one program
 _INT32_MIN, _INT32_MAX = -(2 ** 31), 2 ** 31 - 1
 _UINT64_FROM = 2 ** 63
 
@@ -111,11 +121,36 @@ def _compile_key_function(source: str) -> Callable[..., tuple]:
     return namespace["_binary_key"]
 
 
-def _cuda_entry_points() -> tuple[Callable[[], int], Callable[[int], int]]:
-    """(current device index, raw current stream of a device): the calls triton's run makes."""
+@dataclasses.dataclass(frozen=True)
+class LaunchDriver:
+    """What a launcher asks of the GPU runtime besides the binary: the narrowest seam, so that
+    tests on a CPU can stand in for the driver (`TritonLauncher(..., driver=...)`).
+
+    `hooks` is the object holding Triton's launch hook chains (`triton.knobs.runtime`), read on
+    every fast launch: a profiler may install hooks at any time, and hooked launches go through
+    Triton's own path. `hook_chain` is the class of an unreplaced chain (`knobs.HookChain`).
+    """
+
+    current_device: Callable[[], int]
+    current_stream: Callable[[int], int]  # the raw stream of a device (torch's current stream)
+    hooks: Any
+    hook_chain: type
+
+    def hooks_idle(self) -> bool:
+        """Whether no launch hook is installed (a chain replaced by a plain function counts as one)."""
+        enter, exit_ = self.hooks.launch_enter_hook, self.hooks.launch_exit_hook
+        return (enter.__class__ is self.hook_chain and exit_.__class__ is self.hook_chain
+                and not enter.calls and not exit_.calls)
+
+
+def cuda_driver() -> LaunchDriver:
+    """The calls triton's `JITFunction.run` makes, taken from torch where it makes them cheaper:
+    `torch.cuda.current_device()` re-checks lazy initialisation on every call; the raw getter
+    does not (the first launch, through Triton, initialised CUDA)."""
+    from triton import knobs
     from triton.runtime.driver import driver
-    active = driver.active
-    return active.get_current_device, active.get_current_stream
+    current_device = getattr(torch._C, "_cuda_getDevice", None) or driver.active.get_current_device
+    return LaunchDriver(current_device, driver.active.get_current_stream, knobs.runtime, knobs.HookChain)
 
 
 class TritonLauncher:
@@ -123,84 +158,90 @@ class TritonLauncher:
 
     `key_pointers=False` says the caller's own cache key already fixes every pointer
     argument's dtype and 16-byte alignment (Tessera's `value_key` does), so the launcher does
-    not read them again.
+    not read them again. `driver`: a stand-in for the CUDA driver (tests); the real one is
+    taken on the first launch.
     """
 
-    def __init__(self, function: Any, num_warps: int, num_stages: int, key_pointers: bool = True) -> None:
+    def __init__(self, function: Any, num_warps: int, num_stages: int, key_pointers: bool = True,
+                 driver: LaunchDriver | None = None) -> None:
         self.function = function
         self.options = {"num_warps": num_warps, "num_stages": num_stages}
         self.key_pointers = key_pointers
         self.binaries: dict[tuple, tuple[Callable[..., Any], tuple]] = {}
-        self.fast_launches = 0
+        self.fast_launches = 0  # launches that skipped JITFunction.run (direct ones included)
         self.slow_launches = 0
         self._key: Callable[..., tuple] | None = None  # set by the first call when the fast path applies
-        self._enabled = _fast_path_possible(function)
-        if self._enabled:
-            from triton import knobs
-            self._runtime_knobs = knobs.runtime
+        self._enabled = driver is not None or _fast_path_possible(function)
+        self.driver = driver
 
     @property
     def enabled(self) -> bool:
         """Whether repeat calls can skip JITFunction.run (False: every call goes through it)."""
         return self._enabled
 
-    def launch(self, grid: tuple[int, ...], arguments: Sequence[Any]) -> tuple | None:
-        """Run the kernel on `grid` (1 to 3 program counts) with `arguments` in parameter order.
-
-        Returns the binary key this launch used (it starts with the device), or None where the
-        fast path does not apply.
-        """
+    def launch(self, grid: tuple[int, ...], arguments: Sequence[Any]) -> None:
+        """Run the kernel on `grid` (1 to 3 program counts) with `arguments` in parameter order."""
         if self._key is None:
-            return self._launch_first(grid, arguments)
-        device = self._current_device()
+            self._launch_first(grid, arguments)
+            return
+        driver = self.driver
+        device = driver.current_device()
         try:
             key = self._key(device, *arguments)
         except (TypeError, AttributeError):  # an argument of another kind than on the first call
             self._launch_through_triton(grid, arguments, None)
-            return None
+            return
         binary = self.binaries.get(key)
         if binary is None or not self._call_binary(binary, device, grid, arguments):
             self._launch_through_triton(grid, arguments, key)
-        return key
 
-    def launch_remembered(self, grid: tuple[int, ...], arguments: Sequence[Any], memory: list[Any]) -> None:
-        """`launch`, for a caller whose int arguments are the same on every call that passes this
-        `memory` (a list [device, binary] the launcher fills): a repeat skips the binary key."""
-        if memory[1] is not None:
-            device = self._current_device()
-            if device == memory[0] and self._call_binary(memory[1], device, grid, arguments):
-                return
-        key = self.launch(grid, arguments)
-        binary = self.binaries.get(key) if key is not None else None
-        if binary is not None:  # the fast path applies: remember the binary the launch used
-            memory[0], memory[1] = key[0], binary
+    def direct(self, grid: tuple[int, ...], arguments: Sequence[Any],
+               tensor_slots: Sequence[tuple[int, int]]) -> Callable[[Sequence[Any]], bool] | None:
+        """A function launching this launch again, or None where there is no fast path (yet).
+
+        `arguments` are a launch's arguments as just launched; `tensor_slots` are (argument
+        position, index into `values`) pairs: `direct(values)` launches with each tensor
+        argument taken from `values` and every other argument as it is now. It returns False,
+        launching nothing, when hooks are installed or the device is not the one of the binary
+        (the caller then calls `launch`). The binary is the one `launch` chose for these
+        arguments: their ints pick it, and the caller guarantees they do not change.
+        """
+        if self._key is None or not 1 <= len(grid) <= 3:
+            return None
+        driver = self.driver
+        device = driver.current_device()
+        try:
+            binary = self.binaries.get(self._key(device, *arguments))
+        except (TypeError, AttributeError):
+            return None
+        if binary is None:
+            return None
+        return direct_launch_function(self, binary, device, grid, arguments, tensor_slots)
 
     def _call_binary(self, binary: tuple[Callable[..., Any], tuple], device: int, grid: tuple[int, ...],
                      arguments: Sequence[Any]) -> bool:
         """Launch `binary` directly; False (nothing launched) while launch or pre-run hooks are set:
         a profiler's hooks need triton's own launch path."""
-        runtime = self._runtime_knobs
-        if runtime.launch_enter_hook.calls or runtime.launch_exit_hook.calls or self.function.pre_run_hooks:
+        driver = self.driver
+        if not driver.hooks_idle() or self.function.pre_run_hooks:
             return False
         call, prefix = binary
-        if len(grid) == 1:
-            call(grid[0], 1, 1, self._current_stream(device), *prefix, *arguments)
-        else:
-            call(*grid, *_GRID_PADDING[len(grid)], self._current_stream(device), *prefix, *arguments)
+        call(*grid, *_GRID_PADDING[len(grid)], driver.current_stream(device), *prefix, *arguments)
         self.fast_launches += 1
         return True
 
-    def _launch_first(self, grid: tuple[int, ...], arguments: Sequence[Any]) -> tuple | None:
+    def _launch_first(self, grid: tuple[int, ...], arguments: Sequence[Any]) -> None:
         """Build the key function on the first call; without a fast path, launch the usual way."""
         if self._enabled:
             self._key = self._build_key(arguments)
             if self._key is not None:
-                self._current_device, self._current_stream = _cuda_entry_points()
-                return self.launch(grid, arguments)
+                if self.driver is None:
+                    self.driver = cuda_driver()
+                self.launch(grid, arguments)
+                return
             self._enabled = False
         self.slow_launches += 1
         self.function[grid](*arguments, **self.options)
-        return None
 
     def _build_key(self, arguments: Sequence[Any]) -> Callable[..., tuple] | None:
         kinds = [argument_kind(value) for value in arguments]
@@ -217,6 +258,64 @@ class TritonLauncher:
         if hasattr(compiled, "result"):  # an async compile's future
             compiled = compiled.result()
         self.binaries[key] = binary_entry(compiled)
+
+
+def direct_launch_function(launcher: TritonLauncher, binary: tuple[Callable[..., Any], tuple], device: int,
+                           grid: tuple[int, ...], arguments: Sequence[Any],
+                           tensor_slots: Sequence[tuple[int, int]]) -> Callable[[Sequence[Any]], bool]:
+    """`launcher.direct`'s function for `binary` (a `binary_entry`) loaded on `device`."""
+    call, prefix = binary
+    tensors = dict(tensor_slots)
+    constants = [value for position, value in enumerate(arguments) if position not in tensors]
+    factory = _direct_factory(len(prefix), tuple(tensors.get(p) for p in range(len(arguments))))
+    return factory(launcher, launcher.driver, call, launcher.function.pre_run_hooks, device,
+                   *grid, *_GRID_PADDING[len(grid)], *prefix, *constants)
+
+
+_DIRECT_FACTORIES: dict[tuple[int, tuple[int | None, ...]], Callable[..., Callable[[Sequence[Any]], bool]]] = {}
+
+
+def _direct_factory(prefix_length: int, value_indexes: tuple[int | None, ...]) -> Callable[..., Any]:
+    """The factory of direct launch functions of one argument layout, generated once per layout.
+
+    `value_indexes[p]` is the index into `values` of argument `p` when it is a tensor, else None
+    (a constant the factory takes). The generated function reads nothing but the hooks, the
+    current device, the first tensor's device and the stream: everything else is a constant of
+    its closure, so one launch costs one Python frame and the C launch call.
+    """
+    key = (prefix_length, value_indexes)
+    factory = _DIRECT_FACTORIES.get(key)
+    if factory is None:
+        factory = _DIRECT_FACTORIES[key] = _compile_direct_factory(prefix_length, value_indexes)
+    return factory
+
+
+def _compile_direct_factory(prefix_length: int, value_indexes: tuple[int | None, ...]) -> Callable[..., Any]:
+    prefix = [f"p{i}" for i in range(prefix_length)]
+    constants = [f"c{p}" for p, index in enumerate(value_indexes) if index is None]
+    arguments = [f"c{p}" if index is None else f"values[{index}]" for p, index in enumerate(value_indexes)]
+    tensors = [index for index in value_indexes if index is not None]
+    # the tensors' device: a binary is loaded on one device, and a tensor of another must not reach it
+    device_check = f" or values[{tensors[0]}].get_device() != device" if tensors else ""
+    parameters = ", ".join(["launcher", "driver", "call", "pre_run_hooks", "device", "gx", "gy", "gz",
+                            *prefix, *constants])
+    # LaunchDriver.hooks_idle, inlined: a call costs as much as the check
+    source = (
+        f"def direct_factory({parameters}):\n"
+        "    current_device, current_stream, hooks, chain = (driver.current_device, driver.current_stream,\n"
+        "                                                     driver.hooks, driver.hook_chain)\n"
+        "    def direct_launch(values):\n"
+        "        enter, exit_ = hooks.launch_enter_hook, hooks.launch_exit_hook\n"
+        "        if (pre_run_hooks or enter.__class__ is not chain or exit_.__class__ is not chain or enter.calls\n"
+        f"                or exit_.calls or current_device() != device{device_check}):\n"
+        "            return False\n"
+        f"        call(gx, gy, gz, current_stream(device), {', '.join([*prefix, *arguments])})\n"
+        "        launcher.fast_launches += 1\n"
+        "        return True\n"
+        "    return direct_launch\n")
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<tessera direct launch>", "exec"), namespace)  # once per argument layout
+    return namespace["direct_factory"]
 
 
 def binary_entry(compiled: Any) -> tuple[Callable[..., Any], tuple]:
