@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 from tessera import exc, language  # noqa: E402
 from tessera.config import Config  # noqa: E402
 from tessera.runtime.kernel import Kernel, kernel  # noqa: E402
+from tessera.runtime.kernel import kernel as jit  # noqa: E402  (Helion's alias of kernel)
 from tessera.runtime.autograd import BackwardContext  # noqa: E402
 from tessera.runtime.kernel_settings import RefMode, Settings  # noqa: E402
 from tessera import runtime  # noqa: E402  (helion.runtime.get_num_sm)
@@ -21,5 +22,5 @@ from tessera.aot import aot_kernel  # noqa: E402
 # installing loads only the autotuner's small parts, the pipeline loads when a call first tunes.
 install_autotuner()
 
-__all__ = ["BackwardContext", "Config", "Kernel", "RefMode", "Settings", "aot_kernel", "cdiv", "exc", "kernel", "language",
+__all__ = ["BackwardContext", "Config", "Kernel", "RefMode", "Settings", "aot_kernel", "cdiv", "exc", "jit", "kernel", "language",
            "mark_static", "next_power_of_2", "runtime"]

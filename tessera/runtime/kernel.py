@@ -238,8 +238,12 @@ class Kernel:
         return _DEFAULT_CONFIG
 
     def mode_for(self, device: torch.device) -> str:
-        """The mode of a call: `mode=` on the kernel, else TESSERA_MODE, else by device."""
+        """The mode of a call: `mode=` on the kernel, else TESSERA_MODE, else by device. An explicit
+        `ref_mode=RefMode.OFF` (Helion: the kernel is compiled, whatever HELION_INTERPRET says)
+        overrides TESSERA_MODE=eager, not interpret (Triton's interpreter is no reference mode)."""
         mode = self.settings.mode or settings.get("mode")
+        if mode == "eager" and self.settings.mode is None and self.settings.ref_mode_off:
+            mode = None
         if mode is None:
             return "compiled" if device_type(device) == "cuda" else "interpret"
         if mode not in MODES:
