@@ -21,7 +21,7 @@ from tessera.ir.graph import Op
 from tessera.ir.primitive import ALL_PRIMITIVES
 from tessera.language.elementwise import ELEMENTWISE_OPS
 from tessera.language.reductions import REDUCTIONS
-from tessera.language.rng import philox_first_word
+from tessera.language.rng import draw_seeds, philox_first_word, philox_words
 
 SHAPES = ((5, 37), (1, 1))
 CONFIG = tessera.Config(block_sizes=[4, 16])
@@ -94,6 +94,34 @@ def _philox_uniform(x: T) -> T:
     return torch.where(signed < 0, -signed - 1, signed).float() * 4.6566127342e-10 + x
 
 
+def implicit_random(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    torch.manual_seed(5)  # the launch draws its seeds from torch's generator, as Helion's
+    for tile_m, tile_n in hl.tile(out.size()):
+        out[tile_m, tile_n] = op(x[tile_m, tile_n], tile_m, tile_n)
+    return out
+
+
+REFERENCE_DEVICE = [torch.device("cpu")]  # the test's device: where the reference draws its seed
+
+
+def _implicit_reference(x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    """The reference of torch.rand_like & co.: the launch's one seed, drawn as the kernel draws
+    it, and Philox's words at each element's row-major number."""
+    torch.manual_seed(5)
+    seed = int(draw_seeds(1, REFERENCE_DEVICE[0])[0])
+    return op(x, philox_words(seed, torch.arange(x.numel()).reshape(x.shape)))
+
+
+def _uniform(word: T) -> T:
+    signed = torch.where(word >= 2 ** 31, word - 2 ** 32, word)
+    return torch.where(signed < 0, -signed - 1, signed).float() * 4.6566127342e-10
+
+
+def _normal(words: tuple[T, ...]) -> T:
+    radius = torch.sqrt(-2.0 * torch.log(torch.clamp_min(_uniform(words[0]), 1e-7)))
+    return radius * torch.cos(6.283185307179586 * _uniform(words[1]))
+
+
 def joined(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
     for tile_m, tile_n in hl.tile(out.size()):
         first, second = hl.split(hl.join(x[tile_m, tile_n], y[tile_m, tile_n]))
@@ -161,6 +189,7 @@ LAYOUTS: dict[str, Layout] = {
     "creation": Layout(creation, lambda x, y, z, op: 1.5 + torch.arange(8.0)[None, :].expand(x.size(0), 8)),
     "reshaped": Layout(reshaped, lambda x, y, z, op: x.reshape(-1) + 1),
     "random": Layout(random_tiles, lambda x, y, z, op: _philox_uniform(x)),
+    "implicit_random": Layout(implicit_random, _implicit_reference),
     "joined": Layout(joined, lambda x, y, z, op: 2 * x + y),
     "assembled": Layout(assembled, lambda x, y, z, op: x),
     "debugged": Layout(debugged, lambda x, y, z, op: x),
@@ -279,6 +308,17 @@ OPS: tuple[OpCase, ...] = (
     OpCase("full", layout="creation"), OpCase("arange", layout="creation"),
     OpCase("specialize", layout="reshaped"),
     OpCase("random", layout="random"),  # hl.rand / hl.randint (language/rng.py)
+    # torch's random functions, seeded from torch's generator at each launch (language/rng.py)
+    OpCase("torch_rand_like", lambda v, tm, tn: torch.rand_like(v) + v, layout="implicit_random",
+           reference=lambda x, words: _uniform(words[0]) + x),
+    OpCase("torch_randn_like", lambda v, tm, tn: torch.randn_like(v, dtype=torch.float64).float() * v,
+           layout="implicit_random", tolerance=1e-4, reference=lambda x, words: _normal(words) * x),
+    OpCase("torch_randint_like", lambda v, tm, tn: torch.randint_like(v, -3, 9) + v, layout="implicit_random",
+           reference=lambda x, words: (-3 + torch.where(words[0] >= 2 ** 31, words[0] - 2 ** 32, words[0]).abs() % 12) + x),
+    OpCase("torch_rand", lambda v, tm, tn: torch.rand([tm, tn]) - v, layout="implicit_random",
+           reference=lambda x, words: _uniform(words[0]) - x),
+    OpCase("torch_randn", lambda v, tm, tn: torch.randn([tm, tn], dtype=torch.float16) + v, layout="implicit_random",
+           tolerance=2e-3, reference=lambda x, words: _normal(words).half().float() + x),
     # joins (language/joins.py), the barrier and inline assembly (language/tile.py, inline_asm.py)
     OpCase("join", layout="joined"), OpCase("split", layout="joined"), OpCase("stack", layout="joined"),
     OpCase("cat", layout="joined"), OpCase("barrier", layout="assembled"),
@@ -333,6 +373,7 @@ def _modes(device: torch.device) -> list[str]:
 @pytest.mark.parametrize("case", OPS, ids=lambda c: c.id)
 def test_op_matches_torch_in_every_mode(case: OpCase, shape: tuple[int, int], device: torch.device) -> None:
     layout = LAYOUTS[case.layout]
+    REFERENCE_DEVICE[0] = device
     x, y, z = _inputs(case, shape, device)
     reference = layout.reference(x.cpu(), y.cpu(), z.cpu(), case.reference or case.op)
     for mode in _modes(device):

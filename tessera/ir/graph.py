@@ -262,6 +262,9 @@ class KernelIR:
     # on them (e.g. TMA for strides that are multiples of 16 bytes) if it adds a guard
     example: Mapping[sympy.Symbol, Any] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
     location: SourceLocation | None = None  # the top-level tile loop's line
+    # torch.rand_like & co. in the body: their seeds are this many trailing one-element int64
+    # parameters, drawn from torch's generator by the host at each launch (draw_seeds)
+    random_seeds: int = 0
 
     def replace(self, **changes: Any) -> KernelIR:
         return dataclasses.replace(self, **changes)

@@ -537,8 +537,8 @@ def _random(emitter: Emitter, node: Node) -> None:
             if axis is not UNIT:
                 extent = print_expr(axis.range_end - axis.range_begin)
                 numbers = f"({numbers}) * ({extent}) + {emitter.axis_index(axis, node.shape)}.to(tl.int64)"
-    if node.params["fn"] == "rand":
-        _assign(emitter, node, f"tl.rand({seed_text}, {numbers})")
+    if node.params["fn"] in ("rand", "randn"):
+        _assign(emitter, node, f"tl.{node.params['fn']}({seed_text}, {numbers})")
         return
     if node.params["fn"] == "rand4x":  # four results, named as _item reads them
         names = ", ".join(f"{emitter.name_of(node)}_{i}" for i in range(4))
