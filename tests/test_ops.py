@@ -101,6 +101,15 @@ def implicit_random(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
     return out
 
 
+def stacked(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    sources = torch.tensor([x.data_ptr(), y.data_ptr(), z.data_ptr()], dtype=torch.uint64, device=x.device)
+    targets = torch.tensor([out.data_ptr()], dtype=torch.int64, device=x.device)
+    for tile_m, tile_n in hl.tile(out.size()):
+        loaded = hl.stacktensor_like(x, sources[:])[tile_m, tile_n]  # [3, tile_m, tile_n]
+        hl.stacktensor_like(out, targets[:])[tile_m, tile_n] = op(loaded)[None, :, :]
+    return out
+
+
 REFERENCE_DEVICE = [torch.device("cpu")]  # the test's device: where the reference draws its seed
 
 
@@ -190,6 +199,7 @@ LAYOUTS: dict[str, Layout] = {
     "reshaped": Layout(reshaped, lambda x, y, z, op: x.reshape(-1) + 1),
     "random": Layout(random_tiles, lambda x, y, z, op: _philox_uniform(x)),
     "implicit_random": Layout(implicit_random, _implicit_reference),
+    "stacked": Layout(stacked, lambda x, y, z, op: op(torch.stack([x, y, z]))),
     "joined": Layout(joined, lambda x, y, z, op: 2 * x + y),
     "assembled": Layout(assembled, lambda x, y, z, op: x),
     "debugged": Layout(debugged, lambda x, y, z, op: x),
@@ -319,6 +329,10 @@ OPS: tuple[OpCase, ...] = (
            reference=lambda x, words: _uniform(words[0]) - x),
     OpCase("torch_randn", lambda v, tm, tn: torch.randn([tm, tn], dtype=torch.float16) + v, layout="implicit_random",
            tolerance=2e-3, reference=lambda x, words: _normal(words).half().float() + x),
+    # stacks of like tensors by data pointer (language/stack.py)
+    OpCase("stacktensor_like", lambda s: s.amax(0), layout="stacked"),
+    OpCase("stack_load", lambda s: s.sum(0), layout="stacked", tolerance=1e-5),
+    OpCase("stack_store", lambda s: s.amin(0) * 2, layout="stacked"),
     # joins (language/joins.py), the barrier and inline assembly (language/tile.py, inline_asm.py)
     OpCase("join", layout="joined"), OpCase("split", layout="joined"), OpCase("stack", layout="joined"),
     OpCase("cat", layout="joined"), OpCase("barrier", layout="assembled"),

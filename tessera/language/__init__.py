@@ -14,6 +14,7 @@ from tessera.language.memory import (atomic_add, atomic_and, atomic_cas, atomic_
                                      atomic_xchg, atomic_xor, load, store)
 from tessera.language.quantized import float4_e2m1fn_x2_to_float32, load_float4_e2m1fn_x16_to_float16
 from tessera.language.rng import rand, rand4x, randint
+from tessera.language.stack import StackTensor, stacktensor_like
 from tessera.language.scans import associative_scan, cumprod, cumsum, reduce
 from tessera.language.tile import (Tile, barrier, grid, jagged_tile, register_block_size, register_tunable,
                                    static_range, tile, tile_begin, tile_block_size, tile_end, tile_id, tile_index)
@@ -24,7 +25,7 @@ __all__ = [
     "atomic_or", "atomic_xchg", "atomic_xor", "barrier", "breakpoint", "constexpr", "cumprod",
     "cumsum", "device_print", "dot", "float4_e2m1fn_x2_to_float32", "full", "grid", "inline_asm_elementwise", "jagged_tile", "join", "load", "load_float4_e2m1fn_x16_to_float16", "rand", "rand4x", "randint",
     "reduce", "register_block_size", "register_tunable", "specialize",
-    "split", "static_range", "store", "subscript", "tile", "tile_begin", "tile_block_size", "tile_end", "tile_id",
+    "StackTensor", "split", "stacktensor_like", "static_range", "store", "subscript", "tile", "tile_begin", "tile_block_size", "tile_end", "tile_id",
     "tile_index", "zeros",
 ]
 

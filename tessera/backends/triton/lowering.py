@@ -358,7 +358,7 @@ def _sort(emitter: Emitter, node: Node) -> None:
 def _block_access(emitter: Emitter, node: Node) -> tuple[str, BlockAccess | None]:
     """The indexing strategy of this load/store, and its block form when not 'pointer'."""
     strategy = strategy_for(emitter.config, emitter.access_number(node))
-    if (strategy == "pointer" or emitter.int64_indexing or node.params["tensor"].is_view
+    if (strategy == "pointer" or emitter.int64_indexing or node.params["tensor"].is_view or node.params.get("stacked") is not None
             or not BlockAccess.possible(node, descriptor=strategy == "tensor_descriptor")):
         return "pointer", None  # views: offsets and checks only the pointer path has
     access = BlockAccess(node)
@@ -409,7 +409,7 @@ def _load(emitter: Emitter, node: Node) -> None:
             text = f"tl.reshape({text}, {emitter.block_shape(node.shape)})"
         emitter.line(f"{emitter.name_of(node)} = {text}")
         return
-    pointer, masks, scalar_masks = emitter.address(node)
+    pointer, masks, scalar_masks = _address(emitter, node)
     emit_index_check(emitter, node, masks, node.inputs[0], scalar_masks)
     mask = join_masks(emitter, masks, node.inputs[0], scalar_masks)
     # Triton 3.6's interpreter cannot cast `other` to fp8; its masked lanes are zeros without it
@@ -423,6 +423,21 @@ def _load(emitter: Emitter, node: Node) -> None:
         # 0-d value, which Triton's interpreter cannot reshape; broadcasting it to the unit block works
         text = f"tl.broadcast_to({text}, {emitter.block_shape(node.shape)})"
     emitter.line(f"{emitter.name_of(node)} = {text}")
+
+
+def _address(emitter: Emitter, node: Node) -> tuple[str, list[str], list[str]]:
+    """`emitter.address(node)`; for an access through an hl.stacktensor_like, the base pointer is
+    the pointers value (its dims lead the access's), cast to pointers to the template's dtype."""
+    pointer, masks, scalar_masks = emitter.address(node)
+    count = node.params.get("stacked")
+    if count is None:
+        return pointer, masks, scalar_masks
+    tensor = node.params["tensor"]
+    pointers = node.inputs[1] if node.op is Op.LOAD else node.inputs[2]
+    base = f"{emitter.name_of(pointers)}.to(tl.pointer_type({TRITON_DTYPES[tensor.dtype]}))"
+    if len(node.shape) > count:
+        base += f"[{', '.join([':'] * count + ['None'] * (len(node.shape) - count))}]"
+    return base + pointer[len(tensor.name):], masks, scalar_masks
 
 
 def _eviction_hint(emitter: Emitter, node: Node) -> str:
@@ -450,7 +465,7 @@ def _store(emitter: Emitter, node: Node) -> None:
                 text = f"tl.reshape({text}, [{', '.join(str(a.block) for a in access.kept_shape)}])"
             emitter.line(f"tl.store({access.block_pointer()}, {text}, boundary_check={access.boundary_check()})")
         return
-    pointer, masks, scalar_masks = emitter.address(node)
+    pointer, masks, scalar_masks = _address(emitter, node)
     emit_index_check(emitter, node, masks, mask_node, scalar_masks)
     mask = join_masks(emitter, masks, mask_node, scalar_masks)
     extra = f", mask={mask}" if mask else ""
