@@ -110,6 +110,14 @@ def stacked(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
     return out
 
 
+def scaled_matrix(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    x_scale = torch.full((x.size(0), x.size(1) // 32), 128, dtype=torch.uint8, device=x.device)  # 2**1
+    y_scale = torch.full((y.size(1), y.size(0) // 32), 126, dtype=torch.uint8, device=x.device)  # 2**-1
+    for tile_m, tile_n in hl.tile(out.size()):
+        out[tile_m, tile_n] = op(x[tile_m, :], x_scale[tile_m, :], y[:, tile_n], y_scale[tile_n, :], z[tile_m, tile_n])
+    return out
+
+
 REFERENCE_DEVICE = [torch.device("cpu")]  # the test's device: where the reference draws its seed
 
 
@@ -200,6 +208,7 @@ LAYOUTS: dict[str, Layout] = {
     "random": Layout(random_tiles, lambda x, y, z, op: _philox_uniform(x)),
     "implicit_random": Layout(implicit_random, _implicit_reference),
     "stacked": Layout(stacked, lambda x, y, z, op: op(torch.stack([x, y, z]))),
+    "scaled_matrix": Layout(scaled_matrix, lambda x, y, z, op: op(x, y, z)),
     "joined": Layout(joined, lambda x, y, z, op: 2 * x + y),
     "assembled": Layout(assembled, lambda x, y, z, op: x),
     "debugged": Layout(debugged, lambda x, y, z, op: x),
@@ -311,6 +320,10 @@ OPS: tuple[OpCase, ...] = (
     OpCase("addmm", lambda a, b, c: torch.addmm(c, a, b), layout="matrix", tolerance=1e-4),
     OpCase("dot", lambda a, b, c: hl.dot(a, b, acc=c), layout="matrix", tolerance=1e-4,
            reference=lambda a, b, c: c + a @ b),
+    OpCase("dot_scaled", lambda a, sa, b, sb, c: hl.dot_scaled(a.to(torch.bfloat16), sa, "bf16", b.to(torch.bfloat16),
+                                                                sb, "bf16", acc=c),
+           layout="scaled_matrix", tolerance=1e-4,
+           reference=lambda x, y, z: z + x.to(torch.bfloat16).float() @ y.to(torch.bfloat16).float()),
     # memory and creation (language/memory.py, language/creation.py, language/constexpr.py)
     OpCase("load", layout="load_store"), OpCase("store", layout="load_store"),
     OpCase("atomic", layout="atomic_rows", tolerance=1e-4),
@@ -362,6 +375,8 @@ def _inputs(case: OpCase, shape: tuple[int, int], device: torch.device) -> tuple
     rows, cols = shape
     if case.layout == "matrix":
         sizes = [(rows, 16), (16, cols), (rows, cols)]
+    elif case.layout == "scaled_matrix":  # K of two scale groups
+        sizes = [(rows, 64), (64, cols), (rows, cols)]
     elif case.layout == "transposed":
         sizes = [(cols, rows)] * 3
     else:
@@ -396,7 +411,7 @@ def test_op_matches_torch_in_every_mode(case: OpCase, shape: tuple[int, int], de
         if case.eager_only and mode != "eager":
             continue  # refused there, located (tests/test_hl_extras.py)
         # products in ieee float32: the row checks the op, not tf32's rounding (the GPU default)
-        options = {"dot_precision": "ieee"} if case.layout == "matrix" else {}
+        options = {"dot_precision": "ieee"} if case.layout in ("matrix", "scaled_matrix") else {}
         kernel = tessera.kernel(layout.kernel, mode=mode, config=LAYOUT_CONFIGS.get(case.layout, CONFIG), **options)
         out = torch.zeros_like(reference, device=device)
         result = kernel(out, x, y, z, case.op)

@@ -49,6 +49,8 @@ class Op(enum.Enum):
     SCAN = "scan"                # prefix over one axis; params: fn ("sum", "prod" or "combine"), dim, axis,
                                  # reverse, accumulate
     DOT = "dot"                  # inputs: (a, b, acc | None); params: accumulate, k_axis, small
+    DEQUANTIZE = "dequantize"    # a block-scaled operand in fp32 (hl.dot_scaled); inputs: (data, scale);
+                                 # params: format, rows (K along axis 1: the left operand; else axis 0)
     # layout
     VIEW = "view"                # adds/removes unit axes; params: what
     PERMUTE = "permute"          # params: order

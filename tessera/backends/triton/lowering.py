@@ -564,6 +564,25 @@ def _random(emitter: Emitter, node: Node) -> None:
     _assign(emitter, node, f"({low} + tl.abs({emitter.name_of(node)}) % {high - low}).to(tl.int32)")
 
 
+def _dequantize(emitter: Emitter, node: Node) -> None:
+    """hl.dot_scaled's operand: its values (fp8 bits bitcast) times 2**(scale - 127), each scale
+    repeated over its 32 elements of K (the trace checked the blocks line up)."""
+    data, scale = node.inputs
+    values = emitter.name_of(data)
+    if data.dtype == torch.uint8:  # the bits of an fp8 format
+        values = f"{values}.to({TRITON_DTYPES[FP8_FORMATS[node.params['format']]]}, bitcast=True)"
+    outer = scale.shape[0].block
+    groups = scale.shape[1].block
+    factor = f"tl.exp2({emitter.name_of(scale)}.to(tl.float32) - 127.0)"
+    spread = f"tl.reshape(tl.broadcast_to({factor}[:, :, None], [{outer}, {groups}, 32]), [{outer}, {groups * 32}])"
+    if not node.params["rows"]:
+        spread = f"tl.trans({spread})"
+    emitter.line(f"{emitter.name_of(node)} = {values}.to(tl.float32) * {spread}")
+
+
+FP8_FORMATS = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+
+
 def _dot(emitter: Emitter, node: Node) -> None:
     a, b, acc = node.inputs
     common = torch.promote_types(a.dtype, b.dtype)
@@ -730,7 +749,7 @@ LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
     Op.ELEMENTWISE: _elementwise, Op.CAST: _cast, Op.SYMBOLIC: _symbolic,
     Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index, Op.RANDOM: _random, Op.INLINE_ASM: _inline_asm,
     Op.DEVICE_PRINT: _device_print,
-    Op.LOAD: _load, Op.STORE: _store,
+    Op.LOAD: _load, Op.STORE: _store, Op.DEQUANTIZE: _dequantize,
     Op.REDUCE: _reduce, Op.SCAN: _scan, Op.DOT: _dot, Op.ARGUMENT: _argument, Op.ITEM: _item,
     Op.VIEW: _view, Op.RESHAPE: _reshape, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast, Op.JOIN: _join, Op.SPLIT: _split, Op.CAT: _cat, Op.SORT: _sort,
     Op.LOOP: _loop, Op.CARRIED: _carried,
