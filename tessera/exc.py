@@ -105,6 +105,10 @@ class UnsupportedMethodError(UnsupportedOperationError, AttributeError):
     too, so `hasattr(v, name)` stays False instead of raising."""
 
 
+class InvalidAPIUsage(TesseraError):
+    """An hl function called with arguments of the wrong kind (Helion's name for it)."""
+
+
 class DeviceValueOnHostError(TesseraError):
     """A value computed inside a tile loop was read by host code after the loop."""
 

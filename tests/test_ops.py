@@ -225,6 +225,7 @@ class OpCase:
     tolerance: float = 1e-5
     reference: Callable[..., Any] | None = None  # what the reference applies, when not `op` (hl-only ops)
     eager_only: bool = False       # hl.breakpoint: the debugger needs Python, so other modes refuse it
+    compiled_only: bool = False    # hl.inline_triton: Triton code, which eager mode refuses (located)
 
     @property
     def id(self) -> str:
@@ -350,6 +351,9 @@ OPS: tuple[OpCase, ...] = (
     OpCase("join", layout="joined"), OpCase("split", layout="joined"), OpCase("stack", layout="joined"),
     OpCase("cat", layout="joined"), OpCase("barrier", layout="assembled"),
     OpCase("inline_asm_elementwise", layout="assembled"),
+    OpCase("inline_triton", lambda x, y, z: hl.inline_triton("t = {0} * 2\nt + {1}", args=(x, y),
+                                                              output_like=x),
+           reference=lambda x, y, z: 2 * x + y, compiled_only=True),
     # debugging (language/debug.py)
     OpCase("device_print", layout="debugged"), OpCase("breakpoint", print, layout="debugged", eager_only=True),
     # torch's allocations shaped like a tile value (language/creation.py)
@@ -408,8 +412,8 @@ def test_op_matches_torch_in_every_mode(case: OpCase, shape: tuple[int, int], de
     for mode in _modes(device):
         if case.layout == "assembled" and mode == "eager" and device.type == "cuda":
             continue  # its inline PTX runs compiled only; eager refuses it (tests/test_joins.py)
-        if case.eager_only and mode != "eager":
-            continue  # refused there, located (tests/test_hl_extras.py)
+        if case.eager_only and mode != "eager" or case.compiled_only and mode == "eager":
+            continue  # refused there, located (tests/test_hl_extras.py, tests/test_inline_triton.py)
         # products in ieee float32: the row checks the op, not tf32's rounding (the GPU default)
         options = {"dot_precision": "ieee"} if case.layout in ("matrix", "scaled_matrix") else {}
         kernel = tessera.kernel(layout.kernel, mode=mode, config=LAYOUT_CONFIGS.get(case.layout, CONFIG), **options)

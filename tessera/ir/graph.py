@@ -38,6 +38,9 @@ class Op(enum.Enum):
     DEVICE_PRINT = "device_print"  # prints its inputs (tile values), no result; params: prefix
     INLINE_ASM = "inline_asm"    # elementwise assembly (GPU only); params: asm, constraints, is_pure, pack
                                  # (and dtypes, for several results)
+    INLINE_TRITON = "inline_triton"  # hl.inline_triton / hl.triton_kernel; inputs: the tile values it reads;
+                                 # params: source, function (a @triton.jit name, else a snippet), keys,
+                                 # arguments, outputs (0: none; several: dtypes, shapes, see ITEM)
     RANDOM = "random"            # Philox numbers; inputs: (seed, offsets | None); params: fn ("rand",
                                  # "randint" or "rand4x": four results, see ITEM), low, high; without offsets, each element's row-major
                                  # number in the loops' full extents (params: extents)

@@ -312,6 +312,40 @@ def _inline_asm(emitter: Emitter, node: Node) -> None:
                  f"[{arguments}], dtype={types}, is_pure={node.params['is_pure']}, pack={node.params['pack']})")
 
 
+def _inline_triton(emitter: Emitter, node: Node) -> None:
+    """A call of a @triton.jit function defined once at module level: the user's (hl.triton_kernel),
+    or one made of a snippet (hl.inline_triton) whose placeholders are its parameters and whose
+    last line it returns, so the snippet's own names cannot clash with the kernel's."""
+    texts = [emitter.name_of(node.inputs[value]) if kind == "value" else print_expr(value) if kind == "expr"
+             else value for kind, value in node.params["arguments"]]
+    keys, count = node.params["keys"], node.params["outputs"]
+    function = node.params["function"]
+    if function is not None:
+        emitter.generated[f"user_{function}"] = ["", *node.params["source"].splitlines(), ""]
+        arguments = [f"{k}={t}" for k, t in zip(keys, texts)] if keys is not None else texts
+    else:
+        function = f"inline_triton_{emitter.name_of(node)}"
+        parameters = [f"arg{i}" for i in range(len(texts))]
+        source = node.params["source"]
+        filled = source.format(**dict(zip(map(str, keys), parameters))) if keys is not None else source.format(*parameters)
+        lines = filled.splitlines()
+        if count:
+            lines[-1] = f"return {lines[-1]}"
+        emitter.generated[function] = ["", "@triton.jit", f"def {function}({', '.join(parameters)}):",
+                                       *(f"    {line}" for line in lines), ""]
+        arguments = texts
+    call = f"{function}({', '.join(arguments)})"
+    if count == 0:
+        emitter.line(call)
+        return
+    names = [emitter.name_of(node)] if count == 1 else [f"{emitter.name_of(node)}_{i}" for i in range(count)]
+    emitter.line(f"{', '.join(names)}{',' if count > 1 else ''} = {call}")
+    shapes = node.params.get("shapes") or (node.shape,)
+    dtypes = node.params.get("dtypes") or (node.dtype,)
+    for name, shape, dtype in zip(names, shapes, dtypes):  # the declared shape and dtype, or Triton's error
+        emitter.line(f"{name} = tl.broadcast_to({name}, {emitter.block_shape(shape)}).to({TRITON_DTYPES[dtype]})")
+
+
 def _device_print(emitter: Emitter, node: Node) -> None:
     values = "".join(f", {emitter.name_of(value)}" for value in node.inputs)
     emitter.line(f"tl.device_print({node.params['prefix']!r}{values})")
@@ -747,7 +781,7 @@ def _loop(emitter: Emitter, node: Node) -> None:
 
 LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
     Op.ELEMENTWISE: _elementwise, Op.CAST: _cast, Op.SYMBOLIC: _symbolic,
-    Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index, Op.RANDOM: _random, Op.INLINE_ASM: _inline_asm,
+    Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index, Op.RANDOM: _random, Op.INLINE_ASM: _inline_asm, Op.INLINE_TRITON: _inline_triton,
     Op.DEVICE_PRINT: _device_print,
     Op.LOAD: _load, Op.STORE: _store, Op.DEQUANTIZE: _dequantize,
     Op.REDUCE: _reduce, Op.SCAN: _scan, Op.DOT: _dot, Op.ARGUMENT: _argument, Op.ITEM: _item,
