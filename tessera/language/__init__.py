@@ -14,7 +14,8 @@ from tessera.language.inline_triton import inline_triton, triton_kernel
 from tessera.language.joins import join, split
 from tessera.language.memory import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or,
                                      atomic_xchg, atomic_xor, load, store)
-from tessera.language.quantized import float4_e2m1fn_x2_to_float32, load_float4_e2m1fn_x16_to_float16
+from tessera.language.quantized import (float4_e2m1fn_x2_to_float32, load_bfloat16_x16_to_float16,
+                                        load_float4_e2m1fn_x16_to_float16)
 from tessera.language.rng import rand, rand4x, randint
 from tessera.language.stack import StackTensor, stacktensor_like
 from tessera.language.scans import associative_scan, cumprod, cumsum, reduce
@@ -25,7 +26,7 @@ from tessera.language.view import subscript
 __all__ = [
     "Tile", "arange", "associative_scan", "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min",
     "atomic_or", "atomic_xchg", "atomic_xor", "barrier", "breakpoint", "constexpr", "cumprod",
-    "cumsum", "device_print", "dot", "dot_scaled", "float4_e2m1fn_x2_to_float32", "full", "grid", "inline_asm_elementwise", "inline_triton", "jagged_tile", "join", "load", "load_float4_e2m1fn_x16_to_float16", "rand", "rand4x", "randint",
+    "cumsum", "device_print", "dot", "dot_scaled", "float4_e2m1fn_x2_to_float32", "full", "grid", "inline_asm_elementwise", "inline_triton", "jagged_tile", "join", "load", "load_bfloat16_x16_to_float16", "load_float4_e2m1fn_x16_to_float16", "rand", "rand4x", "randint",
     "reduce", "register_block_size", "register_tunable", "specialize",
     "StackTensor", "split", "stacktensor_like", "static_range", "store", "subscript", "tile", "tile_begin", "tile_block_size", "tile_end", "tile_id",
     "tile_index", "triton_kernel", "zeros",
