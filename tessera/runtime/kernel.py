@@ -117,10 +117,7 @@ class Kernel:
             device = common_device(self.fn.__name__, args, kwargs)
             mode = self.mode_for(device)
             if mode == "eager":
-                self.rewritten()  # the rewrite's checks (device values read on the host, ...) hold in eager too
-                # a function argument may call torch.rand_like in the loop: follow lanes for it too
-                return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device,
-                                 self.uses_jagged_tile or any(type(a) is types.FunctionType for a in args))
+                return self.call_eager(args, kwargs, device)
             return run_compiled(self, mode, args, kwargs, self.choose_config(mode, args, kwargs), device)
         except exc.TesseraError as error:
             if settings.get("debug") == "raw":
@@ -196,6 +193,14 @@ class Kernel:
                  COMPARE: compare_helper, RANGE: range_helper, MINMAX: minmax_helper,
                  TORCH_CALL: torch_call_helper})
         return self._rewritten
+
+    def call_eager(self, args: tuple, kwargs: dict, device: torch.device) -> Any:
+        """Run the kernel function in eager mode on `device` (also what tessera.experimental.backward
+        differentiates)."""
+        self.rewritten()  # the rewrite's checks (device values read on the host, ...) hold in eager too
+        # a function argument may call torch.rand_like in the loop: follow lanes for it too
+        return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device,
+                         self.uses_jagged_tile or any(type(a) is types.FunctionType for a in args))
 
     def cache_info(self) -> CacheInfo:
         """Hits, misses and compiled variants held, over every launch of this kernel."""
