@@ -118,6 +118,12 @@ def scaled_matrix(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
     return out
 
 
+def pushed(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    for tile_m in hl.tile(out.size(0)):
+        hl.make_async_remote_copy(x, [tile_m], 0, dst=out).start()  # one rank: peer 0 is this device
+    return out
+
+
 REFERENCE_DEVICE = [torch.device("cpu")]  # the test's device: where the reference draws its seed
 
 
@@ -209,6 +215,7 @@ LAYOUTS: dict[str, Layout] = {
     "implicit_random": Layout(implicit_random, _implicit_reference),
     "stacked": Layout(stacked, lambda x, y, z, op: op(torch.stack([x, y, z]))),
     "scaled_matrix": Layout(scaled_matrix, lambda x, y, z, op: op(x, y, z)),
+    "pushed": Layout(pushed, lambda x, y, z, op: x),
     "joined": Layout(joined, lambda x, y, z, op: 2 * x + y),
     "assembled": Layout(assembled, lambda x, y, z, op: x),
     "debugged": Layout(debugged, lambda x, y, z, op: x),
@@ -347,6 +354,7 @@ OPS: tuple[OpCase, ...] = (
     OpCase("stacktensor_like", lambda s: s.amax(0), layout="stacked"),
     OpCase("stack_load", lambda s: s.sum(0), layout="stacked", tolerance=1e-5),
     OpCase("stack_store", lambda s: s.amin(0) * 2, layout="stacked"),
+    OpCase("remote_copy", layout="pushed"),  # hl.make_async_remote_copy with one rank (language/distributed.py)
     # joins (language/joins.py), the barrier and inline assembly (language/tile.py, inline_asm.py)
     OpCase("join", layout="joined"), OpCase("split", layout="joined"), OpCase("stack", layout="joined"),
     OpCase("cat", layout="joined"), OpCase("barrier", layout="assembled"),

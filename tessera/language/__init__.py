@@ -7,6 +7,8 @@ from __future__ import annotations
 from tessera.language.constexpr import constexpr, specialize
 from tessera.language.creation import arange, full, zeros
 from tessera.language.debug import breakpoint, device_print
+from tessera.language.distributed import (AsyncCopyDescriptor, ProcessGroupName, make_async_remote_copy,
+                                          remote_barrier)
 from tessera.language.math import dot
 from tessera.language.scaled_dot import dot_scaled
 from tessera.language.inline_asm import inline_asm_elementwise
@@ -24,10 +26,10 @@ from tessera.language.tile import (Tile, barrier, grid, jagged_tile, register_bl
 from tessera.language.view import subscript
 
 __all__ = [
-    "Tile", "arange", "associative_scan", "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min",
+    "AsyncCopyDescriptor", "ProcessGroupName", "Tile", "arange", "associative_scan", "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min",
     "atomic_or", "atomic_xchg", "atomic_xor", "barrier", "breakpoint", "constexpr", "cumprod",
-    "cumsum", "device_print", "dot", "dot_scaled", "float4_e2m1fn_x2_to_float32", "full", "grid", "inline_asm_elementwise", "inline_triton", "jagged_tile", "join", "load", "load_bfloat16_x16_to_float16", "load_float4_e2m1fn_x16_to_float16", "rand", "rand4x", "randint",
-    "reduce", "register_block_size", "register_tunable", "specialize",
+    "cumsum", "device_print", "dot", "dot_scaled", "float4_e2m1fn_x2_to_float32", "full", "grid", "inline_asm_elementwise", "inline_triton", "jagged_tile", "join", "load", "load_bfloat16_x16_to_float16", "load_float4_e2m1fn_x16_to_float16", "make_async_remote_copy", "rand", "rand4x", "randint",
+    "reduce", "register_block_size", "remote_barrier", "register_tunable", "specialize",
     "StackTensor", "split", "stacktensor_like", "static_range", "store", "subscript", "tile", "tile_begin", "tile_block_size", "tile_end", "tile_id",
     "tile_index", "triton_kernel", "zeros",
 ]
