@@ -60,7 +60,7 @@ def _differentiable(value: Any) -> bool:
 def _gradients(name: str, outputs: Any, grad_out: Any, leaves: list[torch.Tensor]) -> list[torch.Tensor]:
     results = [o for o in (outputs if isinstance(outputs, (tuple, list)) else (outputs,)) if isinstance(o, torch.Tensor)]
     weights = list(grad_out) if isinstance(grad_out, (tuple, list)) else [grad_out]
-    if len(weights) != len(results):
+    if len(weights) > len(results):  # fewer: the first outputs' gradients, as Helion pairs them
         raise exc.InvalidAPIUsage(f"{name} returns {len(results)} tensors but {len(weights)} output gradients "
                                   "were given", location=user_location(2),
                                   hint="pass one grad_out per returned tensor (a tuple for several)")

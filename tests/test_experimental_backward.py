@@ -107,9 +107,12 @@ def test_several_outputs_take_a_tuple_of_output_gradients(device: torch.device) 
     assert "backward_kernel" in code and "def rows_and_sums" in code and triton_code is None
 
 
-def test_a_wrong_number_of_output_gradients_is_refused() -> None:
-    with pytest.raises(exc.InvalidAPIUsage, match="returns 2 tensors but 1 output gradients"):
-        tessera.experimental.backward(tessera.kernel(rows_and_sums), torch.ones(3, 2), torch.ones(3, 2))
+def test_output_gradients_pair_with_the_first_outputs_and_more_are_refused() -> None:
+    x = torch.randn(3, 2)
+    torch.testing.assert_close(tessera.experimental.backward(tessera.kernel(rows_and_sums), torch.ones(3, 2), x),
+                               torch.full((3, 2), 2.0))  # the sums get no gradient
+    with pytest.raises(exc.InvalidAPIUsage, match="returns 2 tensors but 3 output gradients"):
+        tessera.experimental.backward(tessera.kernel(rows_and_sums), (x, x, x), x)
 
 
 def test_the_deprecated_aot_names_point_at_tessera_aot_kernel() -> None:

@@ -271,6 +271,7 @@ OPS: tuple[OpCase, ...] = (
     OpCase("log1p", lambda x, y, z: torch.log1p(x), domain="positive"),
     OpCase("sqrt", lambda x, y, z: torch.sqrt(x), domain="positive"),
     OpCase("rsqrt", lambda x, y, z: torch.rsqrt(x), domain="positive", tolerance=1e-4),
+    OpCase("reciprocal", lambda x, y, z: torch.reciprocal(x) + y.reciprocal(), domain="nonzero"),
     OpCase("sigmoid", lambda x, y, z: torch.sigmoid(x)), OpCase("tanh", lambda x, y, z: torch.tanh(x)),
     OpCase("sin", lambda x, y, z: torch.sin(x)), OpCase("cos", lambda x, y, z: torch.cos(x)),
     OpCase("erf", lambda x, y, z: torch.erf(x)), OpCase("gelu", lambda x, y, z: F.gelu(x)),

@@ -43,6 +43,7 @@ ELEMENTWISE_TEMPLATES: dict[str, str] = {
     "log1p": "libdevice.log1p({0})",
     "sqrt": "tl.sqrt_rn({0})",
     "rsqrt": "(1.0 / tl.sqrt_rn({0}))",
+    "reciprocal": "(1.0 / {0})",
     "sigmoid": "(1.0 / (1.0 + tl.exp(-{0})))",
     "tanh": "libdevice.tanh({0})",
     "sin": "tl.sin({0})",
