@@ -9,7 +9,7 @@ import torch
 import tessera
 import tessera.language as hl
 from tessera import exc
-from tessera.language.rng import philox_first_word
+from tessera.language.rng import draw_seeds, philox_first_word
 
 T = torch.Tensor
 BLOCKS = ([4, 16], [2, 2], [8, 64])
@@ -261,3 +261,16 @@ def test_torch_random_functions_refuse_integer_dtypes_and_generators(mode: str) 
         tessera.kernel(random_ints, mode=mode)(torch.zeros(4))
     with pytest.raises(exc.UnsupportedOperationError, match="generator"):
         tessera.kernel(random_with_generator, mode=mode)(torch.zeros(4), torch.Generator())
+
+
+def test_the_tuners_plans_and_eager_reference_draw_the_same_seeds_and_leave_the_generator_alone() -> None:
+    x = torch.randn(9, 21)
+    bound = tessera.kernel(noisy, mode="interpret").bind(x)
+    torch.manual_seed(4)
+    before = torch.random.get_rng_state()
+    first, second = bound.plan().launches[0].arguments[-2:], bound.plan().launches[0].arguments[-2:]
+    reference = bound.reference()
+    assert torch.equal(torch.random.get_rng_state(), before)
+    assert [int(s) for s in first] == [int(s) for s in second] == draw_seeds(2, torch.device("cpu")).tolist()
+    torch.manual_seed(4)
+    torch.testing.assert_close(reference, tessera.kernel(noisy, mode="interpret")(x), atol=1e-5, rtol=1e-5)

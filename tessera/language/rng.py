@@ -9,8 +9,9 @@ modes and under any block sizes. `offsets=` gives the numbers explicitly.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -198,6 +199,26 @@ _BOX_MULLER_MIN = 1.0e-7
 def draw_seeds(count: int, device: torch.device) -> torch.Tensor:
     """`count` int64 seeds in [0, 2**63 - 1) from torch's generator of `device` (Helion's draw)."""
     return torch.randint(2 ** 63 - 1, [count], device=device)
+
+
+def generator_state(device: torch.device) -> torch.Tensor | None:
+    """torch's generator state for `device` (None for devices without one here)."""
+    return _generator_state(device) if device.type in ("cpu", "cuda") else None
+
+
+@contextlib.contextmanager
+def generator_at(device: torch.device, state: torch.Tensor | None) -> Iterator[None]:
+    """Run with `device`'s generator at `state`, then put back where it was: the tuner's plans and
+    its eager reference draw the same seeds for torch.rand_like & co., and leave the user's alone."""
+    if state is None:
+        yield
+        return
+    saved = _generator_state(device)
+    _set_generator_state(device, state)
+    try:
+        yield
+    finally:
+        _set_generator_state(device, saved)
 
 
 def _generator_state(device: torch.device) -> torch.Tensor:
