@@ -118,6 +118,12 @@ def test_ref_mode_eager_runs_the_kernel_in_eager_mode():
     assert kernel.mode_for(torch.device("cpu")) == "eager"
 
 
+def test_printing_code_in_ref_eager_mode_is_refused_as_helion_refuses_it():
+    with pytest.raises(exc.RefEagerModeCodePrintError, match="no code to print"):
+        tessera.kernel(add_one, ref_mode=tessera.RefMode.EAGER, print_output_code=True)
+    assert issubclass(exc.BackendCompileError, exc.InternalError)
+
+
 def test_jit_is_kernel():
     assert tessera.jit is tessera.kernel and "jit" in tessera.__all__
 

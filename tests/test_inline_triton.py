@@ -127,3 +127,22 @@ def wrong_shape(x: T) -> T:
 def test_a_result_of_another_shape_than_output_like_fails_to_compile() -> None:
     with pytest.raises(exc.TesseraError):
         tessera.kernel(wrong_shape, mode="interpret", config=tessera.Config(block_sizes=[8]))(torch.zeros(8))
+
+
+
+def by_name(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = hl.triton_kernel("scaled_twice", args=(x[tile],), output_like=x[tile])
+    return out
+
+
+def test_a_function_named_by_string_brings_its_helpers_and_constexpr_globals(device: torch.device) -> None:
+    mode = _mode(device)
+    x = torch.randn(37, device=device)
+    tessera.kernel(snippets, mode=mode)(x, x)  # loads Triton in this mode before the module below imports it
+    from tests import triton_functions
+    globals()["scaled_twice"] = triton_functions.scaled_twice  # the name the kernel's module resolves
+    torch.testing.assert_close(tessera.kernel(by_name, mode=mode)(x), 6 * x)
+    code = tessera.kernel(by_name, mode=mode).bind(x).to_triton_code()
+    assert "def double(v)" in code and "SCALE = tl.constexpr(3.0)" in code

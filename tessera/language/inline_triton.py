@@ -21,7 +21,7 @@ import sympy
 from tessera import exc
 from tessera.ir.graph import Op
 from tessera.ir.primitive import defined_primitive
-from tessera.location import user_location
+from tessera.location import user_frame, user_location
 from tessera.trace.proxy import TensorProxy, TileValue
 from tessera.trace.tracer import Tracer
 
@@ -48,12 +48,13 @@ def triton_kernel(triton_source_or_fn: Any, args: Sequence[Any] | Mapping[str, A
 
     >>> out[tile] = hl.triton_kernel(add_pairs, args=(a, b), output_like=a)   # doctest: +SKIP
     """
-    source, name = _function_source(triton_source_or_fn)
+    definitions, name = _function_source(triton_source_or_fn)
     _check_arguments("hl.triton_kernel", args, output_like)
-    return _bind(source, name, args, output_like)
+    return _bind(definitions, name, args, output_like)
 
 
-def _bind(source: str, function: str | None, args: Any, output_like: Any) -> Any:
+def _bind(source: Any, function: str | None, args: Any, output_like: Any) -> Any:
+    """`source`: a snippet's text, or a function's definitions ((name, source), ...)."""
     keys = tuple(args) if isinstance(args, Mapping) else None
     values = tuple(args.values()) if isinstance(args, Mapping) else tuple(args)
     outputs = output_like if isinstance(output_like, (tuple, list)) else None if output_like is None else (output_like,)
@@ -86,32 +87,68 @@ def _check_placeholders(source: str, args: Any) -> None:
                                   hint="args=(a, b) fills {0} and {1}; args={'x': a} fills {x}") from None
 
 
-def _function_source(source_or_fn: Any) -> tuple[str, str]:
-    """(source text, function name) of a @triton.jit function given as text or as the function."""
+def _function_source(source_or_fn: Any) -> tuple[tuple[tuple[str, str], ...], str]:
+    """(definitions, function name) of a @triton.jit function given as source text, as the
+    function, or by its name in the calling module: each definition is (name, source), the
+    function's own and those of the @triton.jit helpers and tl.constexpr globals it reads."""
+    if isinstance(source_or_fn, str) and source_or_fn.isidentifier():
+        caller = user_frame(1)
+        found = caller.f_globals.get(source_or_fn) if caller is not None else None
+        if found is None:
+            raise exc.InvalidAPIUsage(f"hl.triton_kernel: no function {source_or_fn!r} in the kernel's module",
+                                      location=user_location(2), hint="define it with @triton.jit at module level")
+        source_or_fn = found
     if isinstance(source_or_fn, str):
         source = textwrap.dedent(source_or_fn).strip("\n")
-    elif callable(source_or_fn):
-        function = getattr(source_or_fn, "fn", source_or_fn)  # a triton JITFunction wraps the function
-        try:
-            source = textwrap.dedent(inspect.getsource(function))
-        except (OSError, TypeError):
-            raise exc.InvalidAPIUsage("hl.triton_kernel: the function's source cannot be read",
-                                      location=user_location(2), hint="define it in a .py file") from None
-    else:
-        raise exc.InvalidAPIUsage(f"hl.triton_kernel expects source text or a function, got "
+        return ((_defined_name(source), _jitted(source)),), _defined_name(source)
+    if not callable(source_or_fn):
+        raise exc.InvalidAPIUsage(f"hl.triton_kernel expects source text, a function or its name, got "
                                   f"{type(source_or_fn).__name__}", location=user_location(2))
+    definitions: dict[str, str] = {}
+    _collect(source_or_fn, definitions)
+    return tuple(definitions.items()), getattr(source_or_fn, "fn", source_or_fn).__name__
+
+
+def _collect(function: Any, definitions: dict[str, str]) -> None:
+    """The source of `function` (a triton JITFunction or a plain function) and, recursively, of the
+    @triton.jit functions and tl.constexpr values among the globals it names."""
+    plain = getattr(function, "fn", function)
+    if plain.__name__ in definitions:
+        return
+    try:
+        definitions[plain.__name__] = _jitted(textwrap.dedent(inspect.getsource(plain)))
+    except (OSError, TypeError):
+        raise exc.InvalidAPIUsage(f"hl.triton_kernel: the source of {plain.__name__} cannot be read",
+                                  location=user_location(3), hint="define it in a .py file") from None
+    for name in plain.__code__.co_names:
+        value = plain.__globals__.get(name)
+        if inspect.isfunction(getattr(value, "fn", None)):  # a JITFunction (an InterpretedFunction when interpreting)
+            _collect(value, definitions)
+        elif type(value).__name__ == "constexpr" and name not in definitions:
+            definitions[name] = f"{name} = tl.constexpr({value.value!r})"
+
+
+def _defined_name(source: str) -> str:
     try:
         tree = ast.parse(source)
     except SyntaxError as error:
         raise exc.InvalidAPIUsage(f"hl.triton_kernel: its source does not parse: {error.msg}",
-                                  location=user_location(2)) from None
+                                  location=user_location(3)) from None
     definitions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
     if len(definitions) != 1:
         raise exc.InvalidAPIUsage("hl.triton_kernel: the source must define exactly one function",
-                                  location=user_location(2), hint="@triton.jit\ndef add(a, b):\n    return a + b")
-    if not any(ast.unparse(d).endswith("jit") for d in definitions[0].decorator_list):
-        source = "@triton.jit\n" + source  # a plain function: jit it as the generated module does
-    return source, definitions[0].name
+                                  location=user_location(3), hint="@triton.jit\ndef add(a, b):\n    return a + b")
+    return definitions[0].name
+
+
+def _jitted(source: str) -> str:
+    """The source with `@triton.jit` in front unless it has it (a plain function is jitted)."""
+    name = _defined_name(source)
+    tree = ast.parse(source)
+    function = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name)
+    if any(ast.unparse(d).endswith("jit") for d in function.decorator_list):
+        return source
+    return "@triton.jit\n" + source
 
 
 # -- eager: Triton code has no PyTorch meaning ------------------------------------------------------

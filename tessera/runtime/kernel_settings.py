@@ -172,6 +172,10 @@ class Settings:
         object.__setattr__(self, "backend", environment.get("backend") or "triton")
         for name, value in values.items():
             self._set(name, value)
+        if self.ref_mode is RefMode.EAGER and self.print_output_code:
+            raise exc.RefEagerModeCodePrintError(
+                "print_output_code=True with ref_mode=RefMode.EAGER: eager mode runs the function as PyTorch "
+                "and generates no code to print", hint="drop one of the two (mode='interpret' prints the code it runs)")
 
     def __setattr__(self, name: str, value: Any) -> None:
         self._set(name, value)

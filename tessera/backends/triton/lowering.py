@@ -322,7 +322,8 @@ def _inline_triton(emitter: Emitter, node: Node) -> None:
     keys, count = node.params["keys"], node.params["outputs"]
     function = node.params["function"]
     if function is not None:
-        emitter.generated[f"user_{function}"] = ["", *node.params["source"].splitlines(), ""]
+        for name, text in node.params["source"]:  # the function, its @triton.jit helpers and constexpr globals
+            emitter.generated[f"user_{name}"] = ["", *text.splitlines(), ""]
         arguments = [f"{k}={t}" for k, t in zip(keys, texts)] if keys is not None else texts
     else:
         function = f"inline_triton_{emitter.name_of(node)}"
