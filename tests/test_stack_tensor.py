@@ -92,3 +92,20 @@ def float_pointers(dev_ptrs: T, example: T) -> T:
 def test_pointers_must_be_a_64_bit_integer_tensor(mode: str) -> None:
     with pytest.raises(exc.DtypeError, match="data pointers"):
         tessera.kernel(float_pointers, mode=mode)(torch.zeros(3), torch.zeros(4))
+
+
+def through_hl_load_and_store(x: T, dev_ptrs: T, example: T) -> None:
+    for tile in hl.tile(x.size(0)):
+        stack = hl.stacktensor_like(example, dev_ptrs[:])
+        hl.store(stack, [tile], hl.load(stack, [tile]) + x[tile][None, :])
+
+
+def test_hl_load_and_hl_store_take_a_stack(device: torch.device) -> None:
+    for mode in _modes(device):
+        tensors = [torch.randn(10, device=device) for _ in range(2)]
+        before = [t.clone() for t in tensors]
+        x = torch.randn(10, device=device)
+        tessera.kernel(through_hl_load_and_store, mode=mode, config=tessera.Config(block_sizes=[4]))(
+            x, _pointers(tensors), tensors[0])
+        for tensor, old in zip(tensors, before):
+            torch.testing.assert_close(tensor, old + x)
