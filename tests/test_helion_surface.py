@@ -124,6 +124,12 @@ def test_printing_code_in_ref_eager_mode_is_refused_as_helion_refuses_it():
     assert issubclass(exc.BackendCompileError, exc.InternalError)
 
 
+def test_bound_config_spec_gives_a_default_config_to_generate_code_with():
+    bound = tessera.kernel(add_one, mode="interpret").bind(torch.randn(10))
+    config = bound.config_spec.default_config()
+    assert isinstance(config, tessera.Config) and "tl.store" in bound.to_triton_code(config)
+
+
 def test_jit_is_kernel():
     assert tessera.jit is tessera.kernel and "jit" in tessera.__all__
 

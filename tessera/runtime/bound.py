@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from tessera.backends.config_space import ConfigSpace
 from tessera.config import Config
 from tessera.ir.graph import KernelIR
 from tessera.language.rng import generator_at, generator_state
@@ -21,6 +22,7 @@ from tessera.runtime.call_keys import argument_key, common_device
 from tessera.runtime.compiled import CompiledRunner, IRRecorder, VariantStore, run_compiled
 from tessera.runtime.eager import run_eager
 from tessera.runtime.plan import KernelPlan, LaunchRecord
+from tessera.runtime.tuning import config_space_for
 
 
 class BoundKernel:
@@ -60,6 +62,14 @@ class BoundKernel:
         config = _as_config(config)
         return run_compiled(self.kernel, self.mode, self.args, self.kwargs, config or self.kernel.default_config(),
                             self.device, self._runner(config))
+
+    @property
+    def config_spec(self) -> ConfigSpace:
+        """Helion's `bound.config_spec`: this call's tuning space (`.default_config()`, `.axes`).
+
+        >>> code = bound.to_triton_code(bound.config_spec.default_config())   # doctest: +SKIP
+        """
+        return config_space_for(self.plan(Config()), self.kernel.settings.backend)
 
     def plan(self, config: Config | dict[str, Any] | None = None) -> KernelPlan:
         """Trace and generate code for every launch under `config`, recording instead of launching."""
