@@ -11,7 +11,7 @@ through `import_path` or `from examples.x import ...`): on lines that import
 `helion` the module name becomes `tessera`, the same rewrite as `helion_examples.py`. Nothing is
 edited or saved; line numbers are kept. The environment sets `TESSERA_MODE` to the mode, and in
 eager mode also `HELION_INTERPRET=1` (Helion's name for its eager mode, which some tests read
-directly). CUDA is hidden in both modes.
+directly), in interpret mode `TRITON_INTERPRET=1` (files that import triton before helion). CUDA is hidden in both modes.
 
 Each test is limited to `--test-timeout` seconds (SIGALRM, a failure), each file to `--timeout`
 (the tests finished by then still count). Per file: passed, failed, errors, skipped, xfailed,
@@ -203,6 +203,8 @@ def _run_file(path: pathlib.Path, args: argparse.Namespace, scratch: pathlib.Pat
     env = dict(os.environ, TESSERA_MODE=args.mode, CUDA_VISIBLE_DEVICES="")
     if args.mode == "eager":
         env["HELION_INTERPRET"] = "1"
+    else:  # test files that import triton before helion get its interpreter, as Helion's CPU CI sets it
+        env["TRITON_INTERPRET"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(pathlib.Path(__file__).resolve().parents[1]),
                                                     env.get("PYTHONPATH", "")) if p)
     command = [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", str(path),

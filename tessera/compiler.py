@@ -123,7 +123,9 @@ class LaunchBinding:
                     strides.append(sympy.Integer(value.stride(d)))
                 else:
                     strides.append(self._symbol(f"{name}_stride{d}", torch.int64, value.stride(d)))
-            return TensorProxy(name, value.dtype, sizes, strides, value.device,
+            # uint64 holds data pointers (hl.stacktensor_like): traced as int64, the same bits
+            dtype = torch.int64 if value.dtype is torch.uint64 else value.dtype
+            return TensorProxy(name, dtype, sizes, strides, value.device,
                                aligned16=_aligned16(value))
         if isinstance(value, BlockSizeInt):
             return value  # still a block size inside the kernel (hl.zeros([tile, block]))
@@ -196,7 +198,8 @@ def refuse_unreadable(name: str, tensor: torch.Tensor) -> None:
     and write them unnegated. Unsupported dtypes (complex, fp8, uint16/32/64) have no Triton type
     here. Eager mode runs torch itself and needs neither check.
     """
-    check_dtype(tensor.dtype, f"argument {name}")
+    if tensor.dtype is not torch.uint64:  # data pointers (hl.stacktensor_like), read as int64
+        check_dtype(tensor.dtype, f"argument {name}")
     if tensor.is_neg() or tensor.is_conj():
         raise exc.UnsupportedOperationError(
             f"argument {name} is a view with torch's lazy negation bit set (is_neg(), e.g. z.conj().imag): "

@@ -105,6 +105,14 @@ class UnsupportedMethodError(UnsupportedOperationError, AttributeError):
     too, so `hasattr(v, name)` stays False instead of raising."""
 
 
+class RefEagerModeCodePrintError(TesseraError):
+    """print_output_code with ref_mode=RefMode.EAGER: eager mode generates no code to print."""
+
+
+class InvalidAPIUsage(TesseraError):
+    """An hl function called with arguments of the wrong kind (Helion's name for it)."""
+
+
 class DeviceValueOnHostError(TesseraError):
     """A value computed inside a tile loop was read by host code after the loop."""
 
@@ -117,7 +125,11 @@ class RecompileLimitError(TesseraError):
     """A kernel compiled more variants than its max_variants setting allows."""
 
 
-class BackendCompileError(TesseraError):
+class InternalError(TesseraError):
+    """Something failed inside Tessera or its backend rather than in the kernel (Helion's name)."""
+
+
+class BackendCompileError(InternalError):
     """Triton rejected generated code: a Tessera bug, reported with the generated source path."""
     template = "internal error: Triton failed to compile the generated kernel: {detail}"
 

@@ -335,3 +335,23 @@ def test_gpu_repeat_calls_launch_directly_through_the_real_driver(device: torch.
     assert launcher.enabled and all(launch.direct is not None for launch in remembered)
     assert launcher.slow_launches == 3  # one binary per int specialisation: (5, 19), (1, 16), (64, 33)
     assert launcher.fast_launches == 20 - 3
+
+
+def test_a_kernel_drawing_random_numbers_takes_fresh_seeds_on_every_repeat_call(driver: _Driver) -> None:
+    # torch.rand_like in a tile loop takes seeds drawn from torch's generator, appended at each
+    # launch: a direct launch with its arguments built in would drop them or repeat one call's
+    def body(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile in hl.tile(x.size(0)):
+            out[tile] = x[tile] + torch.rand_like(x[tile])
+        return out
+
+    noisy = tessera.kernel(body, config=tessera.Config(block_sizes=[16]))
+    x = torch.zeros(40)
+    torch.manual_seed(7)
+    expected = tessera.kernel(body, mode="eager")(x)
+    for _ in range(4):
+        torch.manual_seed(7)
+        torch.testing.assert_close(noisy(x), expected)
+    draws = [noisy(x) for _ in range(3)]
+    assert not torch.equal(draws[0], draws[1]) and not torch.equal(draws[1], draws[2])

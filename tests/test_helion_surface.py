@@ -11,7 +11,7 @@ import torch
 import tessera
 import tessera.language as hl
 from benchmarks.helion_examples import rewrite_import_line, shrink_sizes
-from tessera import _testing, exc
+from tessera import _testing, exc, settings
 from tessera.autotune import pipeline
 from tessera.autotune.bench_worker import accuracy_error
 from tessera.autotuner import EnumFragment, PowerOfTwoFragment
@@ -116,6 +116,36 @@ def test_a_bad_setting_assigned_after_decoration_is_refused():
 def test_ref_mode_eager_runs_the_kernel_in_eager_mode():
     kernel = tessera.kernel(add_one, ref_mode=tessera.RefMode.EAGER)
     assert kernel.mode_for(torch.device("cpu")) == "eager"
+
+
+def test_printing_code_in_ref_eager_mode_is_refused_as_helion_refuses_it():
+    with pytest.raises(exc.RefEagerModeCodePrintError, match="no code to print"):
+        tessera.kernel(add_one, ref_mode=tessera.RefMode.EAGER, print_output_code=True)
+    assert issubclass(exc.BackendCompileError, exc.InternalError)
+
+
+def test_bound_config_spec_gives_a_default_config_to_generate_code_with():
+    bound = tessera.kernel(add_one, mode="interpret").bind(torch.randn(10))
+    config = bound.config_spec.default_config()
+    assert isinstance(config, tessera.Config) and "tl.store" in bound.to_triton_code(config)
+
+
+def test_jit_is_kernel():
+    assert tessera.jit is tessera.kernel and "jit" in tessera.__all__
+
+
+def test_an_explicit_ref_mode_off_overrides_tessera_mode_eager_as_it_overrides_helion_interpret():
+    off = tessera.kernel(add_one, ref_mode=tessera.RefMode.OFF)
+    default = tessera.kernel(add_one)
+    with settings.override(mode="eager"):
+        assert off.mode_for(torch.device("cpu")) == "interpret"
+        assert default.mode_for(torch.device("cpu")) == "eager"
+        torch.testing.assert_close(off(torch.arange(5.0)), torch.arange(5.0) + 1)
+    with settings.override(mode="interpret"):  # not a reference mode: OFF leaves it
+        assert off.mode_for(torch.device("cpu")) == "interpret"
+    eager_then_off = tessera.kernel(add_one, ref_mode=tessera.RefMode.EAGER)
+    eager_then_off.settings.ref_mode = tessera.RefMode.OFF
+    assert eager_then_off.mode_for(torch.device("cpu")) == "interpret"
 
 
 def test_an_unhonoured_helion_setting_is_accepted_with_one_warning_naming_it(capfd):

@@ -21,7 +21,7 @@ from tessera.ir.graph import Op
 from tessera.ir.primitive import ALL_PRIMITIVES
 from tessera.language.elementwise import ELEMENTWISE_OPS
 from tessera.language.reductions import REDUCTIONS
-from tessera.language.rng import philox_first_word
+from tessera.language.rng import draw_seeds, philox_first_word, philox_words
 
 SHAPES = ((5, 37), (1, 1))
 CONFIG = tessera.Config(block_sizes=[4, 16])
@@ -94,6 +94,57 @@ def _philox_uniform(x: T) -> T:
     return torch.where(signed < 0, -signed - 1, signed).float() * 4.6566127342e-10 + x
 
 
+def implicit_random(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    torch.manual_seed(5)  # the launch draws its seeds from torch's generator, as Helion's
+    for tile_m, tile_n in hl.tile(out.size()):
+        out[tile_m, tile_n] = op(x[tile_m, tile_n], tile_m, tile_n)
+    return out
+
+
+def stacked(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    sources = torch.tensor([x.data_ptr(), y.data_ptr(), z.data_ptr()], dtype=torch.uint64, device=x.device)
+    targets = torch.tensor([out.data_ptr()], dtype=torch.int64, device=x.device)
+    for tile_m, tile_n in hl.tile(out.size()):
+        loaded = hl.stacktensor_like(x, sources[:])[tile_m, tile_n]  # [3, tile_m, tile_n]
+        hl.stacktensor_like(out, targets[:])[tile_m, tile_n] = op(loaded)[None, :, :]
+    return out
+
+
+def scaled_matrix(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    x_scale = torch.full((x.size(0), x.size(1) // 32), 128, dtype=torch.uint8, device=x.device)  # 2**1
+    y_scale = torch.full((y.size(1), y.size(0) // 32), 126, dtype=torch.uint8, device=x.device)  # 2**-1
+    for tile_m, tile_n in hl.tile(out.size()):
+        out[tile_m, tile_n] = op(x[tile_m, :], x_scale[tile_m, :], y[:, tile_n], y_scale[tile_n, :], z[tile_m, tile_n])
+    return out
+
+
+def pushed(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    for tile_m in hl.tile(out.size(0)):
+        hl.make_async_remote_copy(x, [tile_m], 0, dst=out).start()  # one rank: peer 0 is this device
+    return out
+
+
+REFERENCE_DEVICE = [torch.device("cpu")]  # the test's device: where the reference draws its seed
+
+
+def _implicit_reference(x: T, y: T, z: T, op: Callable[..., Any]) -> T:
+    """The reference of torch.rand_like & co.: the launch's one seed, drawn as the kernel draws
+    it, and Philox's words at each element's row-major number."""
+    torch.manual_seed(5)
+    seed = int(draw_seeds(1, REFERENCE_DEVICE[0])[0])
+    return op(x, philox_words(seed, torch.arange(x.numel()).reshape(x.shape)))
+
+
+def _uniform(word: T) -> T:
+    signed = torch.where(word >= 2 ** 31, word - 2 ** 32, word)
+    return torch.where(signed < 0, -signed - 1, signed).float() * 4.6566127342e-10
+
+
+def _normal(words: tuple[T, ...]) -> T:
+    radius = torch.sqrt(-2.0 * torch.log(torch.clamp_min(_uniform(words[0]), 1e-7)))
+    return radius * torch.cos(6.283185307179586 * _uniform(words[1]))
+
+
 def joined(out: T, x: T, y: T, z: T, op: Callable[..., Any]) -> T:
     for tile_m, tile_n in hl.tile(out.size()):
         first, second = hl.split(hl.join(x[tile_m, tile_n], y[tile_m, tile_n]))
@@ -161,6 +212,10 @@ LAYOUTS: dict[str, Layout] = {
     "creation": Layout(creation, lambda x, y, z, op: 1.5 + torch.arange(8.0)[None, :].expand(x.size(0), 8)),
     "reshaped": Layout(reshaped, lambda x, y, z, op: x.reshape(-1) + 1),
     "random": Layout(random_tiles, lambda x, y, z, op: _philox_uniform(x)),
+    "implicit_random": Layout(implicit_random, _implicit_reference),
+    "stacked": Layout(stacked, lambda x, y, z, op: op(torch.stack([x, y, z]))),
+    "scaled_matrix": Layout(scaled_matrix, lambda x, y, z, op: op(x, y, z)),
+    "pushed": Layout(pushed, lambda x, y, z, op: x),
     "joined": Layout(joined, lambda x, y, z, op: 2 * x + y),
     "assembled": Layout(assembled, lambda x, y, z, op: x),
     "debugged": Layout(debugged, lambda x, y, z, op: x),
@@ -177,6 +232,7 @@ class OpCase:
     tolerance: float = 1e-5
     reference: Callable[..., Any] | None = None  # what the reference applies, when not `op` (hl-only ops)
     eager_only: bool = False       # hl.breakpoint: the debugger needs Python, so other modes refuse it
+    compiled_only: bool = False    # hl.inline_triton: Triton code, which eager mode refuses (located)
 
     @property
     def id(self) -> str:
@@ -215,6 +271,7 @@ OPS: tuple[OpCase, ...] = (
     OpCase("log1p", lambda x, y, z: torch.log1p(x), domain="positive"),
     OpCase("sqrt", lambda x, y, z: torch.sqrt(x), domain="positive"),
     OpCase("rsqrt", lambda x, y, z: torch.rsqrt(x), domain="positive", tolerance=1e-4),
+    OpCase("reciprocal", lambda x, y, z: torch.reciprocal(x) + y.reciprocal(), domain="nonzero"),
     OpCase("sigmoid", lambda x, y, z: torch.sigmoid(x)), OpCase("tanh", lambda x, y, z: torch.tanh(x)),
     OpCase("sin", lambda x, y, z: torch.sin(x)), OpCase("cos", lambda x, y, z: torch.cos(x)),
     OpCase("erf", lambda x, y, z: torch.erf(x)), OpCase("gelu", lambda x, y, z: F.gelu(x)),
@@ -272,6 +329,10 @@ OPS: tuple[OpCase, ...] = (
     OpCase("addmm", lambda a, b, c: torch.addmm(c, a, b), layout="matrix", tolerance=1e-4),
     OpCase("dot", lambda a, b, c: hl.dot(a, b, acc=c), layout="matrix", tolerance=1e-4,
            reference=lambda a, b, c: c + a @ b),
+    OpCase("dot_scaled", lambda a, sa, b, sb, c: hl.dot_scaled(a.to(torch.bfloat16), sa, "bf16", b.to(torch.bfloat16),
+                                                                sb, "bf16", acc=c),
+           layout="scaled_matrix", tolerance=1e-4,
+           reference=lambda x, y, z: z + x.to(torch.bfloat16).float() @ y.to(torch.bfloat16).float()),
     # memory and creation (language/memory.py, language/creation.py, language/constexpr.py)
     OpCase("load", layout="load_store"), OpCase("store", layout="load_store"),
     OpCase("atomic", layout="atomic_rows", tolerance=1e-4),
@@ -279,10 +340,29 @@ OPS: tuple[OpCase, ...] = (
     OpCase("full", layout="creation"), OpCase("arange", layout="creation"),
     OpCase("specialize", layout="reshaped"),
     OpCase("random", layout="random"),  # hl.rand / hl.randint (language/rng.py)
+    # torch's random functions, seeded from torch's generator at each launch (language/rng.py)
+    OpCase("torch_rand_like", lambda v, tm, tn: torch.rand_like(v) + v, layout="implicit_random",
+           reference=lambda x, words: _uniform(words[0]) + x),
+    OpCase("torch_randn_like", lambda v, tm, tn: torch.randn_like(v, dtype=torch.float64).float() * v,
+           layout="implicit_random", tolerance=1e-4, reference=lambda x, words: _normal(words) * x),
+    OpCase("torch_randint_like", lambda v, tm, tn: torch.randint_like(v, -3, 9) + v, layout="implicit_random",
+           reference=lambda x, words: (-3 + torch.where(words[0] >= 2 ** 31, words[0] - 2 ** 32, words[0]).abs() % 12) + x),
+    OpCase("torch_rand", lambda v, tm, tn: torch.rand([tm, tn]) - v, layout="implicit_random",
+           reference=lambda x, words: _uniform(words[0]) - x),
+    OpCase("torch_randn", lambda v, tm, tn: torch.randn([tm, tn], dtype=torch.float16) + v, layout="implicit_random",
+           tolerance=2e-3, reference=lambda x, words: _normal(words).half().float() + x),
+    # stacks of like tensors by data pointer (language/stack.py)
+    OpCase("stacktensor_like", lambda s: s.amax(0), layout="stacked"),
+    OpCase("stack_load", lambda s: s.sum(0), layout="stacked", tolerance=1e-5),
+    OpCase("stack_store", lambda s: s.amin(0) * 2, layout="stacked"),
+    OpCase("remote_copy", layout="pushed"),  # hl.make_async_remote_copy with one rank (language/distributed.py)
     # joins (language/joins.py), the barrier and inline assembly (language/tile.py, inline_asm.py)
     OpCase("join", layout="joined"), OpCase("split", layout="joined"), OpCase("stack", layout="joined"),
     OpCase("cat", layout="joined"), OpCase("barrier", layout="assembled"),
     OpCase("inline_asm_elementwise", layout="assembled"),
+    OpCase("inline_triton", lambda x, y, z: hl.inline_triton("t = {0} * 2\nt + {1}", args=(x, y),
+                                                              output_like=x),
+           reference=lambda x, y, z: 2 * x + y, compiled_only=True),
     # debugging (language/debug.py)
     OpCase("device_print", layout="debugged"), OpCase("breakpoint", print, layout="debugged", eager_only=True),
     # torch's allocations shaped like a tile value (language/creation.py)
@@ -308,6 +388,8 @@ def _inputs(case: OpCase, shape: tuple[int, int], device: torch.device) -> tuple
     rows, cols = shape
     if case.layout == "matrix":
         sizes = [(rows, 16), (16, cols), (rows, cols)]
+    elif case.layout == "scaled_matrix":  # K of two scale groups
+        sizes = [(rows, 64), (64, cols), (rows, cols)]
     elif case.layout == "transposed":
         sizes = [(cols, rows)] * 3
     else:
@@ -333,15 +415,16 @@ def _modes(device: torch.device) -> list[str]:
 @pytest.mark.parametrize("case", OPS, ids=lambda c: c.id)
 def test_op_matches_torch_in_every_mode(case: OpCase, shape: tuple[int, int], device: torch.device) -> None:
     layout = LAYOUTS[case.layout]
+    REFERENCE_DEVICE[0] = device
     x, y, z = _inputs(case, shape, device)
     reference = layout.reference(x.cpu(), y.cpu(), z.cpu(), case.reference or case.op)
     for mode in _modes(device):
         if case.layout == "assembled" and mode == "eager" and device.type == "cuda":
             continue  # its inline PTX runs compiled only; eager refuses it (tests/test_joins.py)
-        if case.eager_only and mode != "eager":
-            continue  # refused there, located (tests/test_hl_extras.py)
+        if case.eager_only and mode != "eager" or case.compiled_only and mode == "eager":
+            continue  # refused there, located (tests/test_hl_extras.py, tests/test_inline_triton.py)
         # products in ieee float32: the row checks the op, not tf32's rounding (the GPU default)
-        options = {"dot_precision": "ieee"} if case.layout == "matrix" else {}
+        options = {"dot_precision": "ieee"} if case.layout in ("matrix", "scaled_matrix") else {}
         kernel = tessera.kernel(layout.kernel, mode=mode, config=LAYOUT_CONFIGS.get(case.layout, CONFIG), **options)
         out = torch.zeros_like(reference, device=device)
         result = kernel(out, x, y, z, case.op)

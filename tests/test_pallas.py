@@ -524,3 +524,17 @@ def test_a_view_made_inside_the_kernel_runs_flat_and_is_refused_for_tpu() -> Non
     blocked = on_pallas(doubled_view, config=tessera.Config(pallas_addressing="blocks"))
     with pytest.raises(exc.UnsupportedOperationError, match="argument is .4, 5. with strides .5, 1.: a view made"):
         blocked(x)
+
+
+def stack_sum(dev_ptrs: torch.Tensor, example: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(example)
+    for tile in hl.tile(example.size(0)):
+        out[tile] = hl.stacktensor_like(example, dev_ptrs[:])[tile].sum(0)
+    return out
+
+
+def test_a_stack_of_tensors_by_pointer_is_refused_on_pallas() -> None:
+    tensors = [torch.randn(8) for _ in range(2)]
+    pointers = torch.tensor([t.data_ptr() for t in tensors], dtype=torch.int64)
+    with pytest.raises(exc.UnsupportedOperationError, match="pointer-valued accesses"):
+        tessera.kernel(stack_sum, backend="pallas", mode="interpret")(pointers, tensors[0])

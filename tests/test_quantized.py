@@ -3,6 +3,8 @@ and `torch.float4_e2m1fn_x2` tensors as kernel arguments, checked bit for bit ag
 derived here from the e2m1 format, in every mode the device has."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -44,12 +46,12 @@ def unpack_pairs(packed: T) -> tuple[T, T]:
     return lo, hi
 
 
-def load_groups(storage: T, groups: int, limit: int) -> T:
+def load_groups(storage: T, groups: int, limit: int, loader: Any = hl.load_float4_e2m1fn_x16_to_float16) -> T:
     rows = storage.size(0)
     out = torch.empty(rows, groups, 16, dtype=torch.float16, device=storage.device)
     for tile_m, tile_g in hl.tile([rows, groups]):
         offsets = tile_m.index[:, None] * groups + tile_g.index[None, :]
-        lanes = hl.load_float4_e2m1fn_x16_to_float16(storage, offsets, extra_mask=tile_g.index[None, :] < limit)
+        lanes = loader(storage, offsets, extra_mask=tile_g.index[None, :] < limit)
         for lane in hl.static_range(16):
             out[tile_m, tile_g, lane] = lanes[lane]
     return out
@@ -136,3 +138,19 @@ def test_a_tile_offset_modulo_a_constant_compiles(device: torch.device) -> None:
     expected = torch.tensor([float((i // 4 * 4) % 3) for i in range(13)])
     for mode in _modes(device):
         assert torch.equal(tessera.kernel(wraps_tile_offsets, mode=mode)(x, 3).cpu(), expected), mode
+
+
+@pytest.mark.parametrize("rows,groups,limit", [(3, 5, 4), (1, 1, 1), (4, 8, 8)])
+def test_groups_of_sixteen_bfloat16_values_load_as_halves(rows: int, groups: int, limit: int,
+                                                          device: torch.device) -> None:
+    storage = torch.randn(rows, groups * 16, generator=torch.Generator().manual_seed(4)).to(torch.bfloat16).to(device)
+    expected = storage.reshape(rows, groups, 16).half().cpu()
+    expected[:, limit:, :] = 0
+    for mode in _modes(device):
+        kernel = tessera.kernel(load_groups, mode=mode, config=tessera.Config(block_sizes=[2, 4]))
+        assert torch.equal(kernel(storage, groups, limit, hl.load_bfloat16_x16_to_float16).cpu(), expected), mode
+
+
+def test_bfloat16_groups_need_bfloat16_storage() -> None:
+    with pytest.raises(exc.DtypeError, match="expects bfloat16 storage"):
+        tessera.kernel(load_groups, mode="interpret")(torch.zeros(2, 16), 1, 1, hl.load_bfloat16_x16_to_float16)

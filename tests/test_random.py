@@ -9,7 +9,7 @@ import torch
 import tessera
 import tessera.language as hl
 from tessera import exc
-from tessera.language.rng import philox_first_word
+from tessera.language.rng import draw_seeds, philox_first_word
 
 T = torch.Tensor
 BLOCKS = ([4, 16], [2, 2], [8, 64])
@@ -154,3 +154,123 @@ def no_offsets(x: T) -> T:
 def test_rand4x_without_offsets_is_refused() -> None:
     with pytest.raises(exc.TesseraError, match="offsets"):
         tessera.kernel(no_offsets, mode="interpret")(torch.zeros(3))
+
+
+# -- torch.rand_like & co. inside tile loops: seeded from torch's generator at each launch ------
+def noisy(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile(x.size()):
+        v = x[tile_m, tile_n]
+        out[tile_m, tile_n] = torch.where(torch.rand_like(v) > 0.5, v, 0.0) + torch.randn_like(v)
+    return out
+
+
+def _add_noise(v: T) -> T:
+    return v + torch.rand_like(v)
+
+
+def noisy_rows(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(x.size(0)):
+        total = hl.zeros([tile_m], dtype=torch.float32)
+        for tile_n in hl.tile(x.size(1)):  # one call site in an inner loop: one seed, numbered by position
+            v = x[tile_m, tile_n]
+            total += (v + torch.rand_like(v)).sum(1)
+        out[tile_m, 0] = total + _add_noise(total)  # a helper called twice: two call sites, two seeds
+    return out
+
+
+@pytest.mark.parametrize("shape", [(5, 37), (1, 1), (17, 3)], ids=str)
+def test_torch_random_functions_are_the_same_in_every_mode_and_block_size_after_manual_seed(
+        shape: tuple[int, int], device: torch.device) -> None:
+    x = torch.randn(shape, device=device)
+    runs = []
+    for mode in _modes(device):
+        for blocks in BLOCKS:
+            torch.manual_seed(7)
+            kernel = tessera.kernel(noisy, mode=mode, config=tessera.Config(block_sizes=blocks))
+            first, second = kernel(x).cpu(), kernel(x).cpu()
+            runs.append((first, second, torch.rand(3, device=device).cpu()))  # the generator ends in one place
+    for first, second, after in runs[1:]:
+        torch.testing.assert_close(first, runs[0][0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(second, runs[0][1], atol=1e-5, rtol=1e-5)
+        assert torch.equal(after, runs[0][2])
+    if x.numel() > 1:
+        assert not torch.equal(runs[0][0], runs[0][1])  # each launch draws new seeds
+
+
+def test_torch_rand_like_follows_the_philox_stream_of_a_seed_drawn_at_launch(device: torch.device) -> None:
+    x = torch.zeros(9, 21, device=device)
+    torch.manual_seed(3)
+    seed = int(torch.randint(2 ** 63 - 1, [2], device=device)[0])
+    word = philox_first_word(seed, torch.arange(x.numel()).reshape(x.shape))
+    signed = torch.where(word >= 2 ** 31, word - 2 ** 32, word)
+    uniform = torch.where(signed < 0, -signed - 1, signed).float() * 4.6566127342e-10
+    for mode in _modes(device):
+        torch.manual_seed(3)
+        out = tessera.kernel(noisy, mode=mode, config=tessera.Config(block_sizes=[4, 8]))(x).cpu()
+        normal = out - torch.where(uniform > 0.5, x.cpu(), 0.0)  # x is 0: only the normal part remains
+        assert abs(normal.mean().item()) < 0.5 and torch.isfinite(normal).all()
+
+
+def test_random_calls_in_inner_loops_and_helpers_match_across_modes(device: torch.device) -> None:
+    x = torch.randn(7, 45, device=device)
+    results = []
+    for mode in _modes(device):
+        for blocks in ([2, 16], [8, 4]):
+            torch.manual_seed(11)
+            results.append(tessera.kernel(noisy_rows, mode=mode, config=tessera.Config(block_sizes=blocks))(x).cpu())
+    for result in results[1:]:
+        torch.testing.assert_close(result[:, 0], results[0][:, 0], atol=1e-4, rtol=1e-4)
+
+
+def torch_rand_rows(x: T) -> T:
+    out = torch.empty(x.size(0), 8, device=x.device, dtype=torch.float16)
+    for tile_m in hl.tile(x.size(0)):
+        out[tile_m, :] = torch.rand([tile_m, 8], dtype=torch.float16) + torch.randint_like(x[tile_m, :8], 4)
+    return out
+
+
+def test_torch_rand_with_tile_sizes_and_randint_like(device: torch.device) -> None:
+    x = torch.zeros(13, 8, device=device)
+    results = []
+    for mode in _modes(device):
+        torch.manual_seed(2)
+        results.append(tessera.kernel(torch_rand_rows, mode=mode, config=tessera.Config(block_sizes=[4]))(x).cpu())
+    assert torch.equal(results[0], results[1])
+    assert results[0].min() >= 0 and results[0].max() < 4 and len(results[0].floor().unique()) == 4
+
+
+def random_ints(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = torch.rand_like(x[tile], dtype=torch.int32)
+    return out
+
+
+def random_with_generator(x: T, generator: torch.Generator) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = torch.rand_like(x[tile], generator=generator)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+def test_torch_random_functions_refuse_integer_dtypes_and_generators(mode: str) -> None:
+    with pytest.raises(exc.DtypeError, match="makes floats"):
+        tessera.kernel(random_ints, mode=mode)(torch.zeros(4))
+    with pytest.raises(exc.UnsupportedOperationError, match="generator"):
+        tessera.kernel(random_with_generator, mode=mode)(torch.zeros(4), torch.Generator())
+
+
+def test_the_tuners_plans_and_eager_reference_draw_the_same_seeds_and_leave_the_generator_alone() -> None:
+    x = torch.randn(9, 21)
+    bound = tessera.kernel(noisy, mode="interpret").bind(x)
+    torch.manual_seed(4)
+    before = torch.random.get_rng_state()
+    first, second = bound.plan().launches[0].arguments[-2:], bound.plan().launches[0].arguments[-2:]
+    reference = bound.reference()
+    assert torch.equal(torch.random.get_rng_state(), before)
+    assert [int(s) for s in first] == [int(s) for s in second] == draw_seeds(2, torch.device("cpu")).tolist()
+    torch.manual_seed(4)
+    torch.testing.assert_close(reference, tessera.kernel(noisy, mode="interpret")(x), atol=1e-5, rtol=1e-5)

@@ -591,9 +591,10 @@ def _eager_reference(working: Any, config: Config | None) -> list[torch.Tensor]:
     kernel = working.kernel
     if config is not None:
         try:
-            return _result_on_copies(working, lambda: run_eager(kernel.fn, working.args, working.kwargs,
-                                                                kernel.block_slots(), config, working.device,
-                                                                kernel.uses_jagged_tile))
+            with working.same_random_draws():  # the seeds the plans drew (torch.rand_like & co.)
+                return _result_on_copies(working, lambda: run_eager(kernel.fn, working.args, working.kwargs,
+                                                                    kernel.block_slots(), config, working.device,
+                                                                    kernel.uses_jagged_tile))
         except Exception as error:  # noqa: BLE001 - the default blocks below say what is really wrong
             progress.log(f"eager reference with {config} failed ({type(error).__name__}); using default blocks")
     return flatten_tensors(working.reference())

@@ -132,6 +132,10 @@ class ConfigSpace:
     def default(self) -> Config:
         return self.to_config({axis.name: axis.default for axis in self.axes})
 
+    def default_config(self) -> Config:
+        """Helion's name for `default` (`bound.config_spec.default_config()`)."""
+        return self.default()
+
     def to_config(self, values: dict[str, Any], extra: Config | None = None) -> Config:
         """A Config from per-axis values (keys not in the space are taken from `extra`)."""
         config: dict[str, Any] = dict(extra or {})

@@ -38,6 +38,9 @@ class Op(enum.Enum):
     DEVICE_PRINT = "device_print"  # prints its inputs (tile values), no result; params: prefix
     INLINE_ASM = "inline_asm"    # elementwise assembly (GPU only); params: asm, constraints, is_pure, pack
                                  # (and dtypes, for several results)
+    INLINE_TRITON = "inline_triton"  # hl.inline_triton / hl.triton_kernel; inputs: the tile values it reads;
+                                 # params: source, function (a @triton.jit name, else a snippet), keys,
+                                 # arguments, outputs (0: none; several: dtypes, shapes, see ITEM)
     RANDOM = "random"            # Philox numbers; inputs: (seed, offsets | None); params: fn ("rand",
                                  # "randint" or "rand4x": four results, see ITEM), low, high; without offsets, each element's row-major
                                  # number in the loops' full extents (params: extents)
@@ -49,6 +52,8 @@ class Op(enum.Enum):
     SCAN = "scan"                # prefix over one axis; params: fn ("sum", "prod" or "combine"), dim, axis,
                                  # reverse, accumulate
     DOT = "dot"                  # inputs: (a, b, acc | None); params: accumulate, k_axis, small
+    DEQUANTIZE = "dequantize"    # a block-scaled operand in fp32 (hl.dot_scaled); inputs: (data, scale);
+                                 # params: format, rows (K along axis 1: the left operand; else axis 0)
     # layout
     VIEW = "view"                # adds/removes unit axes; params: what
     PERMUTE = "permute"          # params: order
@@ -262,6 +267,9 @@ class KernelIR:
     # on them (e.g. TMA for strides that are multiples of 16 bytes) if it adds a guard
     example: Mapping[sympy.Symbol, Any] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
     location: SourceLocation | None = None  # the top-level tile loop's line
+    # torch.rand_like & co. in the body: their seeds are this many trailing one-element int64
+    # parameters, drawn from torch's generator by the host at each launch (draw_seeds)
+    random_seeds: int = 0
 
     def replace(self, **changes: Any) -> KernelIR:
         return dataclasses.replace(self, **changes)

@@ -64,8 +64,8 @@ ALTERNATIVES: tuple[Alternative, ...] = (
                 "write the product with torch.matmul / hl.dot and permute / transpose"),
     Alternative("torch.flip / torch.roll", (torch.flip, T.flip, torch.roll, T.roll),
                 "load with a computed index, e.g. `hl.load(x, [n - 1 - tile.index])`"),
-    Alternative("F.dropout / torch.rand", (F.dropout, torch.rand, torch.rand_like, torch.randn, torch.randn_like),
-                "no random numbers inside kernels yet: draw the mask or noise on the host and pass it in"),
+    Alternative("F.dropout", (F.dropout,),
+                "write the mask with torch.rand_like(v) > p (or hl.rand with an explicit seed)"),
     Alternative("F.layer_norm / F.rms_norm", (F.layer_norm, F.rms_norm),
                 "write the normalization with mean, rsqrt and the weights (examples/layer_norm.py, "
                 "examples/rms_norm.py)"),

@@ -46,6 +46,7 @@ def _verify_block(block: Block, defined: set[Node], axes: set[Axis], problems: l
                 problems.append(f"{node.name} has axis {axis.name}, which no loop or launch defines")
         has_value = node.op not in _NO_VALUE or (node.op is Op.STORE and bool(node.params.get("atomic")))
         has_value = has_value and "dtypes" not in node.params  # several results: ITEM nodes hold their dtypes
+        has_value = has_value and node.params.get("outputs") != 0  # inline Triton run for its effects
         if node.op is not Op.STORE and (node.dtype is None) == has_value:
             problems.append(f"{node.name} ({node.op.value}) has dtype {node.dtype}")
         elif node.op is Op.STORE and node.dtype is not None and not has_value:

@@ -7,25 +7,31 @@ from __future__ import annotations
 from tessera.language.constexpr import constexpr, specialize
 from tessera.language.creation import arange, full, zeros
 from tessera.language.debug import breakpoint, device_print
+from tessera.language.distributed import (AsyncCopyDescriptor, ProcessGroupName, make_async_remote_copy,
+                                          remote_barrier)
 from tessera.language.math import dot
+from tessera.language.scaled_dot import dot_scaled
 from tessera.language.inline_asm import inline_asm_elementwise
+from tessera.language.inline_triton import inline_triton, triton_kernel
 from tessera.language.joins import join, split
 from tessera.language.memory import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or,
                                      atomic_xchg, atomic_xor, load, store)
-from tessera.language.quantized import float4_e2m1fn_x2_to_float32, load_float4_e2m1fn_x16_to_float16
+from tessera.language.quantized import (float4_e2m1fn_x2_to_float32, load_bfloat16_x16_to_float16,
+                                        load_float4_e2m1fn_x16_to_float16)
 from tessera.language.rng import rand, rand4x, randint
+from tessera.language.stack import StackTensor, stacktensor_like
 from tessera.language.scans import associative_scan, cumprod, cumsum, reduce
 from tessera.language.tile import (Tile, barrier, grid, jagged_tile, register_block_size, register_tunable,
                                    static_range, tile, tile_begin, tile_block_size, tile_end, tile_id, tile_index)
 from tessera.language.view import subscript
 
 __all__ = [
-    "Tile", "arange", "associative_scan", "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min",
+    "AsyncCopyDescriptor", "ProcessGroupName", "Tile", "arange", "associative_scan", "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min",
     "atomic_or", "atomic_xchg", "atomic_xor", "barrier", "breakpoint", "constexpr", "cumprod",
-    "cumsum", "device_print", "dot", "float4_e2m1fn_x2_to_float32", "full", "grid", "inline_asm_elementwise", "jagged_tile", "join", "load", "load_float4_e2m1fn_x16_to_float16", "rand", "rand4x", "randint",
-    "reduce", "register_block_size", "register_tunable", "specialize",
-    "split", "static_range", "store", "subscript", "tile", "tile_begin", "tile_block_size", "tile_end", "tile_id",
-    "tile_index", "zeros",
+    "cumsum", "device_print", "dot", "dot_scaled", "float4_e2m1fn_x2_to_float32", "full", "grid", "inline_asm_elementwise", "inline_triton", "jagged_tile", "join", "load", "load_bfloat16_x16_to_float16", "load_float4_e2m1fn_x16_to_float16", "make_async_remote_copy", "rand", "rand4x", "randint",
+    "reduce", "register_block_size", "remote_barrier", "register_tunable", "specialize",
+    "StackTensor", "split", "stacktensor_like", "static_range", "store", "subscript", "tile", "tile_begin", "tile_block_size", "tile_end", "tile_id",
+    "tile_index", "triton_kernel", "zeros",
 ]
 
 # Op families that only define primitives for torch calls (no new `hl.` names).

@@ -149,7 +149,7 @@ _LIKE_FILL = {"zeros_like": 0, "ones_like": 1, "empty_like": 0}
 _NEW_FILL = {"new_zeros": 0, "new_ones": 1, "new_empty": 0}
 
 
-def _like_axes(tracer: Tracer, value: Any) -> tuple[Axis, ...]:
+def like_axes(tracer: Tracer, value: Any) -> tuple[Axis, ...]:
     """The axes of a `*_like` allocation: a tile value's own, or for a whole tensor argument one
     whole-dimension axis per dim (its sizes must be compile-time ints, as for hl.zeros)."""
     if isinstance(value, TensorProxy):
@@ -167,7 +167,7 @@ def _like_trace(fill: Any) -> Any:
     def rule(tracer: Tracer, value: Any, *, dtype: torch.dtype | None = None, device: Any = None,
              **_: Any) -> TileValue:
         check_device(device)
-        return tracer.emit(Op.FULL, [fill], _like_axes(tracer, value), dtype or value.dtype)
+        return tracer.emit(Op.FULL, [fill], like_axes(tracer, value), dtype or value.dtype)
     return rule
 
 
@@ -182,7 +182,7 @@ for _name, _fill in _LIKE_FILL.items():
 def _full_like_trace(tracer: Tracer, value: TileValue, fill_value: Any, *, dtype: torch.dtype | None = None,
                      device: Any = None, **_: Any) -> TileValue:
     check_device(device)
-    return tracer.emit(Op.FULL, [tracer.symbols.canonical(fill_value)], _like_axes(tracer, value),
+    return tracer.emit(Op.FULL, [tracer.symbols.canonical(fill_value)], like_axes(tracer, value),
                        dtype or value.dtype)
 
 

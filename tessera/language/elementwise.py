@@ -71,6 +71,7 @@ ELEMENTWISE_OPS: tuple[ElementwiseOp, ...] = (
     ElementwiseOp("log1p", 1, "float", (torch.log1p, T.log1p)),
     ElementwiseOp("sqrt", 1, "float", (torch.sqrt, T.sqrt)),
     ElementwiseOp("rsqrt", 1, "float", (torch.rsqrt, T.rsqrt)),
+    ElementwiseOp("reciprocal", 1, "float", (torch.reciprocal, T.reciprocal)),
     ElementwiseOp("sigmoid", 1, "float", (torch.sigmoid, T.sigmoid)),
     ElementwiseOp("tanh", 1, "float", (torch.tanh, T.tanh)),
     ElementwiseOp("sin", 1, "float", (torch.sin, T.sin)),

@@ -67,7 +67,7 @@ def _dot_eager(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None, *,
 
 
 @dot_p.def_trace
-def _dot_trace(tracer: Tracer, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtype | None) -> TileValue:
+def dot_trace(tracer: Tracer, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtype | None) -> TileValue:
     if a.dim() != b.dim() or a.dim() not in (2, 3):
         raise exc.ShapeMismatchError(f"hl.dot needs two 2-D or two 3-D tiles, got ranks {a.dim()} and {b.dim()}",
                                      location=user_location())
@@ -179,7 +179,7 @@ def _mm_eager(*args: Any, **kwargs: Any) -> torch.Tensor:
 def _mm_trace(tracer: Tracer, *args: Any, **kwargs: Any) -> TileValue:
     call = product_call("mm", _MM_OPERANDS, args, kwargs)
     a, b = call.operands
-    return _dot_trace(tracer, a, b, None, out_dtype=call.out_dtype or product_dtype(a, b))
+    return dot_trace(tracer, a, b, None, out_dtype=call.out_dtype or product_dtype(a, b))
 
 
 @addmm_p.def_eager
@@ -201,9 +201,9 @@ def _addmm_trace(tracer: Tracer, *args: Any, **kwargs: Any) -> TileValue:
     acc, a, b = call.operands
     out_dtype = call.out_dtype or product_dtype(acc, a, b)
     if _is_one(call.beta) and _is_one(call.alpha):
-        return _dot_trace(tracer, a, b, acc, out_dtype=out_dtype)
+        return dot_trace(tracer, a, b, acc, out_dtype=out_dtype)
     # scaled: the product in the accumulator dtype, scaled, plus the scaled input
-    total = _dot_trace(tracer, a, b, None, out_dtype=_accumulator_dtype(product_dtype(acc, a, b)))
+    total = dot_trace(tracer, a, b, None, out_dtype=_accumulator_dtype(product_dtype(acc, a, b)))
     if not _is_one(call.alpha):
         total = total * call.alpha
     if _is_zero(call.beta):

@@ -13,6 +13,7 @@ import torch
 from tessera import exc
 from tessera.ir.primitive import Primitive
 from tessera.language import eager_indexing
+from tessera.language.stack import StackTensor
 from tessera.language.view import subscript_value
 from tessera.location import user_location
 from tessera.trace.indexing import tensor_getitem, tensor_setitem, trace_load, trace_store
@@ -36,6 +37,8 @@ def load(tensor: torch.Tensor, index: Sequence[Any], extra_mask: Any = None,
     if eviction_policy is not None and eviction_policy not in EVICTION_POLICIES:
         raise exc.TesseraError(f"hl.load: unknown eviction_policy {eviction_policy!r}", location=user_location(),
                                hint=f"use one of {', '.join(EVICTION_POLICIES)}, or None")
+    if isinstance(tensor, StackTensor):
+        return _stack_access("hl.load", tensor, index, extra_mask)
     return load_p.bind(tensor, outer_indices(index), extra_mask, eviction_policy=eviction_policy)
 
 
@@ -61,7 +64,18 @@ def store(tensor: torch.Tensor, index: Sequence[Any], value: Any, extra_mask: An
 
     >>> hl.store(out, [tile], y, extra_mask=tile.index < n)     # doctest: +SKIP
     """
+    if isinstance(tensor, StackTensor):
+        _stack_access("hl.store", tensor, index, extra_mask)[tuple(index)] = value
+        return
     store_p.bind(tensor, outer_indices(index), value, extra_mask)
+
+
+def _stack_access(what: str, stack: StackTensor, index: Sequence[Any], extra_mask: Any) -> Any:
+    """`hl.load(stack, index)` reads `stack[index]`; `hl.store` goes through the stack too."""
+    if extra_mask is not None:
+        raise exc.UnsupportedOperationError(f"{what} on an hl.StackTensor with extra_mask", location=user_location(3),
+                                            hint="index the stack with tiles (their tails are masked already)")
+    return stack if what == "hl.store" else stack[tuple(index)]
 
 
 def atomic_add(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:

@@ -90,3 +90,22 @@ def load_float4_e2m1fn_x16_to_float16(storage: Any, group_offsets: Any, extra_ma
         packed = _packed_bytes(load(flat, [group_offsets * GROUP_BYTES + byte], extra_mask=extra_mask), what)
         lanes += [e2m1_to_float(packed & 15, torch.float16), e2m1_to_float(packed >> 4, torch.float16)]
     return tuple(lanes)
+
+
+def load_bfloat16_x16_to_float16(storage: Any, group_offsets: Any, extra_mask: Any = None) -> tuple[Any, ...]:
+    """Load the 16-value groups `group_offsets` of contiguous bfloat16 storage (addressed from its
+    start as one flat run) and convert each value to fp16: lane `i` of the result is value
+    `16 * group + i`. Lanes where `extra_mask` is False read 0.
+
+    >>> w = hl.load_bfloat16_x16_to_float16(w_bf16, rows * groups + tile_g.index)   # doctest: +SKIP
+    """
+    what = "hl.load_bfloat16_x16_to_float16"
+    if not isinstance(storage, (torch.Tensor, TensorProxy)) or storage.dtype is not torch.bfloat16:
+        got = storage.dtype if isinstance(storage, (torch.Tensor, TensorProxy)) else type(storage).__name__
+        raise exc.DtypeError(f"{what} expects bfloat16 storage, got {got}", location=user_location(),
+                             hint="pass the bfloat16 tensor argument")
+    if isinstance(storage, torch.Tensor) and not storage.is_contiguous():
+        raise exc.UnsupportedOperationError(f"{what}: the storage tensor is not contiguous",
+                                            location=user_location(), hint="pass storage.contiguous()")
+    flat = storage.reshape(-1)
+    return tuple(load(flat, [group_offsets * 16 + lane], extra_mask=extra_mask).to(torch.float16) for lane in range(16))

@@ -9,7 +9,9 @@ modes and under any block sizes. `offsets=` gives the numbers explicitly.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+import contextlib
+import sys
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -17,9 +19,11 @@ from tessera import exc
 from tessera.ir import interpreter
 from tessera.ir.graph import Op
 from tessera.ir.primitive import defined_primitive
-from tessera.language.creation import check_device, shape_axes
+from tessera.language import eager_lanes
+from tessera.language.creation import check_device, like_axes, shape_axes
+from tessera.language.eager_indexing import mark_tile_values
 from tessera.language.tile import Tile
-from tessera.location import user_location
+from tessera.location import is_internal_file, user_location
 from tessera.trace.indexing import trace_load
 from tessera.trace.proxy import TensorProxy, TileValue
 from tessera.trace.tracer import Tracer
@@ -142,6 +146,8 @@ def _random_eager(shape: tuple, seed: Any, offsets: Any, *, fn: str, low: int, h
         return tuple(_uniform(word) for word in words)
     if fn == "rand":
         return _uniform(words[0])
+    if fn == "randn":
+        return _normal(words)
     return (low + _signed(words[0]).abs() % (high - low)).to(torch.int32)
 
 
@@ -179,3 +185,196 @@ def _random_trace(tracer: Tracer, shape: tuple, seed: Any, offsets: Any, *, fn: 
 
 
 random_p = defined_primitive("random", _random_eager, _random_trace)
+
+
+# -- torch's random functions inside a tile loop: torch.rand_like(v), torch.randn([tile, 8]) ----
+# As in Helion, each call site draws its seed from torch's generator when the launch runs (one
+# `torch.randint(2**63 - 1, [sites])` per launch), so `torch.manual_seed` makes a kernel
+# reproducible, and element (i, j) gets the Philox stream of that seed at its row-major number
+# in the loops' full extents (as hl.rand numbers them): the same in every mode and block size.
+_IMPLICIT_FNS = {"rand_like": "rand", "randn_like": "randn", "randint_like": "randint", "rand": "rand", "randn": "randn"}
+_BOX_MULLER_MIN = 1.0e-7
+
+
+def draw_seeds(count: int, device: torch.device) -> torch.Tensor:
+    """`count` int64 seeds in [0, 2**63 - 1) from torch's generator of `device` (Helion's draw)."""
+    return torch.randint(2 ** 63 - 1, [count], device=device)
+
+
+def generator_state(device: torch.device) -> torch.Tensor | None:
+    """torch's generator state for `device` (None for devices without one here)."""
+    return _generator_state(device) if device.type in ("cpu", "cuda") else None
+
+
+@contextlib.contextmanager
+def generator_at(device: torch.device, state: torch.Tensor | None) -> Iterator[None]:
+    """Run with `device`'s generator at `state`, then put back where it was: the tuner's plans and
+    its eager reference draw the same seeds for torch.rand_like & co., and leave the user's alone."""
+    if state is None:
+        yield
+        return
+    saved = _generator_state(device)
+    _set_generator_state(device, state)
+    try:
+        yield
+    finally:
+        _set_generator_state(device, saved)
+
+
+def _generator_state(device: torch.device) -> torch.Tensor:
+    return torch.cuda.get_rng_state(device) if device.type == "cuda" else torch.random.get_rng_state()
+
+
+def _set_generator_state(device: torch.device, state: torch.Tensor) -> None:
+    if device.type == "cuda":
+        torch.cuda.set_rng_state(state, device)
+    else:
+        torch.random.set_rng_state(state)
+
+
+class LaunchSeeds:
+    """The seeds of one eager launch's random call sites, numbered as the trace numbers them (in
+    the order first met). A compiled launch draws all its seeds at once; eager mode meets sites
+    one by one, so on meeting a new one it rewinds the generator and draws them all again: the
+    first k seeds of one draw are those of a draw of k, and the generator ends where it would."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.sites: dict[Any, int] = {}
+        self.start: torch.Tensor | None = None
+        self.seeds: list[int] = []
+
+    def seed(self, site: Any) -> int:
+        slot = self.sites.setdefault(site, len(self.sites))
+        if slot >= len(self.seeds):
+            if self.start is None:
+                self.start = _generator_state(self.device)
+            else:
+                _set_generator_state(self.device, self.start)
+            self.seeds = draw_seeds(slot + 1, self.device).tolist()
+        return self.seeds[slot]
+
+
+def call_site() -> tuple:
+    """The call site of a random call: the user's frames on the stack (code object and
+    instruction), so each call in a loop body keeps one seed over every tile, and a helper
+    called twice has two sites."""
+    frame, site = sys._getframe(1), []
+    while frame is not None:
+        if not is_internal_file(frame.f_code.co_filename):
+            site.append((frame.f_code, frame.f_lasti))
+        frame = frame.f_back
+    return tuple(site)
+
+
+def _implicit_dtype(fn: str, dtype: torch.dtype | None, like: torch.dtype | None) -> torch.dtype:
+    resolved = dtype or like or torch.get_default_dtype()
+    if fn != "randint_like" and not resolved.is_floating_point:
+        raise exc.DtypeError(f"torch.{fn} inside a tile loop makes floats, not {resolved}", location=user_location(2),
+                             hint="pass dtype=torch.float32 (or torch.randint_like for integers)")
+    return resolved
+
+
+def _randint_bounds(args: tuple, kwargs: dict) -> tuple[int, int]:
+    """(low, high) of `randint_like(v, high)` / `randint_like(v, low, high)` / keywords."""
+    if "high" in kwargs:
+        low, high = (args[0] if args else kwargs.get("low", 0)), kwargs["high"]
+    elif len(args) == 2:
+        low, high = args
+    elif len(args) == 1:
+        low, high = kwargs.get("low", 0), args[0]
+    else:
+        raise exc.TesseraError("torch.randint_like needs high=", location=user_location(2), hint="randint_like(v, 10)")
+    if not all(isinstance(b, int) and not isinstance(b, bool) for b in (low, high)) or low >= high \
+            or high - low > 2 ** 31:
+        raise exc.TesseraError(f"torch.randint_like inside a tile loop: the range [{low}, {high})",
+                               location=user_location(2), hint="pass Python ints low < high, at most 2**31 apart")
+    return low, high
+
+
+def _refuse_generator(fn: str, kwargs: dict) -> None:
+    if kwargs.get("generator") is not None:
+        raise exc.UnsupportedOperationError(
+            f"torch.{fn}(generator=...) inside a tile loop", location=user_location(2),
+            hint="the seed comes from torch's default generator (torch.manual_seed); for an explicit seed "
+                 "use hl.rand / hl.randint")
+
+
+def _normal(words: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """Box-Muller on the first two words, as Triton's tl.randn."""
+    small = torch.clamp_min(_uniform(words[0]), _BOX_MULLER_MIN)
+    return torch.sqrt(-2.0 * torch.log(small)) * torch.cos(6.283185307179586 * _uniform(words[1]))
+
+
+def _implicit_eager(fn: str) -> Any:
+    function = getattr(torch, fn)
+
+    def rule(*args: Any, **kwargs: Any) -> Any:
+        eager = interpreter.active()
+        if not getattr(eager, "loop_depth", 0):  # host code: torch's own function
+            return function(*args, **kwargs)
+        _refuse_generator(fn, kwargs)
+        check_device(kwargs.get("device"))
+        if fn.endswith("_like"):
+            value, args = args[0], args[1:]
+            shape, lanes = _eager_like_shape(fn, value)
+            dtype = _implicit_dtype(fn, kwargs.get("dtype"), value.dtype)
+        else:
+            shape = _shape_of(args, kwargs)
+            lanes = tuple(d if isinstance(d, Tile) else None for d in shape)
+            dtype = _implicit_dtype(fn, kwargs.get("dtype"), None)
+        words = philox_words(eager.launch_seeds.seed(call_site()), _eager_offsets(shape))
+        if _IMPLICIT_FNS[fn] == "randint":
+            low, high = _randint_bounds(args, kwargs)
+            result = low + _signed(words[0]).abs() % (high - low)
+        else:
+            result = _uniform(words[0]) if _IMPLICIT_FNS[fn] == "rand" else _normal(words)
+        result = result.to(dtype)
+        eager_lanes.tag(result, lanes)
+        return mark_tile_values(result)
+    return rule
+
+
+def _shape_of(args: tuple, kwargs: dict) -> tuple:
+    """The sizes of `torch.rand(a, b)` / `torch.rand([a, b])` / `torch.rand(size=...)`."""
+    if "size" in kwargs:
+        return tuple(kwargs["size"])
+    if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)):
+        return tuple(args[0])
+    return tuple(args)
+
+
+def _eager_like_shape(fn: str, value: Any) -> tuple[tuple, Any]:
+    """The shape (tiles and ints) of an eager value whose numbers `torch.*_like` draws: each dim
+    that runs over a tile is numbered by the tile's place in its loop, as compiled code numbers it."""
+    lanes = eager_lanes.lanes_of(value)
+    if lanes == eager_lanes.LOST or not eager_lanes.is_tracking():
+        raise exc.UnsupportedOperationError(
+            f"torch.{fn} of a value whose dims eager mode cannot match to their tiles", location=user_location(2),
+            hint="call it in the kernel's own body on a value loaded or made there, or use "
+                 "hl.rand([tile_m, tile_n], seed) / torch.rand([tile_m, tile_n]) with the tiles named")
+    return tuple(lane if lane is not None else value.size(d) for d, lane in enumerate(lanes)), lanes
+
+
+def _implicit_trace(fn: str) -> Any:
+    def rule(tracer: Tracer, *args: Any, **kwargs: Any) -> TileValue:
+        _refuse_generator(fn, kwargs)
+        check_device(kwargs.get("device"))
+        if fn.endswith("_like"):
+            value, args = args[0], args[1:]
+            axes = like_axes(tracer, value)
+            dtype = _implicit_dtype(fn, kwargs.get("dtype"), value.dtype)
+        else:
+            axes = shape_axes(tracer, _shape_of(args, kwargs))
+            dtype = _implicit_dtype(fn, kwargs.get("dtype"), None)
+        low, high = _randint_bounds(args, kwargs) if _IMPLICIT_FNS[fn] == "randint" else (0, 0)
+        kind = _IMPLICIT_FNS[fn]
+        seed = trace_load(tracer, tracer.implicit_seed(call_site()), (0,))
+        result = tracer.emit(Op.RANDOM, [seed.node, None], axes, torch.int32 if kind == "randint" else torch.float32,
+                             fn=kind, low=low, high=high)
+        return result if result.dtype == dtype else result.to(dtype)
+    return rule
+
+
+for _fn in _IMPLICIT_FNS:
+    defined_primitive(f"torch_{_fn}", _implicit_eager(_fn), _implicit_trace(_fn), torch_functions=(getattr(torch, _fn),))

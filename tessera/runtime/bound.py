@@ -14,12 +14,15 @@ from typing import Any
 
 import torch
 
+from tessera.backends.config_space import ConfigSpace
 from tessera.config import Config
 from tessera.ir.graph import KernelIR
+from tessera.language.rng import generator_at, generator_state
 from tessera.runtime.call_keys import argument_key, common_device
 from tessera.runtime.compiled import CompiledRunner, IRRecorder, VariantStore, run_compiled
 from tessera.runtime.eager import run_eager
 from tessera.runtime.plan import KernelPlan, LaunchRecord
+from tessera.runtime.tuning import config_space_for
 
 
 class BoundKernel:
@@ -34,6 +37,7 @@ class BoundKernel:
         # eager has no generated code; its bound kernel plans and reads code as the device's default
         self.mode = mode if mode != "eager" else ("compiled" if self.device.type == "cuda" else "interpret")
         self._store = VariantStore()
+        self._generator_state: torch.Tensor | None = None  # see same_random_draws
 
     def __repr__(self) -> str:
         return f"<bound {self.kernel!r} mode={self.mode}>"
@@ -59,12 +63,21 @@ class BoundKernel:
         return run_compiled(self.kernel, self.mode, self.args, self.kwargs, config or self.kernel.default_config(),
                             self.device, self._runner(config))
 
+    @property
+    def config_spec(self) -> ConfigSpace:
+        """Helion's `bound.config_spec`: this call's tuning space (`.default_config()`, `.axes`).
+
+        >>> code = bound.to_triton_code(bound.config_spec.default_config())   # doctest: +SKIP
+        """
+        return config_space_for(self.plan(Config()), self.kernel.settings.backend)
+
     def plan(self, config: Config | dict[str, Any] | None = None) -> KernelPlan:
         """Trace and generate code for every launch under `config`, recording instead of launching."""
         config = _as_config(config) or self.kernel.default_config()
         records: list[LaunchRecord] = []
         runner = self._runner(config, records)
-        result = run_compiled(self.kernel, self.mode, self.args, self.kwargs, config, self.device, runner)
+        with self.same_random_draws():
+            result = run_compiled(self.kernel, self.mode, self.args, self.kwargs, config, self.device, runner)
         tunables = [runner.tunables[index] for index in sorted(runner.tunables)]
         dims = runner.launch_dims
         launch_dims = tuple(dims.get(i, 0) for i in range(max(dims) + 1)) if dims else ()
@@ -116,8 +129,18 @@ class BoundKernel:
             return value
         args = tuple(clone(a) for a in self.args)
         kwargs = {k: clone(v) for k, v in self.kwargs.items()}
-        return run_eager(self.kernel.fn, args, kwargs, self.kernel.block_slots(), self.kernel.default_config(),
-                         self.device, self.kernel.uses_jagged_tile)
+        with self.same_random_draws():
+            return run_eager(self.kernel.fn, args, kwargs, self.kernel.block_slots(), self.kernel.default_config(),
+                             self.device, self.kernel.uses_jagged_tile)
+
+    def same_random_draws(self) -> Any:
+        """A context in which torch's generator starts where it stood at this bound kernel's first
+        plan or reference, and is put back after: every plan and the eager reference draw the same
+        seeds for torch.rand_like & co. (the tuner compares them), and the user's draws go on as if
+        no tuning had run."""
+        if self._generator_state is None:
+            self._generator_state = generator_state(self.device)
+        return generator_at(self.device, self._generator_state)
 
     def _runner(self, config: Config | None, recorder: list[LaunchRecord] | None = None) -> CompiledRunner:
         return CompiledRunner(self.kernel, self.mode, config or self.kernel.default_config(),

@@ -23,6 +23,7 @@ from tessera.ir import interpreter
 from tessera.ir.graph import KernelIR
 from tessera.ir.tile_range import TileRange
 from tessera.ir.tunables import TunableDim
+from tessera.language.rng import draw_seeds
 from tessera.location import user_location
 from tessera.runtime.call_keys import config_key, device_type, launch_inputs, needs_int64, overlaps_itself
 from tessera.runtime.eager import EagerInterpreter
@@ -164,6 +165,8 @@ class CompiledRunner:
 
     def run_variant(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...]) -> None:
         """Launch `variant` (or, planning, record the launch); the first launch compiles it."""
+        if variant.compiled.ir.random_seeds:  # torch.rand_like & co.: fresh seeds from torch's generator
+            arguments = [*arguments, *seed_arguments(variant.compiled.ir.random_seeds, arguments, self.host)]
         if self.recorder is not None:
             self._record(variant, arguments, grid)
             return
@@ -195,6 +198,15 @@ class CompiledRunner:
         self.recorder.append(LaunchRecord(variant.path, variant.loaded.function_name, tuple(arguments), grid,
                                           int(launch_options.get("num_warps", 4)),
                                           int(launch_options.get("num_stages", 2))))
+
+
+def seed_arguments(count: int, arguments: list[Any], host: Any) -> list[torch.Tensor]:
+    """The trailing seed arguments of a launch with `count` implicitly seeded random calls: one
+    draw of `count` seeds on the launch's device (as eager mode draws them, rng.LaunchSeeds)."""
+    device = next((a.device for a in arguments if isinstance(a, torch.Tensor)),
+                  host.device if host is not None else torch.device("cpu"))
+    seeds = draw_seeds(count, device)
+    return [seeds[i:i + 1] for i in range(count)]
 
 
 def _refuse_overlapping_outputs(kernel_name: str, variant: Variant, values: list[Any], names: tuple[str, ...]) -> None:

@@ -24,6 +24,7 @@ from tessera.ir.primitive import ALL_PRIMITIVES, TORCH_FUNCTIONS, Primitive
 from tessera.ir.tile_range import TileRange, static_bounds
 from tessera.language.eager_indexing import is_tile_value, mark_tile_values
 from tessera.language.elementwise import ELEMENTWISE_OPS
+from tessera.language.rng import LaunchSeeds
 from tessera.ir.tunables import tunable_value
 from tessera.language import eager_lanes
 from tessera.language.tile import LANES_ATTRIBUTE, Tile
@@ -49,6 +50,7 @@ class EagerInterpreter:
         self.loop_depth = 0
         self.primitive_depth = 0  # > 0 while a primitive's eager rule runs (its torch calls are plain torch)
         self.open_tiles: list[tuple] = []  # per open loop (outermost first), its current tiles
+        self.launch_seeds: LaunchSeeds | None = None  # seeds of torch.rand_like & co. in the open top-level loop
 
     def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
         if primitive.device_only and self.loop_depth == 0:
@@ -122,6 +124,8 @@ class EagerInterpreter:
 
     def _loop(self, per_dim: list[list[Any]], multi_dim: bool) -> Iterator[Any]:
         # Row-major order: the last dimension varies fastest, like nested Python loops.
+        if self.loop_depth == 0:  # a top-level loop: a launch, drawing its own seeds
+            self.launch_seeds = LaunchSeeds(self.device)
         self.loop_depth += 1
         self.open_tiles.append(())
         try:

@@ -4,7 +4,9 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import textwrap
 import threading
+import types
 import warnings
 from typing import Any, Callable, NamedTuple
 
@@ -43,6 +45,10 @@ class CacheInfo(NamedTuple):
 
 
 KernelSettings = Settings  # the name before Helion's settings joined it
+
+
+# what eager mode follows the lanes of values for (Kernel.uses_jagged_tile)
+_LANE_FOLLOWERS = (jagged_tile, torch.rand_like, torch.randn_like, torch.randint_like)
 
 
 class Kernel:
@@ -113,9 +119,7 @@ class Kernel:
                 device = common_device(self.fn.__name__, args, kwargs)
             mode = self.mode_for(device)
             if mode == "eager":
-                self.rewritten()  # the rewrite's checks (device values read on the host, ...) hold in eager too
-                return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device,
-                                 self.uses_jagged_tile)
+                return self.call_eager(args, kwargs, device)
             return run_compiled(self, mode, args, kwargs, self.choose_config(mode, args, kwargs), device)
         except exc.TesseraError as error:
             if settings.get("debug") == "raw":
@@ -192,6 +196,14 @@ class Kernel:
                  TORCH_CALL: torch_call_helper})
         return self._rewritten
 
+    def call_eager(self, args: tuple, kwargs: dict, device: torch.device) -> Any:
+        """Run the kernel function in eager mode on `device` (also what tessera.experimental.backward
+        differentiates)."""
+        self.rewritten()  # the rewrite's checks (device values read on the host, ...) hold in eager too
+        # a function argument may call torch.rand_like in the loop: follow lanes for it too
+        return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device,
+                         self.uses_jagged_tile or any(type(a) is types.FunctionType for a in args))
+
     def cache_info(self) -> CacheInfo:
         """Hits, misses and compiled variants held, over every launch of this kernel."""
         return CacheInfo(self.store.hits, self.store.misses, self.store.count())
@@ -206,11 +218,13 @@ class Kernel:
 
     @functools.cached_property
     def uses_jagged_tile(self) -> bool:
-        """Whether the kernel's body calls hl.jagged_tile: eager mode then follows the tiles of
-        each value's dims, to leave out the lanes past each end (language/eager_lanes.py)."""
+        """Whether the kernel's body calls hl.jagged_tile or a torch.*_like random function: eager
+        mode then follows the tiles of each value's dims, to leave out the lanes past each end, or
+        to number random elements by their place in the loops (language/eager_lanes.py)."""
         resolve = self.source.resolver()
-        return any(isinstance(node, ast.Call) and resolve(node.func) is jagged_tile
-                   for node in ast.walk(self.source.tree))
+        # a fresh parse: the rewrite edits the source's tree (a torch call becomes a helper call)
+        return any(isinstance(node, ast.Call) and resolve(node.func) in _LANE_FOLLOWERS
+                   for node in ast.walk(ast.parse(textwrap.dedent(self.source.text))))
 
     @functools.cached_property
     def source_hash(self) -> str:
@@ -240,8 +254,12 @@ class Kernel:
         return _DEFAULT_CONFIG
 
     def mode_for(self, device: torch.device) -> str:
-        """The mode of a call: `mode=` on the kernel, else TESSERA_MODE, else by device."""
+        """The mode of a call: `mode=` on the kernel, else TESSERA_MODE, else by device. An explicit
+        `ref_mode=RefMode.OFF` (Helion: the kernel is compiled, whatever HELION_INTERPRET says)
+        overrides TESSERA_MODE=eager, not interpret (Triton's interpreter is no reference mode)."""
         mode = self.settings.mode or settings.get("mode")
+        if mode == "eager" and self.settings.mode is None and self.settings.ref_mode_off:
+            mode = None
         if mode is None:
             return "compiled" if device_type(device) == "cuda" else "interpret"
         if mode not in MODES:

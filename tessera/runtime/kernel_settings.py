@@ -4,7 +4,8 @@ Tessera's own settings and Helion's documented ones (helion/runtime/settings.py)
 object, `Settings`. Each is checked when given and when assigned after decoration (which also
 drops the kernel's compiled variants and choices: they may depend on it). What each does:
 
-- honoured: `config`, `configs`, `mode`, `ref_mode` (`RefMode.EAGER` = `mode="eager"`),
+- honoured: `config`, `configs`, `mode`, `ref_mode` (`RefMode.EAGER` = `mode="eager"`; an explicit
+  `RefMode.OFF` overrides TESSERA_MODE=eager, as it overrides HELION_INTERPRET),
   `static_shapes`, `autotune_effort`, `autotune_budget_seconds`, `autotune_random_seed`,
   `dot_precision`, `max_variants`, `backend`, `ignore_warnings` (warning classes from
   `tessera.exc`, silenced during the kernel's calls), `print_output_code` (the generated Triton
@@ -163,12 +164,18 @@ class Settings:
     def __init__(self, **values: Any) -> None:
         object.__setattr__(self, "_on_change", None)
         object.__setattr__(self, "ignored", {})  # Helion settings given that Tessera does not use
+        # ref_mode=RefMode.OFF given explicitly: as in Helion, it beats the environment's eager request
+        object.__setattr__(self, "ref_mode_off", False)
         for name, (default, _) in HONOURED.items():
             object.__setattr__(self, name, default)
         # a kernel that names no backend takes TESSERA_BACKEND's, read now (when it is defined)
         object.__setattr__(self, "backend", environment.get("backend") or "triton")
         for name, value in values.items():
             self._set(name, value)
+        if self.ref_mode is RefMode.EAGER and self.print_output_code:
+            raise exc.RefEagerModeCodePrintError(
+                "print_output_code=True with ref_mode=RefMode.EAGER: eager mode runs the function as PyTorch "
+                "and generates no code to print", hint="drop one of the two (mode='interpret' prints the code it runs)")
 
     def __setattr__(self, name: str, value: Any) -> None:
         self._set(name, value)
@@ -194,8 +201,12 @@ class Settings:
         if name == "backend" and value not in backends.names():
             warn_ignored(f"kernel setting backend={value!r}", "Tessera lowers it through its Triton backend")
             value = "triton"
-        if name == "ref_mode" and value is RefMode.EAGER:
-            object.__setattr__(self, "mode", "eager")
+        if name == "ref_mode":
+            object.__setattr__(self, "ref_mode_off", value is RefMode.OFF)
+            if value is RefMode.EAGER:
+                object.__setattr__(self, "mode", "eager")
+            elif self.mode == "eager":  # OFF undoes an earlier EAGER: the mode goes back to the device's
+                object.__setattr__(self, "mode", None)
         object.__setattr__(self, name, value)
 
     def watch(self, on_change: Callable[[], None]) -> None:

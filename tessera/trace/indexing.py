@@ -238,7 +238,7 @@ def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any =
                                 location=user_location(), hint="store into a tensor argument of the kernel")
     refuse_value_list(value, f"a store into {tensor.name}")
     accesses, shape = resolve_index(tracer, tensor, index)
-    value_input = _stored_value(tracer, tensor, shape, value)
+    value_input = stored_value(tracer, tensor, shape, value)
     mask_node = _mask_node(tracer, mask)
     if mask_node is not None:
         target = tracer.broadcast([shape, mask_node.shape], f"extra_mask of a store into {tensor.name}")
@@ -247,13 +247,13 @@ def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any =
                 f"extra_mask of shape {list(mask_node.shape)} does not fit a store into {tensor.name}{list(shape)}",
                 location=user_location(), hint="give the mask the store's dims (or size 1 to broadcast)")
     mask_node = _with_jagged_mask(tracer, mask_node, shape, f"a store into {tensor.name}")
-    inputs = [value_input, mask_node] + ([_stored_value(tracer, tensor, shape, expected)] if atomic == "cas" else [])
+    inputs = [value_input, mask_node] + ([stored_value(tracer, tensor, shape, expected)] if atomic == "cas" else [])
     stored = tracer.emit(Op.STORE, inputs, shape, tensor.dtype if atomic else None,
                          tensor=tensor.ref(), accesses=accesses, atomic=atomic, sem=sem)
     return stored if atomic else None
 
 
-def _stored_value(tracer: Tracer, tensor: TensorProxy, shape: tuple[Axis, ...], value: Any) -> Any:
+def stored_value(tracer: Tracer, tensor: TensorProxy, shape: tuple[Axis, ...], value: Any) -> Any:
     """A value written to `tensor` at a destination of axes `shape`: a tile value that broadcasts
     to it, or a scalar."""
     if isinstance(value, TileValue):

@@ -84,6 +84,7 @@ class Tracer:
         # what proves an index nonnegative (trace/bounds.py)
         self.loop_minimums: dict[sympy.Symbol, Any] = {}
         self.jagged_ends: dict[Axis, TileValue] = {}  # the axis of an hl.jagged_tile -> its per-lane ends
+        self.random_sites: dict[Any, TensorProxy] = {}  # call site of torch.rand_like & co. -> its seed parameter
 
     # -- interpreter protocol -------------------------------------------------------------
     def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
@@ -108,6 +109,17 @@ class Tracer:
 
     def tunable(self, name: str, fragment: Any) -> Any:
         return tunable_value(self.config, name, fragment)
+
+    def implicit_seed(self, site: Any) -> TensorProxy:
+        """The seed parameter of an implicitly seeded random call (`torch.rand_like(v)`): one per
+        call site, in the order sites are first met, a one-element int64 tensor the host fills
+        at each launch. A site met again (a loop body traced twice) keeps its seed."""
+        seed = self.random_sites.get(site)
+        if seed is None:
+            name = f"tessera_seed{len(self.random_sites)}"
+            seed = TensorProxy(name, torch.int64, [sympy.Integer(1)], [sympy.Integer(1)], self.device, aligned16=True)
+            self.random_sites[site] = seed
+        return seed
 
     # -- building nodes ----------------------------------------------------------------------
     def emit(self, op: Op, inputs: list[Any], shape: tuple[Axis, ...], dtype: torch.dtype | None,
@@ -429,7 +441,8 @@ class Tracer:
         body = substitute_axes(block, aliases)
         whole = tuple(dict.fromkeys(aliases.get(a, a) for a in self._full_axes))
         return KernelIR(
-            name=name, parameters=parameters, symbols=types.MappingProxyType(dict(self.symbols.dtypes)), body=body,
+            name=name, parameters=parameters + tuple(seed.name for seed in self.random_sites.values()),
+            random_seeds=len(self.random_sites), symbols=types.MappingProxyType(dict(self.symbols.dtypes)), body=body,
             grid=tuple(self.grid_dims), launch_axes=tuple(a for a in self.launch_axes if a.kind is AxisKind.LAUNCH),
             whole_axes=whole, guards=tuple(self.symbols.guards), int64_indexing=self.int64_indexing,
             launch_index=self.launch_index, row_loop=self.row_loop,

@@ -99,6 +99,10 @@ class PallasBackend:
                 hint="pass CPU tensors (interpret mode), or use backend='triton' for CUDA tensors")
         refuse_unlowered(self, ir.body, "run this kernel with backend='triton' or mode='eager'")
         for node in walk(ir.body):
+            if node.op in (Op.LOAD, Op.STORE) and node.params.get("stacked") is not None:
+                raise exc.UnsupportedOperationError(
+                    "the Pallas backend has no pointer-valued accesses (hl.stacktensor_like)", location=node.location,
+                    hint="use backend='triton' or mode='eager'")
             atomic = node.params.get("atomic") if node.op is Op.STORE else None
             if atomic and atomic not in ATOMICS:
                 raise exc.UnsupportedOperationError(

@@ -38,6 +38,7 @@ ELEMENTWISE_TEMPLATES: dict[str, str] = {
     "log1p": "jnp.log1p({0})",
     "sqrt": "jnp.sqrt({0})",
     "rsqrt": "lax.rsqrt({0})",
+    "reciprocal": "(1.0 / {0})",
     "sigmoid": "(1.0 / (1.0 + jnp.exp(-{0})))",
     "tanh": "jnp.tanh({0})",
     "sin": "jnp.sin({0})",

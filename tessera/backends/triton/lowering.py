@@ -43,6 +43,7 @@ ELEMENTWISE_TEMPLATES: dict[str, str] = {
     "log1p": "libdevice.log1p({0})",
     "sqrt": "tl.sqrt_rn({0})",
     "rsqrt": "(1.0 / tl.sqrt_rn({0}))",
+    "reciprocal": "(1.0 / {0})",
     "sigmoid": "(1.0 / (1.0 + tl.exp(-{0})))",
     "tanh": "libdevice.tanh({0})",
     "sin": "tl.sin({0})",
@@ -312,6 +313,41 @@ def _inline_asm(emitter: Emitter, node: Node) -> None:
                  f"[{arguments}], dtype={types}, is_pure={node.params['is_pure']}, pack={node.params['pack']})")
 
 
+def _inline_triton(emitter: Emitter, node: Node) -> None:
+    """A call of a @triton.jit function defined once at module level: the user's (hl.triton_kernel),
+    or one made of a snippet (hl.inline_triton) whose placeholders are its parameters and whose
+    last line it returns, so the snippet's own names cannot clash with the kernel's."""
+    texts = [emitter.name_of(node.inputs[value]) if kind == "value" else print_expr(value) if kind == "expr"
+             else value for kind, value in node.params["arguments"]]
+    keys, count = node.params["keys"], node.params["outputs"]
+    function = node.params["function"]
+    if function is not None:
+        for name, text in node.params["source"]:  # the function, its @triton.jit helpers and constexpr globals
+            emitter.generated[f"user_{name}"] = ["", *text.splitlines(), ""]
+        arguments = [f"{k}={t}" for k, t in zip(keys, texts)] if keys is not None else texts
+    else:
+        function = f"inline_triton_{emitter.name_of(node)}"
+        parameters = [f"arg{i}" for i in range(len(texts))]
+        source = node.params["source"]
+        filled = source.format(**dict(zip(map(str, keys), parameters))) if keys is not None else source.format(*parameters)
+        lines = filled.splitlines()
+        if count:
+            lines[-1] = f"return {lines[-1]}"
+        emitter.generated[function] = ["", "@triton.jit", f"def {function}({', '.join(parameters)}):",
+                                       *(f"    {line}" for line in lines), ""]
+        arguments = texts
+    call = f"{function}({', '.join(arguments)})"
+    if count == 0:
+        emitter.line(call)
+        return
+    names = [emitter.name_of(node)] if count == 1 else [f"{emitter.name_of(node)}_{i}" for i in range(count)]
+    emitter.line(f"{', '.join(names)}{',' if count > 1 else ''} = {call}")
+    shapes = node.params.get("shapes") or (node.shape,)
+    dtypes = node.params.get("dtypes") or (node.dtype,)
+    for name, shape, dtype in zip(names, shapes, dtypes):  # the declared shape and dtype, or Triton's error
+        emitter.line(f"{name} = tl.broadcast_to({name}, {emitter.block_shape(shape)}).to({TRITON_DTYPES[dtype]})")
+
+
 def _device_print(emitter: Emitter, node: Node) -> None:
     values = "".join(f", {emitter.name_of(value)}" for value in node.inputs)
     emitter.line(f"tl.device_print({node.params['prefix']!r}{values})")
@@ -358,7 +394,7 @@ def _sort(emitter: Emitter, node: Node) -> None:
 def _block_access(emitter: Emitter, node: Node) -> tuple[str, BlockAccess | None]:
     """The indexing strategy of this load/store, and its block form when not 'pointer'."""
     strategy = strategy_for(emitter.config, emitter.access_number(node))
-    if (strategy == "pointer" or emitter.int64_indexing or node.params["tensor"].is_view
+    if (strategy == "pointer" or emitter.int64_indexing or node.params["tensor"].is_view or node.params.get("stacked") is not None
             or not BlockAccess.possible(node, descriptor=strategy == "tensor_descriptor")):
         return "pointer", None  # views: offsets and checks only the pointer path has
     access = BlockAccess(node)
@@ -409,7 +445,7 @@ def _load(emitter: Emitter, node: Node) -> None:
             text = f"tl.reshape({text}, {emitter.block_shape(node.shape)})"
         emitter.line(f"{emitter.name_of(node)} = {text}")
         return
-    pointer, masks, scalar_masks = emitter.address(node)
+    pointer, masks, scalar_masks = _address(emitter, node)
     emit_index_check(emitter, node, masks, node.inputs[0], scalar_masks)
     mask = join_masks(emitter, masks, node.inputs[0], scalar_masks)
     # Triton 3.6's interpreter cannot cast `other` to fp8; its masked lanes are zeros without it
@@ -423,6 +459,21 @@ def _load(emitter: Emitter, node: Node) -> None:
         # 0-d value, which Triton's interpreter cannot reshape; broadcasting it to the unit block works
         text = f"tl.broadcast_to({text}, {emitter.block_shape(node.shape)})"
     emitter.line(f"{emitter.name_of(node)} = {text}")
+
+
+def _address(emitter: Emitter, node: Node) -> tuple[str, list[str], list[str]]:
+    """`emitter.address(node)`; for an access through an hl.stacktensor_like, the base pointer is
+    the pointers value (its dims lead the access's), cast to pointers to the template's dtype."""
+    pointer, masks, scalar_masks = emitter.address(node)
+    count = node.params.get("stacked")
+    if count is None:
+        return pointer, masks, scalar_masks
+    tensor = node.params["tensor"]
+    pointers = node.inputs[1] if node.op is Op.LOAD else node.inputs[2]
+    base = f"{emitter.name_of(pointers)}.to(tl.pointer_type({TRITON_DTYPES[tensor.dtype]}))"
+    if len(node.shape) > count:
+        base += f"[{', '.join([':'] * count + ['None'] * (len(node.shape) - count))}]"
+    return base + pointer[len(tensor.name):], masks, scalar_masks
 
 
 def _eviction_hint(emitter: Emitter, node: Node) -> str:
@@ -450,7 +501,7 @@ def _store(emitter: Emitter, node: Node) -> None:
                 text = f"tl.reshape({text}, [{', '.join(str(a.block) for a in access.kept_shape)}])"
             emitter.line(f"tl.store({access.block_pointer()}, {text}, boundary_check={access.boundary_check()})")
         return
-    pointer, masks, scalar_masks = emitter.address(node)
+    pointer, masks, scalar_masks = _address(emitter, node)
     emit_index_check(emitter, node, masks, mask_node, scalar_masks)
     mask = join_masks(emitter, masks, mask_node, scalar_masks)
     extra = f", mask={mask}" if mask else ""
@@ -537,8 +588,8 @@ def _random(emitter: Emitter, node: Node) -> None:
             if axis is not UNIT:
                 extent = print_expr(axis.range_end - axis.range_begin)
                 numbers = f"({numbers}) * ({extent}) + {emitter.axis_index(axis, node.shape)}.to(tl.int64)"
-    if node.params["fn"] == "rand":
-        _assign(emitter, node, f"tl.rand({seed_text}, {numbers})")
+    if node.params["fn"] in ("rand", "randn"):
+        _assign(emitter, node, f"tl.{node.params['fn']}({seed_text}, {numbers})")
         return
     if node.params["fn"] == "rand4x":  # four results, named as _item reads them
         names = ", ".join(f"{emitter.name_of(node)}_{i}" for i in range(4))
@@ -547,6 +598,25 @@ def _random(emitter: Emitter, node: Node) -> None:
     low, high = node.params["low"], node.params["high"]
     emitter.line(f"{emitter.name_of(node)} = tl.randint({seed_text}, {numbers}).to(tl.int32, bitcast=True).to(tl.int64)")
     _assign(emitter, node, f"({low} + tl.abs({emitter.name_of(node)}) % {high - low}).to(tl.int32)")
+
+
+def _dequantize(emitter: Emitter, node: Node) -> None:
+    """hl.dot_scaled's operand: its values (fp8 bits bitcast) times 2**(scale - 127), each scale
+    repeated over its 32 elements of K (the trace checked the blocks line up)."""
+    data, scale = node.inputs
+    values = emitter.name_of(data)
+    if data.dtype == torch.uint8:  # the bits of an fp8 format
+        values = f"{values}.to({TRITON_DTYPES[FP8_FORMATS[node.params['format']]]}, bitcast=True)"
+    outer = scale.shape[0].block
+    groups = scale.shape[1].block
+    factor = f"tl.exp2({emitter.name_of(scale)}.to(tl.float32) - 127.0)"
+    spread = f"tl.reshape(tl.broadcast_to({factor}[:, :, None], [{outer}, {groups}, 32]), [{outer}, {groups * 32}])"
+    if not node.params["rows"]:
+        spread = f"tl.trans({spread})"
+    emitter.line(f"{emitter.name_of(node)} = {values}.to(tl.float32) * {spread}")
+
+
+FP8_FORMATS = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 
 
 def _dot(emitter: Emitter, node: Node) -> None:
@@ -713,9 +783,9 @@ def _loop(emitter: Emitter, node: Node) -> None:
 
 LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
     Op.ELEMENTWISE: _elementwise, Op.CAST: _cast, Op.SYMBOLIC: _symbolic,
-    Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index, Op.RANDOM: _random, Op.INLINE_ASM: _inline_asm,
+    Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index, Op.RANDOM: _random, Op.INLINE_ASM: _inline_asm, Op.INLINE_TRITON: _inline_triton,
     Op.DEVICE_PRINT: _device_print,
-    Op.LOAD: _load, Op.STORE: _store,
+    Op.LOAD: _load, Op.STORE: _store, Op.DEQUANTIZE: _dequantize,
     Op.REDUCE: _reduce, Op.SCAN: _scan, Op.DOT: _dot, Op.ARGUMENT: _argument, Op.ITEM: _item,
     Op.VIEW: _view, Op.RESHAPE: _reshape, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast, Op.JOIN: _join, Op.SPLIT: _split, Op.CAT: _cat, Op.SORT: _sort,
     Op.LOOP: _loop, Op.CARRIED: _carried,
