@@ -54,6 +54,7 @@ class KernelFacts:
     # reduction, then two dot loops): each launch's own facts, so each gets its own blocks
     launches: tuple[KernelFacts, ...] = ()
     carried_row: int = 0  # the most whole-row elements (per row) an inner loop carries: accumulators
+    interpreted: bool = False  # the call runs in Triton's CPU interpreter (interpret mode), not on a GPU
 
 
 @dataclasses.dataclass(frozen=True)
