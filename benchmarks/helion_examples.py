@@ -17,6 +17,8 @@ the original file. What is changed, mechanically and nothing else:
    `nn.Module.to/.cuda` map a `"cuda"` device to `"cpu"`, and `torch.cuda.synchronize` does nothing.
    An example's own `@triton.jit` baselines run in Triton's interpreter (`TRITON_INTERPRET=1`), and
    Triton's autotuner times their configs with a wall clock (it would ask for a GPU driver).
+   Each example runs with one math thread (`OMP_NUM_THREADS=1`, ...): on a shared CPU, thread
+   pools that spin at every barrier made small matmuls 1000x slower.
 3. **Sizes (CPU modes only, `--sizes small`, the default there).** In the example's `main()`,
    its top-level `check*`/`test*`/`benchmark*` functions and its module-level lists of int literals (shape
    tables such as `shapes = [(m, k, n), ...]`), every int literal `n > 64` becomes `max(64, n // 16)`
@@ -51,6 +53,7 @@ MODES = ("eager", "interpret", "compiled")
 GRACE_SECONDS = 20.0  # how long an example started just before --budget ran out may still run
 SMALL_LIMIT = 64
 SMALL_DIVISOR = 16
+THREAD_POOL_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 _FROM_HELION = re.compile(r"^(\s*)from\s+helion(\.[\w.]+)?(\s+import\s.*)$")
 _IMPORT_HELION = re.compile(r"^(\s*)import\s+helion(\.[\w.]+)?(\s+as\s+\w+)?\s*(#.*)?$")
@@ -266,6 +269,9 @@ def _run_one(path: pathlib.Path, args: argparse.Namespace, scratch: pathlib.Path
     if args.mode != "compiled":
         env["CUDA_VISIBLE_DEVICES"] = ""
         env["TRITON_INTERPRET"] = "1"  # the examples' own @triton.jit baselines run in Triton's interpreter
+        # one math thread per example: on a loaded CPU, torch's and numpy's thread pools spin at every
+        # barrier, and a 64x64 matmul took 8 ms with two threads against 8 us with one
+        env.update({name: "1" for name in THREAD_POOL_VARIABLES})
     command = [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", str(path), "--mode", args.mode,
                "--sizes", args.sizes, "--result", str(result_path), "--lock", str(scratch / "timing.lock")]
     command += ["--check-only"] if args.check_only else []

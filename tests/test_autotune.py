@@ -552,8 +552,10 @@ def test_interpret_mode_never_tunes_and_runs_the_heuristic_config():
     kernel = tessera.kernel(add.fn)
     x = torch.randn(8, 2048)
     chosen = tuning.config_for_call(kernel, "interpret", (x, x), {})
-    assert chosen == tuning.heuristic_for(kernel.bind(x, x))
-    assert chosen["block_sizes"] == [2, 1024]
+    assert chosen == tuning.heuristic_for(kernel.bind(x, x), interpreted=True)
+    # the interpreter's flavour of the heuristic: the GPU's blocks, widened (its cost is per op)
+    assert tuning.heuristic_for(kernel.bind(x, x))["block_sizes"] == [2, 1024]
+    assert chosen["block_sizes"] == [8, 1024]
 
 
 def test_interpret_mode_with_configs_runs_the_first_one():

@@ -65,7 +65,8 @@ def test_each_pinned_width_gets_its_own_config(device: torch.device) -> None:
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     assert len(kernel.config_choices) == 2
     chosen = set(kernel.config_choices.by_key.values())
-    assert chosen == {heuristic_for(kernel.bind(*narrow)), heuristic_for(kernel.bind(*wide))}
+    interpreted = device.type == "cpu"  # CPU tensors run in Triton's interpreter, with its widened heuristic
+    assert chosen == {heuristic_for(kernel.bind(*narrow), interpreted), heuristic_for(kernel.bind(*wide), interpreted)}
     assert kernel.bind(*narrow).specialization_key() != kernel.bind(*wide).specialization_key()
 
 

@@ -55,6 +55,7 @@ class KernelFacts:
     launches: tuple[KernelFacts, ...] = ()
     carried_row: int = 0  # the most whole-row elements (per row) an inner loop carries: accumulators
     unit_dims: tuple[tuple[int, ...], ...] = ()  # per top-level tile loop: its dims of one index per program
+    interpreted: bool = False  # the call runs in Triton's CPU interpreter (interpret mode), not on a GPU
 
 
 @dataclasses.dataclass(frozen=True)

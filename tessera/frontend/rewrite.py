@@ -365,8 +365,10 @@ class _Rewriter:
         assigned = [n for n in _assigned_names(loop.body) if n not in targets]
         carried = [n for n in assigned if n in bound]
         body = self.device_block(loop.body, list(bound) + targets)
-        carried_tuple = ast.Tuple([ast.Name(n, ast.Load()) for n in carried], ast.Load())
-        body.append(ast.Return(ast.Tuple([ast.Name(n, ast.Load()) for n in carried], ast.Load())))
+        # a carried name may be unbound when the loop starts (bound before it only under a host
+        # `if` that was false): it enters as UNDEFINED, stays so, and is deleted again after
+        carried_tuple = ast.Tuple([_safe_read(n) for n in carried], ast.Load())
+        body.append(ast.Return(ast.Tuple([_safe_read(n) for n in carried], ast.Load())))
         function = _make_function(name, loop.target, carried, body, loop)
         call = ast.Call(ast.Name(DEVICE_LOOP, ast.Load()),
                         [loop.iter, ast.Name(name, ast.Load()), carried_tuple], [])
@@ -374,7 +376,8 @@ class _Rewriter:
             statement: ast.stmt = ast.Assign([ast.Tuple([ast.Name(n, ast.Store()) for n in carried], ast.Store())], call)
         else:
             statement = ast.Expr(call)
-        return [function, ast.copy_location(statement, loop)]
+        after = [ast.copy_location(_forget_if_undefined(n), loop) for n in carried]
+        return [function, ast.copy_location(statement, loop)] + after
 
     def device_if(self, statement: ast.If, bound: list[str]) -> list[ast.stmt]:
         """`if c: A else: B` -> two branch functions of the names either branch binds, and

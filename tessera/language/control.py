@@ -35,8 +35,25 @@ UNDEFINED = _Undefined()
 
 
 def device_loop_helper(tile_range: Any, body: Callable[..., Any], carried: tuple) -> tuple:
-    """What a rewritten inner tile loop calls (only ever while tracing)."""
-    return current_tracer().device_loop(tile_range, body, carried)
+    """What a rewritten inner tile loop calls (only ever while tracing). A carried name unbound
+    before the loop (UNDEFINED: bound only under a host `if` that was false) is not carried: it
+    enters each iteration as UNDEFINED and leaves as UNDEFINED, as a name the body alone binds."""
+    defined = [position for position, value in enumerate(carried) if value is not UNDEFINED]
+    if len(defined) == len(carried):
+        return current_tracer().device_loop(tile_range, body, carried)
+
+    def body_of_defined(target: Any, *values: Any) -> tuple:
+        full = list(carried)
+        for position, value in zip(defined, values):
+            full[position] = value
+        results = body(target, *full)
+        return tuple(results[position] for position in defined)
+
+    results = current_tracer().device_loop(tile_range, body_of_defined, tuple(carried[p] for p in defined))
+    merged = [UNDEFINED] * len(carried)
+    for position, value in zip(defined, results):
+        merged[position] = value
+    return tuple(merged)
 
 
 def _symbolic(value: Any) -> bool:

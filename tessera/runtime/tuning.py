@@ -155,19 +155,25 @@ def autotune(kernel: Any, args: tuple, kwargs: dict) -> Config:
     return config
 
 
-def heuristic_for(bound: Any) -> Config:
-    """The heuristic Config for a bound kernel (what autotune_effort='none' runs)."""
+def heuristic_for(bound: Any, interpreted: bool = False) -> Config:
+    """The heuristic Config for a bound kernel (what autotune_effort='none' runs); `interpreted`:
+    for a call that runs in Triton's CPU interpreter (interpret mode), which wants wider blocks."""
     backend = bound.kernel.settings.backend
-    return backends.get(backend).heuristic_config(config_space_for(bound.plan(Config()), backend))
+    space = config_space_for(bound.plan(Config()), backend, interpreted=interpreted and backend == "triton")
+    return backends.get(backend).heuristic_config(space)
 
 
-def config_space_for(plan: KernelPlan, backend_name: str = BACKEND) -> ConfigSpace:
+def config_space_for(plan: KernelPlan, backend_name: str = BACKEND, interpreted: bool = False) -> ConfigSpace:
     """The tuning space of a planned call, as the backend defines it.
 
     >>> config_space_for(softmax.bind(x).plan()).axis("reduction_loops[0]")   # doctest: +SKIP
     """
     backend = backends.get(backend_name)
-    return backend.config_space(kernel_facts(plan, backend))
+    facts = kernel_facts(plan, backend)
+    if interpreted:
+        facts = dataclasses.replace(facts, interpreted=True, launches=tuple(
+            dataclasses.replace(launch, interpreted=True) for launch in facts.launches))
+    return backend.config_space(facts)
 
 
 def kernel_facts(plan: KernelPlan, backend: Backend) -> KernelFacts:
@@ -256,7 +262,7 @@ def _choose(kernel: Any, mode: str, bound: Any) -> Config | None:
     if kernel.settings.configs:
         return kernel.settings.configs[0]
     try:
-        return heuristic_for(bound)
+        return heuristic_for(bound, interpreted=mode == "interpret")
     except Exception as error:  # noqa: BLE001 - the real call reports the kernel's own error
         _log(f"{kernel.fn.__name__}: no heuristic config ({type(error).__name__}); using the default")
         return None

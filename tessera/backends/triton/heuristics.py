@@ -50,6 +50,8 @@ WIDE_ROWS_MIN_WIDTH = 128    # the accumulated whole row (head dim) from which t
 WIDE_ROWS_MIN_WAVES = 4      # programs per SM the grid must still have with them
 H100_MULTIPROCESSORS = 132
 SHARED_MEMORY_MARGIN = 0.9   # the estimate leaves out Triton's own scratch (barriers, layout conversions)
+INTERPRETER_BLOCK = 128      # interpret mode: the widest block _widen_for_interpreter gives a dim
+INTERPRETER_ELEMENTS = 16384  # interpret mode: the most elements of a program's tile it widens to
 
 
 def heuristic_config(space: ConfigSpace) -> Config:
@@ -97,7 +99,29 @@ def _wanted(facts: KernelFacts) -> dict[str, Any]:
             # one program per SM dealing out the tiles of all grid points: balanced however skewed they are
             wanted["pid_type"] = "persistent_interleaved"
     _fit_block_elements(facts, wanted)
+    if facts.interpreted:
+        _widen_for_interpreter(facts, wanted)
     return wanted
+
+
+def _widen_for_interpreter(facts: KernelFacts, wanted: dict[str, Any]) -> None:
+    """Wider blocks for Triton's CPU interpreter, whose cost is Python per op (0.1-1 ms), nearly
+    whatever a block's size: each block grows towards its extent (up to INTERPRETER_BLOCK) while a
+    program's tile stays within INTERPRETER_ELEMENTS. Inner loops first (fewer iterations, same
+    programs), then launch dims (fewer programs). Helion's kl_div at V=4096: 16-wide blocks ran
+    4096 loop iterations, 128-wide ones 64. Never narrower than the GPU's choice."""
+    keys = {d.index: f"block_sizes[{d.index}]" for d in facts.tunables
+            if f"block_sizes[{d.index}]" in wanted and d.role != "split"}
+    # whole dims a program holds (`x[tile, :]`); with hl.register_block_size dims they were measured
+    # at the planning blocks (`hl.zeros([tile, block])`), so the blocks alone stand for them
+    whole = 1 if any(d.role == "register" for d in facts.tunables) else max(facts.whole_elements, 1)
+    for dim in sorted((d for d in facts.tunables if d.index in keys), key=lambda d: d.role in _OUTPUT_ROLES):
+        key = keys[dim.index]
+        others = math.prod(wanted[k] for k in keys.values() if k != key) * whole
+        target = min(INTERPRETER_BLOCK, _ceil_pow2(dim.extent))
+        while target > wanted[key] and others * target > INTERPRETER_ELEMENTS:
+            target //= 2
+        wanted[key] = max(wanted[key], target)
 
 
 _OUTPUT_ROLES = ("launch", "split")  # a split loop's tiles are output tiles too (ir/loop_split.py)

@@ -18,7 +18,7 @@ from typing import Any
 import sympy
 
 from tessera import exc
-from tessera.backends.triton.printer import print_expr
+from tessera.backends.triton.printer import cdiv_text, print_expr
 from tessera.ir.graph import GridDim
 
 PID_TYPES = ("flat", "xyz", "persistent_interleaved", "persistent_blocked")
@@ -91,7 +91,7 @@ def emit_program_ids(lines: list[str], mapping: ProgramMapping, grid_dims: tuple
     `split` (flat): consecutive programs share one pid, told apart by `split_id` in
     `[0, split_count)` (see `split_grid`); (persistent_interleaved): every program visits every
     pid, and the split loop deals its tiles out by a running count `split_seen` (split_loops.py)."""
-    counts = [f"tl.cdiv({print_expr(dim.end - dim.begin)}, {dim.step})" for dim in grid_dims]
+    counts = [cdiv_text(print_expr(dim.end - dim.begin), str(dim.step)) for dim in grid_dims]
     indent = 1
 
     def line(text: str) -> None:
@@ -121,7 +121,7 @@ def emit_program_ids(lines: list[str], mapping: ProgramMapping, grid_dims: tuple
             elif mapping.pid_type == "persistent_interleaved":
                 line("for virtual_pid in tl.range(tl.program_id(0), total_tiles, tl.num_programs(0)):")
             else:
-                line("tiles_per_program = tl.cdiv(total_tiles, tl.num_programs(0))")
+                line(f"tiles_per_program = {cdiv_text('total_tiles', 'tl.num_programs(0)')}")
                 line("first_tile = tl.program_id(0) * tiles_per_program")
                 line("for virtual_pid in tl.range(first_tile, tl.minimum(first_tile + tiles_per_program, total_tiles)):")
             indent += 1

@@ -4,8 +4,8 @@ Program `split_id` of the `split_count` programs given to one grid point takes t
 `split_id, split_id + split_count, ...` of the loop's flattened tile space (last dim fastest,
 as the nested loops it replaces would visit them):
 
-    count_k0 = tl.maximum(tl.cdiv(m, 64), 0)
-    count_k1 = tl.maximum(tl.cdiv(n, 64), 0)
+    count_k0 = tl.maximum((((m) + (64) - 1) // (64)), 0)
+    count_k1 = tl.maximum((((n) + (64) - 1) // (64)), 0)
     for split_tile in tl.range(split_id, count_k0 * count_k1, split_count):
         k1 = 0 + (split_tile % count_k1) * 64
         k0 = 0 + (split_tile // count_k1) * 64
@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import sympy
 
-from tessera.backends.triton.printer import print_expr
+from tessera.backends.triton.printer import cdiv_text, print_expr
 from tessera.ir.graph import AccessKind, Node
 from tessera.ir.loop_split import memory_nodes
 
@@ -57,7 +57,7 @@ def emit_split_loop(emitter: Any, node: Node, emit_body: Callable[[], None]) -> 
 def _emit_shared_loop(emitter: Any, node: Node, emit_body: Callable[[], None]) -> None:
     dims = node.params["loops"]
     for dim in dims:
-        emitter.line(f"count_{dim.variable} = tl.maximum(tl.cdiv({print_expr(dim.end - dim.begin)}, {dim.step}), 0)")
+        emitter.line(f"count_{dim.variable} = tl.maximum({cdiv_text(print_expr(dim.end - dim.begin), str(dim.step))}, 0)")
     total = " * ".join(f"count_{dim.variable}" for dim in dims)
     first = "split_id"
     if emitter.split_persistent:  # this program's first tile here: global tile number = its id mod P
