@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from tessera.backends.triton.emitter import TRITON_DTYPES, Emitter
+from tessera.backends.triton.loop_stages import loop_stages
 from tessera.backends.triton.lowering import emit_block, reduction_identity, reduction_text, working_dtype
 from tessera.backends.triton.printer import print_expr
 from tessera.ir.graph import Axis, Block, Node
@@ -47,7 +48,9 @@ def _emit_pass(emitter: Emitter, chunk: ChunkPass, row: Axis) -> None:
         accumulators[reduction] = (name, dtype)
         identity = reduction_identity(reduction.params["fn"], source.dtype)
         emitter.line(f"{name} = tl.full({emitter.block_shape(source.shape)}, {identity}, {TRITON_DTYPES[dtype]})")
-    emitter.line(f"for {row.begin} in tl.range(0, {print_expr(row.end)}, {row.block}):")
+    stages = loop_stages(chunk.nodes, emitter.config)
+    options = f", num_stages={stages}" if stages else ""
+    emitter.line(f"for {row.begin} in tl.range(0, {print_expr(row.end)}, {row.block}{options}):")
     emitter.indent += 1
     used = {axis for node in chunk.nodes for axis in node.shape} | {r.params["axis"] for r in chunk.reductions}
     if row in used:
