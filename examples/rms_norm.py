@@ -4,7 +4,7 @@ Shows a whole-row reduction in float32, a host float (`eps`) passed as a runtime
 and a 1-D weight broadcast across the rows of a tile. The backward kernel (`rms_norm_bwd`,
 the gradient rule of `rms_norm` for autograd) recomputes each row's 1/rms from `x`, which it
 reads anyway, and reduces `grad_weight` over rows in two stages as `examples/layer_norm.py`
-does: a block of rows per program sums into registers, the host sums the blocks.
+does: a block of rows per program sums into registers, a second tile loop sums the blocks.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ def rms_norm_bwd(
     n = hl.specialize(x.size(1))
     grad_x = torch.empty_like(x)
     grad_weight_blocks = torch.empty([(m + m_block - 1) // m_block, n], dtype=torch.float32, device=x.device)
+    grad_weight = torch.empty_like(weight)
     for mb in hl.tile(m, block_size=m_block):
         grad_weight_acc = hl.zeros([n], dtype=torch.float32)
         weight_row = weight[None, :].to(torch.float32)
@@ -55,7 +56,9 @@ def rms_norm_bwd(
             grad_rows = (weighted_dy - rows * (mean_wdy_x * inverse_rms * inverse_rms)) * inverse_rms
             grad_x[row, :] = grad_rows.to(grad_x.dtype)
         grad_weight_blocks[mb.id, :] = grad_weight_acc
-    return grad_x, grad_weight_blocks.sum(dim=0).to(weight.dtype)
+    for tile_n in hl.tile(n):  # the second stage: one launch sums the partials' columns
+        grad_weight[tile_n] = torch.sum(grad_weight_blocks[:, tile_n], dim=0).to(grad_weight.dtype)
+    return grad_x, grad_weight
 
 
 @rms_norm.backward
