@@ -3,8 +3,7 @@
 The forward kernel normalizes whole rows and saves each row's mean and 1/std for the
 backward. The backward kernel computes `grad_x` row by row, and reduces `grad_weight` and
 `grad_bias` over rows in two stages: each block of `m_block` rows accumulates its own partial
-sums in registers and writes them to row `mb.id` of a partial buffer, which a second tile
-loop sums column by column.
+sums in registers and writes them to row `mb.id` of a partial buffer, which the host sums.
 The feature width `n` is specialized (`hl.specialize`), so those accumulators have a fixed
 size; any width works, powers of two or not. `@layer_norm_fwd.backward` pairs the two for
 autograd, and `layer_norm(x, weight, bias)` is the differentiable function built on them. Both
@@ -62,8 +61,6 @@ def layer_norm_bwd(
     compute = torch.promote_types(x.dtype, torch.float32)
     grad_weight_blocks = torch.empty([num_blocks, n], dtype=compute, device=x.device)
     grad_bias_blocks = torch.empty([num_blocks, n], dtype=compute, device=x.device)
-    grad_weight = torch.empty_like(weight)
-    grad_bias = torch.empty_like(weight)
     for mb in hl.tile(m, block_size=m_block):
         grad_weight_acc = hl.zeros([n], dtype=compute)
         grad_bias_acc = hl.zeros([n], dtype=compute)
@@ -81,9 +78,8 @@ def layer_norm_bwd(
             grad_x[row, :] = grad_rows.to(grad_x.dtype)
         grad_weight_blocks[mb.id, :] = grad_weight_acc
         grad_bias_blocks[mb.id, :] = grad_bias_acc
-    for tile_n in hl.tile(n):  # the second stage: one launch sums both partials' columns
-        grad_weight[tile_n] = torch.sum(grad_weight_blocks[:, tile_n], dim=0).to(grad_weight.dtype)
-        grad_bias[tile_n] = torch.sum(grad_bias_blocks[:, tile_n], dim=0).to(grad_bias.dtype)
+    grad_weight = grad_weight_blocks.sum(dim=0).to(weight.dtype)
+    grad_bias = grad_bias_blocks.sum(dim=0).to(weight.dtype)
     return grad_x, grad_weight, grad_bias
 
 
