@@ -14,6 +14,7 @@ import torch
 import tessera
 import tessera.language as hl
 from examples._harness import Example, run_examples
+from examples.layer_norm import PARTIAL_COLUMNS, PARTIAL_ROWS
 
 
 @tessera.kernel
@@ -56,8 +57,11 @@ def rms_norm_bwd(
             grad_rows = (weighted_dy - rows * (mean_wdy_x * inverse_rms * inverse_rms)) * inverse_rms
             grad_x[row, :] = grad_rows.to(grad_x.dtype)
         grad_weight_blocks[mb.id, :] = grad_weight_acc
-    for tile_n in hl.tile(n):  # the second stage: one launch sums the partials' columns
-        grad_weight[tile_n] = torch.sum(grad_weight_blocks[:, tile_n], dim=0).to(grad_weight.dtype)
+    for tile_n in hl.tile(n, block_size=PARTIAL_COLUMNS):  # the second stage, one launch
+        weight_sum = hl.zeros([tile_n], dtype=torch.float32)
+        for blocks in hl.tile(grad_weight_blocks.size(0), block_size=PARTIAL_ROWS):
+            weight_sum = weight_sum + torch.sum(grad_weight_blocks[blocks, tile_n], dim=0)
+        grad_weight[tile_n] = weight_sum.to(grad_weight.dtype)
     return grad_x, grad_weight
 
 
