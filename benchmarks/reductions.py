@@ -37,7 +37,8 @@ CASES: dict[str, dict[str, Any]] = {
                      "reference": "reference_bwd", "sizes": (16384, 4096), "smoke": (33, 200)},
 }
 
-# Seeds of the long search: the neighbourhoods the design notes (docs/reductions.md) argue for.
+# Seeds of the long search: blocks of rows, rows per step, warps and pipeline depths around the
+# heuristic (benchmarks/results/issue17/reductions.md).
 _ROWS = [dict(block_sizes=[m, r], num_warps=w, num_stages=s) for m, r, w, s in (
     (64, 1, 8, 1), (64, 1, 8, 2), (64, 1, 8, 3), (64, 1, 8, 4), (32, 1, 8, 2), (32, 1, 8, 3), (128, 1, 8, 3),
     (64, 1, 16, 2), (64, 1, 16, 3), (32, 1, 16, 3), (64, 2, 8, 2), (64, 2, 8, 3), (64, 2, 16, 2), (64, 2, 16, 3),

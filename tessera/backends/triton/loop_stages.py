@@ -9,6 +9,7 @@ loads memory, and has no product (Triton pipelines those already), no nested loo
 pipelines innermost loops) and no tensor both read and written inside it (a load issued ahead
 would miss the previous iteration's store), gets the Config's `num_stages`, cut down so that
 its buffers (`stages - 1` copies of each iteration's loaded tiles) fit PIPELINE_SHARED_BYTES.
+User documentation: docs/row_loops.md.
 
 >>> loop_stages(loop_body_nodes, Config(num_stages=3))   # doctest: +SKIP
 3
