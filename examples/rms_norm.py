@@ -14,7 +14,6 @@ import torch
 import tessera
 import tessera.language as hl
 from examples._harness import Example, run_examples
-from examples.layer_norm import PARTIAL_COLUMNS, PARTIAL_ROWS
 
 
 @tessera.kernel
@@ -57,9 +56,9 @@ def rms_norm_bwd(
             grad_rows = (weighted_dy - rows * (mean_wdy_x * inverse_rms * inverse_rms)) * inverse_rms
             grad_x[row, :] = grad_rows.to(grad_x.dtype)
         grad_weight_blocks[mb.id, :] = grad_weight_acc
-    for tile_n in hl.tile(n, block_size=PARTIAL_COLUMNS):  # the second stage, one launch
+    for tile_n in hl.tile(n, block_size=16):  # the second stage, one launch (as layer_norm_bwd's)
         weight_sum = hl.zeros([tile_n], dtype=torch.float32)
-        for blocks in hl.tile(grad_weight_blocks.size(0), block_size=PARTIAL_ROWS):
+        for blocks in hl.tile(grad_weight_blocks.size(0), block_size=64):
             weight_sum = weight_sum + torch.sum(grad_weight_blocks[blocks, tile_n], dim=0)
         grad_weight[tile_n] = weight_sum.to(grad_weight.dtype)
     return grad_x, grad_weight
