@@ -12,6 +12,7 @@ import torch
 import tessera
 import tessera.language as hl
 from examples.layer_norm import layer_norm, layer_norm_fwd
+from examples.rms_norm import rms_norm
 from examples.softmax import softmax
 from tessera import exc, settings
 
@@ -53,6 +54,18 @@ def test_layer_norm_gradients_match_torch(device):
     actual = torch.autograd.grad(layer_norm(x, weight, bias), (x, weight, bias), grad_out)
     reference = torch.nn.functional.layer_norm(x, (100,), weight, bias, 1e-5)
     expected = torch.autograd.grad(reference, (x, weight, bias), grad_out)
+    for got, want in zip(actual, expected):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (37, 100), (70, 33)])
+def test_rms_norm_gradients_match_torch(device, shape):
+    # rms_norm computes in float32 (a float64 gradcheck would measure its forward's rounding)
+    x = torch.randn(*shape, device=device, requires_grad=True)
+    weight = torch.randn(shape[1], device=device, requires_grad=True)
+    grad_out = torch.randn(*shape, device=device)
+    actual = torch.autograd.grad(rms_norm(x, weight, 1e-5), (x, weight), grad_out)
+    expected = torch.autograd.grad(torch.nn.functional.rms_norm(x, (shape[1],), weight, 1e-5), (x, weight), grad_out)
     for got, want in zip(actual, expected):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
 

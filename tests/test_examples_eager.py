@@ -48,6 +48,8 @@ _SHAPES: list[tuple[str, dict[str, Any]]] = [
     ("rms_norm", {"m": 7, "n": 13}),
     ("rms_norm", {"m": 37, "n": 200}),
     ("rms_norm", {"m": 5, "n": 1000}),
+    ("rms_norm_bwd", {"m": 1, "n": 1}),
+    ("rms_norm_bwd", {"m": 37, "n": 200}),
     ("layer_norm_fwd", {"m": 1, "n": 1}),
     ("layer_norm_fwd", {"m": 7, "n": 13}),
     ("layer_norm_fwd", {"m": 37, "n": 200}),

@@ -40,6 +40,9 @@ _SHAPES: list[tuple[str, dict[str, Any]]] = [
     ("rms_norm", {"m": 1, "n": 1}),
     ("rms_norm", {"m": 7, "n": 13}),
     ("rms_norm", {"m": 33, "n": 130}),
+    ("rms_norm_bwd", {"m": 1, "n": 1}),
+    ("rms_norm_bwd", {"m": 7, "n": 13}),
+    ("rms_norm_bwd", {"m": 100, "n": 130}),
     ("layer_norm_fwd", {"m": 1, "n": 1}),
     ("layer_norm_fwd", {"m": 7, "n": 13}),
     ("layer_norm_fwd", {"m": 33, "n": 130}),
@@ -70,6 +73,7 @@ _STRIDED: list[tuple[str, dict[str, Any]]] = [
     ("softmax", {"m": 7, "n": 13}),
     ("softmax_two_pass", {"m": 5, "n": 37}),
     ("rms_norm", {"m": 7, "n": 13}),
+    ("rms_norm_bwd", {"m": 7, "n": 13}),
     ("layer_norm_fwd", {"m": 7, "n": 13}),
     ("layer_norm_bwd", {"m": 7, "n": 13}),
     ("welford", {"m": 7, "n": 13}),
@@ -155,7 +159,7 @@ def test_example_matches_pytorch_and_eager_on_non_contiguous_inputs(
 
 def test_every_pointwise_reduction_and_runtime_scalar_example_is_covered() -> None:
     covered = {name for name, _ in _SHAPES}
-    assert covered == {"add", "softmax", "softmax_two_pass", "rms_norm", "layer_norm_fwd", "layer_norm_bwd",
+    assert covered == {"add", "softmax", "softmax_two_pass", "rms_norm", "rms_norm_bwd", "layer_norm_fwd", "layer_norm_bwd",
                        "welford", "cross_entropy", "embedding", "jagged_mean", "jagged_softmax", "segment_sum",
                        "grouped_gemm", "moe"}
     assert covered <= set(_EXAMPLES)

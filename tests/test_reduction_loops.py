@@ -70,12 +70,12 @@ def test_row_kernels_in_chunks_on_every_layout(layout: str, device: torch.device
 def test_chunk_passes_in_the_generated_code(device: torch.device) -> None:
     x = torch.randn(3, 100, device=device)
     code = softmax.bind(x).to_triton_code(tessera.Config(block_sizes=[2], reduction_loops=[32]))
-    # max, then sum of exponentials, then the normalized store: three passes over the row
-    assert code.count("for chunk_r0 in tl.range(0, x_size1, 32):") == 3
+    # max and sum of exponentials together (an online sum), then the normalized store: two passes
+    assert code.count("for chunk_r0 in tl.range(0, x_size1, 32") == 2
+    assert "online sum of exp" in str(softmax.bind(x).to_ir(tessera.Config(block_sizes=[2], reduction_loops=[32])))
     # tl.reduce in the interpreter (Triton's own combine functions); on the GPU tl.sum, and
     # tl.reduce with a NaN-propagating combine for the max
     assert "acc_" in code and "tl.reduce(acc_" in code
-    assert "tl.sum(acc_" in code or "tl.reduce(acc_v" in code and "_sum_combine" in code
     one_block = softmax.bind(x).to_triton_code(tessera.Config(block_sizes=[2], reduction_loops=[None]))
     assert "chunk_" not in one_block and "tl.arange(0, 128)" in one_block
 
@@ -199,3 +199,44 @@ def test_a_long_row_that_cannot_be_chunked_stays_one_block_without_a_config(devi
     assert "chunk_" not in row_argmax.bind(x).to_triton_code(tessera.Config(block_sizes=[1]))
     with settings.override(mode=_mode(device)):
         assert torch.equal(row_argmax.bind(x).run(tessera.Config(block_sizes=[1])), x.argmax(dim=1))
+
+
+@tessera.kernel
+def _log_sum_exp(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty([x.size(0)], dtype=torch.float32, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        rows = x[tile, :].to(torch.float32)
+        row_max = torch.amax(rows, dim=1)
+        out[tile] = row_max + torch.log(torch.sum(torch.exp(rows - row_max[:, None]), dim=1))
+    return out
+
+
+@pytest.mark.parametrize("chunk", [16, 64, None])
+def test_online_sum_of_exp_matches_torch_on_inf_and_nan_rows(device: torch.device, chunk: int | None) -> None:
+    inf, nan = float("inf"), float("nan")
+    x = torch.randn(8, 150, device=device) * 5
+    x[1, :] = -inf              # every lane -inf: torch's exp(-inf - -inf) is NaN
+    x[2, 7] = inf               # one +inf: exp(inf - inf) is NaN
+    x[3, 100] = nan
+    x[4, :140] = -inf           # lanes that see -inf before any finite value
+    x[5, 0], x[5, 149] = inf, inf
+    x[6, 149] = 50.0            # the max in the tail chunk: earlier sums rescaled
+    expected = x.amax(dim=1) + torch.log(torch.exp(x - x.amax(dim=1, keepdim=True)).sum(dim=1))
+    actual = _run(_log_sum_exp, (x,), tessera.Config(block_sizes=[2], reduction_loops=[chunk]), device)
+    torch.testing.assert_close(actual, expected, equal_nan=True, atol=1e-5, rtol=1e-5)
+
+
+def test_online_sum_needs_exactly_exp_of_the_difference_to_the_max(device: torch.device) -> None:
+    @tessera.kernel
+    def scaled(x: torch.Tensor) -> torch.Tensor:  # exp(2 * (x - m)): not the folded form
+        out = torch.empty([x.size(0)], dtype=torch.float32, device=x.device)
+        for tile in hl.tile(x.size(0)):
+            rows = x[tile, :]
+            row_max = torch.amax(rows, dim=1)
+            out[tile] = torch.sum(torch.exp(2 * (rows - row_max[:, None])), dim=1)
+        return out
+
+    x = torch.randn(3, 100, device=device)
+    config = tessera.Config(block_sizes=[2], reduction_loops=[32])
+    assert "online" not in str(scaled.bind(x).to_ir(config))
+    _close(_run(scaled, (x,), config, device), torch.exp(2 * (x - x.amax(1, keepdim=True))).sum(1), torch.float32)

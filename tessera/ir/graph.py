@@ -391,6 +391,8 @@ def format_kernel(ir: KernelIR) -> str:
                 lines.append(f"    {item.name}")
             else:
                 reduced = f" -> {', '.join(r.name for r in item.reductions)}" if item.reductions else ""
+                if item.online is not None:
+                    reduced = f" -> {item.online.maximum.name}, {item.online.total.name} (online sum of exp)"
                 lines.append(f"    pass {item.index}: {', '.join(n.name for n in item.nodes)}{reduced}")
     return "\n".join(lines)
 

@@ -12,6 +12,10 @@ where the row values it uses (the load of `x`) are computed again:
               pass 2: load x, store exp(x - m) / s
 
 Values without the row axis are computed between the passes, as soon as their inputs exist.
+A pass that only sums `exp(x - m)` right after the pass of `m = amax(x)` (softmax, log-softmax,
+cross-entropy's log-sum-exp) is folded into that pass (`OnlineSum`): each lane keeps its running
+max and its sum rescaled to it, so the row is read once for both; on the H100 a 4096 x 32000
+cross-entropy read its logits twice otherwise.
 `schedule` says what goes where; the backend writes the loops. Nothing here knows Triton.
 """
 from __future__ import annotations
@@ -20,6 +24,7 @@ import dataclasses
 from typing import Any, Iterable, Iterator, Mapping
 
 import sympy
+import torch
 
 from tessera.ir.graph import MEMORY_OPS, AccessKind, Axis, Block, Node, Op
 
@@ -28,12 +33,25 @@ LOOPABLE_REDUCTIONS = ("sum", "amax", "amin")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
+class OnlineSum:
+    """`maximum = amax(value)` and `total = sum(exp(value - maximum))` over the row in one pass:
+    per lane a running max `M` and a sum `S` of `exp(value - M)`, rescaled by `exp(M_old - M_new)`
+    when the max grows; after the loop `maximum = max(M)` and `total = sum(S * exp(M - maximum))`."""
+
+    value: Node
+    maximum: Node
+    total: Node
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class ChunkPass:
-    """One loop over the row: the row nodes it computes (body order) and the reductions it feeds."""
+    """One loop over the row: the row nodes it computes (body order) and the reductions it feeds
+    (`online`: the pair of reductions it computes together instead, see OnlineSum)."""
 
     index: int
     nodes: tuple[Node, ...]
     reductions: tuple[Node, ...]
+    online: OnlineSum | None = None
 
 
 class NotLoopable(Exception):
@@ -80,7 +98,7 @@ class _Scheduler:
             items += [n for n in self.nodes if self.ready.get(n) == level and not _reduces_row(n, self.row)]
             if level < len(passes):
                 items.append(passes[level])
-        return items
+        return _fold_online_sums(items)
 
     def _place(self, node: Node) -> None:
         inputs = list(dependencies(node, self.by_name))
@@ -145,6 +163,68 @@ class _Scheduler:
                 return at % 2 == 0 or plain
             return at < store_at if load_first else at > store_at
         return all(kept(at) for at in loads)
+
+
+def _fold_online_sums(items: list[Node | ChunkPass]) -> list[Node | ChunkPass]:
+    """`items` with each pass that only sums `exp(x - amax(x))` folded into the pass before it,
+    which computes that amax (OnlineSum); the values between the two now follow the folded
+    pass (they need only the max). Passes are numbered again in order."""
+    passes = [item for item in items if isinstance(item, ChunkPass)]
+    folded: dict[ChunkPass, ChunkPass] = {}
+    dropped: set[ChunkPass] = set()
+    for first, second in zip(passes, passes[1:]):
+        if first in dropped or first in folded:
+            continue
+        online = _online_sum(first, second)
+        if online is not None:
+            folded[first] = dataclasses.replace(first, reductions=(), online=online)
+            dropped.add(second)
+    if not folded:
+        return items
+    result: list[Node | ChunkPass] = []
+    for item in items:
+        if isinstance(item, ChunkPass):
+            if item in dropped:
+                continue
+            item = dataclasses.replace(folded.get(item, item), index=sum(isinstance(r, ChunkPass) for r in result))
+        result.append(item)
+    return result
+
+
+def _online_sum(first: ChunkPass, second: ChunkPass) -> OnlineSum | None:
+    """The OnlineSum of `first` (only `m = amax(x)`) and `second` (only `sum(exp(x - m))`, with no
+    row value of its own but that difference and its exp), or None when they are not that pair.
+    Only for float32/64 `x`: the folded form computes in `x`'s dtype, as the two passes do."""
+    if len(first.reductions) != 1 or len(second.reductions) != 1 or first.online or second.online:
+        return None
+    maximum, total = first.reductions[0], second.reductions[0]
+    if maximum.params["fn"] != "amax" or total.params["fn"] != "sum":
+        return None
+    value = maximum.inputs[0]
+    if value.dtype not in (torch.float32, torch.float64) or total.params["accumulate"] != value.dtype:
+        return None
+    exp = total.inputs[0]
+    if exp.op is not Op.ELEMENTWISE or exp.params["fn"] != "exp" or exp.dtype != value.dtype:
+        return None
+    difference = exp.inputs[0]
+    if difference.op is not Op.ELEMENTWISE or difference.params["fn"] != "sub" or difference.dtype != value.dtype:
+        return None
+    if difference.inputs[0] is not value or not _layout_of(difference.inputs[1], maximum):
+        return None
+    if maximum.params["axis"] is not total.params["axis"] or maximum.params["dim"] != total.params["dim"]:
+        return None
+    if set(second.nodes) - set(first.nodes) != {difference, exp}:
+        return None
+    return OnlineSum(value, maximum, total)
+
+
+def _layout_of(node: Node, source: Node) -> bool:
+    """`node` is `source` seen through views and broadcasts only (`m[:, None]`)."""
+    while node is not source:
+        if node.op not in (Op.VIEW, Op.BROADCAST, Op.RESHAPE) or not node.inputs:
+            return False
+        node = node.inputs[0]
+    return True
 
 
 def _reduces_row(node: Node, row: set[Axis]) -> bool:

@@ -202,20 +202,22 @@ def kernel_facts(plan: KernelPlan, backend: Backend) -> KernelFacts:
 
 
 def _launch_facts(plan: KernelPlan, facts: KernelFacts, backend: Backend) -> tuple[KernelFacts, ...]:
-    """Per top-level tile loop, the facts of its launch alone, when the call's launches use
-    disjoint block_sizes slots (else () : one launch, or launches sharing a block size)."""
+    """Per top-level tile loop with block_sizes slots of its own, the facts of its launch alone,
+    when the call's launches use disjoint slots (else () : one launch, or launches sharing a
+    block size). A launch whose blocks are all fixed (`block_size=`) has no facts here, but its
+    whole rows are not taken for another launch's (layer_norm_bwd's second stage)."""
     groups = plan.launch_tunables
-    if len(groups) < 2 or len(plan.launch_sources) != len(groups):
+    if len(groups) < 2 or len(plan.launch_sources) != len(groups) or not any(groups):
         return ()
     flat = [index for group in groups for index in group]
-    if len(flat) != len(set(flat)) or not all(groups):
+    if len(flat) != len(set(flat)):
         return ()
     groups = tuple(list(group) for group in groups)
     for dim in facts.tunables:
         if dim.index not in flat:
             # an hl.register_block_size slot (its loops do not report it): the host registers it
             # before the top-level loop that uses it, and slots are numbered in source order
-            following = next((group for group in groups if min(group) > dim.index), None)
+            following = next((group for group in groups if group and min(group) > dim.index), None)
             if following is None:
                 return ()
             following.append(dim.index)
@@ -223,6 +225,8 @@ def _launch_facts(plan: KernelPlan, facts: KernelFacts, backend: Backend) -> tup
     grids = {launch.source_path: math.prod(launch.grid) for launch in plan.launches}
     launches = []
     for position, (group, source) in enumerate(zip(groups, plan.launch_sources)):
+        if not group:
+            continue
         launch = dataclasses.replace(
             facts, tunables=tuple(by_index[i] for i in sorted(group) if i in by_index), uses_dot=False, uses_reduction=False,
             reduction_extents=tuple(e if p == position else 0 for p, e in enumerate(facts.reduction_extents)),

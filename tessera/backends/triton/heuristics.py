@@ -6,7 +6,8 @@ known to work with Triton on current GPUs (H100) for the three kernel families T
 - dot kernels (matmul, bmm, attention): 128-wide output tiles, 64-deep K/key loops, 3 stages;
   batch-like launch dims that do not feed the dot get block 1 (one program per batch index).
 - row reductions (softmax, norms): whole rows of up to ~4K elements per program, 8 warps for
-  wide rows; rows too wide for registers stream in chunks.
+  wide rows; rows too wide for registers stream in chunks; loops over rows or chunks are
+  pipelined 3 stages deep.
 - a grid over groups whose inner tile loop programs may share (grouped GEMM, ir/loop_split.py):
   that loop's tiles as output tiles, shared by one program per SM across all groups
   (`pid_type='persistent_interleaved'`) or, for many groups, by `split_programs` programs in all.
@@ -49,6 +50,10 @@ WIDE_ROWS = 256              # output rows of an attention-shaped program (_wide
 WIDE_ROWS_MIN_WIDTH = 128    # the accumulated whole row (head dim) from which they pay
 WIDE_ROWS_MIN_WAVES = 4      # programs per SM the grid must still have with them
 H100_MULTIPROCESSORS = 132
+# loads of a row loop issued this many iterations ahead, less one (backends/triton/loop_stages.py);
+# on the H100 (benchmarks/results/issue17/reductions.md) 3 beat 2 by 10% for layer_norm's and
+# rms_norm's backward (16384 x 4096 bf16) and cross-entropy's chunk loop (4096 x 32000); 4 was no faster
+LOOP_STAGES = 3
 SHARED_MEMORY_MARGIN = 0.9   # the estimate leaves out Triton's own scratch (barriers, layout conversions)
 INTERPRETER_BLOCK = 128      # interpret mode: the widest block _widen_for_interpreter gives a dim
 INTERPRETER_ELEMENTS = 16384  # interpret mode: the most elements of a program's tile it widens to
@@ -329,7 +334,8 @@ def _row_kernel(facts: KernelFacts) -> dict[str, Any]:
         elements *= rows_here
         rows = 1  # only the first launch dim packs several rows
     wanted["num_warps"] = _clamp_pow2(elements // 512, 1, 16)
-    wanted["num_stages"] = 2 if inner else 1
+    chunked = any(extent > CHUNK_ROWS_ABOVE for extent in facts.reduction_extents)
+    wanted["num_stages"] = LOOP_STAGES if inner or chunked else 1
     for position, extent in enumerate(facts.reduction_extents):
         wanted[f"reduction_loops[{position}]"] = REDUCTION_CHUNK if extent > CHUNK_ROWS_ABOVE else None
     return wanted
@@ -351,7 +357,7 @@ def _blocked_rows_kernel(facts: KernelFacts, registered: list[TunableDim], inner
         floor = min(MIN_REGISTERED_BLOCK, _ceil_pow2(max(dim.extent, 1)))
         wanted[f"block_sizes[{dim.index}]"] = max(per_program, inner_block, floor)
     wanted["num_warps"] = _clamp_pow2(inner_block * row // 512, 1, 16)
-    wanted["num_stages"] = 2
+    wanted["num_stages"] = LOOP_STAGES
     return wanted
 
 

@@ -20,6 +20,7 @@ from tessera.backends.source_text import reduction_identity as shared_identity
 from tessera.backends.triton import numerics
 from tessera.backends.triton.emitter import FP8_DTYPES, TRITON_DTYPES, Emitter, emit_index_check, join_masks
 from tessera.backends.triton.indexing import BlockAccess, element_size, strategy_for
+from tessera.backends.triton.loop_stages import loop_stages
 from tessera.backends.triton.printer import print_expr
 from tessera.backends.triton.split_loops import emit_split_loop
 from tessera.ir.graph import UNIT, AccessKind, Axis, Block, Node, Op
@@ -744,6 +745,8 @@ def _range_options(emitter: Emitter, node: Node) -> str:
     for key, (keyword, convert) in _RANGE_KEYS.items():
         entries = emitter.config.get(key) or []
         value = convert(entries[position]) if position < len(entries) else None
+        if value is None and keyword == "num_stages":  # a loop Triton would not pipeline by itself
+            value = loop_stages(node.blocks[0].nodes, emitter.config)
         if value is not None:
             options.append(f", {keyword}={value!r}")
     return "".join(options)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from tessera.backends.triton.emitter import TRITON_DTYPES, Emitter
+from tessera.backends.triton.loop_stages import loop_stages
 from tessera.backends.triton.lowering import emit_block, reduction_identity, reduction_text, working_dtype
 from tessera.backends.triton.printer import print_expr
 from tessera.ir.graph import Axis, Block, Node
@@ -39,6 +40,9 @@ def emit_row_schedule(emitter: Emitter, items: tuple[Node | ChunkPass, ...], row
 
 
 def _emit_pass(emitter: Emitter, chunk: ChunkPass, row: Axis) -> None:
+    if chunk.online is not None:
+        _emit_online_pass(emitter, chunk, row)
+        return
     accumulators = {}
     for reduction in chunk.reductions:
         source = reduction.inputs[0]
@@ -47,25 +51,71 @@ def _emit_pass(emitter: Emitter, chunk: ChunkPass, row: Axis) -> None:
         accumulators[reduction] = (name, dtype)
         identity = reduction_identity(reduction.params["fn"], source.dtype)
         emitter.line(f"{name} = tl.full({emitter.block_shape(source.shape)}, {identity}, {TRITON_DTYPES[dtype]})")
-    emitter.line(f"for {row.begin} in tl.range(0, {print_expr(row.end)}, {row.block}):")
-    emitter.indent += 1
-    used = {axis for node in chunk.nodes for axis in node.shape} | {r.params["axis"] for r in chunk.reductions}
-    if row in used:
-        emitter.define_axis(row)
-    emitter.last_comment = None  # each pass names its lines again
-    for node in chunk.nodes:  # a value computed again in this pass is a fresh variable here
-        emitter.renamed[node] = f"{node.name}_p{chunk.index}"
-    emit_block(emitter, Block(chunk.nodes))
+    _open_chunk_loop(emitter, chunk, row, {r.params["axis"] for r in chunk.reductions})
     for reduction, (name, dtype) in accumulators.items():
         emitter.line(f"{name} = {_accumulate(emitter, reduction, name, dtype)}")
-    for node in chunk.nodes:
-        del emitter.renamed[node]
-    emitter.indent -= 1
+    _close_chunk_loop(emitter, chunk)
     for reduction, (name, dtype) in accumulators.items():
         text = reduction_text(emitter, reduction.params["fn"], name, dtype, reduction.params["dim"],
                               reduction.params["keepdim"], reduction.inputs[0].shape)
         text = emitter.cast(text, dtype, reduction.dtype)
         emitter.line(f"{emitter.name_of(reduction)} = {text}")
+
+
+def _open_chunk_loop(emitter: Emitter, chunk: ChunkPass, row: Axis, reduced: set[Axis]) -> None:
+    """The chunk loop's header and the pass's row nodes (per-pass names), indented into it."""
+    stages = loop_stages(chunk.nodes, emitter.config)
+    options = f", num_stages={stages}" if stages else ""
+    emitter.line(f"for {row.begin} in tl.range(0, {print_expr(row.end)}, {row.block}{options}):")
+    emitter.indent += 1
+    if row in {axis for node in chunk.nodes for axis in node.shape} | reduced:
+        emitter.define_axis(row)
+    emitter.last_comment = None  # each pass names its lines again
+    for node in chunk.nodes:  # a value computed again in this pass is a fresh variable here
+        emitter.renamed[node] = f"{node.name}_p{chunk.index}"
+    emit_block(emitter, Block(chunk.nodes))
+
+
+def _close_chunk_loop(emitter: Emitter, chunk: ChunkPass) -> None:
+    for node in chunk.nodes:
+        del emitter.renamed[node]
+    emitter.indent -= 1
+
+
+def _emit_online_pass(emitter: Emitter, chunk: ChunkPass, row: Axis) -> None:
+    """amax(x) and sum(exp(x - amax(x))) in one loop (ir/rolling.py's OnlineSum). Lanes at -inf
+    add nothing (also before a lane has seen a finite value, where exp(-inf - -inf) would be NaN);
+    NaN propagates; the sums match torch's on inf and NaN rows (tests/test_reduction_loops.py)."""
+    online = chunk.online
+    value, maximum, total = online.value, online.maximum, online.total
+    dtype = TRITON_DTYPES[value.dtype]
+    shape = emitter.block_shape(value.shape)
+    running, summed = f"acc_{maximum.name}", f"acc_{total.name}"
+    emitter.line(f"{running} = tl.full({shape}, -float('inf'), {dtype})")
+    emitter.line(f"{summed} = tl.full({shape}, 0, {dtype})")
+    axis = maximum.params["axis"]
+    _open_chunk_loop(emitter, chunk, row, {axis})
+    lanes = emitter.name_of(value)
+    if axis.needs_mask:  # lanes past the row's end hold -inf: they add nothing
+        emitter.line(f"{lanes}_online = tl.where({emitter.axis_mask(axis, value.shape)}, {lanes}, -float('inf'))")
+        lanes = f"{lanes}_online"
+    # one exp per element: exp(min - max) of the lane's running max and the new value rescales
+    # the sum (new value above) or is the new value's term (below); exp(inf - inf) is NaN as in torch
+    emitter.line(f"{running}_new = tl.maximum({running}, {lanes}, propagate_nan=tl.PropagateNan.ALL)")
+    emitter.line(f"{running}_exp = tl.where({lanes} == -float('inf'), 0.0, "
+                 f"tl.exp(tl.minimum({running}, {lanes}) - {running}_new))")
+    emitter.line(f"{summed} = tl.where({lanes} > {running}, {summed} * {running}_exp + "
+                 f"tl.where({lanes} == float('inf'), float('nan'), 1.0), {summed} + {running}_exp)")
+    emitter.line(f"{running} = {running}_new")
+    _close_chunk_loop(emitter, chunk)
+    dim = maximum.params["dim"]
+    kept = reduction_text(emitter, "amax", running, value.dtype, dim, True, value.shape)
+    emitter.line(f"{running}_max = {kept}")
+    text = reduction_text(emitter, "amax", running, value.dtype, dim, maximum.params["keepdim"], value.shape)
+    emitter.line(f"{emitter.name_of(maximum)} = {emitter.cast(text, value.dtype, maximum.dtype)}")
+    emitter.line(f"{summed} = {summed} * tl.exp({running} - {running}_max)")
+    text = reduction_text(emitter, "sum", summed, value.dtype, total.params["dim"], total.params["keepdim"], value.shape)
+    emitter.line(f"{emitter.name_of(total)} = {emitter.cast(text, value.dtype, total.dtype)}")
 
 
 def _accumulate(emitter: Emitter, reduction: Node, accumulator: str, dtype: torch.dtype) -> str:
