@@ -212,9 +212,12 @@ def _tolerances(case: OpCase, dtype: torch.dtype, expected: torch.Tensor, inputs
 def test_op_matches_torch_or_is_refused_where_torch_refuses(case: OpCase, dtype: torch.dtype, round_number: int,
                                                              device: torch.device) -> None:
     if device.type == "cuda" and case.primitive == "prod" and not dtype.is_floating_point:
-        # int8 rows of up to 128 values overflow float32 products: where the GPU's tree order
-        # overflows before meeting a zero it gives nan where torch's loop gives 0 (README limits)
-        pytest.xfail("prod of overflowing integer rows on the GPU: the reduction's order of operations")
+        # the row's factor v * 0.1 + 1 is exactly 0 in torch at v = -10 (the product rounds to -1.0
+        # before the add) but -1.49e-8 on the GPU, where Triton contracts the multiply and add into one
+        # FMA (no intermediate rounding, as torch.compile): int8 row 0 of round 0 is 2.7e14 there, not
+        # -0.0 (.scratch/prod_fma_h100.py). Wider integer rows can also overflow float32 products, and
+        # the GPU's tree order then meets inf * 0 where torch's loop gives 0 (README limits)
+        pytest.xfail("prod of integer rows on the GPU: FMA contraction of v * 0.1 + 1 and the reduction's order")
     if device.type == "cuda" and case.primitive in ("cumsum", "cumprod"):
         # a parallel scan combines in another order than torch's CPU loop (torch's own CUDA scan
         # differs from it too): on edge values (huge magnitudes, inf) running sums and products
