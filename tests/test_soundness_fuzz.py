@@ -122,3 +122,41 @@ def test_forms_without_a_lowering_are_located_refusals(spelling: str, device: to
         out = torch.zeros(5, 37, device=device)
         tessera.kernel(binary, mode=_modes(device)[1], config=CONFIG)(out, x, x, ops[spelling])
     _assert_located(caught.value, exc.UnsupportedOperationError)
+
+
+# -- autograd and in-place writes: compiled writes were invisible to autograd (silent wrong gradients) --
+def copy_into(x: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile]
+    return out
+
+
+def add_into(x: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        hl.atomic_add(out, [tile], x[tile])
+    return out
+
+
+@pytest.mark.parametrize("writer", [copy_into, add_into])
+def test_overwriting_a_tensor_saved_for_backward_makes_backward_raise_as_in_eager(writer: Callable[..., T],
+                                                                                  device: torch.device) -> None:
+    for mode in _modes(device):
+        kernel = tessera.kernel(writer, mode=mode)
+        for call in range(2):  # the second call takes the exact-facts memo's path
+            weight = torch.randn(4, device=device, requires_grad=True)
+            saved = torch.randn(4, device=device)
+            loss = (weight * saved).sum()  # saves `saved` for weight's gradient
+            kernel(torch.ones(4, device=device), saved)
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                loss.backward()
+
+
+def test_a_compiled_write_into_a_tensor_requiring_grad_is_refused_outside_no_grad(device: torch.device) -> None:
+    kernel = tessera.kernel(copy_into, mode=_modes(device)[1])
+    target = torch.randn(4, device=device, requires_grad=True) * 1  # a non-leaf: eager records the copy
+    with pytest.raises(exc.KernelArgumentError) as caught:
+        kernel(torch.ones(4, device=device), target)
+    _assert_located(caught.value)
+    with torch.no_grad():
+        kernel(torch.ones(4, device=device), target)
+    torch.testing.assert_close(target.detach(), torch.ones(4, device=device))
