@@ -23,16 +23,16 @@ from tessera.compiler import flat_values
 from tessera.location import user_location
 
 
-def written_tensors(positions: tuple[int, ...], direct: bool, names: tuple[str, ...], values: list[Any]) -> tuple[torch.Tensor, ...]:
+def written_tensors(positions: tuple[int, ...], direct: bool, names: tuple[str, ...], values: list[Any]) -> list[torch.Tensor]:
     """The tensors at `positions` of the launch's flat values (`direct`: no closure among the
     values, so the positions index `values` itself and nothing is flattened)."""
     if direct:
-        return tuple(values[i] for i in positions)
+        return [values[i] for i in positions]
     flat = flat_values(names, values)
-    return tuple(flat[i][1] for i in positions)
+    return [flat[i][1] for i in positions]
 
 
-def note_writes(kernel_name: str, tensors: tuple[torch.Tensor, ...], location: Any) -> None:
+def note_writes(kernel_name: str, tensors: list[torch.Tensor], location: Any) -> None:
     """Refuse a write autograd cannot see, then move the written tensors' version counters."""
     for tensor in tensors:
         if tensor.requires_grad and torch.is_grad_enabled():
