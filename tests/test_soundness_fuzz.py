@@ -160,3 +160,56 @@ def test_a_compiled_write_into_a_tensor_requiring_grad_is_refused_outside_no_gra
     with torch.no_grad():
         kernel(torch.ones(4, device=device), target)
     torch.testing.assert_close(target.detach(), torch.ones(4, device=device))
+
+
+# -- gathers: negative index values were masked to 0 in compiled modes where torch (and eager's scalar
+# -- indices) count from the end; bool/uint8 index tensors (masks in torch) were gathered as 0/1 ------
+def gather_rows(x: T, rows: T) -> T:
+    out = torch.empty(rows.size(0), x.size(1), device=x.device)
+    for tile in hl.tile(rows.size(0)):
+        out[tile, :] = x[rows[tile], :] * 2
+    return out
+
+
+def gather_scalar(x: T, rows: T) -> T:
+    out = torch.empty(rows.size(0), x.size(1), device=x.device)
+    for i in hl.grid(rows.size(0)):
+        out[i, :] = x[rows[i], :] * 2
+    return out
+
+
+def scatter(values: T, positions: T, out: T) -> T:
+    for tile in hl.tile(positions.size(0)):
+        out[positions[tile]] = values[tile]
+    return out
+
+
+@pytest.mark.parametrize("kernel", [gather_rows, gather_scalar])
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize("static_shapes", [False, True])
+def test_negative_gather_indices_count_from_the_end_in_every_mode(kernel: Callable[..., T], dtype: torch.dtype,
+                                                                  static_shapes: bool, device: torch.device) -> None:
+    x = torch.arange(200 * 3, dtype=torch.float32, device=device).reshape(200, 3)  # rows past int8's range
+    rows = torch.tensor([-1, -100, 5, -128, 127, 0, -200], device=device).to(dtype)
+    expected = x[rows.long()] * 2
+    for mode in _modes(device):
+        result = tessera.kernel(kernel, mode=mode, static_shapes=static_shapes)(x, rows)
+        torch.testing.assert_close(result, expected, msg=lambda text: f"{mode}: {text}")
+
+
+def test_negative_scatter_indices_count_from_the_end_in_every_mode(device: torch.device) -> None:
+    positions = torch.tensor([-1, -6, 2], device=device)
+    values = torch.tensor([1.0, 2.0, 3.0], device=device)
+    expected = torch.zeros(6, device=device).index_put_((positions,), values)
+    for mode in _modes(device):
+        torch.testing.assert_close(tessera.kernel(scatter, mode=mode)(values, positions, torch.zeros(6, device=device)),
+                                   expected, msg=lambda text: f"{mode}: {text}")
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8])
+def test_mask_dtyped_index_tensors_are_located_refusals(dtype: torch.dtype, device: torch.device) -> None:
+    x = torch.arange(5.0 * 3, device=device).reshape(5, 3)
+    rows = torch.tensor([1, 0, 1, 1, 0], device=device).to(dtype)
+    with pytest.raises(exc.IndexingError) as caught:
+        tessera.kernel(gather_rows, mode=_modes(device)[1])(x, rows)
+    _assert_located(caught.value)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from tessera.backends.base import LoadedKernel
-from tessera.compiler import CompiledLaunch, flat_values
+from tessera.compiler import CompiledLaunch, captured_cells, flat_values
 from tessera.ir.graph import Op
 from tessera.ir.tunables import TunableDim
 from tessera.runtime.exact_facts import Memo
@@ -56,7 +56,7 @@ class Variant:
         written_positions = tuple(i for i, (name, value) in enumerate(flat)
                                   if name in written and isinstance(value, torch.Tensor))
         return cls(compiled.guard, compiled.grid, compiled.loaded, compiled, launch_index, global_reads, positions,
-                   written_positions, len(flat) == len(values))
+                   written_positions, all(captured_cells(value) is None for value in values))
 
     def serves(self, arguments: list[Any]) -> bool:
         """Whether this variant may run a launch with these kernel arguments: its guards hold

@@ -192,6 +192,10 @@ class Emitter(EmitterBase):
                 index = self.name_of(value)
                 if self.int64_indexing:
                     index = f"{index}.to(tl.int64)"
+                elif value.dtype in (torch.int8, torch.int16):  # sizes above their range compare and add in int32
+                    index = f"{index}.to(tl.int32)"
+                if value.dtype not in (torch.uint8, torch.bool):  # negative values count from the end, as in torch
+                    index = f"tl.where({index} < 0, {index} + {print_expr(tensor.sizes[dim])}, {index})"
                 if len(value.shape) < rank:
                     pieces = ["None"] * rank
                     for i in range(len(value.shape)):
