@@ -213,3 +213,51 @@ def test_mask_dtyped_index_tensors_are_located_refusals(dtype: torch.dtype, devi
     with pytest.raises(exc.IndexingError) as caught:
         tessera.kernel(gather_rows, mode=_modes(device)[1])(x, rows)
     _assert_located(caught.value)
+
+
+# -- loop-carried dtypes: a result the body promoted was cast back to the carried dtype in every
+# -- iteration (fp16 rounding, int truncation) where eager carries the promoted value on -----------
+def carried_sum(x: T, start: torch.dtype) -> T:
+    out = torch.empty(x.size(0), dtype=torch.float32, device=x.device)
+    for tile_m in hl.tile(x.size(0)):
+        acc = hl.zeros([tile_m], dtype=start)
+        for tile_n in hl.tile(x.size(1)):
+            acc = acc + x[tile_m, tile_n].sum(1)
+        out[tile_m] = acc
+    return out
+
+
+@pytest.mark.parametrize("start", [torch.float16, torch.int32, torch.bool])
+def test_a_carried_value_promoted_by_the_loop_is_a_located_refusal(start: torch.dtype, device: torch.device) -> None:
+    x = torch.rand(5, 40, device=device) * 100
+    with pytest.raises(exc.DtypeError) as caught:
+        tessera.kernel(carried_sum, mode=_modes(device)[1], config=CONFIG)(x, start)
+    _assert_located(caught.value)
+
+
+@pytest.mark.parametrize("start, dtype", [(torch.float32, torch.float16), (torch.int32, torch.int8),
+                                          (torch.int32, torch.int32)])
+def test_carried_values_whose_dtype_holds_the_result_match_eager(start: torch.dtype, dtype: torch.dtype,
+                                                                 device: torch.device) -> None:
+    x = (torch.rand(5, 40, device=device) * 20).to(dtype)
+    results = [tessera.kernel(carried_sum, mode=mode, config=CONFIG)(x, start) for mode in _modes(device)]
+    torch.testing.assert_close(results[1], results[0], rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(results[0], x.double().sum(1).float(), rtol=1e-3, atol=1e-2)
+
+
+# -- bf16 subnormals: Triton 3.6's interpreter widened them to 0 or to wrong normals ------------------
+def widen_and_test(x: T, out: T, flags: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile].to(torch.float32) * 1.0
+        flags[tile] = x[tile].to(torch.bool)
+    return out
+
+
+def test_bf16_subnormals_widen_exactly_in_every_mode(device: torch.device) -> None:
+    x = torch.tensor([1e-40, 1e-39, -1e-40, 3e-39, 0.0, -0.0, 1.0, float("inf")], dtype=torch.bfloat16, device=device)
+    for mode in _modes(device):
+        out = torch.zeros(8, device=device)
+        flags = torch.zeros(8, dtype=torch.bool, device=device)
+        tessera.kernel(widen_and_test, mode=mode)(x, out, flags)
+        torch.testing.assert_close(out, x.float(), rtol=0, atol=0, msg=lambda text: f"{mode}: {text}")
+        assert torch.equal(flags, x.bool()), mode
