@@ -42,7 +42,8 @@ TOLERANCES = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 1e-2}
 # casts of NaN, inf or out-of-range floats to integers are undefined behaviour in C++: PyTorch's
 # CPU and CUDA kernels disagree, so those rows see finite, in-range values only
 _FINITE_ONLY = frozenset({"int", "long", "type_as"})
-_DIVISIONS = frozenset({"floordiv", "mod"})  # integer x // 0 raises in torch, INT_MIN // -1 traps
+# integer x // 0 raises in torch, INT_MIN // -1 traps (the rows of torch.div with a rounding_mode too)
+_DIVISIONS = frozenset({"floordiv", "mod"})
 # a float sum's value depends on its order once partial sums overflow or cancel huge terms: summing
 # rows see huge values no 37 of which overflow, and allow the summation error bound n * eps * sum|x|
 _SUMMING = frozenset({"sum", "mean"})
@@ -117,8 +118,17 @@ def _inputs(case: OpCase, dtype: torch.dtype, rng: random.Random) -> tuple[list[
     rows, columns = SHAPE
     shape = (columns, rows) if case.layout == "transposed" else SHAPE
     layout = rng.choice(INPUT_LAYOUTS)
-    values = [_laid_out(rng, _values(rng, dtype, shape, case.primitive, position), layout) for position in range(3)]
+    primitive = "floordiv" if _passes_keyword(case, "rounding_mode") else case.primitive  # the divisor rules
+    values = [_laid_out(rng, _values(rng, dtype, shape, primitive, position), layout) for position in range(3)]
     return values, layout
+
+
+def _passes_keyword(case: OpCase, keyword: str) -> bool:
+    """Whether the row's expression calls something with `keyword=` (the call's keyword names are
+    a tuple constant of its code)."""
+    code = getattr(case.op, "__code__", None)
+    constants = code.co_consts if code is not None else ()
+    return any(keyword in constant for constant in constants if isinstance(constant, tuple))
 
 
 def _reference(case: OpCase, inputs: list[torch.Tensor]) -> torch.Tensor | BaseException:
