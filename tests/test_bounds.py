@@ -233,7 +233,8 @@ def test_checked_indices_report_an_out_of_range_gather_at_its_line(device: torch
 def test_checked_indices_report_a_negative_scatter_index(device: torch.device) -> None:
     out = torch.zeros(6, device=device)
     with pytest.raises(exc.IndexingError) as caught:
-        _checked(scatter_checked, torch.ones(3, device=device), torch.tensor([0, -1, 2], device=device), out)
+        # -1 counts from the end, as in torch; -7 is below -6, out of range
+        _checked(scatter_checked, torch.ones(3, device=device), torch.tensor([0, -7, 2], device=device), out)
     assert caught.value.location.lineno == marked_line(__file__, "checked-scatter")[0]
 
 

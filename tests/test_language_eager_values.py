@@ -194,7 +194,7 @@ def test_unmasked_out_of_range_index_raises_indexing_error(device):
         gather(torch.zeros(4, device=device), torch.tensor([0, 4], device=device))
 
 
-def test_negative_index_is_out_of_range_not_counted_from_the_end(device):
+def test_negative_index_counts_from_the_end_and_below_minus_size_is_out_of_range(device):
     @eager_kernel()
     def gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         out = torch.empty(index.size(0), dtype=x.dtype, device=x.device)
@@ -202,8 +202,10 @@ def test_negative_index_is_out_of_range_not_counted_from_the_end(device):
             out[tile] = hl.load(x, [index[tile]])
         return out
 
+    x = torch.arange(4.0, device=device)
+    torch.testing.assert_close(gather(x, torch.tensor([0, -1, -4], device=device)), x[[0, -1, -4]])  # as torch
     with pytest.raises(tessera.exc.IndexingError):
-        gather(torch.zeros(4, device=device), torch.tensor([0, -1], device=device))
+        gather(x, torch.tensor([0, -5], device=device))
 
 
 def test_unmasked_out_of_range_scatter_index_raises_indexing_error(device):

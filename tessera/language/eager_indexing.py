@@ -89,7 +89,7 @@ def normalize_index(tensor: torch.Tensor, index: Any, reading: bool = False) -> 
             if reading and dim < tensor.dim() and tensor.size(dim) == 1:
                 item = 0
             _check_int_index(tensor, item, dim)
-        elif isinstance(item, torch.Tensor) and item.dtype != torch.bool:
+        elif isinstance(item, torch.Tensor):
             check_index_dtype(item.dtype)
         result.append(item)
         if item is not None:
@@ -149,7 +149,8 @@ def _in_bounds(tensor: torch.Tensor, index: Index, tensor_dims: list[tuple[int, 
     for position, item in enumerate(index):
         if position in positions:
             size = tensor.size(positions[position])
-            probe.append(((item < 0) | (item >= size)).long())
+            wide = item.long()  # an int8 index compared with a size above 127 must not wrap
+            probe.append(((wide < -size) | (wide >= size)).long())  # negative ones count from the end
         elif item is None or isinstance(item, slice):
             probe.append(None if item is None else slice(None))
         else:
@@ -161,7 +162,8 @@ def _clamped(tensor: torch.Tensor, index: Index, tensor_dims: list[tuple[int, in
     items = list(index)
     for position, dim in tensor_dims:
         size = tensor.size(dim)
-        items[position] = items[position].long().clamp(0, max(size - 1, 0))
+        wrapped = items[position].long()
+        items[position] = torch.where(wrapped < 0, wrapped + size, wrapped).clamp(0, max(size - 1, 0))
     return tuple(items)
 
 

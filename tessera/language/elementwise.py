@@ -146,24 +146,78 @@ def scalar_tensor_value(tracer: Tracer, value: Any) -> Any:
     return value
 
 
+# torch's names for the operands an op also takes by keyword (`torch.add(x, other=y)`), in order
+_OPERAND_KEYWORDS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "where": (("condition",), ("input", "self"), ("other",)),
+    "pow": (("input", "self"), ("exponent",)),
+}
+_DEFAULT_OPERAND_KEYWORDS = (("input", "self"), ("other",))
+
+
+def _positional_operands(op: ElementwiseOp, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """`args` with the operands given by keyword appended in torch's order (popped from `kwargs`)."""
+    operands = list(args)
+    for names in _OPERAND_KEYWORDS.get(op.name, _DEFAULT_OPERAND_KEYWORDS)[len(args):op.arity]:
+        given = [name for name in names if name in kwargs]
+        if not given:
+            break
+        operands.append(kwargs.pop(given[0]))
+    return tuple(operands)
+
+
+def _unsupported_form(what: str, hint: str) -> exc.UnsupportedOperationError:
+    return exc.UnsupportedOperationError(f"{what} is not supported inside a compiled tile loop",
+                                         location=user_location(), hint=hint)
+
+
+def _rounded_division(tracer: Tracer, args: tuple[Any, ...], mode: str, dtype: torch.dtype) -> TileValue:
+    """`torch.div(a, b, rounding_mode=mode)`: 'floor' is floor division; 'trunc' of integers is the
+    floor quotient moved one toward zero where the remainder is nonzero and the signs differ."""
+    if mode == "floor":
+        return apply_elementwise(tracer, "floordiv", *args)
+    if dtype.is_floating_point:
+        raise _unsupported_form("torch.div(..., rounding_mode='trunc') of floats",
+                                "use rounding_mode='floor' where the quotient is not negative, or run the "
+                                "kernel with mode='eager'")
+    # a scalar divisor wraps into the dtype first (uint8 // -3 divides by 253), so its sign does too
+    args = tuple(a if isinstance(a, TileValue) else scalar_operand(a, dtype) for a in args)
+    quotient = apply_elementwise(tracer, "floordiv", *args)
+    remainder = apply_elementwise(tracer, "mod", *args)
+    signs_differ = apply_elementwise(tracer, "ne", apply_elementwise(tracer, "lt", args[0], 0),
+                                     apply_elementwise(tracer, "lt", args[1], 0))
+    inexact = apply_elementwise(tracer, "bitwise_and", apply_elementwise(tracer, "ne", remainder, 0), signs_differ)
+    return apply_elementwise(tracer, "where", inexact, apply_elementwise(tracer, "add", quotient, 1), quotient)
+
+
 def _trace_rule(name: str) -> Callable[..., Any]:
     op = _BY_NAME[name]
 
     def rule(tracer: Tracer, *args: Any, **kwargs: Any) -> TileValue:
+        args = _positional_operands(op, args, kwargs)
         if name == "where" and len(args) == 1:
-            raise NotImplementedError("torch.where(condition) with one argument")
+            raise _unsupported_form("torch.where(condition) with one argument",
+                                    "give both values: torch.where(condition, x, y)")
         kwargs.pop("out", None)
         args = tuple(scalar_tensor_value(tracer, a) for a in args)
         answer = ask_torch(f"torch.{op.torch_functions[0].__name__}", op.torch_functions[0], args, kwargs)
         if name == "pow" and not answer.dtype.is_floating_point:
             return _integer_pow(tracer, args[0], args[1], answer.dtype)
         if name == "gelu" and kwargs.pop("approximate", "none") != "none":
-            raise NotImplementedError("gelu(approximate='tanh')")
+            raise _unsupported_form("F.gelu(approximate='tanh')",
+                                    "use F.gelu(x) (the erf form), or write the tanh formula with torch.tanh")
+        if name == "truediv" and kwargs.get("rounding_mode") is not None:
+            return _rounded_division(tracer, args, kwargs.pop("rounding_mode"), answer.dtype)
         if kwargs.get("alpha", 1) != 1 and name in ("add", "sub"):
             # torch converts alpha to the operands' dtype first: it scales without promoting
             promoted = result_dtype(op, tuple(args[:2]))[1]
             args = (args[0], apply_elementwise(tracer, "mul", args[1], scalar_operand(kwargs.pop("alpha"), promoted)))
         kwargs.pop("alpha", None)
+        kwargs.pop("rounding_mode", None)
+        if kwargs.get("inplace") is False:  # F.silu/F.relu pass it explicitly
+            kwargs.pop("inplace")
+        if kwargs:  # a keyword torch accepts and this rule would drop: never a silent change of meaning
+            raise _unsupported_form(f"torch.{name}(..., {', '.join(f'{k}=' for k in kwargs)})",
+                                    "pass the operands by position, or run the kernel with mode='eager'")
         result = apply_elementwise(tracer, name, *args[:op.arity])
         if isinstance(answer, torch.Tensor) and answer.dtype != result.dtype:
             raise exc.TesseraError(f"internal error: torch.{name} gives {answer.dtype} where Tessera computed "

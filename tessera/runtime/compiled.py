@@ -31,6 +31,7 @@ from tessera.runtime.exact_facts import launch_facts
 from tessera.runtime.global_reads import GlobalReads
 from tessera.runtime.plan import LaunchRecord
 from tessera.runtime.variants import RememberedLaunch, Variant, VariantStore
+from tessera.runtime.written_tensors import note_writes, written_tensors
 
 
 class LazySlotTable:
@@ -106,6 +107,8 @@ class CompiledRunner:
             # a variant whose body read a module global serves only while it keeps its value
             if known is not None and (known.variant.global_reads is None or known.variant.global_reads.hold()):
                 self.store.hits += 1
+                if known.variant.written_values:
+                    self._note_writes(known.variant, values, body)
                 return known.run(self, values)
         values_key, range_key, arguments = launch_inputs(values, tile_range, self.static_shapes)
         key = (body.__code__.co_firstlineno, self.mode, self.config_key, range_key, values_key)
@@ -117,10 +120,16 @@ class CompiledRunner:
             self.store.hits += 1
         if variant.stored_values:
             _refuse_overlapping_outputs(self.kernel.fn.__name__, variant, values, body.__code__.co_freevars)
+        if variant.written_values and self.recorder is None:
+            self._note_writes(variant, values, body)
         grid = variant.grid(*arguments)
         self.run_variant(variant, arguments, grid)
         if facts is not None:  # ran: the next launch with these facts repeats this decision
             self.memo.remember(facts, RememberedLaunch(variant, values, arguments, grid))
+
+    def _note_writes(self, variant: Variant, values: list[Any], body: Callable[..., Any]) -> None:
+        tensors = written_tensors(variant.written_values, variant.written_direct, body.__code__.co_freevars, values)
+        note_writes(self.kernel.fn.__name__, tensors, variant.compiled.location)
 
     def _compile(self, key: tuple, variants: list[Variant], values: list[Any], tile_range: TileRange,
                  body: Callable[..., Any], launch_index: int) -> Variant:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from tessera.backends.base import LoadedKernel
-from tessera.compiler import CompiledLaunch, flat_values
+from tessera.compiler import CompiledLaunch, captured_cells, flat_values
 from tessera.ir.graph import Op
 from tessera.ir.tunables import TunableDim
 from tessera.runtime.exact_facts import Memo
@@ -39,16 +39,24 @@ class Variant:
     # positions (in `flat_values` of the launch's captured values) of the tensors it stores into, not atomically:
     # each must not overlap itself (overlap.py)
     stored_values: tuple[int, ...] = ()
+    # positions (as stored_values) of every tensor it writes, atomics included (written_tensors.py);
+    # `written_direct`: no captured value was a closure, so they index the captured values themselves
+    written_values: tuple[int, ...] = ()
+    written_direct: bool = True
 
     @classmethod
     def of(cls, compiled: CompiledLaunch, launch_index: int, global_reads: GlobalReads | None = None,
            names: tuple[str, ...] = (), values: list[Any] = ()) -> Variant:
         """`names`, `values`: the loop body's free variables and captured values."""
-        stored = {node.params["tensor"].name for node in compiled.ir.nodes()
-                  if node.op is Op.STORE and not node.params.get("atomic")}
-        positions = tuple(i for i, (name, _) in enumerate(flat_values(names, list(values)))
-                          if name in stored)  # indexes flat_values(names, values)
-        return cls(compiled.guard, compiled.grid, compiled.loaded, compiled, launch_index, global_reads, positions)
+        stores = [node for node in compiled.ir.nodes() if node.op is Op.STORE]
+        stored = {node.params["tensor"].name for node in stores if not node.params.get("atomic")}
+        written = {node.params["tensor"].name for node in stores}
+        flat = flat_values(names, list(values))
+        positions = tuple(i for i, (name, _) in enumerate(flat) if name in stored)  # indexes flat_values(names, values)
+        written_positions = tuple(i for i, (name, value) in enumerate(flat)
+                                  if name in written and isinstance(value, torch.Tensor))
+        return cls(compiled.guard, compiled.grid, compiled.loaded, compiled, launch_index, global_reads, positions,
+                   written_positions, all(captured_cells(value) is None for value in values))
 
     def serves(self, arguments: list[Any]) -> bool:
         """Whether this variant may run a launch with these kernel arguments: its guards hold

@@ -119,6 +119,12 @@ def check_index_dtype(dtype: torch.dtype) -> None:
     if dtype.is_floating_point or dtype.is_complex:
         raise exc.IndexingError(f"tensors can only be indexed with integer tile values, not {dtype}",
                                 location=user_location(), hint="convert the indices with .to(torch.int32)")
+    if dtype in (torch.bool, torch.uint8):  # torch reads these as masks: a data-dependent number of elements
+        raise exc.IndexingError(f"a {str(dtype)[6:]} tile value as an index is a mask in torch (it selects a "
+                                "data-dependent number of elements), which a tile cannot hold",
+                                location=user_location(),
+                                hint="keep the shape and mask the values: torch.where(mask, x[tile], 0), or "
+                                     "hl.load(x, [tile], extra_mask=mask); integer indices: .to(torch.int32)")
 
 
 def _tile_may_begin_below_zero(tracer: Tracer, axis: Axis, tensor: TensorProxy, dim: int) -> bool:

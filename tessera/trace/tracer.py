@@ -493,6 +493,16 @@ class Tracer:
         return tuple(_unflatten_carried([TileValue(p) for p in placeholders], structure))
 
     def _loop_output(self, placeholder: TileValue, result: Any) -> Node:
+        if isinstance(result, TileValue) and _carrying_loses_values(placeholder.dtype, result.dtype):
+            # eager carries the promoted value into the next iteration; a cast back would round or
+            # truncate it in every iteration instead
+            name = str(placeholder.dtype).replace("torch.", "")
+            raise exc.DtypeError(
+                f"a loop-carried value changes dtype in the loop: {name} -> "
+                f"{str(result.dtype).replace('torch.', '')}, and eager PyTorch would carry the "
+                f"{str(result.dtype).replace('torch.', '')} value on", location=user_location(),
+                hint=f"start it in the dtype the loop computes (hl.zeros(..., dtype={result.dtype})), or cast "
+                     f"in the loop: value = (...).to(torch.{name})")
         result = self._as_carried(result, like=placeholder)
         # whole dims unified inside the loop (the carried value's and the body's) are one axis now
         expected = tuple(self.canonical_axis(axis) for axis in placeholder.axes)
@@ -553,6 +563,20 @@ class Tracer:
             return value
         dtype = like.dtype if like is not None else (torch.float32 if isinstance(value, float) else torch.int32)
         return self.emit(Op.FULL, [value], like.axes if like is not None else (), dtype)
+
+
+def _carrying_loses_values(carried: torch.dtype, result: torch.dtype) -> bool:
+    """Whether casting a loop body's result back to its carried dtype changes values eager mode
+    keeps: a float result into an integer or bool, a wider float into a narrower one, a number
+    into a bool. Integer widths may differ (a count carried in int32 that a sum makes int64)."""
+    if carried == result:
+        return False
+    if carried == torch.bool:
+        return True
+    if result.is_floating_point:
+        return not carried.is_floating_point or torch.finfo(result).bits > torch.finfo(carried).bits \
+            or torch.promote_types(carried, result) != carried
+    return False
 
 
 def _flatten_carried(values: tuple) -> tuple[list[Any], list[Any]]:

@@ -119,6 +119,8 @@ class Emitter(EmitterBase):
                 if gather_offset is None:
                     gather_offset = find_run(shape, value.shape)
                 index = value.name
+                if value.dtype not in (torch.uint8, torch.bool):  # negative values count from the end, as in torch
+                    index = f"jnp.where({index} < 0, {index} + {size}, {index})"
                 if len(value.shape) < rank:
                     pieces = ["None"] * rank
                     for i in range(len(value.shape)):

@@ -21,6 +21,15 @@ from tessera.ir.graph import KernelIR
 from tessera.ir.loop_split import splittable_loop
 
 _HELPERS: dict[str, list[str]] = {
+    "widen_bf16": [
+        "",
+        "@triton.jit",
+        "def widen_bf16(x):",
+        "    # bf16 -> fp32 exactly, by moving the bits (Triton 3.6's interpreter turns bf16 subnormals",
+        "    # into 0 or wrong normals; the GPU widens them exactly)",
+        "    return (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)",
+        "",
+    ],
     "round_to_bf16": [
         "",
         "@triton.jit",
@@ -89,12 +98,12 @@ _HELPERS: dict[str, list[str]] = {
         "@triton.jit",
         "def interpreted_bf16_atomic(pointer, value, mask, op: tl.constexpr):",
         "    bits = pointer.to(tl.pointer_type(tl.int16), bitcast=True)",
-        "    value = value.to(tl.float32)",
+        "    value = widen_bf16(value) if value.dtype == tl.bfloat16 else value.to(tl.float32)",
         "    previous = tl.load(bits)",
         "    pending = (previous == previous) & mask  # the pointer's shape",
         "    while tl.max(tl.reshape(pending, [pending.numel]).to(tl.int32)) > 0:",
         "        seen = tl.load(bits)",
-        "        old = seen.to(tl.bfloat16, bitcast=True).to(tl.float32)",
+        "        old = widen_bf16(seen.to(tl.bfloat16, bitcast=True))",
         "        if op == 'add':",
         "            new = old + value",
         "        elif op == 'max':",

@@ -114,6 +114,11 @@ class Emitter(EmitterBase):
             other = target if source in FP8_DTYPES else source
             if other not in (torch.float16, torch.bfloat16, torch.float32):
                 text, source = f"{text}.to(tl.float32)", torch.float32
+        if self.interpret and source == torch.bfloat16:
+            self.helpers.add("widen_bf16")
+            text, source = f"widen_bf16({text})", torch.float32
+            if target == torch.float32:
+                return text
         if self.interpret and target == torch.bfloat16:
             # Triton 3.6's interpreter truncates fp32 -> bf16 and gives NaN or garbage for int and
             # bool -> bf16; PyTorch (through fp32, as c10::BFloat16 does) and the GPU round to
@@ -192,6 +197,10 @@ class Emitter(EmitterBase):
                 index = self.name_of(value)
                 if self.int64_indexing:
                     index = f"{index}.to(tl.int64)"
+                elif value.dtype in (torch.int8, torch.int16):  # sizes above their range compare and add in int32
+                    index = f"{index}.to(tl.int32)"
+                if value.dtype not in (torch.uint8, torch.bool):  # negative values count from the end, as in torch
+                    index = f"tl.where({index} < 0, {index} + {print_expr(tensor.sizes[dim])}, {index})"
                 if len(value.shape) < rank:
                     pieces = ["None"] * rank
                     for i in range(len(value.shape)):

@@ -521,7 +521,7 @@ def _store(emitter: Emitter, node: Node) -> None:
             "(atomic_add works)", location=node.location,
             hint="keep the target in float32 (and cast it after the kernel), or use hl.atomic_cas in a loop")
     elif atomic and emitter.interpret and node.params["tensor"].dtype == torch.bfloat16:
-        emitter.helpers.update(("interpreted_bf16_atomic", "round_to_bf16"))
+        emitter.helpers.update(("interpreted_bf16_atomic", "round_to_bf16", "widen_bf16"))
         # the helper's compare-and-swap has no mask: a masked lane works on the tensor's first element
         safe = f"tl.where({mask}, {pointer}, {node.params['tensor'].name})" if mask else pointer
         emitter.line(f"{emitter.name_of(node)} = interpreted_bf16_atomic({safe}, {text}, "
