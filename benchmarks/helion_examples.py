@@ -266,6 +266,9 @@ def _run_one(path: pathlib.Path, args: argparse.Namespace, scratch: pathlib.Path
     if args.mode != "compiled":
         env["CUDA_VISIBLE_DEVICES"] = ""
         env["TRITON_INTERPRET"] = "1"  # the examples' own @triton.jit baselines run in Triton's interpreter
+        # one thread: eager tiles are small tensors, and on a shared CPU torch's worker threads spend
+        # most of each op waiting on one another (grpo_loss's eager forward: 3-12 s with 2, 0.5 s with 1)
+        env.setdefault("OMP_NUM_THREADS", "1")
     command = [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", str(path), "--mode", args.mode,
                "--sizes", args.sizes, "--result", str(result_path), "--lock", str(scratch / "timing.lock")]
     command += ["--check-only"] if args.check_only else []
