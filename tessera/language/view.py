@@ -14,6 +14,7 @@ import torch
 from tessera import exc
 from tessera.ir.graph import UNIT, Op
 from tessera.ir.primitive import torch_primitive
+from tessera.language.constexpr import BlockSizeInt
 from tessera.language.eager_indexing import check_tile_value_index
 from tessera.language.operands import check_dtype
 from tessera.location import user_location
@@ -228,10 +229,11 @@ def reshape_value(tracer: Tracer, value: TileValue, shape: tuple) -> TileValue:
                                              for axis, size in zip(source, wanted)):
         regrouped = _regroup(tracer, source, wanted)
         if regrouped is None:
-            raise refuse("it changes how elements are grouped into dims other than whole, power-of-two ones")
-        kept = iter(regrouped)
+            raise refuse("it changes how elements are grouped into dims other than whole, power-of-two ones "
+                         "(or tiles merged with them)")
+        kept = iter(regrouped[0])
         axes = tuple(UNIT if _is_one(size) else next(kept) for size in sizes)
-        return tracer.emit(Op.RESHAPE, [value.node], axes, value.dtype)
+        return tracer.emit(Op.RESHAPE, [tracer.zero_past_tile_ends(value, regrouped[1]).node], axes, value.dtype)
     for axis, size in zip(source, wanted):
         if not (_is_minus_one(size) or _names_axis(tracer, size, axis)):
             raise refuse(f"dim {axis.name} (size {axis.end - axis.begin if axis.is_tile else axis.end}) "
@@ -241,11 +243,14 @@ def reshape_value(tracer: Tracer, value: TileValue, shape: tuple) -> TileValue:
     return view_axes(tracer, value, axes, "reshape")
 
 
-def _regroup(tracer: Tracer, source: list[Any], wanted: list[Any]) -> list[Any] | None:
-    """The axes of `wanted` sizes when they split or merge whole dimensions held exactly (no
-    padding lanes, power-of-two sizes: row-major order survives tl.reshape), keeping every tile
-    where it is; None when they do not."""
+def _regroup(tracer: Tracer, source: list[Any], wanted: list[Any]) -> tuple[list[Any], list[Any]] | None:
+    """(the axes of `wanted`, the tiles whose tail lanes must read 0) when the sizes split or
+    merge dimensions held exactly, or None when they do not. Exact means no padding lanes:
+    whole power-of-two dims, and in a merge also tiles (`[tile, 2, n] -> [2 * tile.block_size, n]`,
+    Helion's int4 unpacking), whose lanes past the loop's end become zeros of the merged dim.
+    Row-major order then survives tl.reshape; every other tile stays where it is."""
     result: list[Any] = []
+    zeroed: list[Any] = []
     i = j = 0
     while j < len(wanted):
         if i == len(source) or _static_size(tracer, wanted[j]) == 1:  # a size-1 dim: a unit axis
@@ -255,17 +260,13 @@ def _regroup(tracer: Tracer, source: list[Any], wanted: list[Any]) -> list[Any] 
             j += 1
             continue
         axis, size = source[i], wanted[j]
-        if _names_axis(tracer, size, axis):
-            result.append(axis)
+        if _names_axis(tracer, size, axis) or (axis.is_tile and _static_size(tracer, size) == axis.block):
+            result.append(axis)  # a tile named by `tile.block_size` is that tile
             i, j = i + 1, j + 1
             continue
-        have, want = tracer.exact_extent(axis, "a reshape"), _static_size(tracer, size)
+        have, want = _merge_extent(tracer, axis), _static_size(tracer, size)
         if have is None or want is None:
             return None
-        if have == want:
-            result.append(axis)
-            i, j = i + 1, j + 1
-            continue
         pieces = [want]
         while have != _product(pieces) and j + len(pieces) < len(wanted) and _product(pieces) < have:
             pieces.append(_static_size(tracer, wanted[j + len(pieces)]))  # split one dim into several
@@ -273,26 +274,56 @@ def _regroup(tracer: Tracer, source: list[Any], wanted: list[Any]) -> list[Any] 
                 return None
         merged = [have]
         while want != _product(merged) and i + len(merged) < len(source) and _product(merged) < want:
-            extent = tracer.exact_extent(source[i + len(merged)], "a reshape")  # merge several into one
+            extent = _merge_extent(tracer, source[i + len(merged)])  # merge several into one
             if extent is None:
                 return None
             merged.append(extent)
-        if _product(pieces) == have:
+        if _product(pieces) == have and not axis.is_tile:
             if any(piece & (piece - 1) for piece in pieces):
                 return None
-            result += [UNIT if piece == 1 else tracer.full_axis(piece) for piece in pieces]
+            result += [UNIT if piece == 1 else _split_axis(tracer, wanted[j + k], piece)
+                       for k, piece in enumerate(pieces)]
             i, j = i + 1, j + len(pieces)
         elif _product(merged) == want:
-            result.append(tracer.full_axis(want))
+            group = source[i:i + len(merged)]
+            zeroed += [a for a in group if a.is_tile]
+            result.append(_named_whole_axis(tracer, size, want) or tracer.full_axis(want))
             i, j = i + len(merged), j + 1
         else:
             return None
-    return result if i == len(source) and j == len(wanted) else None
+    return (result, zeroed) if i == len(source) and j == len(wanted) else None
+
+
+def _split_axis(tracer: Tracer, size: Any, extent: int) -> Any:
+    """A dim split off a whole one: sized by a register_block_size value, it combines lane for lane
+    with the tiles of that block (as `hl.zeros([block])` does); else a whole dim of its own."""
+    if isinstance(size, BlockSizeInt):
+        return tracer.block_size_axis(extent)
+    return _named_whole_axis(tracer, size, extent) or tracer.full_axis(extent)
+
+
+def _merge_extent(tracer: Tracer, axis: Any) -> int | None:
+    """The lanes `axis` brings to a split or merge: a whole dim's exact size, or a tile's block."""
+    return axis.block if axis.is_tile else tracer.exact_extent(axis, "a reshape")
+
+
+def _named_whole_axis(tracer: Tracer, size: Any, extent: int) -> Any:
+    """The whole dim `size` names (`acc.size(1)`) when it holds `extent` lanes exactly: a merge
+    back into it gives that dim, so a loop-carried value keeps its axes."""
+    named = getattr(size, "axis", None)
+    if named is None or named.is_tile:
+        return None
+    named = tracer.canonical_axis(named)
+    return named if tracer.exact_extent(named, "a reshape") == extent else None
 
 
 def _static_size(tracer: Tracer, size: Any) -> int | None:
-    """A wanted size as an int (a host size is guarded to its value), or None."""
-    if isinstance(size, bool) or getattr(size, "axis", None) is not None or isinstance(size, (TileValue, TensorProxy)):
+    """A wanted size as an int (a host size is guarded to its value; a whole dim's size `v.size(d)`
+    its exact extent), or None."""
+    named = getattr(size, "axis", None)
+    if named is not None:
+        return None if named.is_tile else tracer.exact_extent(tracer.canonical_axis(named), "a reshape")
+    if isinstance(size, bool) or isinstance(size, (TileValue, TensorProxy)):
         return None
     expr = tracer.symbols.canonical(size)
     if isinstance(expr, int):

@@ -16,7 +16,7 @@ from tessera.location import user_location
 from tessera.ir.graph import UNIT, AccessKind, Axis, DimAccess, Node, Op
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue, refuse_value_list
 from tessera.trace.bounds import lower_bound
-from tessera.trace.views import is_whole_slice, split_view
+from tessera.trace.views import Window, is_whole_slice, split_view
 
 if TYPE_CHECKING:
     from tessera.trace.tracer import Tracer
@@ -67,6 +67,10 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any,
                     hint=f"tile that dimension instead: `for t in hl.tile({size}): ... {tensor.name}[..., t, ...]`")
             axis = tracer.full_axis(size)
             accesses.append(DimAccess(AccessKind.AXIS, axis=axis))
+            result.append(axis)
+        elif isinstance(item, Window):  # `length` lanes from the view's start, masked past its end
+            axis = tracer.full_axis(item.length)
+            accesses.append(DimAccess(AccessKind.AXIS, axis=axis, bound=size))
             result.append(axis)
         elif isinstance(item, TileValue):
             check_index_dtype(item.dtype)

@@ -196,20 +196,26 @@ class Tracer:
                         or self.fits_block_axis(axis, shape[offset + position]))}
         if not renamed:
             return value
-        node = value.node
-        for position in renamed:
-            axis = value.axes[position]
-            if axis.is_tile and axis.needs_mask:
-                index = self.emit(Op.VIEW, [self.tile_index(axis).node],
-                                  tuple(a if i == position else UNIT for i, a in enumerate(value.axes)),
-                                  torch.int32, what="tile lanes")
-                inside = self.emit(Op.ELEMENTWISE, [index.node, axis.end], index.axes, torch.bool,
-                                   fn="lt", compute=torch.int64)
-                zero = False if value.dtype == torch.bool else 0
-                node = self.emit(Op.ELEMENTWISE, [inside.node, node, zero], value.axes, value.dtype,
-                                 fn="where", compute=value.dtype).node
+        zeroed = self.zero_past_tile_ends(value, [value.axes[position] for position in renamed])
         target_axes = tuple(renamed.get(i, a) for i, a in enumerate(value.axes))
-        return self.emit(Op.VIEW, [node], target_axes, value.dtype, what="tile onto block-size axis")
+        return self.emit(Op.VIEW, [zeroed.node], target_axes, value.dtype, what="tile onto block-size axis")
+
+    def zero_past_tile_ends(self, value: TileValue, axes: list[Axis]) -> TileValue:
+        """`value` with its lanes past the loop's end of each tile of `axes` (that needs a mask)
+        set to 0: they are about to become ordinary lanes, which reductions and products see."""
+        for axis in axes:
+            if not (axis.is_tile and axis.needs_mask):
+                continue
+            position = value.axes.index(axis)
+            index = self.emit(Op.VIEW, [self.tile_index(axis).node],
+                              tuple(a if i == position else UNIT for i, a in enumerate(value.axes)),
+                              torch.int32, what="tile lanes")
+            inside = self.emit(Op.ELEMENTWISE, [index.node, axis.end], index.axes, torch.bool,
+                               fn="lt", compute=torch.int64)
+            zero = False if value.dtype == torch.bool else 0
+            value = self.emit(Op.ELEMENTWISE, [inside.node, value.node, zero], value.axes, value.dtype,
+                              fn="where", compute=value.dtype)
+        return value
 
     def full_axes(self) -> list[Axis]:
         # aliased axes too: nodes traced before the unification still name them

@@ -11,17 +11,23 @@ stays inside the part of the argument it views:
   on the device;
 - a reshape to more elements than its source has (`m * k` larger than the slice) masks the
   accesses past the source's last element: they read 0 and write nothing;
-- a scalar index into a view (`t[i, a:b]`) masks every access when `i` is out of range.
+- a scalar index into a view (`t[i, a:b]`) masks every access when `i` is out of range;
+- a window, a slice loaded with tiles whose start moves with a tile or loop and whose length is
+  a compile-time int (`x[tile, t.begin * 2 : t.begin * 2 + 2 * block]`), reads that many lanes:
+  one whole-dimension axis, masked where it passes the dimension's end.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+import dataclasses
 
 import sympy
 import torch
 
 from tessera import exc
 from tessera.location import user_location
+from tessera.trace.bounds import provably_nonnegative
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
 
 if TYPE_CHECKING:
@@ -75,7 +81,13 @@ def split_view(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[TensorP
             continue
         size, stride = tensor.sizes[dim], tensor.strides[dim]
         dim += 1
-        if isinstance(item, slice) and not is_whole_slice(item):
+        window = window_of(tracer, item) if loads and isinstance(item, slice) else None
+        if window is not None:  # the view starts at the window; the load reads `length` lanes of it
+            offset = offset + window.start * stride
+            sizes.append(size - window.start)
+            strides.append(stride)
+            rest.append(window)
+        elif isinstance(item, slice) and not is_whole_slice(item):
             low, high = _slice_bounds(tracer, item, size)
             offset = offset + low * stride
             sizes.append(high - low)
@@ -92,6 +104,38 @@ def split_view(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[TensorP
     view = TensorProxy(tensor.name, tensor.dtype, sizes, strides, tensor.device, offset=offset,
                        limits=tensor.limits, conditions=tuple(conditions))  # (an offset may break 16-byte alignment)
     return view, (rest if loads else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """What indexes a window's dim of its view: `length` lanes from the view's start (the load
+    masks the lanes past the view's size)."""
+
+    start: Any
+    length: Any  # an int, or a host int's symbol
+
+
+def window_of(tracer: Tracer, item: slice) -> Window | None:
+    """`s : s + n` with `s` moving with a tile or loop (never below 0) and `n` a positive
+    compile-time or host int (a block size times a constant, say): a Window. Python would clip such a slice to a length
+    that changes from tile to tile, which no register block holds; None for other slices."""
+    if item.start is None or item.stop is None or not (item.step is None or (isinstance(item.step, int)
+                                                                             and item.step == 1)):
+        return None
+    start = tracer.symbols.canonical(tracer.scalar_expr(item.start))
+    stop = tracer.symbols.canonical(tracer.scalar_expr(item.stop))
+    if not isinstance(start, sympy.Basic) or start.free_symbols <= set(tracer.symbols.values):
+        return None  # a host start: an ordinary (clipped) slice
+    length = sympy.expand(stop - start)
+    if not length.free_symbols <= set(tracer.symbols.values) or not provably_nonnegative(start, tracer.loop_minimums):
+        return None
+    if not length.is_Integer:  # a host int (`x[t, s : s + width]`): guarded positive, as this call's
+        if tracer.symbols.evaluate(length) <= 0:
+            return None
+        tracer.symbols.guard(sympy.Gt(length, 0), f"window length {length} is positive")
+    elif int(length) <= 0:
+        return None
+    return Window(start, length)
 
 
 def _slice_bounds(tracer: Tracer, item: slice, size: Any) -> tuple[Any, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from tessera import exc, settings
+from tessera.backends.triton import interpreter_patching
 
 
 _triton_lock = threading.Lock()
@@ -51,6 +52,8 @@ def _ensure_triton(interpret: bool) -> None:
                 from triton.runtime.interpreter import InterpretedFunction
                 import triton.language.standard as standard
                 _triton_interpreted = isinstance(standard.cdiv, InterpretedFunction)
+                if _triton_interpreted:
+                    interpreter_patching.install()
             interpreted = _triton_interpreted
     if interpreted != interpret:
         wanted = "interpret" if interpret else "compiled"

@@ -1,0 +1,73 @@
+"""Triton's CPU interpreter, made to run kernels as the GPU does, at less cost.
+
+`triton.language` is patched once per launch instead of once per call (the int32 overflow checks
+are turned off per launch by backend.py):
+
+The interpreter runs `tl.sum`, `tl.max`, `tl.zeros_like`, `tl.cdiv` (Triton's library functions,
+themselves `@triton.jit`) as device calls, and every device call re-patches the language modules
+(`_patch_lang`: `inspect.getmembers` over `triton.language`, ~1.5 ms), although the launch
+patched the same modules before its first program ran. A kernel calling `tl.sum` in a loop pays
+that per iteration per program: `gather_gemv` spent a third of its interpreted time there.
+
+`install()` (interpret mode only, once per process) skips a device call's patching when every
+language module it sees was patched in the current launch; anything else runs as Triton wrote it.
+Nothing changes what a kernel computes: the skipped calls would only have set the attributes the
+launch already set.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+_installed = False
+
+
+class _Launch:
+    """Which language modules (by id) the running launch has patched; None outside launches."""
+
+    patched: set[int] | None = None
+
+
+def _language_modules(fn: Any) -> set[int]:
+    import triton.language as tl
+
+    wanted = (tl, tl.core)
+    return {id(value) for value in fn.__globals__.values() if any(value is module for module in wanted)}
+
+
+class _NothingToRestore:
+    def restore(self) -> None:
+        pass
+
+
+def install() -> None:
+    """Patch the interpreter's `_patch_lang` and launches (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    from triton.runtime import interpreter
+
+    patch_lang = interpreter._patch_lang
+    launch = interpreter.GridExecutor.__call__
+
+    @functools.wraps(patch_lang)
+    def patch_lang_once(fn: Any) -> Any:
+        modules = _language_modules(fn)
+        if _Launch.patched is not None and modules and modules <= _Launch.patched:
+            return _NothingToRestore()  # a device call inside a launch that patched these already
+        scope = patch_lang(fn)
+        if _Launch.patched is not None:
+            _Launch.patched |= modules
+        return scope
+
+    @functools.wraps(launch)
+    def launch_once_patched(self: Any, *args: Any, **kwargs: Any) -> Any:
+        outer, _Launch.patched = _Launch.patched, set()
+        try:
+            return launch(self, *args, **kwargs)
+        finally:
+            _Launch.patched = outer
+
+    interpreter._patch_lang = patch_lang_once
+    interpreter.GridExecutor.__call__ = launch_once_patched
+    _installed = True
