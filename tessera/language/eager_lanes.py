@@ -275,9 +275,14 @@ _PRODUCTS = frozenset({"mm", "addmm", "dot"})
 _BROADCASTS = frozenset({"expand", "broadcast_to"})
 
 
-def reduced_dims(value: torch.Tensor, args: tuple, kwargs: dict) -> list[int] | None:
-    """The dims a reduction `f(value, dim, keepdim)` reduces (None: not a reduction over dims)."""
-    dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+# where the dim argument sits: after the combine function and the input for hl.associative_scan/reduce
+_DIM_POSITIONS = {"associative_scan": 2, "reduce": 2}
+
+
+def reduced_dims(value: torch.Tensor, args: tuple, kwargs: dict, position: int = 1) -> list[int] | None:
+    """The dims a reduction `f(value, dim, keepdim)` reduces (None: not a reduction over dims);
+    `position`: where `dim` sits among `args`."""
+    dim = kwargs.get("dim", args[position] if len(args) > position else None)
     if isinstance(dim, torch.Tensor):  # torch.max(a, b): elementwise
         return None
     if dim is None:
@@ -295,7 +300,7 @@ def result_lanes(name: str, args: tuple, kwargs: dict, result: torch.Tensor) -> 
         return (None,) * result.dim()
     source = operands[0]
     if name in REDUCTIONS or name in OTHER_REDUCTIONS:
-        dims = reduced_dims(source, args, kwargs)
+        dims = reduced_dims(source, args, kwargs, _DIM_POSITIONS.get(name, 1))
         if dims is not None and result.dim() != source.dim():  # keepdim=False: the dims go
             own = lanes_of(source)
             return LOST if own == LOST else tuple(lane for d, lane in enumerate(own) if d not in dims)
