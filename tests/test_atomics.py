@@ -152,8 +152,9 @@ def test_bf16_atomics_with_repeated_slots_match_one_lane_after_another(name: str
         before = kernel(target, slots.to(device), values.to(device), atomic)
         if name == "add":  # the order of lanes on one element differs between modes: sums round apart
             # (64 bf16 roundings on the GPU's order: a few ulps of the running sum)
-            # the GPU (compiled, or eager's CUDA index_add) adds in its own order: allow a bf16 rounding of each update (2^-7 relative: the
-            # hardware may truncate) of the largest running magnitude
+            # the GPU (compiled, or eager's CUDA index_add) adds in its own order: allow a bf16
+            # rounding of each update (2^-7 relative: the hardware may truncate) of the largest
+            # running magnitude
             magnitude = float(start.float().abs().max() + values.float().abs().sum())
             atol = max(0.05, len(values) * magnitude * 2 ** -7) if device.type == "cuda" else 0.05
             torch.testing.assert_close(target.cpu().float(), expected.float(), atol=atol, rtol=0.02)
