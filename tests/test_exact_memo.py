@@ -191,3 +191,17 @@ def test_changing_shapes_then_a_steady_one(device: torch.device) -> None:
     for _ in range(memo.bypass_left + 3):  # steady: once the bypass ends, it is remembered again
         torch.testing.assert_close(kernel(a, b), a + b)
     assert memo.bypass_left == 0 and memo.lookup(next(iter(memo))) is not None
+
+
+def test_a_kernel_carrying_a_value_through_a_loop_repeats_calls_from_the_memo(device: torch.device) -> None:
+    # every loop body captures the rewrite's UNDEFINED marker; it had no exact facts, so kernels with
+    # a carried name (matmul's acc) took the keyed path on every call
+    from examples.matmul import matmul
+
+    kernel = tessera.kernel(matmul.fn)
+    x, y = torch.randn(16, 32, device=device), torch.randn(32, 24, device=device)
+    for _ in range(4):
+        torch.testing.assert_close(kernel(x, y), x @ y, rtol=1e-2, atol=1e-2)
+    memos = [memo for memo in kernel.store.memos.values() if len(memo)]
+    assert memos and all(len(memo) == 1 for memo in memos)
+    assert kernel.cache_info().hits == 3
