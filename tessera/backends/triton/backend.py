@@ -7,16 +7,15 @@
 """
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
 from tessera import exc
 from tessera.backends.base import LoadedKernel, LoweredKernel, LoweringOptions
 from tessera.backends.source_text import refuse_unlowered, table_lowers
+from tessera.backends.triton import interpreter_patching
 from tessera.backends.triton.codegen import lower_kernel
 from tessera.backends.triton.launcher import TritonLauncher
 from tessera.backends.triton.lowering import ELEMENTWISE_TEMPLATES, LOWERINGS, REDUCTION_FUNCTIONS, SCAN_FUNCTIONS
@@ -27,25 +26,6 @@ from tessera.ir.graph import AxisKind, KernelIR, Op, walk
 from tessera.location import SourceLocation
 
 _INTERPRETER_LOCK = threading.Lock()  # one interpreted launch at a time per process
-
-
-@contextlib.contextmanager
-def _unsanitized_interpreter() -> Iterator[None]:
-    """Triton's interpreter without its int32 overflow checks, for one launch (under the lock).
-
-    The interpreter redoes every int32 `+`, `-` and `*` in int64 and asserts the result fits:
-    about half of an interpreted program's time (index arithmetic is mostly int32), for a check
-    compiled code does not make (a GPU build checks only with debug=True). The user's own
-    `@triton.jit` kernels keep the interpreter's default outside Tessera's launches.
-    """
-    from triton.runtime import interpreter
-    builder = interpreter.interpreter_builder
-    options = builder.options
-    builder.options = dataclasses.replace(options, sanitize_overflow=False)
-    try:
-        yield
-    finally:
-        builder.options = options
 
 
 class TritonKernel:
@@ -101,7 +81,7 @@ class TritonKernel:
             if self.launcher is not None:  # goes through JITFunction.run and keeps the binary
                 self.launcher.launch(grid, arguments)
             else:
-                with _INTERPRETER_LOCK, _unsanitized_interpreter():
+                with _INTERPRETER_LOCK, interpreter_patching.unsanitized():
                     self.function[grid](*arguments, num_warps=self.num_warps, num_stages=self.num_stages)
         except exc.TesseraError:
             raise

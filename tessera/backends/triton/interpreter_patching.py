@@ -1,7 +1,7 @@
 """Triton's CPU interpreter, made to run kernels as the GPU does, at less cost.
 
-`triton.language` is patched once per launch instead of once per call (the int32 overflow checks
-are turned off per launch by backend.py):
+Two changes, both for Tessera's launches only: no int32 overflow checks (`unsanitized()`, per
+launch), and `triton.language` patched once per launch instead of once per call:
 
 The interpreter runs `tl.sum`, `tl.max`, `tl.zeros_like`, `tl.cdiv` (Triton's library functions,
 themselves `@triton.jit`) as device calls, and every device call re-patches the language modules
@@ -16,10 +16,31 @@ launch already set.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
-from typing import Any
+from typing import Any, Iterator
 
 _installed = False
+
+
+@contextlib.contextmanager
+def unsanitized() -> Iterator[None]:
+    """Triton's interpreter without its int32 overflow checks, for one launch (under the lock).
+
+    The interpreter redoes every int32 `+`, `-` and `*` in int64 and asserts the result fits:
+    about half of an interpreted program's time (index arithmetic is mostly int32), for a check
+    compiled code does not make (a GPU build checks only with debug=True). The user's own
+    `@triton.jit` kernels keep the interpreter's default outside Tessera's launches.
+    """
+    from triton.runtime import interpreter
+    builder = interpreter.interpreter_builder
+    options = builder.options
+    builder.options = dataclasses.replace(options, sanitize_overflow=False)
+    try:
+        yield
+    finally:
+        builder.options = options
 
 
 class _Launch:
