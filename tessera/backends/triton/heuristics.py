@@ -176,14 +176,12 @@ def _widen_accumulated_rows(facts: KernelFacts, wanted: dict[str, Any]) -> None:
         return
     if len(output) != 1 or any(d.role == "split" for d in facts.tunables):
         return
-    # facts.programs counts the planned grid (default blocks), fixed-block dims (a batch of 1) too
-    planned = wide = 1
-    for dim in facts.tunables:
-        if dim.role == "launch":
-            planned *= -(-max(dim.extent, 1) // default_block_size(dim.min_block))
-            block = WIDE_ROWS if dim is output[0] else int(wanted.get(f"block_sizes[{dim.index}]", 1))
-            wide *= -(-max(dim.extent, 1) // block)
-    if facts.programs // max(planned, 1) * wide >= WIDE_ROWS_MIN_WAVES * _multiprocessors(facts.on_gpu):
+    launch = [d for d in facts.tunables if d.role == "launch"]
+    wide = 1
+    for dim in launch:
+        block = WIDE_ROWS if dim is output[0] else int(wanted.get(f"block_sizes[{dim.index}]", 1))
+        wide *= -(-max(dim.extent, 1) // block)
+    if _programs_per_tile(facts, launch) * wide >= WIDE_ROWS_MIN_WAVES * _multiprocessors(facts.on_gpu):
         wanted[f"block_sizes[{output[0].index}]"] = WIDE_ROWS
 
 
@@ -201,10 +199,7 @@ def _shape_plain_product(facts: KernelFacts, wanted: dict[str, Any]) -> None:
     if facts.whole_row or len(output) != 2 or len(inner) != 1 or any(d.role == "split" for d in facts.tunables):
         return
     (m, n), k = output, inner[0]
-    # grid dims outside the two (a batch of one matrix per program) multiply every grid: facts.programs
-    # counts them in the planned grid (default blocks)
-    planned = math.prod(-(-max(d.extent, 1) // default_block_size(d.min_block)) for d in (m, n))
-    batch = max(facts.programs // max(planned, 1), 1)
+    batch = max(_programs_per_tile(facts, output), 1)  # a batch of one matrix per program multiplies every grid
 
     def programs(block_m: int, block_n: int) -> int:
         # extents rounded up as the size buckets are (call_keys.size_bucket): every call of a
@@ -226,6 +221,13 @@ def _shape_plain_product(facts: KernelFacts, wanted: dict[str, Any]) -> None:
         wanted[f"block_sizes[{n.index}]"] = WIDE_DOT_BLOCK
         if itemsize == 1:
             wanted[f"block_sizes[{k.index}]"] = DEEP_REDUCTION_BLOCK
+
+
+def _programs_per_tile(facts: KernelFacts, dims: list[TunableDim]) -> int:
+    """Programs of the planned grid (`facts.programs`, default blocks) per tile of `dims`: the grid
+    dims outside them, such as fixed-block batch dims (0 when the plan counted no programs)."""
+    planned = math.prod(-(-max(d.extent, 1) // default_block_size(d.min_block)) for d in dims)
+    return facts.programs // max(planned, 1)
 
 
 def _multiprocessors(on_gpu: bool) -> int:
