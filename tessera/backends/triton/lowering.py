@@ -4,7 +4,7 @@
 
 Elementwise ops lower by name through `ELEMENTWISE_TEMPLATES` (a Triton expression over the
 operands `{0} {1} {2}`, each already cast to the dtype the node computes in). A rule that is
-missing here fails in `tests/test_op_tables.py`, naming the op.
+missing here fails in `tests/test_ops.py` (`test_every_backend_lowers_every_op_it_supports`), naming the op.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from tessera.backends.triton.indexing import BlockAccess, element_size, strategy
 from tessera.backends.triton.loop_stages import loop_stages
 from tessera.backends.triton.printer import print_expr
 from tessera.backends.triton.split_loops import emit_split_loop
+from tessera.backends.triton.user_code import device_print, inline_asm, inline_triton
 from tessera.ir.graph import UNIT, AccessKind, Axis, Block, Node, Op
 
 ELEMENTWISE_TEMPLATES: dict[str, str] = {
@@ -303,55 +304,6 @@ def _cat(emitter: Emitter, node: Node) -> None:
     rank = len(blocks)
     order = [*range(dim), rank, *range(dim, rank)]
     _assign(emitter, node, f"tl.reshape(tl.permute(tl.join({a}, {b}), {tuple(order)}), {emitter.block_shape(node.shape)})")
-
-
-def _inline_asm(emitter: Emitter, node: Node) -> None:
-    dtypes = node.params.get("dtypes") or (node.dtype,)
-    types = TRITON_DTYPES[dtypes[0]] if len(dtypes) == 1 else f"({', '.join(TRITON_DTYPES[d] for d in dtypes)},)"
-    names = emitter.name_of(node) if len(dtypes) == 1 else ", ".join(f"{emitter.name_of(node)}_{i}" for i in range(len(dtypes)))
-    arguments = ", ".join(emitter.name_of(value) for value in node.inputs)
-    emitter.line(f"{names} = tl.inline_asm_elementwise({node.params['asm']!r}, {node.params['constraints']!r}, "
-                 f"[{arguments}], dtype={types}, is_pure={node.params['is_pure']}, pack={node.params['pack']})")
-
-
-def _inline_triton(emitter: Emitter, node: Node) -> None:
-    """A call of a @triton.jit function defined once at module level: the user's (hl.triton_kernel),
-    or one made of a snippet (hl.inline_triton) whose placeholders are its parameters and whose
-    last line it returns, so the snippet's own names cannot clash with the kernel's."""
-    texts = [emitter.name_of(node.inputs[value]) if kind == "value" else print_expr(value) if kind == "expr"
-             else value for kind, value in node.params["arguments"]]
-    keys, count = node.params["keys"], node.params["outputs"]
-    function = node.params["function"]
-    if function is not None:
-        for name, text in node.params["source"]:  # the function, its @triton.jit helpers and constexpr globals
-            emitter.generated[f"user_{name}"] = ["", *text.splitlines(), ""]
-        arguments = [f"{k}={t}" for k, t in zip(keys, texts)] if keys is not None else texts
-    else:
-        function = f"inline_triton_{emitter.name_of(node)}"
-        parameters = [f"arg{i}" for i in range(len(texts))]
-        source = node.params["source"]
-        filled = source.format(**dict(zip(map(str, keys), parameters))) if keys is not None else source.format(*parameters)
-        lines = filled.splitlines()
-        if count:
-            lines[-1] = f"return {lines[-1]}"
-        emitter.generated[function] = ["", "@triton.jit", f"def {function}({', '.join(parameters)}):",
-                                       *(f"    {line}" for line in lines), ""]
-        arguments = texts
-    call = f"{function}({', '.join(arguments)})"
-    if count == 0:
-        emitter.line(call)
-        return
-    names = [emitter.name_of(node)] if count == 1 else [f"{emitter.name_of(node)}_{i}" for i in range(count)]
-    emitter.line(f"{', '.join(names)}{',' if count > 1 else ''} = {call}")
-    shapes = node.params.get("shapes") or (node.shape,)
-    dtypes = node.params.get("dtypes") or (node.dtype,)
-    for name, shape, dtype in zip(names, shapes, dtypes):  # the declared shape and dtype, or Triton's error
-        emitter.line(f"{name} = tl.broadcast_to({name}, {emitter.block_shape(shape)}).to({TRITON_DTYPES[dtype]})")
-
-
-def _device_print(emitter: Emitter, node: Node) -> None:
-    values = "".join(f", {emitter.name_of(value)}" for value in node.inputs)
-    emitter.line(f"tl.device_print({node.params['prefix']!r}{values})")
 
 
 def _sort(emitter: Emitter, node: Node) -> None:
@@ -786,8 +738,8 @@ def _loop(emitter: Emitter, node: Node) -> None:
 
 LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
     Op.ELEMENTWISE: _elementwise, Op.CAST: _cast, Op.SYMBOLIC: _symbolic,
-    Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index, Op.RANDOM: _random, Op.INLINE_ASM: _inline_asm, Op.INLINE_TRITON: _inline_triton,
-    Op.DEVICE_PRINT: _device_print,
+    Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index, Op.RANDOM: _random,
+    Op.INLINE_ASM: inline_asm, Op.INLINE_TRITON: inline_triton, Op.DEVICE_PRINT: device_print,
     Op.LOAD: _load, Op.STORE: _store, Op.DEQUANTIZE: _dequantize,
     Op.REDUCE: _reduce, Op.SCAN: _scan, Op.DOT: _dot, Op.ARGUMENT: _argument, Op.ITEM: _item,
     Op.VIEW: _view, Op.RESHAPE: _reshape, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast, Op.JOIN: _join, Op.SPLIT: _split, Op.CAT: _cat, Op.SORT: _sort,
