@@ -188,3 +188,26 @@ def test_triton_failure_is_a_located_backend_error(device: torch.device, monkeyp
     message = str(info.value)
     assert "out[tile] = x[tile].sin() + 1" in message and "in uses_sin" in message
     assert "tessera_generated" in message and "no_such_function" in message
+
+
+def centered_rows(x: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    rows_per_program = hl.register_block_size(x.size(0))
+    for outer in hl.tile(x.size(0), block_size=rows_per_program):
+        for rows in hl.tile(outer.begin, outer.end):
+            out[rows, :] = x[rows, :] - mean[rows][:, None]
+    return out
+
+
+@pytest.mark.parametrize("inner_rows", [1, 2])
+def test_unit_dims_are_inserted_by_indexing_not_reshape(device: torch.device, inner_rows: int) -> None:
+    # `mean[rows][:, None]` of a one-row tile became `tl.reshape(v, [1, 1])`, which Triton 3.6
+    # lays out with the whole broadcast row in every thread: compiling Helion's layer_norm
+    # backward (rows of 10240) took minutes. Indexing with None keeps a normal layout.
+    x = torch.randn(7, 300, device=device)
+    mean = x.mean(dim=1)
+    bound = tessera.kernel(centered_rows).bind(x, mean)
+    config = tessera.Config(block_sizes=[4, inner_rows])
+    code = bound.to_triton_code(config)
+    assert "tl.reshape(" not in code and "[:, None]" in code
+    torch.testing.assert_close(bound.run(config), x - mean[:, None])

@@ -155,7 +155,18 @@ class Emitter(EmitterBase):
             return f"tl.reshape({name}, [])" if source else name
         if [a.block for a in source] == [a.block for a in target]:
             return name
-        return f"tl.reshape({name}, {self.block_shape(target)})"
+        return self.reshape_blocks(name, [a.block for a in source], [a.block for a in target])
+
+    def reshape_blocks(self, name: str, source: list[int], target: list[int]) -> str:
+        """`name` (blocks `source`) as blocks `target`. Where `target` only inserts unit dims this
+        is indexing with None (`v[:, None]`), not `tl.reshape`: Triton 3.6 gives the reshape of a
+        one-element tensor a layout in which every thread holds the whole broadcast result, so
+        `mean[:, None]` of a one-row tile broadcast against a [1, 16384] row made each thread
+        hold 16384 values and compiling layer norm's backward took minutes instead of 2 s."""
+        inserted = _unit_dims_inserted(source, target)
+        if inserted is not None and source:
+            return f"{name}[{', '.join('None' if unit else ':' for unit in inserted)}]"
+        return f"tl.reshape({name}, {list(target)})"
 
     # -- memory ----------------------------------------------------------------------------------
     def address(self, node: Node) -> tuple[str, list[str], list[str]]:
@@ -257,3 +268,18 @@ def join_masks(emitter: Emitter, masks: list[str], extra: Node | None = None,
     if block and scalar:
         return f"tl.where({scalar}, {block}, False)"
     return block or scalar
+
+
+def _unit_dims_inserted(source: list[int], target: list[int]) -> list[bool] | None:
+    """For each dim of `target`, whether it is a unit dim inserted into `source` (the other dims
+    being `source`'s, in order); None when `target` is not `source` with unit dims inserted."""
+    inserted, position = [], 0
+    for block in target:
+        if position < len(source) and source[position] == block:
+            inserted.append(False)
+            position += 1
+        elif block == 1:
+            inserted.append(True)
+        else:
+            return None
+    return inserted if position == len(source) else None

@@ -263,7 +263,8 @@ def _view(emitter: Emitter, node: Node) -> None:
 
 
 def _reshape(emitter: Emitter, node: Node) -> None:
-    _assign(emitter, node, f"tl.reshape({emitter.name_of(node.inputs[0])}, {emitter.block_shape(node.shape)})")
+    _assign(emitter, node, emitter.reshape_blocks(emitter.name_of(node.inputs[0]), [a.block for a in node.inputs[0].shape],
+                                                  [a.block for a in node.shape]))
 
 
 def _permute(emitter: Emitter, node: Node) -> None:
@@ -395,7 +396,7 @@ def _load(emitter: Emitter, node: Node) -> None:
             text = f"tl.load({access.block_pointer()}, boundary_check={access.boundary_check()}{padding}" \
                    f"{_eviction_hint(emitter, node)})"
         if len(access.kept_shape) != len(node.shape):
-            text = f"tl.reshape({text}, {emitter.block_shape(node.shape)})"
+            text = emitter.reshape_blocks(text, [a.block for a in access.kept_shape], [a.block for a in node.shape])
         emitter.line(f"{emitter.name_of(node)} = {text}")
         return
     pointer, masks, scalar_masks = _address(emitter, node)
