@@ -9,13 +9,14 @@ backend lowers and loads it. This module only dispatches.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from typing import Any, Callable
 
 import torch
 
 from tessera import backends, exc, settings
-from tessera.backends.base import LoweringOptions
+from tessera.backends.base import LoweringOptions, ScratchBuffer
 from tessera.compiler import LaunchRequest, carried_row_elements, compile_launch, flat_values, to_ir, whole_row_length
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
@@ -176,6 +177,8 @@ class CompiledRunner:
         """Launch `variant` (or, planning, record the launch); the first launch compiles it."""
         if variant.compiled.ir.random_seeds:  # torch.rand_like & co.: fresh seeds from torch's generator
             arguments = [*arguments, *seed_arguments(variant.compiled.ir.random_seeds, arguments, self.host)]
+        if variant.compiled.lowered.scratch:  # split-K's workspace: fresh buffers sized by this grid
+            arguments = [*arguments, *scratch_arguments(variant.compiled.lowered.scratch, grid, arguments, self.host)]
         if self.recorder is not None:
             self._record(variant, arguments, grid)
             return
@@ -216,6 +219,17 @@ def seed_arguments(count: int, arguments: list[Any], host: Any) -> list[torch.Te
                   host.device if host is not None else torch.device("cpu"))
     seeds = draw_seeds(count, device)
     return [seeds[i:i + 1] for i in range(count)]
+
+
+def scratch_arguments(buffers: tuple[ScratchBuffer, ...], grid: tuple[int, ...], arguments: list[Any],
+                      host: Any) -> list[torch.Tensor]:
+    """The trailing scratch arguments of a launch: each buffer sized for every program of `grid`,
+    on the launch's device (a launch of one decision in flight never shares one with another)."""
+    device = next((a.device for a in arguments if isinstance(a, torch.Tensor)),
+                  host.device if host is not None else torch.device("cpu"))
+    programs = math.prod(grid)
+    return [(torch.zeros if buffer.zeroed else torch.empty)(max(programs * buffer.per_program, 1), dtype=buffer.dtype,
+                                                             device=device) for buffer in buffers]
 
 
 def _refuse_overlapping_outputs(kernel_name: str, variant: Variant, values: list[Any], names: tuple[str, ...]) -> None:
