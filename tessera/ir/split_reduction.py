@@ -9,7 +9,7 @@ runs the code after the loop. That is the same computation only when:
 
 - the launch body is straight-line code around exactly one LOOP node, over one dim with a tile
   axis, whose bounds are host values (not loaded from memory: a data-dependent K);
-- each value the loop carries enters as zeros (a slice's partial starts from the identity of +)
+- each value the loop carries is float32 (partials are summed in float32), enters as zeros (a slice's partial starts from the identity of +)
   and is updated once per iteration as a sum of products: `acc = dot(a, b, acc)` or
   `acc = acc + dot(a, b)`, and read nowhere else in the loop;
 - nothing in the loop or before it stores, prints or runs user code (only the last program runs
@@ -23,6 +23,8 @@ SplitReduction(loop=<loop node v2>, accumulators=(v1,))
 from __future__ import annotations
 
 import dataclasses
+
+import torch
 
 from tessera.ir.graph import KernelIR, Node, Op, walk
 
@@ -66,7 +68,7 @@ def split_reduction(ir: KernelIR) -> SplitReduction | None:
         return None
     placeholders = tuple(loop.params["carried"])
     for entry, placeholder, output in zip(loop.inputs, placeholders, loop.params["outputs"]):
-        if not (_zeros(entry) and _sum_of_products(placeholder, output, body)):
+        if placeholder.dtype != torch.float32 or not (_zeros(entry) and _sum_of_products(placeholder, output, body)):
             return None
     return SplitReduction(loop, placeholders)
 

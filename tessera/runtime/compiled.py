@@ -22,6 +22,7 @@ from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.ir import interpreter
 from tessera.ir.graph import KernelIR
+from tessera.ir.split_reduction import split_reduction
 from tessera.ir.tile_range import TileRange
 from tessera.ir.tunables import TunableDim
 from tessera.language.rng import draw_seeds
@@ -90,6 +91,7 @@ class CompiledRunner:
         self.launch_tunables: dict[int, tuple[int, ...]] = {}  # per launch: the block_sizes slots it uses
         self.launch_sources: dict[int, str] = {}  # per launch: its generated source (the op mix)
         self.carried_rows: dict[int, int] = {}  # per launch: whole-row elements its loops carry
+        self.split_reductions: dict[int, bool] = {}  # per launch: whether split_k applies (ir/split_reduction.py)
         self.unit_dims: dict[int, tuple[int, ...]] = {}  # per launch: grid dims of one index per program
 
     def launch(self, tile_range: TileRange, body: Callable[..., Any], launch_index: int = 0) -> None:
@@ -195,6 +197,7 @@ class CompiledRunner:
         self.launch_tunables[variant.launch_index] = tuple(sorted(used))
         self.launch_sources[variant.launch_index] = variant.path
         self.carried_rows[variant.launch_index] = carried_row_elements(variant.compiled.ir)
+        self.split_reductions[variant.launch_index] = split_reduction(variant.compiled.ir) is not None
         self.unit_dims[variant.launch_index] = tuple(
             position for position, dim in enumerate(variant.compiled.ir.grid) if dim.step == 1)
         for dim in variant.tunables:  # only plans report tunables

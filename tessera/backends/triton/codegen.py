@@ -20,7 +20,7 @@ from tessera.config import Config
 from tessera.ir.graph import KernelIR
 from tessera.backends.triton import split_reduction as split_k_code
 from tessera.ir.loop_split import splittable_loop
-from tessera.ir.split_reduction import SplitReduction, split_reduction
+from tessera.ir.split_reduction import split_reduction
 
 _HELPERS: dict[str, list[str]] = {
     "widen_bf16": [
@@ -137,7 +137,7 @@ def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions) -> Lowe
         emitter.split_persistent = mapping.persistent
     splits = int(config.get("split_k", 1) or 1)
     if splits > 1 and mapping.pid_type == "flat" and emitter.split_loop is None:
-        emitter.split_reduction = _float_accumulators(split_reduction(ir))
+        emitter.split_reduction = split_reduction(ir)
         emitter.splits = splits
     split = emitter.split_loop is not None or emitter.split_reduction is not None
     emitter.indent = emit_program_ids(emitter.lines, mapping, ir.grid, ir.int64_indexing, split=split)
@@ -179,12 +179,6 @@ def lower_kernel(ir: KernelIR, config: Config, options: LoweringOptions) -> Lowe
     return LoweredKernel(name, "\n".join(header + emitter.lines) + "\n", tuple(grid), tuple(emitter.guards),
                          locations, launch, ir.location, tuple(emitter.index_checks), scratch)
 
-
-def _float_accumulators(plan: SplitReduction | None) -> SplitReduction | None:
-    """The plan when its accumulators are float32 (the workspace's type), else None."""
-    if plan is None or any(value.dtype != torch.float32 for value in plan.accumulators):
-        return None
-    return plan
 
 
 def programs_cap(interpret: bool) -> int:
