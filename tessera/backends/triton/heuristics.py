@@ -248,7 +248,7 @@ def _split_small_grid(facts: KernelFacts, wanted: dict[str, Any]) -> None:
     SPLIT_K_MIN_STEPS iterations of the K loop per slice; slots are the programs the SMs hold
     at once (shared memory permitting)."""
     dims = _plain_product_dims(facts)
-    if dims is None or not facts.split_reduction:
+    if dims is None or not facts.split_reduction or facts.interpreted:  # the interpreter pays per program
         return
     m, n, k = dims
     blocks = [int(wanted.get(f"block_sizes[{d.index}]", 1)) for d in dims]
