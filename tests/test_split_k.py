@@ -48,12 +48,12 @@ def test_split_k_matches_pytorch_and_eager(m: int, n: int, k: int, blocks: list[
                                            device: torch.device) -> None:
     x, y, bias = _inputs(m, n, k, device)
     config = tessera.Config(block_sizes=blocks, split_k=splits)
-    split = tessera.kernel(matmul.fn, mode=_mode(device), config=config)
+    split = tessera.kernel(matmul.fn, mode=_mode(device), config=config, dot_precision="ieee")
     out = split(x, y, bias, activation=torch.relu)
     expected = torch.relu(x.double() @ y.double() + bias.double()).float()
     assert_close(out, expected, (1e-4, 1e-4), "split_k matmul")
     with settings.override(mode="eager"):
-        eager = tessera.kernel(matmul.fn, config=config)(x, y, bias, activation=torch.relu)
+        eager = tessera.kernel(matmul.fn, config=config, dot_precision="ieee")(x, y, bias, activation=torch.relu)
     assert_close(out, eager, (1e-4, 1e-4), "split_k matmul vs eager")
 
 
@@ -88,9 +88,18 @@ def test_split_k_code_slices_k_and_adds_the_partials_in_order(device: torch.devi
 def test_split_k_is_ignored_under_a_persistent_pid_type(device: torch.device) -> None:
     x, y, bias = _inputs(40, 40, 100, device)
     config = tessera.Config(block_sizes=[16, 16, 16], split_k=4, pid_type="persistent_interleaved")
-    kernel = tessera.kernel(matmul.fn, mode=_mode(device), config=config)
+    kernel = tessera.kernel(matmul.fn, mode=_mode(device), config=config, dot_precision="ieee")
     assert "split_counters" not in kernel.bind(x, y, bias).to_triton_code(config)
     assert_close(kernel(x, y, bias), x @ y + bias, (1e-4, 1e-4), "persistent matmul")
+
+
+def test_split_k_reuses_its_workspace_across_shapes(device: torch.device) -> None:
+    """Calls of growing and shrinking grids in turn (on a GPU they share one kept workspace)."""
+    split = tessera.kernel(matmul.fn, mode=_mode(device), config=tessera.Config(block_sizes=[16, 16, 32], split_k=3),
+                           dot_precision="ieee")
+    for m, n, k in ((8, 8, 100), (40, 70, 200), (8, 8, 100), (17, 33, 64)):
+        x, y, bias = _inputs(m, n, k, device)
+        assert_close(split(x, y, bias), (x.double() @ y.double() + bias.double()).float(), (1e-4, 1e-4), f"split_k {m}x{n}x{k}")
 
 
 def test_split_k_must_be_a_positive_int() -> None:
@@ -191,7 +200,8 @@ def test_the_space_offers_split_k_only_where_it_applies() -> None:
 
 
 @pytest.mark.parametrize("m, n, k, split", [
-    (1, 4096, 4096, True), (16, 4096, 14336, True),    # a few programs, a deep K
+    (1, 4096, 4096, True), (16, 4096, 14336, True),    # 64 narrow tiles, a deep K
+    (128, 11008, 4096, False),                             # 128 x 128 tiles: splitting only lost there
     (4096, 4096, 4096, False), (16, 28672, 4096, False),  # a full grid
     (16, 4096, 128, False),                                # too shallow a K to slice
 ])

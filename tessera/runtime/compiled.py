@@ -180,7 +180,8 @@ class CompiledRunner:
         if variant.compiled.ir.random_seeds:  # torch.rand_like & co.: fresh seeds from torch's generator
             arguments = [*arguments, *seed_arguments(variant.compiled.ir.random_seeds, arguments, self.host)]
         if variant.compiled.lowered.scratch:  # split-K's workspace: fresh buffers sized by this grid
-            arguments = [*arguments, *scratch_arguments(variant.compiled.lowered.scratch, grid, arguments, self.host)]
+            arguments = [*arguments, *scratch_arguments(variant.compiled.lowered.scratch, grid, arguments, self.host,
+                                                        keep=self.recorder is None)]
         if self.recorder is not None:
             self._record(variant, arguments, grid)
             return
@@ -225,14 +226,34 @@ def seed_arguments(count: int, arguments: list[Any], host: Any) -> list[torch.Te
 
 
 def scratch_arguments(buffers: tuple[ScratchBuffer, ...], grid: tuple[int, ...], arguments: list[Any],
-                      host: Any) -> list[torch.Tensor]:
-    """The trailing scratch arguments of a launch: each buffer sized for every program of `grid`,
-    on the launch's device (a launch of one decision in flight never shares one with another)."""
+                      host: Any, keep: bool = True) -> list[torch.Tensor]:
+    """The trailing scratch arguments of a launch: each buffer at least large enough for every
+    program of `grid`, on the launch's device. On a GPU, with `keep`, buffers are kept per device,
+    stream, dtype and zeroing and only grow: launches on one stream run one after another, and a
+    zeroed buffer's kernel leaves it zeroed (split-K resets its counters), so reusing one costs no
+    allocation or memset per call. Fresh buffers instead: on the CPU (an interpreted launch that
+    raises half-way would leave counters set), for a plan (the tuner's workers may kill a
+    candidate mid-launch) and while a CUDA graph is captured (a zero fill recorded in a graph runs
+    only on replay)."""
     device = next((a.device for a in arguments if isinstance(a, torch.Tensor)),
                   host.device if host is not None else torch.device("cpu"))
     programs = math.prod(grid)
-    return [(torch.zeros if buffer.zeroed else torch.empty)(max(programs * buffer.per_program, 1), dtype=buffer.dtype,
-                                                             device=device) for buffer in buffers]
+    fresh = device.type != "cuda" or not keep or torch.cuda.is_current_stream_capturing()
+    stream = 0 if fresh else torch.cuda.current_stream(device).stream_id
+    tensors = []
+    for buffer in buffers:
+        needed = max(programs * buffer.per_program, 1)
+        key = (device, stream, buffer.dtype, buffer.zeroed)
+        kept = None if fresh else _SCRATCH.get(key)
+        if kept is None or kept.numel() < needed:
+            kept = (torch.zeros if buffer.zeroed else torch.empty)(needed, dtype=buffer.dtype, device=device)
+            if not fresh:
+                _SCRATCH[key] = kept
+        tensors.append(kept)
+    return tensors
+
+
+_SCRATCH: dict[tuple, torch.Tensor] = {}  # scratch_arguments' buffers
 
 
 def _refuse_overlapping_outputs(kernel_name: str, variant: Variant, values: list[Any], names: tuple[str, ...]) -> None:

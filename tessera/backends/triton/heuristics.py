@@ -53,7 +53,6 @@ H100_MULTIPROCESSORS = 132
 SPLIT_K_CHOICES = (1, 2, 3, 4, 6, 8)  # the split_k values the heuristic weighs (space.py offers more)
 SPLIT_K_COST = 0.02          # a slice's partials written and added, in units of a whole K loop's time
 SPLIT_K_MIN_STEPS = 4        # K loop iterations a slice keeps at least (fewer: the pipeline never fills)
-SPLIT_K_MAX_RESIDENT = 2     # programs of a GEMM an SM runs at once, at most (registers)
 # loads of a row loop issued this many iterations ahead, less one (backends/triton/loop_stages.py);
 # on the H100 (benchmarks/results/issue17/reductions.md) 3 beat 2 by 10% for layer_norm's and
 # rms_norm's backward (16384 x 4096 bf16) and cross-entropy's chunk loop (4096 x 32000); 4 was no faster
@@ -242,26 +241,27 @@ def _product_programs(facts: KernelFacts, m: TunableDim, n: TunableDim, block_m:
 
 
 def _split_small_grid(facts: KernelFacts, wanted: dict[str, Any]) -> None:
-    """split_k for a plain GEMM whose grid is under a wave (ir/split_reduction.py): the S of
-    SPLIT_K_CHOICES that minimises the waves a K slice takes, ceil(programs * S / slots) / S,
+    """split_k for a plain GEMM with narrow output blocks (`_shape_plain_product`: fewer 128 x 128
+    tiles than SMs) whose grid is under a wave (ir/split_reduction.py): the S of SPLIT_K_CHOICES
+    that minimises the waves of one program per SM a K slice takes, ceil(programs * S / SMs) / S,
     plus SPLIT_K_COST per slice (the partials written and added), with at least
-    SPLIT_K_MIN_STEPS iterations of the K loop per slice; slots are the programs the SMs hold
-    at once (shared memory permitting)."""
+    SPLIT_K_MIN_STEPS iterations of the K loop per slice. Measured on the H100, bf16, kernel time
+    (benchmarks/results/issue17/split_k.md): M of 1 and 16 at N=4096 (64 programs) take S=2, K=4096
+    0.0163 -> 0.0117 ms (M1), 0.0132 -> 0.0095 ms (M16), K=14336 0.047 -> 0.043 ms; grids of
+    128 x 128 tiles (M128 N11008: 86 programs) only lose (S=2: 0.042 -> 0.062 ms), so never."""
     dims = _plain_product_dims(facts)
     if dims is None or not facts.split_reduction or facts.interpreted:  # the interpreter pays per program
         return
     m, n, k = dims
     blocks = [int(wanted.get(f"block_sizes[{d.index}]", 1)) for d in dims]
+    if blocks[1] > NARROW_DOT_BLOCK:
+        return
     programs = _product_programs(facts, m, n, blocks[0], blocks[1])
     multiprocessors = _multiprocessors(facts.on_gpu)
-    if not 0 < programs < multiprocessors:
-        return
-    resident = max(1, min(SPLIT_K_MAX_RESIDENT, shared_memory_limit(facts.on_gpu) // max(max(dot_shared_memory(facts, wanted)), 1)))
-    slots = multiprocessors * resident
     steps = -(-_ceil_pow2(k.extent) // blocks[2])
 
     def cost(splits: int) -> float:
-        return -(-programs * splits // slots) / splits + SPLIT_K_COST * splits
+        return -(-programs * splits // multiprocessors) / splits + SPLIT_K_COST * splits
     allowed = [s for s in SPLIT_K_CHOICES if s == 1 or steps >= SPLIT_K_MIN_STEPS * s]
     wanted["split_k"] = min(allowed, key=lambda s: (cost(s), s))
 
