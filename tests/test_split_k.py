@@ -102,6 +102,23 @@ def test_split_k_reuses_its_workspace_across_shapes(device: torch.device) -> Non
         assert_close(split(x, y, bias), (x.double() @ y.double() + bias.double()).float(), (1e-4, 1e-4), f"split_k {m}x{n}x{k}")
 
 
+def test_split_k_replays_from_a_cuda_graph_and_runs_eagerly_after(device: torch.device) -> None:
+    if device.type != "cuda":
+        pytest.skip("CUDA graphs need a GPU")
+    split = tessera.kernel(matmul.fn, config=tessera.Config(block_sizes=[16, 64, 64], split_k=4), dot_precision="ieee")
+    x, y, bias = _inputs(16, 256, 1024, device)
+    split(x, y, bias)  # compiled before capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = split(x, y, bias)
+    for _ in range(3):
+        x.copy_(torch.randn_like(x))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_close(out, (x.double() @ y.double() + bias.double()).float(), (1e-4, 1e-4), "replayed split_k")
+        assert_close(split(x, y, bias), out, (0, 0), "eager split_k after a replay")
+
+
 def test_split_k_must_be_a_positive_int() -> None:
     with pytest.raises(exc.ConfigError, match="split_k"):
         tessera.Config(split_k=0)
