@@ -39,7 +39,7 @@ MIN_REDUCTION_CHUNK = 32
 # programs in all for a launch whose inner loop's tiles programs share (0: one program per grid point)
 SPLIT_PROGRAMS_CHOICES = (0, 256, 512, 1024, 2048, 4096, 8192)
 # programs per output tile of a launch whose K loop may be split (ir/split_reduction.py); not only
-# powers of two: 3 slices of 86 tiles fill 2 waves of 132 SMs, 2 or 4 leave a third idle
+# powers of two: 3 or 6 programs per tile may fill waves of SMs that 2, 4 or 8 overshoot
 SPLIT_K_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16)
 SPLIT_MAX_BLOCK = 256  # a shared loop's tiles are output tiles: as wide as a launch's, whatever the extent guess
 

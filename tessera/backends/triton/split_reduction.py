@@ -14,14 +14,14 @@ runs the code after the loop:
         ...
     tl.store(split_partials + split_program * 8192 + split_offsets_0, v1)
     tl.debug_barrier()  # every thread's partial is written before the count says so
-    split_arrived = tl.atomic_add(split_counters + split_program // 4, 1, sem='acq_rel', scope='gpu')
+    split_arrived = tl.atomic_add(split_counters + split_tile, 1, sem='acq_rel', scope='gpu')
     if split_arrived == 3:
         ...
         v1 = (v1 + tl.load(...))   # partials 0..3 in order
         <the code after the loop>
 
 The barrier then the one-thread release atomic publish the whole program's stores (the PTX model's
-cumulativity); the last program's loads bypass L1 (`.cg`), which may hold no stale line either.
+cumulativity); the last program's loads bypass L1 (`.cg`), so no stale line of its SM answers them.
 """
 from __future__ import annotations
 
