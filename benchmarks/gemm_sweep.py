@@ -10,6 +10,9 @@ marked WRONG, never hidden):
 - `fp8` (`--fp8`): an e4m3 kernel with per-tensor and per-row scales (defined below) against
   `torch._scaled_mm` (bf16 output, the second operand column-major as cuBLAS requires);
 - `bmm` (`--bmm`): `examples.bmm.bmm` against `torch.bmm`.
+`--small-grid` keeps the matmul shapes whose 128 x 128 output tiles are fewer than the H100's 132 SMs
+(where split-K applies); `--split-k S ...` also times each matmul shape (CUDA graph) with the heuristic
+Config but `split_k` forced to each S, so one run compares the splits side by side.
 `--graph` also times both sides replayed from a CUDA graph: the kernels alone, without the host's
 dispatch (for products of tens of microseconds the host path, not the kernel, sets the plain time).
 Tessera runs its heuristic Config (`TESSERA_AUTOTUNE_EFFORT=none`) unless `--tune N` quick-tunes
@@ -69,6 +72,8 @@ def main() -> int:
                         help="also time both sides replayed from a CUDA graph (kernel time without host dispatch)")
     parser.add_argument("--budget-s", type=float, default=1e9, help="stop starting new shapes after this long")
     parser.add_argument("--smoke", action="store_true", help="CPU, Triton's interpreter, tiny shapes")
+    parser.add_argument("--small-grid", action="store_true", help="only shapes of fewer 128 x 128 tiles than 132 SMs")
+    parser.add_argument("--split-k", nargs="*", type=int, default=[], help="also time the heuristic Config with each split_k")
     args = parser.parse_args()
     if args.smoke:
         os.environ["TRITON_INTERPRET"] = "1"
@@ -146,7 +151,8 @@ def main() -> int:
 
     for dtype_name in args.dtypes:
         dtype = getattr(torch, dtype_name)
-        shapes = [(m, n, k) for (n, k) in nk_pairs for m in m_values]
+        shapes = [(m, n, k) for (n, k) in nk_pairs for m in m_values
+                  if not args.small_grid or -(-m // 128) * -(-n // 128) < SMALL_GRID_TILES]
         for index, (m, n, k) in enumerate(shapes):
             if out_of_time():
                 break
@@ -158,6 +164,8 @@ def main() -> int:
             tune = (lambda x=x, y=y: matmul.autotune(x, y)) if index < args.tune else None
             measure(f"matmul {dtype_name}", f"M{m} N{n} K{k}", 2.0 * m * n * k, ours,
                     None if args.smoke else (lambda x=x, y=y: torch.mm(x, y)), expected, tune)
+            if args.split_k:
+                rows[-1].update(_split_k_times(args, matmul, x, y, expected, bench, bench_graph, relative_error))
             del x, y, expected
     if args.fp8:
         _fp8_rows(args, torch, device, m_values, nk_pairs, measure, out_of_time)
@@ -175,7 +183,8 @@ def main() -> int:
                     expected, (lambda a=a, b=b: bmm.autotune(a, b)) if index < args.tune else None)
     _summarise(rows)
     _write(rows, args, device)
-    return 1 if any(row.get("wrong") for row in rows) else 0
+    wrong_split = any(t.get("wrong") for row in rows for t in row.get("split_k_times", {}).values())
+    return 1 if wrong_split or any(row.get("wrong") for row in rows) else 0
 
 
 def _fp8_rows(args: argparse.Namespace, torch: Any, device: str, m_values: tuple, nk_pairs: tuple,
@@ -208,6 +217,32 @@ def _fp8_rows(args: argparse.Namespace, torch: Any, device: str, m_values: tuple
             tune = ((lambda x=x, y=y, sx=ours_x, sy=ours_y: kernel.autotune(x, y, sx, sy))
                     if index < args.tune else None)
             measure(f"fp8 e4m3 per-{scaling}", f"M{m} N{n} K{k}", 2.0 * m * n * k, ours, reference, expected, tune)
+
+
+SMALL_GRID_TILES = 132  # an H100's SMs: a grid of fewer 128 x 128 tiles leaves some idle
+
+
+def _split_k_times(args: argparse.Namespace, matmul: Any, x: Any, y: Any, expected: Any, bench: Callable,
+                   bench_graph: Callable, relative_error: Callable) -> dict[str, Any]:
+    """The heuristic Config's split_k, and per forced split_k the kernel time (CUDA graph, else
+    plain) and error, each under a kernel given that Config."""
+    import tessera
+
+    mode = "interpret" if args.smoke else "compiled"
+    heuristic = matmul.choose_config(mode, (x, y), {})
+    times: dict[str, Any] = {}
+    for splits in args.split_k:
+        forced = tessera.kernel(matmul.fn, config=heuristic.merged(split_k=splits))
+        try:
+            error = relative_error(forced(x, y), expected)
+            time_ms = bench_graph(lambda: forced(x, y)) or bench(lambda: forced(x, y))
+            times[str(splits)] = {"ms": time_ms, "rel_err": error, "wrong": error > 2e-2}
+        except Exception as failure:  # noqa: BLE001 - one failing split must not hide the others
+            times[str(splits)] = {"error": f"{type(failure).__name__}: {str(failure)[:300]}"}
+    print(f"    heuristic split_k={heuristic.get('split_k', 1)}; forced: "
+          + ", ".join(f"{s}: {t.get('ms', float('nan')):.4f} ms{' WRONG' if t.get('wrong') else ''}{' ' + t['error'] if 'error' in t else ''}"
+                      for s, t in times.items()), flush=True)
+    return {"heuristic_config": repr(heuristic), "heuristic_split_k": heuristic.get("split_k", 1), "split_k_times": times}
 
 
 def _format_row(row: dict[str, Any]) -> str:

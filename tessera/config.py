@@ -27,6 +27,9 @@ _KNOWN_KEYS: dict[str, str] = {
     "split_programs": "programs to launch in all when the launch's inner tile loop has independent iterations "
                       "(e.g. a tile loop over data-dependent sizes inside hl.grid): each program of the grid "
                       "becomes max(1, split_programs // grid) programs taking every such tile in turn; 0 = off",
+    "split_k": "programs per output tile of a GEMM-shaped launch (one K loop summing products into zeros, "
+               "elementwise code after it): each sums a contiguous slice of K into a float32 workspace and the "
+               "last to finish adds the slices in a fixed order; 1 = off",
     "pallas_pre_broadcast": "Pallas: keep loop-carried per-row values with a trailing lane dim of 128 (default True)",
     "pallas_interpreter": "Pallas: 'jax' (interpret=True, the default) or 'tpu' (the TPU-semantics interpreter, "
                           "pltpu.InterpretParams(): slower, models TPU memory spaces)",
@@ -201,6 +204,11 @@ def _check_split_programs(value: Any) -> None:
                           hint="e.g. split_programs=1024 (0 turns splitting off)")
 
 
+def _check_split_k(value: Any) -> None:
+    if not (_is_int(value) and value >= 1):
+        raise ConfigError(f"split_k={value!r} must be an int of at least 1", hint="e.g. split_k=4 (1 turns splitting off)")
+
+
 def _check_loop_orders(orders: Any) -> None:
     """Each entry must be a permutation of 0..d-1: a repeated or missing dim would drop tiles."""
     if not isinstance(orders, (list, tuple)):
@@ -293,6 +301,7 @@ _VALUE_CHECKS = {
     "reduction_loops": _check_reduction_loops,
     "pid_type": _check_pid_type,
     "split_programs": _check_split_programs,
+    "split_k": _check_split_k,
     "l2_groupings": _check_per_item("l2_groupings", lambda g: _is_int(g) and _is_power_of_two(g) and g <= 256,
                                     "top-level tile loop"),
     "load_eviction_policies": _check_per_item("load_eviction_policies", lambda p: p in ("", "first", "last"),

@@ -45,6 +45,17 @@ class LoweringOptions:
 
 
 @dataclasses.dataclass(frozen=True)
+class ScratchBuffer:
+    """A device buffer the host passes to each launch after the kernel's own arguments: `per_program`
+    elements of `dtype` for each program of the grid, filled with zeros when `zeroed` (else left
+    unwritten). E.g. split-K's partial sums and arrival counters (ir/split_reduction.py)."""
+
+    dtype: torch.dtype
+    per_program: int
+    zeroed: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class LoweredKernel:
     """A lowered launch: source text plus what the host needs to run it.
 
@@ -64,6 +75,7 @@ class LoweredKernel:
     # with `check_indices`: the kernel takes one more argument, an int32 flag per checked access
     # (set on the device when an unmasked lane's index was out of range); the access's line
     index_checks: tuple[SourceLocation | None, ...] = ()
+    scratch: tuple[ScratchBuffer, ...] = ()  # buffers the host allocates for each launch (ScratchBuffer)
 
 
 class LoadedKernel(Protocol):

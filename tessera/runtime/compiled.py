@@ -9,18 +9,20 @@ backend lowers and loads it. This module only dispatches.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from typing import Any, Callable
 
 import torch
 
 from tessera import backends, exc, settings
-from tessera.backends.base import LoweringOptions
+from tessera.backends.base import LoweringOptions, ScratchBuffer
 from tessera.compiler import LaunchRequest, carried_row_elements, compile_launch, flat_values, to_ir, whole_row_length
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.ir import interpreter
 from tessera.ir.graph import KernelIR
+from tessera.ir.split_reduction import split_reduction
 from tessera.ir.tile_range import TileRange
 from tessera.ir.tunables import TunableDim
 from tessera.language.rng import draw_seeds
@@ -89,6 +91,7 @@ class CompiledRunner:
         self.launch_tunables: dict[int, tuple[int, ...]] = {}  # per launch: the block_sizes slots it uses
         self.launch_sources: dict[int, str] = {}  # per launch: its generated source (the op mix)
         self.carried_rows: dict[int, int] = {}  # per launch: whole-row elements its loops carry
+        self.split_reductions: dict[int, bool] = {}  # per launch: whether split_k applies (ir/split_reduction.py)
         self.unit_dims: dict[int, tuple[int, ...]] = {}  # per launch: grid dims of one index per program
 
     def launch(self, tile_range: TileRange, body: Callable[..., Any], launch_index: int = 0) -> None:
@@ -176,6 +179,9 @@ class CompiledRunner:
         """Launch `variant` (or, planning, record the launch); the first launch compiles it."""
         if variant.compiled.ir.random_seeds:  # torch.rand_like & co.: fresh seeds from torch's generator
             arguments = [*arguments, *seed_arguments(variant.compiled.ir.random_seeds, arguments, self.host)]
+        if variant.compiled.lowered.scratch:  # split-K's workspace: fresh buffers sized by this grid
+            arguments = [*arguments, *scratch_arguments(variant.compiled.lowered.scratch, grid, arguments, self.host,
+                                                        keep=self.recorder is None)]
         if self.recorder is not None:
             self._record(variant, arguments, grid)
             return
@@ -192,6 +198,7 @@ class CompiledRunner:
         self.launch_tunables[variant.launch_index] = tuple(sorted(used))
         self.launch_sources[variant.launch_index] = variant.path
         self.carried_rows[variant.launch_index] = carried_row_elements(variant.compiled.ir)
+        self.split_reductions[variant.launch_index] = split_reduction(variant.compiled.ir) is not None
         self.unit_dims[variant.launch_index] = tuple(
             position for position, dim in enumerate(variant.compiled.ir.grid) if dim.step == 1)
         for dim in variant.tunables:  # only plans report tunables
@@ -216,6 +223,37 @@ def seed_arguments(count: int, arguments: list[Any], host: Any) -> list[torch.Te
                   host.device if host is not None else torch.device("cpu"))
     seeds = draw_seeds(count, device)
     return [seeds[i:i + 1] for i in range(count)]
+
+
+def scratch_arguments(buffers: tuple[ScratchBuffer, ...], grid: tuple[int, ...], arguments: list[Any],
+                      host: Any, keep: bool = True) -> list[torch.Tensor]:
+    """The trailing scratch arguments of a launch: each buffer at least large enough for every
+    program of `grid`, on the launch's device. On a GPU, with `keep`, buffers are kept per device,
+    stream, dtype and zeroing and only grow: launches on one stream run one after another, and a
+    zeroed buffer's kernel leaves it zeroed (split-K resets its counters), so reusing one costs no
+    allocation or memset per call. Fresh buffers instead: on the CPU (an interpreted launch that
+    raises half-way would leave counters set), for a plan (the tuner's workers may kill a
+    candidate mid-launch) and while a CUDA graph is captured (a zero fill recorded in a graph runs
+    only on replay)."""
+    device = next((a.device for a in arguments if isinstance(a, torch.Tensor)),
+                  host.device if host is not None else torch.device("cpu"))
+    programs = math.prod(grid)
+    fresh = device.type != "cuda" or not keep or torch.cuda.is_current_stream_capturing()
+    stream = 0 if fresh else torch.cuda.current_stream(device).stream_id
+    tensors = []
+    for buffer in buffers:
+        needed = max(programs * buffer.per_program, 1)
+        key = (device, stream, buffer.dtype, buffer.zeroed)
+        kept = None if fresh else _SCRATCH.get(key)
+        if kept is None or kept.numel() < needed:
+            kept = (torch.zeros if buffer.zeroed else torch.empty)(needed, dtype=buffer.dtype, device=device)
+            if not fresh:
+                _SCRATCH[key] = kept
+        tensors.append(kept)
+    return tensors
+
+
+_SCRATCH: dict[tuple, torch.Tensor] = {}  # scratch_arguments' buffers
 
 
 def _refuse_overlapping_outputs(kernel_name: str, variant: Variant, values: list[Any], names: tuple[str, ...]) -> None:

@@ -195,7 +195,7 @@ def kernel_facts(plan: KernelPlan, backend: Backend) -> KernelFacts:
         on_gpu=any(t.is_cuda for t in tensors),
         programs=max((math.prod(launch.grid) for launch in plan.launches), default=0),
         whole_row=max(plan.whole_rows, default=0), user_tunables=tuple(plan.user_tunables),
-        carried_row=max(plan.carried_rows, default=0),
+        carried_row=max(plan.carried_rows, default=0), split_reduction=any(plan.split_reductions),
         whole_elements=plan.whole_elements, unit_dims=tuple(plan.unit_dims))
     facts = backend.read_op_mix(facts, [_read(launch.source_path) for launch in plan.launches])
     return dataclasses.replace(facts, launches=_launch_facts(plan, facts, backend))
@@ -232,7 +232,8 @@ def _launch_facts(plan: KernelPlan, facts: KernelFacts, backend: Backend) -> tup
             reduction_extents=tuple(e if p == position else 0 for p, e in enumerate(facts.reduction_extents)),
             programs=grids.get(source, facts.programs),
             whole_row=plan.whole_rows[position] if position < len(plan.whole_rows) else facts.whole_row,
-            carried_row=plan.carried_rows[position] if position < len(plan.carried_rows) else facts.carried_row)
+            carried_row=plan.carried_rows[position] if position < len(plan.carried_rows) else facts.carried_row,
+            split_reduction=plan.split_reductions[position] if position < len(plan.split_reductions) else False)
         launches.append(backend.read_op_mix(launch, [_read(source)]))
     return tuple(launches)
 

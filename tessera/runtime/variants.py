@@ -162,6 +162,6 @@ class RememberedLaunch:
         offer = getattr(self.variant.loaded, "direct_launch", None)
         if offer is None or self.byte_slots or runner.recorder is not None or min(self.grid) <= 0:
             return None
-        if self.variant.compiled.ir.random_seeds:  # torch.rand_like & co. take fresh seeds each launch
-            return None
+        if self.variant.compiled.ir.random_seeds or self.variant.compiled.lowered.scratch:
+            return None  # torch.rand_like & co. take fresh seeds each launch, split-K fresh workspaces
         return offer(self.grid, arguments, self.tensor_slots)

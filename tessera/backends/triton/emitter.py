@@ -55,6 +55,8 @@ class Emitter(EmitterBase):
         self.locations: dict[int, Any] = {}  # body line index -> kernel SourceLocation
         self.renamed: dict[Node, str] = {}  # nodes computed again in a chunk pass get a per-pass name
         self.split_loop: Node | None = None  # the loop whose tiles the programs share (split_programs)
+        self.split_reduction: Any = None     # the K loop split over `splits` programs per tile (split_k)
+        self.splits = 1
         self.split_persistent = False         # ... dealt out across all grid points (persistent_interleaved)
         self.check_indices = options.check_indices
         self.index_checks: list[Any] = []  # with check_indices: the line of each checked access

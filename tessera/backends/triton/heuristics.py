@@ -50,6 +50,9 @@ WIDE_ROWS = 256              # output rows of an attention-shaped program (_wide
 WIDE_ROWS_MIN_WIDTH = 128    # the accumulated whole row (head dim) from which they pay
 WIDE_ROWS_MIN_WAVES = 4      # programs per SM the grid must still have with them
 H100_MULTIPROCESSORS = 132
+SPLIT_K_CHOICES = (1, 2, 3, 4, 6, 8)  # the split_k values the heuristic weighs (space.py offers more)
+SPLIT_K_COST = 0.02          # a slice's partials written and added, in units of a whole K loop's time
+SPLIT_K_MIN_STEPS = 4        # K loop iterations a slice keeps at least (fewer: the pipeline never fills)
 # loads of a row loop issued this many iterations ahead, less one (backends/triton/loop_stages.py);
 # on the H100 (benchmarks/results/issue17/reductions.md) 3 beat 2 by 10% for layer_norm's and
 # rms_norm's backward (16384 x 4096 bf16) and cross-entropy's chunk loop (4096 x 32000); 4 was no faster
@@ -145,6 +148,7 @@ def _dot_kernel(facts: KernelFacts) -> dict[str, Any]:
     _widen_accumulated_rows(facts, wanted)
     _shape_plain_product(facts, wanted)
     _fit_shared_memory(facts, wanted)
+    _split_small_grid(facts, wanted)
     output_blocks = math.prod(wanted[f"block_sizes[{d.index}]"] for d in facts.tunables if d.role in _OUTPUT_ROLES)
     # a whole row held per program (attention's head_dim: the width of its second product's
     # accumulator) is part of each program's output tile
@@ -194,17 +198,13 @@ def _shape_plain_product(facts: KernelFacts, wanted: dict[str, Any]) -> None:
       64, 128-deep K, 4 stages (M=1 N=K=4096: 0.25x -> 0.84x cuBLAS; M=16 K=14336: 0.48 -> 0.88x);
     - 90% of a wave of 128 x 256 tiles with 16- or 8-bit inputs: 256-wide N blocks
       (4096^3: 0.83x -> 0.98x cuBLAS), and 128-deep K for 8-bit ones."""
-    output = [d for d in facts.tunables if d.role == "launch" and d.min_block >= 16]
-    inner = [d for d in facts.tunables if d.role not in _OUTPUT_ROLES]
-    if facts.whole_row or len(output) != 2 or len(inner) != 1 or any(d.role == "split" for d in facts.tunables):
+    dims = _plain_product_dims(facts)
+    if dims is None:
         return
-    (m, n), k = output, inner[0]
-    batch = max(_programs_per_tile(facts, output), 1)  # a batch of one matrix per program multiplies every grid
+    m, n, k = dims
 
     def programs(block_m: int, block_n: int) -> int:
-        # extents rounded up as the size buckets are (call_keys.size_bucket): every call of a
-        # bucket gets this Config, whichever of its sizes came first
-        return batch * -(-_ceil_pow2(m.extent) // block_m) * -(-_ceil_pow2(n.extent) // block_n)
+        return _product_programs(facts, m, n, block_m, block_n)
 
     multiprocessors = _multiprocessors(facts.on_gpu)
     itemsize = min([dtype.itemsize for dtype in facts.dtypes if dtype.is_floating_point] or [4])
@@ -221,6 +221,49 @@ def _shape_plain_product(facts: KernelFacts, wanted: dict[str, Any]) -> None:
         wanted[f"block_sizes[{n.index}]"] = WIDE_DOT_BLOCK
         if itemsize == 1:
             wanted[f"block_sizes[{k.index}]"] = DEEP_REDUCTION_BLOCK
+
+
+def _plain_product_dims(facts: KernelFacts) -> tuple[TunableDim, TunableDim, TunableDim] | None:
+    """(M, N, K) of a plain GEMM: two output dims that feed a dot, one K loop, no whole row."""
+    output = [d for d in facts.tunables if d.role == "launch" and d.min_block >= 16]
+    inner = [d for d in facts.tunables if d.role not in _OUTPUT_ROLES]
+    if facts.whole_row or len(output) != 2 or len(inner) != 1 or any(d.role == "split" for d in facts.tunables):
+        return None
+    return output[0], output[1], inner[0]
+
+
+def _product_programs(facts: KernelFacts, m: TunableDim, n: TunableDim, block_m: int, block_n: int) -> int:
+    """Programs of a plain GEMM's grid under these output blocks: extents rounded up as the size
+    buckets are (call_keys.size_bucket), so every call of a bucket gets one Config, whichever of
+    its sizes came first; a batch of one matrix per program multiplies every grid."""
+    batch = max(_programs_per_tile(facts, [m, n]), 1)
+    return batch * -(-_ceil_pow2(m.extent) // block_m) * -(-_ceil_pow2(n.extent) // block_n)
+
+
+def _split_small_grid(facts: KernelFacts, wanted: dict[str, Any]) -> None:
+    """split_k for a plain GEMM with narrow output blocks (`_shape_plain_product`: fewer 128 x 128
+    tiles than SMs) whose grid is under a wave (ir/split_reduction.py): the S of SPLIT_K_CHOICES
+    that minimises the waves of one program per SM a K slice takes, ceil(programs * S / SMs) / S,
+    plus SPLIT_K_COST per slice (the partials written and added), with at least
+    SPLIT_K_MIN_STEPS iterations of the K loop per slice. Measured on the H100, bf16, kernel time
+    (benchmarks/results/issue17/split_k.md): M of 1 and 16 at N=4096 (64 programs) take S=2, K=4096
+    0.0163 -> 0.0117 ms (M1), 0.0132 -> 0.0095 ms (M16), K=14336 0.047 -> 0.043 ms; grids of
+    128 x 128 tiles (M128 N11008: 86 programs) only lose (S=2: 0.042 -> 0.062 ms), so never."""
+    dims = _plain_product_dims(facts)
+    if dims is None or not facts.split_reduction or facts.interpreted:  # the interpreter pays per program
+        return
+    m, n, k = dims
+    blocks = [int(wanted.get(f"block_sizes[{d.index}]", 1)) for d in dims]
+    if blocks[1] > NARROW_DOT_BLOCK:
+        return
+    programs = _product_programs(facts, m, n, blocks[0], blocks[1])
+    multiprocessors = _multiprocessors(facts.on_gpu)
+    steps = -(-_ceil_pow2(k.extent) // blocks[2])
+
+    def cost(splits: int) -> float:
+        return -(-programs * splits // multiprocessors) / splits + SPLIT_K_COST * splits
+    allowed = [s for s in SPLIT_K_CHOICES if s == 1 or steps >= SPLIT_K_MIN_STEPS * s]
+    wanted["split_k"] = min(allowed, key=lambda s: (cost(s), s))
 
 
 def _programs_per_tile(facts: KernelFacts, dims: list[TunableDim]) -> int:

@@ -18,6 +18,7 @@ from tessera.backends.source_text import PYTHON_OPERATOR_TEMPLATES
 from tessera.backends.source_text import emit_block as emit_lines
 from tessera.backends.source_text import reduction_identity as shared_identity
 from tessera.backends.triton import numerics
+from tessera.backends.triton import split_reduction as split_k_code
 from tessera.backends.triton.emitter import FP8_DTYPES, TRITON_DTYPES, Emitter, emit_index_check, join_masks
 from tessera.backends.triton.indexing import BlockAccess, element_size, strategy_for
 from tessera.backends.triton.loop_stages import loop_stages
@@ -722,9 +723,11 @@ def _loop(emitter: Emitter, node: Node) -> None:
     for placeholder in placeholders:
         _carried(emitter, placeholder)
     options = _range_options(emitter, node)
+    plan = emitter.split_reduction if emitter.split_reduction is not None and node is emitter.split_reduction.loop else None
     for loop in node.params["loops"]:
-        emitter.line(f"for {loop.variable} in tl.range({print_expr(loop.begin)}, {print_expr(loop.end)}, "
-                     f"{loop.step}{options}):")
+        begin, end = (print_expr(loop.begin), print_expr(loop.end)) if plan is None else \
+            split_k_code.slice_bounds(emitter, loop, emitter.splits)
+        emitter.line(f"for {loop.variable} in tl.range({begin}, {end}, {loop.step}{options}):")
         emitter.indent += 1
     for loop in node.params["loops"]:
         if loop.axis is not None:
@@ -735,6 +738,8 @@ def _loop(emitter: Emitter, node: Node) -> None:
     if not placeholders and not node.blocks[0].nodes:
         emitter.line("pass")
     emitter.indent -= len(node.params["loops"])
+    if plan is not None:  # the rest of the body runs in the tile's last program (split_reduction.py)
+        split_k_code.emit_partial_sums(emitter, plan, emitter.splits)
 
 
 LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {

@@ -24,7 +24,7 @@ from tessera.config import INDEXING_STRATEGIES, _is_power_of_two
 from tessera.ir.tunables import TunableDim
 
 ENABLED_KEYS: frozenset[str] = frozenset({"block_sizes", "num_warps", "num_stages", "loop_orders", "l2_grouping",
-                                          "pid_type", "indexing", "reduction_loops", "split_programs"})
+                                          "pid_type", "indexing", "reduction_loops", "split_programs", "split_k"})
 """Config keys the backend honours; the others are generated only once listed here."""
 
 ENABLED_PID_TYPES: tuple[str, ...] = ("flat", "xyz", "persistent_blocked", "persistent_interleaved")
@@ -38,6 +38,9 @@ MAX_BLOCK_ELEMENTS = 1 << 16  # per launch: elements a program holds in register
 MIN_REDUCTION_CHUNK = 32
 # programs in all for a launch whose inner loop's tiles programs share (0: one program per grid point)
 SPLIT_PROGRAMS_CHOICES = (0, 256, 512, 1024, 2048, 4096, 8192)
+# programs per output tile of a launch whose K loop may be split (ir/split_reduction.py); not only
+# powers of two: 3 or 6 programs per tile may fill waves of SMs that 2, 4 or 8 overshoot
+SPLIT_K_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16)
 SPLIT_MAX_BLOCK = 256  # a shared loop's tiles are output tiles: as wide as a launch's, whatever the extent guess
 
 
@@ -68,6 +71,9 @@ def config_space(facts: KernelFacts, enabled: Iterable[str] = ENABLED_KEYS) -> C
     if "split_programs" in enabled and any(dim.role == "split" for dim in facts.tunables):
         axes.append(Axis("split_programs", None, SPLIT_PROGRAMS_CHOICES, 0, "programs sharing an inner loop's tiles",
                          accepts=_split_allowed))
+    if "split_k" in enabled and facts.split_reduction and facts.uses_dot:
+        axes.append(Axis("split_k", None, SPLIT_K_CHOICES, 1, "programs per output tile, each summing a slice of K",
+                         accepts=_split_k_allowed))
     if "indexing" in enabled:
         axes.append(Axis("indexing", None, INDEXING_STRATEGIES, "pointer", "memory access strategy",
                          ordered=False, accepts=_indexing_allowed))
@@ -106,6 +112,10 @@ def _split_allowed(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _split_k_allowed(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 def _warps_allowed(value: Any) -> bool:
     return value in (1, 2, 4, 8, 16, 32)
 
@@ -138,4 +148,5 @@ def read_op_mix(facts: KernelFacts, sources: Iterable[str]) -> KernelFacts:
     return dataclasses.replace(facts, uses_dot=uses_dot, uses_reduction=uses_reduction)
 
 
-__all__ = ["ENABLED_KEYS", "ENABLED_PID_TYPES", "MAX_BLOCK", "MAX_BLOCK_ELEMENTS", "config_space", "read_op_mix"]
+__all__ = ["ENABLED_KEYS", "ENABLED_PID_TYPES", "MAX_BLOCK", "MAX_BLOCK_ELEMENTS", "SPLIT_K_CHOICES", "config_space",
+           "read_op_mix"]
