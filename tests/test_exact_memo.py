@@ -205,3 +205,50 @@ def test_a_kernel_carrying_a_value_through_a_loop_repeats_calls_from_the_memo(de
     memos = [memo for memo in kernel.store.memos.values() if len(memo)]
     assert memos and all(len(memo) == 1 for memo in memos)
     assert kernel.cache_info().hits == 3
+
+
+def matmul_with_epilogue(x: torch.Tensor, y: torch.Tensor, epilogue=lambda acc, tile: acc) -> torch.Tensor:
+    m, k = x.size()
+    out = torch.empty([m, y.size(1)], dtype=x.dtype, device=x.device)
+    for tile_m, tile_n in hl.tile([m, y.size(1)]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = epilogue(acc, (tile_m, tile_n)).to(out.dtype)
+    return out
+
+
+def _with_bias(kernel, x: torch.Tensor, y: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
+    # a fresh closure on every call, as Helion's matmul examples make their epilogues
+    return kernel(x, y, lambda acc, tile: acc * scale + bias[tile[0], tile[1]])
+
+
+def test_a_fresh_closure_per_call_repeats_from_the_memo(device: torch.device) -> None:
+    # closures had no exact facts: every call with an epilogue lambda took the keyed path (10x a plain
+    # call's host time on the H100). Their facts are now the code and the captured values' facts.
+    kernel = tessera.kernel(matmul_with_epilogue, config=tessera.Config(block_sizes=[16, 16, 16]))
+    x, y = torch.randn(20, 16, device=device), torch.randn(16, 24, device=device)
+    cases = [(torch.randn(20, 24, device=device), 1.0) for _ in range(3)]
+    cases += [(cases[0][0], 2.0), (cases[0][0], -0.0), (torch.randn(20, 24, device=device).t().contiguous().t(), 1.0),
+              (torch.randn(24, 20, device=device).t(), 1.0), (torch.randn(20, 1, device=device).expand(20, 24), 0.5)]
+    for bias, scale in cases:
+        torch.testing.assert_close(_with_bias(kernel, x, y, bias, scale), (x @ y) * scale + bias, rtol=1e-4, atol=1e-4)
+    remembered = sum(len(memo) for memo in kernel.store.memos.values())
+    hits = kernel.cache_info().hits
+    assert remembered >= 2 and hits >= len(cases) - remembered
+    alive = weakref.ref(cases[-1][0])
+    del cases, bias
+    gc.collect()
+    assert alive() is None  # the memo holds no captured tensor
+
+
+def test_exact_facts_of_closures_follow_their_captures() -> None:
+    def made(value):
+        return lambda acc: acc + value
+
+    tensor = torch.zeros(2, 3)
+    assert exact_facts([made(1.0)]) == exact_facts([made(1.0)])
+    assert exact_facts([made(1.0)]) != exact_facts([made(2.0)])
+    assert exact_facts([made(tensor)]) == exact_facts([made(torch.ones(2, 3))])
+    assert exact_facts([made(tensor)]) != exact_facts([made(tensor.t())])
+    assert exact_facts([made(object())]) is None  # an object may hold tensors: keyed path

@@ -12,7 +12,10 @@ the same shapes again and again, so in front of each keyed lookup sits a memo ke
   negative zero with its own marker: `0.0 == -0.0`, but a remembered launch bakes the value in);
 - plain data (a tuple or list of numbers...): its typed key (constant_keys.py), so `(2,)` and
   `(2.0,)` differ;
-- a function, class, module or enum member (a helper the loop calls): itself.
+- a function, class, module or enum member (a helper the loop calls): itself;
+- a closure (an epilogue made on every call, `lambda acc, tile: acc + bias[tile]`): its code,
+  defaults and cell names, then the exact facts of each captured value, as above (its tensors
+  are launch arguments: `opened_closures` lists them where the keyed path passes them).
 
 Every decision the keyed path makes for a launch (the key, which variant's guards hold, the
 grid, the int arguments) and for a call (its Config) is a function of these facts, so a memo hit
@@ -30,6 +33,7 @@ import math
 import types
 from typing import Any, Sequence
 
+from tessera.compiler import captured_cells
 from tessera.language.control import UNDEFINED
 from tessera.runtime.call_keys import FLOAT, INT, KINDS_BY_TYPE, OTHER, SPECIALIZED, TENSOR, kind_of
 from tessera.runtime.constant_keys import constant_key
@@ -47,6 +51,10 @@ class _NegativeZero:
 
 class _PlainData:
     """Stands before the typed key of a tuple, list or other plain-data value."""
+
+
+class _Closure:
+    """Stands before a closure's code, defaults, cell names and the facts of its cells."""
 
 
 def exact_facts(values: Sequence[Any], head: Any = None) -> list[Any] | None:
@@ -80,11 +88,43 @@ def exact_facts(values: Sequence[Any], head: Any = None) -> list[Any] | None:
                 append(_PlainData)
                 append(key)
                 continue
+            cells = captured_cells(value)
+            if cells is not None:
+                if not _closure_facts(value, cells, facts):
+                    return None
+                continue
             if not isinstance(value, _CODE_TYPES) or getattr(value, "__closure__", None):
-                return None  # an object or a closure (either may hold tensors): keyed path
+                return None  # an object (it may hold tensors): keyed path
         append(type(value))
         append(value)
     return facts
+
+
+def _closure_facts(function: Any, cells: list[tuple[str, Any]], facts: list[Any]) -> bool:
+    """Append a closure's facts (see the module docstring); False if a captured value has none.
+    The cell names are part of them: a cell filled on one call and empty on another changes
+    which values the keyed path captures."""
+    defaults = function.__defaults__
+    defaults_key = constant_key(defaults) if defaults is not None else ()
+    inner = exact_facts([value for _, value in cells])
+    if defaults_key is None or inner is None:
+        return False
+    facts += (_Closure, function.__code__, defaults_key, tuple(name for name, _ in cells))
+    facts += inner[1:]
+    return True
+
+
+def opened_closures(values: Sequence[Any]) -> list[Any]:
+    """`values` with every closure replaced by its captured values, depth first: the order in
+    which the keyed path (`call_keys.launch_inputs`) passes the tensors that closures capture."""
+    opened: list[Any] = []
+    for value in values:
+        cells = captured_cells(value)
+        if cells is None:
+            opened.append(value)
+        else:
+            opened += opened_closures([cell for _, cell in cells])
+    return opened
 
 
 def launch_facts(code: Any, values: Sequence[Any], tile_range: Any) -> tuple | None:

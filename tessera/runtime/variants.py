@@ -16,7 +16,7 @@ from tessera.backends.base import LoadedKernel
 from tessera.compiler import CompiledLaunch, captured_cells, flat_values
 from tessera.ir.graph import Op
 from tessera.ir.tunables import TunableDim
-from tessera.runtime.exact_facts import Memo
+from tessera.runtime.exact_facts import Memo, opened_closures
 from tessera.runtime.global_reads import GlobalReads
 
 if TYPE_CHECKING:
@@ -120,11 +120,15 @@ class RememberedLaunch:
     `launch` runs.
     """
 
-    __slots__ = ("variant", "grid", "arguments", "tensor_slots", "byte_slots", "direct", "asked")
+    __slots__ = ("variant", "grid", "arguments", "tensor_slots", "byte_slots", "direct", "asked", "opens_closures")
 
     def __init__(self, variant: Variant, values: list[Any], arguments: list[Any], grid: tuple[int, ...]) -> None:
         self.variant = variant
         self.grid = grid
+        # a captured closure's tensors are arguments too: slots index the values with closures opened
+        self.opens_closures = any(captured_cells(value) is not None for value in values)
+        if self.opens_closures:
+            values = opened_closures(values)
         template = list(arguments)
         tensor_positions = []
         for position, value in enumerate(arguments):
@@ -143,6 +147,8 @@ class RememberedLaunch:
         self.asked = False  # whether the backend was asked for a direct launch
 
     def run(self, runner: "CompiledRunner", values: list[Any]) -> None:
+        if self.opens_closures:
+            values = opened_closures(values)
         direct = self.direct
         if direct is not None and direct(values):
             return
