@@ -184,6 +184,7 @@ def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
     (`flat[a:b]`, `t[i]`), as they are in compiled code, where writes through them reach the tensor.
     """
     reads_values = any(isinstance(item, Tile) for item in (index if isinstance(index, (tuple, list)) else (index,)))
+    _note_access(tensor, False)
     lanes = None
     if eager_lanes.is_tracking():
         mask, lanes = eager_lanes.access_mask(tensor, index, mask, "a load")
@@ -206,6 +207,13 @@ def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
     if reads_values and not tensor_dims:
         mark_tail_tiles(value, original)
     return value if lanes is None else eager_lanes.tag(value, lanes)
+
+
+def _note_access(tensor: torch.Tensor, writes: bool) -> None:
+    """Tell the open launch's access log (eager mode, in a tile loop) of this load or store."""
+    log = getattr(interpreter.active(), "launch_accesses", None)
+    if log is not None and getattr(interpreter.active(), "loop_depth", 0):
+        log.note(tensor, writes, user_location())
 
 
 def mark_tail_tiles(value: torch.Tensor, original: Any, allocation: bool = False) -> None:
@@ -284,6 +292,7 @@ def store(tensor: torch.Tensor, index: Any, value: Any, mask: Any = None, accumu
           reduce: str | None = None) -> None:
     """`tensor[index] = value` writing only unmasked lanes; `accumulate` adds (atomic_add)."""
     refuse_value_list(value, "a store")
+    _note_access(tensor, True)
     if eager_lanes.is_tracking():
         mask, _ = eager_lanes.access_mask(tensor, index, mask, "a store")
     value = _cut_to_tiles(value, index)
@@ -360,6 +369,7 @@ def read_modify_write(tensor: torch.Tensor, index: Any, update: Any, *operands: 
     """`tensor[index] = update(tensor[index], *operands)` element by element (atomic and/or/xor/
     xchg/cas): where lanes repeat an element, one after another in lane order, as the GPU
     serializes atomics on one address."""
+    _note_access(tensor, True)
     index = normalize_index(tensor, index)
     tensor_dims = _tensor_dims(tensor, index)
     if tensor_dims:
