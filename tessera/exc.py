@@ -206,8 +206,8 @@ def python_error_at_user_line(error: TypeError, filename: str, lines: range | No
     frame = traceback.tb_frame
     if frame.f_code.co_filename != filename or (lines is not None and traceback.tb_lineno not in lines):
         return None
-    # the trace's stand-in for a scalar argument is no name of the user's
-    message = str(error).replace("'HostScalar' object", "a scalar argument")
+    # the trace's stand-ins for a scalar argument and a tile value are no names of the user's
+    message = str(error).replace("'HostScalar' object", "a scalar argument").replace("'TileValue' object", "a tile value")
     kind = NotSubscriptableError if "subscriptable" in message else UnsupportedOperationError
     return kind(f"{message} (Python raised this inside a tile loop)", location=SourceLocation.from_frame(frame),
                 hint="only tensors and tiles are indexed in a tile loop; a scalar argument is one number: "

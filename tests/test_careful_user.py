@@ -140,3 +140,116 @@ def test_overlapping_operands_that_are_only_read_match_torch(device: torch.devic
     for mode in _modes(device):
         out = torch.zeros(7, 37, device=device)
         torch.testing.assert_close(tessera.kernel(add_into, mode=mode, config=CONFIG)(x, y, out), x + y)
+
+
+# -- in-place operators on tile values: the trace rebound the name to a promoted result where torch
+# -- (and eager mode) keep the value's dtype and change it for every name bound to it -------------
+def add_in_place(x: T, y: T, scale: float, spelling: str) -> T:
+    out = torch.empty(x.size(0), dtype=torch.float32, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        v = x[tile]
+        alias = v
+        if spelling == "operator":
+            v += y[tile] * scale
+        else:
+            v.add_(y[tile] * scale)
+        out[tile] = alias * 1.0
+    return out
+
+
+@pytest.mark.parametrize("spelling", ["operator", "method"])
+@pytest.mark.parametrize("dtypes", [(torch.int8, torch.int32), (torch.float16, torch.float32),
+                                    (torch.float32, torch.float32), (torch.int32, torch.int64)])
+def test_in_place_operators_on_tile_values_keep_the_dtype_and_aliases_as_torch(
+        dtypes: tuple[torch.dtype, torch.dtype], spelling: str, device: torch.device) -> None:
+    x = torch.full((37,), 100, dtype=dtypes[0], device=device)
+    y = torch.arange(37, device=device).to(dtypes[1]) + (0.0001 if dtypes[1].is_floating_point else 0)
+    expected = x.clone()
+    expected += y
+    for mode in _modes(device):
+        result = tessera.kernel(add_in_place, mode=mode, config=CONFIG)(x.clone(), y, 1, spelling)
+        torch.testing.assert_close(result, expected.float(), msg=lambda text: f"{mode}: {text}")
+
+
+def test_an_in_place_result_torch_cannot_cast_back_is_a_located_dtype_error(device: torch.device) -> None:
+    x = torch.arange(8, dtype=torch.int32, device=device)
+    for mode in _modes(device):
+        with pytest.raises(exc.DtypeError) as caught:
+            tessera.kernel(add_in_place, mode=mode)(x.clone(), torch.ones(8, device=device), 1.5, "operator")
+        assert caught.value.location is not None and caught.value.location.lineno == _line("v += y[tile] * scale")
+
+
+def _line(text: str) -> int:
+    with open(__file__) as source:
+        return next(number for number, line in enumerate(source, 1) if line.strip() == text)
+
+
+# -- `row = x[i, :]` in a grid loop is a load when traced, but eager mode gave a view of x: an in-place
+# -- op on it wrote through to the caller's input in eager mode only -------------------------------
+def double_rows(x: T) -> T:
+    out = torch.empty_like(x)
+    for i in hl.grid(x.size(0)):
+        row = x[i, :]
+        row *= 2
+        out[i, :] = row
+    return out
+
+
+def test_a_grid_row_read_is_a_value_in_every_mode(device: torch.device) -> None:
+    x = torch.arange(12.0, device=device).reshape(3, 4)
+    for mode in _modes(device):
+        given = x.clone()
+        torch.testing.assert_close(tessera.kernel(double_rows, mode=mode)(given), x * 2)
+        torch.testing.assert_close(given, x, msg=f"{mode} wrote into its input")
+
+
+def assign_into_value(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(1)):
+        v = x[:, tile]
+        v[0] = 5.0
+        out[:, tile] = v
+    return out
+
+
+def test_item_assignment_into_a_tile_value_is_a_located_error_in_every_mode(device: torch.device) -> None:
+    for mode in _modes(device):
+        with pytest.raises(exc.UnsupportedOperationError) as caught:
+            tessera.kernel(assign_into_value, mode=mode)(torch.zeros(3, 4, device=device))
+        _assert_located(caught.value)
+        assert "TileValue" not in str(caught.value)
+
+
+# -- integer products other than int8 x int8: an internal error (Triton's dot refuses them) in
+# -- compiled modes while eager mode multiplied them ----------------------------------------------
+def product(a: T, b: T, spelling: str) -> T:
+    out = torch.empty(a.size(0), b.size(1), dtype=torch.int64, device=a.device)
+    for tile_m, tile_n in hl.tile([a.size(0), b.size(1)]):
+        if spelling == "matmul":
+            out[tile_m, tile_n] = (a[tile_m, :] @ b[:, tile_n]).to(torch.int64)
+        else:
+            out[tile_m, tile_n] = hl.dot(a[tile_m, :], b[:, tile_n]).to(torch.int64)
+    return out
+
+
+@pytest.mark.parametrize("spelling", ["matmul", "dot"])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int16, torch.uint8, torch.bool])
+def test_integer_products_the_gpu_lacks_are_located_dtype_errors(dtype: torch.dtype, spelling: str,
+                                                                 device: torch.device) -> None:
+    a = torch.ones(16, 16, device=device).to(dtype)
+    for mode in _modes(device):
+        with pytest.raises(exc.DtypeError) as caught:
+            tessera.kernel(product, mode=mode)(a, a, spelling)
+        _assert_located(caught.value)
+
+
+@pytest.mark.parametrize("spelling", ["matmul", "dot"])
+def test_int8_products_match_torch(spelling: str, device: torch.device) -> None:
+    generator = torch.Generator().manual_seed(9)
+    a = torch.randint(-128, 128, (17, 16), generator=generator, dtype=torch.int8).to(device)
+    b = torch.randint(-128, 128, (16, 5), generator=generator, dtype=torch.int8).to(device)
+    wide = a.long() @ b.long()
+    expected = wide.to(torch.int8).long() if spelling == "matmul" else wide  # torch's int8 @ int8 wraps to int8
+    for mode in _modes(device):
+        torch.testing.assert_close(tessera.kernel(product, mode=mode)(a, b, spelling), expected,
+                                   msg=lambda text: f"{mode}: {text}")

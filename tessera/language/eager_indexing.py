@@ -202,11 +202,20 @@ def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
     if mask is not None:
         value = torch.where(torch.as_tensor(mask, device=value.device), value, torch.zeros((), dtype=value.dtype,
                                                                                               device=value.device))
-    elif reads_values and value._base is not None:
+    elif (reads_values or _loads_when_traced(original)) and value._base is not None:
         value = value.clone()
     if reads_values and not tensor_dims:
         mark_tail_tiles(value, original)
     return value if lanes is None else eager_lanes.tag(value, lanes)
+
+
+def _loads_when_traced(index: Any) -> bool:
+    """Whether the trace reads this index into registers although it holds no tile: inside a tile
+    loop, ints (a grid's index) and whole slices (`x[i, :]`), no bounded slice (a view)."""
+    if not getattr(interpreter.active(), "loop_depth", 0):
+        return False
+    items = index if isinstance(index, (tuple, list)) else (index,)
+    return not any(isinstance(item, slice) and item != slice(None) for item in items)
 
 
 def _note_access(tensor: torch.Tensor, writes: bool) -> None:
