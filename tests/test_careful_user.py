@@ -253,3 +253,26 @@ def test_int8_products_match_torch(spelling: str, device: torch.device) -> None:
     for mode in _modes(device):
         torch.testing.assert_close(tessera.kernel(product, mode=mode)(a, b, spelling), expected,
                                    msg=lambda text: f"{mode}: {text}")
+
+
+# -- torch.add/sub(..., alpha=) scaled `other` in its own dtype before promoting: an int8 + uint8 sum
+# -- wrapped the scaled uint8 operand (389 came out as 133) ----------------------------------------
+def add_scaled(x: T, y: T, out: T, subtract: bool) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile] = torch.sub(x[tile], y[tile], alpha=3) if subtract else torch.add(x[tile], y[tile], alpha=2)
+    return out
+
+
+@pytest.mark.parametrize("subtract", [False, True])
+@pytest.mark.parametrize("dtypes", [(torch.int8, torch.uint8), (torch.float32, torch.float16),
+                                    (torch.int32, torch.int8), (torch.float16, torch.int32)])
+def test_alpha_scales_the_promoted_operand_as_torch(dtypes: tuple[torch.dtype, torch.dtype], subtract: bool,
+                                                    device: torch.device) -> None:
+    generator = torch.Generator().manual_seed(11)
+    x = torch.randint(-100, 100, (37,), generator=generator).to(dtypes[0]).to(device)
+    y = torch.randint(0, 250, (37,), generator=generator).to(dtypes[1]).to(device)
+    expected = torch.sub(x, y, alpha=3) if subtract else torch.add(x, y, alpha=2)
+    for mode in _modes(device):
+        out = torch.zeros(37, dtype=expected.dtype, device=device)
+        torch.testing.assert_close(tessera.kernel(add_scaled, mode=mode)(x, y, out, subtract), expected,
+                                   msg=lambda text: f"{mode}: {text}")
