@@ -132,9 +132,6 @@ class TileValue(_TorchLike):
         method = getattr(torch.Tensor, name, None)
         if method is None:
             raise AttributeError(f"tile values have no attribute {name!r}")
-        pure = getattr(torch.Tensor, name[:-1], None) if name.endswith("_") and not name.endswith("__") else None
-        if method not in TORCH_FUNCTIONS and pure in TORCH_FUNCTIONS:  # `v.mul_(2)`: torch's in-place method
-            return lambda *args, **kwargs: _in_place(self, _dispatch(pure, (self, *args), kwargs))
         if method not in TORCH_FUNCTIONS:
             error = unsupported_operation(method)
             raise exc.UnsupportedMethodError(error.detail, location=error.location, hint=error.hint)
@@ -221,9 +218,10 @@ def _unary_operator(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _in_place(target: TileValue, result: Any) -> TileValue:
-    """`v += w` / `v.mul_(2)` as torch runs them: the result keeps v's dtype and shape (torch
-    refuses a result it cannot cast back, or one broadcast wider), and v itself takes the new
-    value, so every name bound to it sees the change (`w = v; v += 1` changes w too)."""
+    """`v += w` as torch runs it: the result keeps v's dtype and shape (torch refuses a result it
+    cannot cast back, or one broadcast wider). The name is rebound to a new value (not v changed
+    in place: a branch of a device `if` must leave the value the other branch sees alone), so
+    another name bound to v keeps the old value (torch's would change: README limits)."""
     if not isinstance(result, TileValue):
         return result
     if result.dtype != target.dtype:
@@ -239,8 +237,7 @@ def _in_place(target: TileValue, result: Any) -> TileValue:
             f"an in-place operation on a tile value of shape {list(target.axes)} computes shape "
             f"{list(result.axes)}: torch does not broadcast the value written in place", location=user_location(),
             hint="write `v = v <op> w` to keep the broadcast result")
-    target.node = result.node
-    return target
+    return result
 
 
 def _in_place_operator(function: Callable[..., Any]) -> Callable[..., Any]:
