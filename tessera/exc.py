@@ -87,6 +87,11 @@ class IndexingError(TesseraError):
     """An index expression that Tessera cannot lower, or that is out of range."""
 
 
+class NotSubscriptableError(IndexingError, TypeError):
+    """A scalar argument indexed in a tile loop (`s[0]`); a TypeError too, as Python's own is, so
+    code that tries indexing and falls back (sympy does) still does."""
+
+
 class TorchOperationError(TesseraError):
     """A torch operation in a tile body failed in eager mode for a reason no other class names
     (an integer division by zero in the data, ...): torch's message, at the user's line."""
@@ -187,3 +192,23 @@ class ProcessGroupNameNotFound(BaseWarning):
 
 class NoAOTHeuristicWarning(BaseWarning):
     """No ahead-of-time heuristic exists for this call."""
+
+
+def python_error_at_user_line(error: TypeError, filename: str, lines: range | None = None) -> TesseraError | None:
+    """A TypeError raised by Python itself at a kernel line inside a tile loop (`s[0]` of a scalar
+    argument) as a located error, or None when the innermost frame is not the kernel's code in
+    `filename` (within `lines` when given)."""
+    traceback = error.__traceback__
+    if traceback is None:
+        return None
+    while traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    frame = traceback.tb_frame
+    if frame.f_code.co_filename != filename or (lines is not None and traceback.tb_lineno not in lines):
+        return None
+    # the trace's stand-ins for a scalar argument and a tile value are no names of the user's
+    message = str(error).replace("'HostScalar' object", "a scalar argument").replace("'TileValue' object", "a tile value")
+    kind = NotSubscriptableError if "subscriptable" in message else UnsupportedOperationError
+    return kind(f"{message} (Python raised this inside a tile loop)", location=SourceLocation.from_frame(frame),
+                hint="only tensors and tiles are indexed in a tile loop; a scalar argument is one number: "
+                     "pass a tensor to index, or use the scalar as it is")

@@ -184,6 +184,7 @@ def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
     (`flat[a:b]`, `t[i]`), as they are in compiled code, where writes through them reach the tensor.
     """
     reads_values = any(isinstance(item, Tile) for item in (index if isinstance(index, (tuple, list)) else (index,)))
+    _note_access(tensor, False)
     lanes = None
     if eager_lanes.is_tracking():
         mask, lanes = eager_lanes.access_mask(tensor, index, mask, "a load")
@@ -201,11 +202,27 @@ def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
     if mask is not None:
         value = torch.where(torch.as_tensor(mask, device=value.device), value, torch.zeros((), dtype=value.dtype,
                                                                                               device=value.device))
-    elif reads_values and value._base is not None:
+    elif (reads_values or _loads_when_traced(original)) and value._base is not None:
         value = value.clone()
     if reads_values and not tensor_dims:
         mark_tail_tiles(value, original)
     return value if lanes is None else eager_lanes.tag(value, lanes)
+
+
+def _loads_when_traced(index: Any) -> bool:
+    """Whether the trace reads this index into registers although it holds no tile: inside a tile
+    loop, ints (a grid's index) and whole slices (`x[i, :]`), no bounded slice (a view)."""
+    if not getattr(interpreter.active(), "loop_depth", 0):
+        return False
+    items = index if isinstance(index, (tuple, list)) else (index,)
+    return not any(isinstance(item, slice) and item != slice(None) for item in items)
+
+
+def _note_access(tensor: torch.Tensor, writes: bool) -> None:
+    """Tell the open launch's access log (eager mode, in a tile loop) of this load or store."""
+    log = getattr(interpreter.active(), "launch_accesses", None)
+    if log is not None and getattr(interpreter.active(), "loop_depth", 0):
+        log.note(tensor, writes, user_location())
 
 
 def mark_tail_tiles(value: torch.Tensor, original: Any, allocation: bool = False) -> None:
@@ -284,6 +301,7 @@ def store(tensor: torch.Tensor, index: Any, value: Any, mask: Any = None, accumu
           reduce: str | None = None) -> None:
     """`tensor[index] = value` writing only unmasked lanes; `accumulate` adds (atomic_add)."""
     refuse_value_list(value, "a store")
+    _note_access(tensor, True)
     if eager_lanes.is_tracking():
         mask, _ = eager_lanes.access_mask(tensor, index, mask, "a store")
     value = _cut_to_tiles(value, index)
@@ -360,6 +378,7 @@ def read_modify_write(tensor: torch.Tensor, index: Any, update: Any, *operands: 
     """`tensor[index] = update(tensor[index], *operands)` element by element (atomic and/or/xor/
     xchg/cas): where lanes repeat an element, one after another in lane order, as the GPU
     serializes atomics on one address."""
+    _note_access(tensor, True)
     index = normalize_index(tensor, index)
     tensor_dims = _tensor_dims(tensor, index)
     if tensor_dims:

@@ -208,9 +208,11 @@ def _trace_rule(name: str) -> Callable[..., Any]:
         if name == "truediv" and kwargs.get("rounding_mode") is not None:
             return _rounded_division(tracer, args, kwargs.pop("rounding_mode"), answer.dtype)
         if kwargs.get("alpha", 1) != 1 and name in ("add", "sub"):
-            # torch converts alpha to the operands' dtype first: it scales without promoting
+            # torch converts alpha to the operands' common dtype first and scales `other` in it
+            # (uint8 other scaled in uint8 wrapped where torch's int16 sum did not)
             promoted = result_dtype(op, tuple(args[:2]))[1]
-            args = (args[0], apply_elementwise(tracer, "mul", args[1], scalar_operand(kwargs.pop("alpha"), promoted)))
+            other = args[1].to(promoted) if isinstance(args[1], TileValue) and args[1].dtype != promoted else args[1]
+            args = (args[0], apply_elementwise(tracer, "mul", other, scalar_operand(kwargs.pop("alpha"), promoted)))
         kwargs.pop("alpha", None)
         kwargs.pop("rounding_mode", None)
         if kwargs.get("inplace") is False:  # F.silu/F.relu pass it explicitly

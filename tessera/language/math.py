@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from tessera import exc
+from tessera.ir import interpreter
 from tessera.ir.graph import UNIT, Op
 from tessera.ir.primitive import Primitive
 from tessera.location import user_location
@@ -37,12 +38,26 @@ def product_dtype(*operands: Any) -> torch.dtype:
     return dtype
 
 
+def check_integer_product(a: Any, b: Any) -> None:
+    """Refuse integer or bool operands other than int8 with int8: Triton's dot multiplies no other
+    integers (every mode refuses, so eager mode is no looser than the compiled one)."""
+    dtypes = (a.dtype, b.dtype)
+    if any(not dtype.is_floating_point for dtype in dtypes) and dtypes != (torch.int8, torch.int8):
+        raise exc.DtypeError(
+            f"a matrix product of {dtypes[0]} and {dtypes[1]} operands: the GPU multiplies integer matrices "
+            "only as int8 with int8 (accumulating in int32)", location=user_location(),
+            hint="cast both operands to torch.int8 if their values fit, else to torch.float32 (exact while "
+                 "the sums stay below 2**24) or torch.float64")
+
+
 def exact_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """`a @ b` computed in fp32 (fp64 for fp64 inputs, int64 for ints): the eager oracle's product.
 
     CPU lacks some low-precision and mixed-dtype kernels, and a compiled kernel accumulates in
     fp32 anyway, so eager mode upcasts instead of calling the low-precision kernel.
     """
+    if getattr(interpreter.active(), "loop_depth", 0):  # host code is plain torch
+        check_integer_product(a, b)
     if a.dtype == torch.float64 or b.dtype == torch.float64:
         wide = torch.float64
     elif a.is_floating_point() or b.is_floating_point():
@@ -71,6 +86,7 @@ def dot_trace(tracer: Tracer, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtyp
     if a.dim() != b.dim() or a.dim() not in (2, 3):
         raise exc.ShapeMismatchError(f"hl.dot needs two 2-D or two 3-D tiles, got ranks {a.dim()} and {b.dim()}",
                                      location=user_location())
+    check_integer_product(a, b)
     k = tracer.unify_axes(a.axes[-1], b.axes[-2], "matrix product inner dimension")
     if k is not UNIT and (a.axes[-2] is k or b.axes[-1] is k):
         # `s[tm, tm] @ v[tm, tn]`: one tile indexes the inner dim and an outer one; a product's

@@ -17,7 +17,7 @@ from tessera.language.stack import StackTensor
 from tessera.language.view import subscript_value
 from tessera.location import user_location
 from tessera.trace.indexing import tensor_getitem, tensor_setitem, trace_load, trace_store
-from tessera.trace.proxy import TensorProxy, TileValue
+from tessera.trace.proxy import TensorProxy, TileValue, tile_value_assignment_error
 from tessera.trace.tracer import Tracer
 
 EVICTION_POLICIES = ("evict_first", "evict_last", "evict_normal")
@@ -212,6 +212,8 @@ def _getitem_eager(tensor: torch.Tensor, index: Any) -> torch.Tensor:
 
 
 def _setitem_eager(tensor: torch.Tensor, index: Any, value: Any) -> None:
+    if eager_indexing.is_tile_value(tensor):  # as when traced: registers are not assigned into
+        raise tile_value_assignment_error()
     if _has_bool_index(index):
         torch.Tensor.__setitem__(tensor, index, value)
         return

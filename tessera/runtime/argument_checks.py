@@ -20,10 +20,13 @@ from tessera import exc
 from tessera.location import user_location
 
 
+def _named(args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+    return [(f"argument {position}", value) for position, value in enumerate(args)] + \
+        [(f"argument {name!r}", value) for name, value in kwargs.items()]
+
+
 def _tensors(args: tuple, kwargs: dict) -> Iterator[tuple[str, torch.Tensor]]:
-    named = [(f"argument {position}", value) for position, value in enumerate(args)]
-    named += [(f"argument {name!r}", value) for name, value in kwargs.items()]
-    for label, value in named:
+    for label, value in _named(args, kwargs):
         if isinstance(value, torch.Tensor):
             yield label, value
         elif isinstance(value, (list, tuple)):
@@ -46,8 +49,19 @@ def _why_unsupported(tensor: torch.Tensor) -> tuple[str, str] | None:
     return None
 
 
+def _huge_integers(args: tuple, kwargs: dict) -> Iterator[str]:
+    """Labels of the Python int arguments no int64 holds (torch and Triton overflow on them)."""
+    for label, value in _named(args, kwargs):
+        if isinstance(value, int) and not -2**63 <= value < 2**63:
+            yield label
+
+
 def unsupported_argument(kernel_name: str, args: tuple, kwargs: dict) -> exc.KernelArgumentError | None:
-    """A located error naming the first tensor argument a kernel cannot run on, else None."""
+    """A located error naming the first argument a kernel cannot run on, else None."""
+    for label in _huge_integers(args, kwargs):
+        return exc.KernelArgumentError(f"{kernel_name}(): {label} is an int outside int64's range",
+                                       location=user_location(),
+                                       hint="kernels compute with int64 at most: pass a smaller int, or a float")
     for label, tensor in _tensors(args, kwargs):
         why = _why_unsupported(tensor)
         if why is not None:

@@ -21,6 +21,7 @@ from tessera.compiler import LaunchRequest, carried_row_elements, compile_launch
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.ir import interpreter
+from tessera.ir.aliasing import overlap_error, partial_overlap
 from tessera.ir.graph import KernelIR
 from tessera.ir.split_reduction import split_reduction
 from tessera.ir.tile_range import TileRange
@@ -110,6 +111,8 @@ class CompiledRunner:
             # a variant whose body read a module global serves only while it keeps its value
             if known is not None and (known.variant.global_reads is None or known.variant.global_reads.hold()):
                 self.store.hits += 1
+                if known.variant.accessed_values:  # the facts hold no pointers: aliasing may differ
+                    _refuse_partial_overlaps(known.variant, values, body.__code__.co_freevars)
                 if known.variant.written_values:
                     self._note_writes(known.variant, values, body)
                 return known.run(self, values)
@@ -123,6 +126,8 @@ class CompiledRunner:
             self.store.hits += 1
         if variant.stored_values:
             _refuse_overlapping_outputs(self.kernel.fn.__name__, variant, values, body.__code__.co_freevars)
+        if variant.accessed_values:
+            _refuse_partial_overlaps(variant, values, body.__code__.co_freevars)
         if variant.written_values and self.recorder is None:
             self._note_writes(variant, values, body)
         grid = variant.grid(*arguments)
@@ -269,6 +274,21 @@ def _refuse_overlapping_outputs(kernel_name: str, variant: Variant, values: list
                 "the stores would race", location=variant.compiled.location or user_location(),
                 hint="store into a tensor that owns its memory (torch.empty(...), or .clone() / .contiguous() "
                      "the expanded one first); torch refuses in-place writes into it too")
+
+
+def _refuse_partial_overlaps(variant: Variant, values: list[Any], names: tuple[str, ...]) -> None:
+    """Refuse a launch writing into a tensor that shares memory with another one it accesses
+    without being the same view (ir/aliasing.py): programs would race, as torch refuses."""
+    flat = flat_values(names, values) if not variant.written_direct else None
+    def value(position: int) -> tuple[str, Any]:
+        return flat[position] if flat is not None else (names[position], values[position])
+    for written in variant.written_values:
+        name, target = value(written)
+        storage = target.untyped_storage().data_ptr()  # runs on every launch: this settles most pairs
+        for other in variant.accessed_values:
+            other_name, tensor = value(other)
+            if other != written and tensor.untyped_storage().data_ptr() == storage and partial_overlap(target, tensor):
+                raise overlap_error(name, other_name, variant.compiled.location or user_location())
 
 
 def _recompile_reason(variants: list[Variant]) -> str:

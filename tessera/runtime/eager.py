@@ -9,6 +9,7 @@ products work.
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
 from typing import Any, Callable, Iterator
 
@@ -29,6 +30,7 @@ from tessera.ir.tunables import tunable_value
 from tessera.language import eager_lanes
 from tessera.language.tile import LANES_ATTRIBUTE, Tile
 from tessera.ir import interpreter
+from tessera.ir.aliasing import AccessLog
 from tessera.trace.block_sizes import choose_block_sizes
 from tessera.trace.proxy import TileValue, out_argument_error, unsupported_operation
 
@@ -51,6 +53,8 @@ class EagerInterpreter:
         self.primitive_depth = 0  # > 0 while a primitive's eager rule runs (its torch calls are plain torch)
         self.open_tiles: list[tuple] = []  # per open loop (outermost first), its current tiles
         self.launch_seeds: LaunchSeeds | None = None  # seeds of torch.rand_like & co. in the open top-level loop
+        self.launch_accesses: AccessLog | None = None  # the tensors the open top-level loop read and wrote
+        self.arguments: dict[int, tuple[str, torch.Tensor]] = {}  # id -> (name, tensor) of the tensor arguments
 
     def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
         if primitive.device_only and self.loop_depth == 0:
@@ -126,6 +130,7 @@ class EagerInterpreter:
         # Row-major order: the last dimension varies fastest, like nested Python loops.
         if self.loop_depth == 0:  # a top-level loop: a launch, drawing its own seeds
             self.launch_seeds = LaunchSeeds(self.device)
+            self.launch_accesses = AccessLog(self.arguments)
         self.loop_depth += 1
         self.open_tiles.append(())
         try:
@@ -244,7 +249,7 @@ class EagerTorchMode(TorchFunctionMode):
             if tails:
                 result = original[0] if result is args[0] and args[0] is not original[0] else result
                 mark_tails(result, tails)
-        except (RuntimeError, TypeError, ValueError, IndexError, ZeroDivisionError) as error:
+        except (RuntimeError, TypeError, ValueError, IndexError, ArithmeticError) as error:
             if not self.eager.loop_depth or isinstance(error, exc.TesseraError):
                 raise  # host code is plain Python: its torch errors are the user's own
             raise _located_torch_error(func, error) from error
@@ -348,10 +353,26 @@ def _resized(tensor: torch.Tensor, targets: dict[int, int]) -> torch.Tensor:
     return tensor
 
 
+def _tensor_arguments(fn: Callable[..., Any], args: tuple, kwargs: dict) -> dict[int, tuple[str, torch.Tensor]]:
+    """id -> (parameter name, tensor) of the call's tensor arguments (elements of list ones too)."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        bound = {f"argument {i}": value for i, value in enumerate(args)} | kwargs
+    found: dict[int, tuple[str, torch.Tensor]] = {}
+    for name, value in bound.items():
+        items = enumerate(value) if isinstance(value, (list, tuple)) else ((None, value),)
+        for index, item in items:
+            if isinstance(item, torch.Tensor):
+                found[id(item)] = (name if index is None else f"{name}[{index}]", item)
+    return found
+
+
 def run_eager(fn: Callable[..., Any], args: tuple, kwargs: dict, slots: BlockSlotTable,
               config: Config, device: torch.device, track_lanes: bool = False) -> Any:
     """Call the kernel function in eager mode; `track_lanes` (kernels that call hl.jagged_tile)
     follows which tiles each value's dims run over (eager_lanes.py)."""
     eager = EagerInterpreter(slots, config, device, roomy_registered_blocks=True)
+    eager.arguments = _tensor_arguments(fn, args, kwargs)
     with interpreter.activate(eager), EagerTorchMode(eager), eager_lanes.tracking(track_lanes):
         return fn(*args, **kwargs)

@@ -69,6 +69,7 @@ class Kernel:
         self.signature = inspect.signature(fn)
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
         self._rewritten: RewrittenKernel | None = None
+        self._loop_lines: list[range] | None = None
         self.store = VariantStore()
         self.config_choices = ConfigChoices()  # the Config each call runs with (see tuning.py)
         # runners between calls (see run_compiled): the last one used, and others by (mode, Config key, device)
@@ -188,9 +189,8 @@ class Kernel:
     def rewritten(self) -> RewrittenKernel:
         """The kernel function with tile loops rewritten into launches (built once)."""
         if self._rewritten is None:
-            resolve = self.source.resolver()
             self._rewritten = rewrite_kernel(
-                self.source, lambda node: isinstance(node, ast.Call) and resolve(node.func) in (tile, grid, jagged_tile),
+                self.source, self._tile_call_test(),
                 {LAUNCH: launch_helper, DEVICE_LOOP: device_loop_helper, DEVICE_IF: device_if_helper,
                  COMPARE: compare_helper, RANGE: range_helper, MINMAX: minmax_helper,
                  TORCH_CALL: torch_call_helper})
@@ -201,8 +201,28 @@ class Kernel:
         differentiates)."""
         self.rewritten()  # the rewrite's checks (device values read on the host, ...) hold in eager too
         # a function argument may call torch.rand_like in the loop: follow lanes for it too
-        return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device,
-                         self.uses_jagged_tile or any(type(a) is types.FunctionType for a in args))
+        try:
+            return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device,
+                             self.uses_jagged_tile or any(type(a) is types.FunctionType for a in args))
+        except TypeError as error:  # Python's own at a line of a tile loop: the trace's located error
+            located = next(filter(None, (exc.python_error_at_user_line(error, self.source.filename, lines)
+                                         for lines in self._tile_loop_lines())), None)
+            if located is None:
+                raise
+            raise located from error
+
+    def _tile_call_test(self) -> Callable[[ast.expr], bool]:
+        """Whether a loop's iterable is a call of hl.tile / hl.grid / hl.jagged_tile."""
+        resolve = self.source.resolver()
+        return lambda node: isinstance(node, ast.Call) and resolve(node.func) in (tile, grid, jagged_tile)
+
+    def _tile_loop_lines(self) -> list[range]:
+        """The lines of each tile loop of the kernel's source."""
+        if self._loop_lines is None:
+            is_tile_call = self._tile_call_test()
+            self._loop_lines = [range(node.lineno, node.end_lineno + 1) for node in ast.walk(self.source.tree)
+                                if isinstance(node, ast.For) and is_tile_call(node.iter)]
+        return self._loop_lines
 
     def cache_info(self) -> CacheInfo:
         """Hits, misses and compiled variants held, over every launch of this kernel."""

@@ -43,6 +43,9 @@ class Variant:
     # `written_direct`: no captured value was a closure, so they index the captured values themselves
     written_values: tuple[int, ...] = ()
     written_direct: bool = True
+    # positions (as stored_values) of every tensor it loads or writes: a written one must not
+    # partially overlap another (ir/aliasing.py)
+    accessed_values: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, compiled: CompiledLaunch, launch_index: int, global_reads: GlobalReads | None = None,
@@ -55,8 +58,12 @@ class Variant:
         positions = tuple(i for i, (name, _) in enumerate(flat) if name in stored)  # indexes flat_values(names, values)
         written_positions = tuple(i for i, (name, value) in enumerate(flat)
                                   if name in written and isinstance(value, torch.Tensor))
+        accessed = written | {node.params["tensor"].name for node in compiled.ir.nodes() if node.op is Op.LOAD}
+        accessed_positions = tuple(i for i, (name, value) in enumerate(flat)
+                                   if name in accessed and isinstance(value, torch.Tensor))
         return cls(compiled.guard, compiled.grid, compiled.loaded, compiled, launch_index, global_reads, positions,
-                   written_positions, all(captured_cells(value) is None for value in values))
+                   written_positions, all(captured_cells(value) is None for value in values),
+                   accessed_positions if written_positions and len(accessed_positions) > 1 else ())
 
     def serves(self, arguments: list[Any]) -> bool:
         """Whether this variant may run a launch with these kernel arguments: its guards hold

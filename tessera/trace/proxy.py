@@ -31,6 +31,14 @@ def unsupported_operation(func: Callable[..., Any]) -> exc.UnsupportedOperationE
         hint=f"{advice}see docs/language.md for every supported op")
 
 
+def tile_value_assignment_error() -> exc.UnsupportedOperationError:
+    """`v[i] = w` on a tile value (registers, not memory): every mode raises it."""
+    return exc.UnsupportedOperationError(
+        "item assignment into a tile value (`v[...] = w`): a tile value is a value in registers, not memory",
+        location=user_location(),
+        hint="select the new lanes with torch.where(mask, w, v), or store into a tensor and load it back")
+
+
 def _dispatch(func: Callable[..., Any], args: tuple, kwargs: dict | None) -> Any:
     primitive = TORCH_FUNCTIONS.get(func)
     if primitive is None:
@@ -165,6 +173,9 @@ class TileValue(_TorchLike):
     def __getitem__(self, index: Any) -> Any:
         return _dispatch(torch.Tensor.__getitem__, (self, index), None)
 
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise tile_value_assignment_error()
+
     def _sympy_(self) -> Any:
         # `size_expr + tile_value`: sympy asks first; refusing makes Python call our __radd__
         raise sympy.SympifyError(self)
@@ -206,7 +217,37 @@ def _unary_operator(function: Callable[..., Any]) -> Callable[..., Any]:
     return operator
 
 
+def _in_place(target: TileValue, result: Any) -> TileValue:
+    """`v += w` as torch runs it: the result keeps v's dtype and shape (torch refuses a result it
+    cannot cast back, or one broadcast wider). The name is rebound to a new value (not v changed
+    in place: a branch of a device `if` must leave the value the other branch sees alone), so
+    another name bound to v keeps the old value (torch's would change: README limits)."""
+    if not isinstance(result, TileValue):
+        return result
+    if result.dtype != target.dtype:
+        if not torch.can_cast(result.dtype, target.dtype):
+            raise exc.DtypeError(
+                f"an in-place operation on a {target.dtype} tile value computes {result.dtype}, which torch does "
+                f"not cast back into {target.dtype}", location=user_location(),
+                hint=f"write `v = v <op> w` to keep the {result.dtype} result, or cast the operand first")
+        result = _dispatch(torch.Tensor.to, (result, target.dtype), None)
+    if len(result.axes) != len(target.axes) or any(  # (a tile of block 1 fits a size-1 dim, as in eager)
+            mine is UNIT and theirs is not UNIT and theirs.block != 1 for mine, theirs in zip(target.axes, result.axes)):
+        raise exc.ShapeMismatchError(
+            f"an in-place operation on a tile value of shape {list(target.axes)} computes shape "
+            f"{list(result.axes)}: torch does not broadcast the value written in place", location=user_location(),
+            hint="write `v = v <op> w` to keep the broadcast result")
+    return result
+
+
+def _in_place_operator(function: Callable[..., Any]) -> Callable[..., Any]:
+    def operator(self: TileValue, other: Any) -> Any:
+        return _in_place(self, _dispatch(function, (self, other), None))
+    return operator
+
+
 for _name, _function in BINARY_OPERATORS.items():
+    setattr(TileValue, f"__i{_name}__", _in_place_operator(_function))
     setattr(TileValue, f"__{_name}__", _binary_operator(_function, False))
     setattr(TileValue, f"__r{_name}__", _binary_operator(_function, True))
 for _name, _function in COMPARISONS.items():

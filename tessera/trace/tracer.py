@@ -436,7 +436,13 @@ class Tracer:
                                       tuple(types.CellType(value) for value in cells))
         self.location = tile_range.location
         with interpreter.activate(self):
-            function(target)
+            try:
+                function(target)
+            except TypeError as error:  # Python's own, at a line of the body (`s[0]` of a scalar)
+                located = exc.python_error_at_user_line(error, body.__code__.co_filename)
+                if located is None:
+                    raise
+                raise located from error
         return self.finish(name, parameters)
 
     def finish(self, name: str, parameters: tuple[str, ...]) -> KernelIR:
