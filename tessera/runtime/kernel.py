@@ -16,7 +16,7 @@ from tessera import backends, exc, settings
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
 from tessera.location import strip_internal_frames, user_location
-from tessera.frontend.rewrite import (COMPARE, DEVICE_IF, DEVICE_LOOP, LAUNCH, MINMAX, RANGE, TORCH_CALL, RewrittenKernel,
+from tessera.frontend.rewrite import (COMPARE, DEVICE_IF, DEVICE_LOOP, DEVICE_RANGE, STATIC_RANGE, LAUNCH, MINMAX, RANGE, TORCH_CALL, RewrittenKernel,
                                       rewrite_kernel)
 from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments
@@ -24,7 +24,8 @@ from tessera.language.tile import grid, jagged_tile, tile
 from tessera.runtime.argument_checks import unsupported_argument
 from tessera.runtime.bound import BoundKernel
 from tessera.runtime.call_keys import common_device, device_type, plain_call_device
-from tessera.language.control import (compare_helper, device_if_helper, device_loop_helper, minmax_helper, range_helper,
+from tessera.language.control import (compare_helper, device_if_helper, device_loop_helper, device_range_helper,
+                                      minmax_helper, range_helper, static_range_helper,
                                       torch_call_helper)
 from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
 from tessera.runtime.eager import run_eager
@@ -193,6 +194,7 @@ class Kernel:
                 self.source, lambda node: isinstance(node, ast.Call) and resolve(node.func) in (tile, grid, jagged_tile),
                 {LAUNCH: launch_helper, DEVICE_LOOP: device_loop_helper, DEVICE_IF: device_if_helper,
                  COMPARE: compare_helper, RANGE: range_helper, MINMAX: minmax_helper,
+                 STATIC_RANGE: static_range_helper, DEVICE_RANGE: device_range_helper,
                  TORCH_CALL: torch_call_helper})
         return self._rewritten
 
