@@ -551,6 +551,20 @@ class Journal:
         return expected
 
 
+class AssertExpectedJournal:
+    """Helion's journal class, for its text helpers: generated code with the line numbers of its
+    source comments (`# add.py:12: out[tile] = ...`) written as `add.py:N`, so a test can look
+    for numbers in the code itself."""
+
+    @staticmethod
+    def normalize_source_comment_structure(code: str) -> str:
+        return re.sub(r"(\b[^:\s]+\.py):(\d+)\b", r"\1:N", code)
+
+    @classmethod
+    def normalize_code(cls, code: str) -> str:
+        return cls.normalize_source_comment_structure(code)
+
+
 def journal_path(test_class: type) -> pathlib.Path:
     """`<test file>.tessera.expected`, for the generated code of compiled Triton runs; other
     modes and backends keep their own file (`..._interpret`, `..._eager`, `..._pallas`): the

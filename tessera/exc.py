@@ -75,6 +75,9 @@ class ConfigError(TesseraError):
     """A Config does not fit the kernel (wrong key, wrong number of block sizes, bad value)."""
 
 
+InvalidConfig = ConfigError  # Helion's name for it
+
+
 class ShapeMismatchError(TesseraError):
     """Two sizes that must agree do not (broadcasting, indexing, stores)."""
 
