@@ -143,6 +143,17 @@ class LaunchBinding:
                 hint="pass each tensor as its own argument, or run with mode='eager'")
         return value
 
+    def bind_globals(self, tensors: tuple[tuple[str, torch.Tensor], ...]) -> dict[int, TensorProxy]:
+        """Parameters for the module-global tensors the body reads (after every other parameter,
+        each with its sizes and strides compiled in: the variant serves only while the global is
+        that very tensor with that layout, see global_reads.py); their proxies by tensor id."""
+        proxies: dict[int, TensorProxy] = {}
+        for name, tensor in tensors:
+            symbols = len(self.argument_symbols)
+            proxies[id(tensor)] = self._bind(_safe_name(f"global__{name}"), tensor, static_shapes=True)
+            del self.argument_symbols[symbols:]  # guards and grids are functions of the launch's own arguments
+        return proxies
+
     def _bind_closure(self, name: str, function: types.FunctionType, static_shapes: bool) -> types.FunctionType:
         """The function again, with the tensors it captures (and closures holding some) bound as
         parameters `<name>__<captured name>`; other captured values stay as they are (compiled in)."""
@@ -228,6 +239,8 @@ class LaunchRequest:
     int64_indexing: bool
     device: torch.device
     options: LoweringOptions
+    # module-global tensors the body reads (name, tensor): trailing kernel arguments (global_reads.py)
+    global_tensors: tuple[tuple[str, torch.Tensor], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,8 +266,10 @@ def trace(request: LaunchRequest) -> tuple[KernelIR, LaunchBinding, Tracer]:
     """The launch's body traced on proxies of its values, before any pass."""
     binding = LaunchBinding(request.body.__code__.co_freevars, request.values, request.tile_range,
                             request.static_shapes)
+    lifted = binding.bind_globals(request.global_tensors)
     tracer = Tracer(binding.symbols, request.slots, request.config, request.launch_index,
                     request.int64_indexing, request.device)
+    tracer.lifted = lifted
     ir = tracer.trace_launch(request.kernel_name, tuple(binding.parameters), binding.range, request.body,
                              binding.proxies)
     return ir, binding, tracer

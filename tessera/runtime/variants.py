@@ -8,6 +8,7 @@ and Config, the exact-facts memo of `RememberedLaunch`es (exact_facts.py).
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
@@ -43,6 +44,9 @@ class Variant:
     # `written_direct`: no captured value was a closure, so they index the captured values themselves
     written_values: tuple[int, ...] = ()
     written_direct: bool = True
+    # weak references to the module-global tensors its body reads, its trailing arguments (it
+    # serves only while global_reads hold, so while they are those tensors)
+    global_tensors: tuple[Any, ...] = ()
 
     @classmethod
     def of(cls, compiled: CompiledLaunch, launch_index: int, global_reads: GlobalReads | None = None,
@@ -55,8 +59,12 @@ class Variant:
         positions = tuple(i for i, (name, _) in enumerate(flat) if name in stored)  # indexes flat_values(names, values)
         written_positions = tuple(i for i, (name, value) in enumerate(flat)
                                   if name in written and isinstance(value, torch.Tensor))
+        global_tensors = tuple(weakref.ref(tensor) for _, tensor in global_reads.tensors()) if global_reads else ()
         return cls(compiled.guard, compiled.grid, compiled.loaded, compiled, launch_index, global_reads, positions,
-                   written_positions, all(captured_cells(value) is None for value in values))
+                   written_positions, all(captured_cells(value) is None for value in values), global_tensors)
+
+    def global_arguments(self) -> list[torch.Tensor]:
+        return [reference() for reference in self.global_tensors]
 
     def serves(self, arguments: list[Any]) -> bool:
         """Whether this variant may run a launch with these kernel arguments: its guards hold
