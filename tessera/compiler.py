@@ -70,17 +70,26 @@ def flat_values(names: tuple[str, ...], values: list[Any]) -> list[tuple[str, An
     flat: list[tuple[str, Any]] = []
     for name, value in zip(names, values):
         cells = captured_cells(value)
-        if cells is None:
+        if cells is not None:
+            inner = [(f"{name}__{cell_name}", cell) for cell_name, cell in cells if _is_parameter_source(cell)]
+        elif holds_tensors(value):
+            inner = [(f"{name}__{position}", item) for position, item in enumerate(value) if _is_parameter_source(item)]
+        else:
             flat.append((parameter_name(name), value))
             continue
-        inner = [(f"{name}__{cell_name}", cell) for cell_name, cell in cells if _is_parameter_source(cell)]
         flat += flat_values(tuple(n for n, _ in inner), [v for _, v in inner])
     return flat
 
 
+def holds_tensors(value: Any) -> bool:
+    """A tuple or list with a tensor in it (or a closure, or a tuple or list, holding one): its
+    tensors become kernel parameters `<name>__<position>`, its other items are compiled in."""
+    return isinstance(value, (list, tuple)) and any(_is_parameter_source(item) for item in value)
+
+
 def _is_parameter_source(value: Any) -> bool:
-    """A captured value that becomes kernel parameters: a tensor, or a closure holding one."""
-    return isinstance(value, torch.Tensor) or captured_cells(value) is not None
+    """A captured value that becomes kernel parameters: a tensor, or a closure, tuple or list holding one."""
+    return isinstance(value, torch.Tensor) or captured_cells(value) is not None or holds_tensors(value)
 
 
 class LaunchBinding:
@@ -137,10 +146,10 @@ class LaunchBinding:
             return self._symbol(name, torch.float32, value)
         if captured_cells(value) is not None:
             return self._bind_closure(name, value, static_shapes)
-        if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
-            raise exc.UnsupportedOperationError(
-                f"a list of tensors ({name}) used inside a compiled tile loop", location=user_location(),
-                hint="pass each tensor as its own argument, or run with mode='eager'")
+        if holds_tensors(value):
+            items = [self._bind(f"{name}__{position}", item, static_shapes) if _is_parameter_source(item) else item
+                     for position, item in enumerate(value)]
+            return type(value)(items) if type(value) in (list, tuple) else type(value)(*items)  # a namedtuple
         return value
 
     def bind_globals(self, tensors: tuple[tuple[str, torch.Tensor], ...]) -> dict[int, TensorProxy]:

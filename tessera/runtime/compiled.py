@@ -173,7 +173,8 @@ class CompiledRunner:
         return LaunchRequest(
             kernel_name=self.kernel.fn.__name__, body=body, values=values, tile_range=tile_range,
             launch_index=launch_index, config=self.config, slots=self.slots, static_shapes=self.static_shapes,
-            int64_indexing=any(needs_int64(v) for v in values if isinstance(v, torch.Tensor)),
+            int64_indexing=any(needs_int64(v) for _, v in flat_values(body.__code__.co_freevars, values)
+                               if isinstance(v, torch.Tensor)),
             device=_launch_device(values, self.host),
             options=LoweringOptions(interpret=self.mode == "interpret", dot_precision=settings_.dot_precision,
                                     check_indices=bool(settings.get("check_indices"))),
@@ -375,7 +376,7 @@ def _run_host_code(kernel: Any, host: _HostInterpreter, args: tuple, kwargs: dic
 
 def _launch_device(values: list[Any], host: Any) -> torch.device:
     """The device a launch runs on: its tensors' (`hl.zeros(device=x.device)` must name it)."""
-    for value in values:
+    for _, value in flat_values(tuple(map(str, range(len(values)))), values):
         if isinstance(value, torch.Tensor):
             return value.device
     return host.device if host is not None else torch.device("cpu")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from tessera.backends.base import LoadedKernel
-from tessera.compiler import CompiledLaunch, captured_cells, flat_values
+from tessera.compiler import CompiledLaunch, captured_cells, flat_values, holds_tensors
 from tessera.ir.graph import Op
 from tessera.ir.tunables import TunableDim
 from tessera.runtime.exact_facts import Memo
@@ -61,7 +61,8 @@ class Variant:
                                   if name in written and isinstance(value, torch.Tensor))
         global_tensors = tuple(weakref.ref(tensor) for _, tensor in global_reads.tensors()) if global_reads else ()
         return cls(compiled.guard, compiled.grid, compiled.loaded, compiled, launch_index, global_reads, positions,
-                   written_positions, all(captured_cells(value) is None for value in values), global_tensors)
+                   written_positions, all(captured_cells(v) is None and not holds_tensors(v) for v in values),
+                   global_tensors)
 
     def global_arguments(self) -> list[torch.Tensor]:
         return [reference() for reference in self.global_tensors]
