@@ -124,6 +124,9 @@ class DynamicAllocationError(TesseraError):
     """A register allocation (hl.zeros/hl.full) sized by a value only known at run time."""
 
 
+ShapeSpecializingAllocation = DynamicAllocationError  # Helion's name for it
+
+
 class RecompileLimitError(TesseraError):
     """A kernel compiled more variants than its max_variants setting allows."""
 

@@ -28,6 +28,7 @@ from tessera.language.control import (compare_helper, device_if_helper, device_l
                                       minmax_helper, range_helper, static_range_helper,
                                       torch_call_helper)
 from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
+from tessera.runtime.constexpr_arguments import Marks, compile_time_arguments, constexpr_parameters, has_wrapped
 from tessera.runtime.eager import run_eager
 from tessera.runtime.kernel_settings import Settings
 from tessera.runtime.tuning import ConfigChoices, autotune, config_for_call, kernel_defined
@@ -110,6 +111,8 @@ class Kernel:
         if self.settings.ignore_warnings and not getattr(_silencing, "active", False):
             return self._silenced(args, kwargs)
         try:  # one frame for the whole dispatch: this runs on every call
+            if self._constexpr_marks is not None or has_wrapped(args, kwargs):
+                args, kwargs = compile_time_arguments(self._constexpr_marks, args, kwargs)
             self._check_arguments(args, kwargs)
             if self.backward_rule is not None and needs_grad(args, kwargs):
                 return call_with_backward(self, self.backward_rule, args, kwargs)
@@ -245,6 +248,8 @@ class Kernel:
         """
         if len(args) == 1 and isinstance(args[0], (tuple, list)) and not kwargs and self._binds(tuple(args[0])):
             args = tuple(args[0])
+        if self._constexpr_marks is not None or has_wrapped(args, kwargs):
+            args, kwargs = compile_time_arguments(self._constexpr_marks, args, kwargs)
         self._check_arguments(args, kwargs)
         return BoundKernel(self, args, kwargs)
 
@@ -267,6 +272,11 @@ class Kernel:
         if mode not in MODES:
             raise exc.ConfigError(f"TESSERA_MODE={mode!r} is not a mode", hint=f"use one of {', '.join(MODES)}")
         return mode
+
+    @functools.cached_property
+    def _constexpr_marks(self) -> Marks | None:
+        """The parameters annotated `hl.constexpr` (constexpr_arguments.py)."""
+        return constexpr_parameters(self.source)
 
     @functools.cached_property
     def _positional_arity(self) -> tuple[int, int] | None:
