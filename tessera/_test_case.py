@@ -362,7 +362,7 @@ def _test_config(kernel: Any, config_keys: dict[str, Any]) -> Config | None:
 
 
 def _run(kernel: Any, args: tuple, config_keys: dict[str, Any], with_code: bool) -> tuple[str | None, Any]:
-    bound = kernel.bind(*args)  # Helion passes one tuple; unpacked here so a one-argument kernel binds too
+    bound = kernel.bind_arguments(tuple(args), {})  # Helion passes one tuple: the arguments, even ((t,),)
     config = _test_config(kernel, config_keys)
     if kernel.mode_for(bound.device) == "eager":  # TESSERA_MODE=eager, or the kernel's mode / ref_mode
         kernel.rewritten()  # the rewrite's checks hold in eager mode too, as on a call

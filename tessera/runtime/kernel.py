@@ -248,6 +248,11 @@ class Kernel:
         """
         if len(args) == 1 and isinstance(args[0], (tuple, list)) and not kwargs and self._binds(tuple(args[0])):
             args = tuple(args[0])
+        return self.bind_arguments(args, kwargs)
+
+    def bind_arguments(self, args: tuple, kwargs: dict) -> BoundKernel:
+        """`bind` without guessing: `args` are the positional arguments, even a single tuple
+        (a kernel whose one parameter is a tuple of tensors)."""
         if self._constexpr_marks is not None or has_wrapped(args, kwargs):
             args, kwargs = compile_time_arguments(self._constexpr_marks, args, kwargs)
         self._check_arguments(args, kwargs)
