@@ -20,7 +20,7 @@ from typing import Any, Callable
 import torch
 
 from tessera._test_case import (  # noqa: F401  (Helion's unit-test harness, re-exported)
-    EXAMPLES_DIR, PROJECT_ROOT, CosSimilarity, assert_helion_compilation, assert_ref_eager_mode, RefEagerTestBase, RefEagerTestDisabled, TestCase, _get_backend,
+    EXAMPLES_DIR, PROJECT_ROOT, AssertExpectedJournal, CosSimilarity, assert_helion_compilation, assert_ref_eager_mode, RefEagerTestBase, RefEagerTestDisabled, TestCase, _get_backend,
     assert_close_with_mismatch_tolerance, check_example, code_and_output, float32_matmul_precision,
     get_test_dot_precision, get_test_float32_matmul_precision, import_path, is_cuda, matchesBackends, onlyBackends,
     output_only, skipIfA10G, skipIfCudaCapabilityLessThan, skipIfCute, skipIfFn, skipIfLowVRAM, skipIfMetal,

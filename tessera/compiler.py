@@ -70,17 +70,26 @@ def flat_values(names: tuple[str, ...], values: list[Any]) -> list[tuple[str, An
     flat: list[tuple[str, Any]] = []
     for name, value in zip(names, values):
         cells = captured_cells(value)
-        if cells is None:
+        if cells is not None:
+            inner = [(f"{name}__{cell_name}", cell) for cell_name, cell in cells if _is_parameter_source(cell)]
+        elif holds_tensors(value):
+            inner = [(f"{name}__{position}", item) for position, item in enumerate(value) if _is_parameter_source(item)]
+        else:
             flat.append((parameter_name(name), value))
             continue
-        inner = [(f"{name}__{cell_name}", cell) for cell_name, cell in cells if _is_parameter_source(cell)]
         flat += flat_values(tuple(n for n, _ in inner), [v for _, v in inner])
     return flat
 
 
+def holds_tensors(value: Any) -> bool:
+    """A tuple or list with a tensor in it (or a closure, or a tuple or list, holding one): its
+    tensors become kernel parameters `<name>__<position>`, its other items are compiled in."""
+    return isinstance(value, (list, tuple)) and any(_is_parameter_source(item) for item in value)
+
+
 def _is_parameter_source(value: Any) -> bool:
-    """A captured value that becomes kernel parameters: a tensor, or a closure holding one."""
-    return isinstance(value, torch.Tensor) or captured_cells(value) is not None
+    """A captured value that becomes kernel parameters: a tensor, or a closure, tuple or list holding one."""
+    return isinstance(value, torch.Tensor) or captured_cells(value) is not None or holds_tensors(value)
 
 
 class LaunchBinding:
@@ -137,11 +146,22 @@ class LaunchBinding:
             return self._symbol(name, torch.float32, value)
         if captured_cells(value) is not None:
             return self._bind_closure(name, value, static_shapes)
-        if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
-            raise exc.UnsupportedOperationError(
-                f"a list of tensors ({name}) used inside a compiled tile loop", location=user_location(),
-                hint="pass each tensor as its own argument, or run with mode='eager'")
+        if holds_tensors(value):
+            items = [self._bind(f"{name}__{position}", item, static_shapes) if _is_parameter_source(item) else item
+                     for position, item in enumerate(value)]
+            return type(value)(items) if type(value) in (list, tuple) else type(value)(*items)  # a namedtuple
         return value
+
+    def bind_globals(self, tensors: tuple[tuple[str, torch.Tensor], ...]) -> dict[int, TensorProxy]:
+        """Parameters for the module-global tensors the body reads (after every other parameter,
+        each with its sizes and strides compiled in: the variant serves only while the global is
+        that very tensor with that layout, see global_reads.py); their proxies by tensor id."""
+        proxies: dict[int, TensorProxy] = {}
+        for name, tensor in tensors:
+            symbols = len(self.argument_symbols)
+            proxies[id(tensor)] = self._bind(_safe_name(f"global__{name}"), tensor, static_shapes=True)
+            del self.argument_symbols[symbols:]  # guards and grids are functions of the launch's own arguments
+        return proxies
 
     def _bind_closure(self, name: str, function: types.FunctionType, static_shapes: bool) -> types.FunctionType:
         """The function again, with the tensors it captures (and closures holding some) bound as
@@ -228,6 +248,8 @@ class LaunchRequest:
     int64_indexing: bool
     device: torch.device
     options: LoweringOptions
+    # module-global tensors the body reads (name, tensor): trailing kernel arguments (global_reads.py)
+    global_tensors: tuple[tuple[str, torch.Tensor], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,8 +275,10 @@ def trace(request: LaunchRequest) -> tuple[KernelIR, LaunchBinding, Tracer]:
     """The launch's body traced on proxies of its values, before any pass."""
     binding = LaunchBinding(request.body.__code__.co_freevars, request.values, request.tile_range,
                             request.static_shapes)
+    lifted = binding.bind_globals(request.global_tensors)
     tracer = Tracer(binding.symbols, request.slots, request.config, request.launch_index,
                     request.int64_indexing, request.device)
+    tracer.lifted = lifted
     ir = tracer.trace_launch(request.kernel_name, tuple(binding.parameters), binding.range, request.body,
                              binding.proxies)
     return ir, binding, tracer

@@ -106,6 +106,11 @@ class Config(Mapping[str, Any]):
         if "block_size" in values:  # Helion's shorthand for a kernel with one block size
             shorthand = values.pop("block_size")
             values.setdefault("block_sizes", list(shorthand) if isinstance(shorthand, (list, tuple)) else [shorthand])
+        if isinstance(values.get("l2_grouping"), (list, tuple)):  # Helion: one entry per top-level tile loop
+            if "l2_groupings" in values:
+                raise ConfigError("Config gives both l2_grouping (a list) and l2_groupings", location=user_location(),
+                                  hint="l2_grouping=[...] is short for l2_groupings=[...]; give one of them")
+            values["l2_groupings"] = list(values.pop("l2_grouping"))
         for singular in _SINGULAR_KEYS:  # Helion's one-entry shorthands: loop_order=(1, 0) -> loop_orders=[[1, 0]]
             if singular in values:
                 if f"{singular}s" in values:
@@ -182,6 +187,11 @@ def _validate(values: dict[str, Any]) -> None:
         if block > MAX_BLOCK_SIZE:
             raise ConfigError(f"block size {block} is larger than {MAX_BLOCK_SIZE}",
                               hint=f"a Triton block holds at most {MAX_BLOCK_SIZE} elements; use a smaller one")
+    multiplier = values.get("num_sm_multiplier", 1)
+    if multiplier != 1 and "pid_type" in values and not str(values["pid_type"]).startswith("persistent"):
+        raise ConfigError(f"num_sm_multiplier={multiplier!r} needs a persistent pid_type, not "
+                          f"pid_type={values['pid_type']!r}",
+                          hint="drop num_sm_multiplier, or set pid_type='persistent_blocked' / 'persistent_interleaved'")
     warps = values.get("num_warps")
     if warps is not None and not (_is_int(warps) and _is_power_of_two(warps) and warps <= 32):
         raise ConfigError(f"num_warps={warps!r} must be a power of two between 1 and 32",

@@ -75,6 +75,9 @@ class ConfigError(TesseraError):
     """A Config does not fit the kernel (wrong key, wrong number of block sizes, bad value)."""
 
 
+InvalidConfig = ConfigError  # Helion's name for it
+
+
 class ShapeMismatchError(TesseraError):
     """Two sizes that must agree do not (broadcasting, indexing, stores)."""
 
@@ -124,6 +127,9 @@ class DeviceValueOnHostError(TesseraError):
 
 class DynamicAllocationError(TesseraError):
     """A register allocation (hl.zeros/hl.full) sized by a value only known at run time."""
+
+
+ShapeSpecializingAllocation = DynamicAllocationError  # Helion's name for it
 
 
 class RecompileLimitError(TesseraError):

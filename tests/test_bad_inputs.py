@@ -84,6 +84,8 @@ def range_over_a_runtime_int(x: torch.Tensor, k: int) -> torch.Tensor:
         acc = x[tile]
         for _ in range(k):  # line: runtime-range
             acc = acc + 1.0
+        else:  # a for/else (or a break) keeps it a Python loop: unrolled, so its bound must be known
+            acc = acc * 2.0
         x[tile] = acc
     return x
 
@@ -170,7 +172,8 @@ CATALOGUE: dict[str, Row] = {
     "float-bound": Row(float_bound, lambda d: (torch.zeros(8, device=d),), exc.DtypeError, "float-bound"),
     "string-bound": Row(string_bound, lambda d: (torch.zeros(8, device=d),), exc.DtypeError, "string-bound"),
     "zero-step": Row(zero_grid_step, lambda d: (torch.zeros(8, device=d),), exc.ConfigError, "zero-step"),
-    # eager runs Python's range on an int: only the compiled trace sees a runtime value
+    # eager runs Python's range on an int: only the compiled trace sees a runtime value (a plain
+    # `for` over it is a device loop; with `else` it stays Python's, unrolled)
     "runtime-range": Row(range_over_a_runtime_int, lambda d: (torch.zeros(8, device=d), 3),
                          exc.UnsupportedOperationError, "runtime-range", ("generated",)),
     # generated code masks an out-of-range index (it reads 0); eager, the specification, refuses it

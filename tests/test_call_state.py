@@ -367,3 +367,84 @@ def test_a_malformed_config_is_a_located_config_error(values, wording) -> None:
         tessera.Config(**values)
     assert raised.value.hint
     assert raised.value.location is not None and raised.value.location.filename == __file__
+
+
+# -- module-global tensors read inside a tile loop: kernel arguments of their own ------------------
+
+TABLE = torch.zeros(1)  # set by each test on its device
+SINK = torch.zeros(1)
+
+
+def _generated_mode(device: torch.device) -> str:
+    return "compiled" if device.type == "cuda" else "interpret"
+
+
+@tessera.kernel
+def add_table_row(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for rows, cols in hl.tile(x.size()):
+        out[rows, cols] = x[rows, cols] + TABLE[None, cols]
+    return out
+
+
+def add_table(v: torch.Tensor, tile: Any) -> torch.Tensor:
+    return v + TABLE[tile]
+
+
+@tessera.kernel
+def apply_helper(x: torch.Tensor, helper: Any) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = helper(x[tile], tile)
+    return out
+
+
+@tessera.kernel
+def double_into_sink(x: torch.Tensor) -> torch.Tensor:
+    for tile in hl.tile(x.size(0)):
+        SINK[tile] = x[tile] * 2.0
+    return x
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 7), (33, 3)])
+def test_a_global_tensor_indexed_in_a_tile_loop_is_read_like_an_argument(shape, device) -> None:
+    x = torch.randn(shape, device=device)
+    previous = _set_global("TABLE", torch.randn(shape[1], device=device))
+    try:
+        for mode in ("eager", _generated_mode(device)):
+            with settings.override(mode=mode):
+                torch.testing.assert_close(add_table_row(x), x + TABLE[None, :], msg=mode)
+    finally:
+        _set_global("TABLE", previous)
+
+
+@pytest.mark.parametrize("size", [1, 10])
+def test_a_helper_reading_a_global_tensor_and_a_store_into_one(size, device) -> None:
+    x = torch.randn(size, device=device)
+    previous = _set_global("TABLE", torch.randn(size, device=device)), _set_global("SINK", torch.zeros(size, device=device))
+    try:
+        for mode in ("eager", _generated_mode(device)):
+            with settings.override(mode=mode):
+                torch.testing.assert_close(apply_helper(x, add_table), x + TABLE, msg=mode)
+                SINK.zero_()
+                double_into_sink(x)
+                torch.testing.assert_close(SINK, x * 2.0, msg=mode)
+    finally:
+        _set_global("TABLE", previous[0])
+        _set_global("SINK", previous[1])
+
+
+def test_a_global_tensor_changed_in_place_rebound_or_resized_is_never_read_stale(device) -> None:
+    x = torch.randn(4, 6, device=device)
+    previous = _set_global("TABLE", torch.randn(6, device=device))
+    try:
+        with settings.override(mode=_generated_mode(device)):
+            torch.testing.assert_close(add_table_row(x), x + TABLE[None, :])
+            TABLE.add_(1.0)  # same tensor, same memory: the compiled variant reads the new values
+            torch.testing.assert_close(add_table_row(x), x + TABLE[None, :])
+            _set_global("TABLE", torch.randn(6, device=device))  # another tensor
+            torch.testing.assert_close(add_table_row(x), x + TABLE[None, :])
+            TABLE.set_(torch.randn(12, device=device)[::2])  # same tensor object, strided other memory
+            torch.testing.assert_close(add_table_row(x), x + TABLE[None, :])
+    finally:
+        _set_global("TABLE", previous)

@@ -65,3 +65,51 @@ def test_a_carried_tuple_changing_length_is_refused_with_its_line() -> None:
     with pytest.raises(exc.ShapeMismatchError, match="tuple of 2 values holds 1 after an iteration") as info:
         tessera.kernel(shrinking, mode="interpret", config=tessera.Config(block_sizes=[4, 16]))(torch.randn(3, 5))
     assert "# line: shrink" in str(info.value)
+
+
+# -- tuples and lists of tensors passed to a kernel: each tensor a kernel argument ----------------
+
+def weighted_sum(tensors: list[T], scales: tuple[float, ...], outs: tuple[T, ...]) -> T:
+    total = torch.zeros_like(tensors[0])
+    for tile in hl.tile(total.size(0)):
+        acc = torch.zeros_like(total[tile])
+        for i, (t, s) in enumerate(zip(tensors, scales)):
+            acc = acc + t[tile] * s + i
+        total[tile] = acc
+        outs[0][tile] = acc * 2.0  # a store into a tensor of a tuple
+    return total
+
+
+@pytest.mark.parametrize("size", [1, 7, 33])
+@pytest.mark.parametrize("count", [1, 3])
+@pytest.mark.parametrize("as_tuple", [False, True])
+def test_a_list_or_tuple_of_tensors_is_read_and_written_in_a_tile_loop(size, count, as_tuple, device) -> None:
+    tensors = [torch.randn(size, device=device) for _ in range(count)]
+    scales = tuple(float(i + 1) for i in range(count))
+    expected = sum(t * s + i for i, (t, s) in enumerate(zip(tensors, scales)))
+    for mode in _modes(device):
+        kernel = tessera.kernel(weighted_sum, mode=mode)
+        outs = (torch.empty(size, device=device),)
+        result = kernel(tuple(tensors) if as_tuple else tensors, scales, outs)
+        torch.testing.assert_close(result, expected, msg=mode)
+        torch.testing.assert_close(outs[0], expected * 2.0, msg=mode)
+
+
+def nested_pairs(pairs: tuple[tuple[T, T], ...], x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        acc = x[tile]
+        for first, second in pairs:
+            acc = acc + first[tile] * second[tile]
+        out[tile] = acc
+    return out
+
+
+def test_nested_tuples_of_tensors_and_a_changed_length_recompile_correctly(device) -> None:
+    x = torch.randn(10, device=device)
+    for mode in _modes(device):
+        kernel = tessera.kernel(nested_pairs, mode=mode)
+        for count in (1, 2, 1):
+            pairs = tuple((torch.randn(10, device=device), torch.randn(10, device=device)) for _ in range(count))
+            expected = x + sum(a * b for a, b in pairs)
+            torch.testing.assert_close(kernel(pairs, x), expected, msg=f"{mode} {count}")

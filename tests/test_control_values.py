@@ -146,10 +146,11 @@ def add_k_times(x: torch.Tensor, k: int) -> torch.Tensor:
     return out
 
 
-def test_python_range_over_a_runtime_int_in_a_tile_loop_raises_a_located_error(device: torch.device) -> None:
-    with pytest.raises(exc.UnsupportedOperationError, match="known only when the kernel runs") as info:
-        _run(_modes(device)[1], add_k_times, torch.zeros(4, device=device), 3)
-    assert "for _ in range(k):" in str(info.value) and "hl.grid" in info.value.hint
+@pytest.mark.parametrize("k", [0, 1, 3])
+def test_python_range_over_a_runtime_int_in_a_tile_loop_loops_on_the_device(k: int, device: torch.device) -> None:
+    x = torch.randn(5, device=device)
+    for mode in _modes(device):
+        torch.testing.assert_close(_run(mode, add_k_times, x, k), x + k, msg=mode)
 
 
 @tessera.kernel
@@ -198,3 +199,183 @@ def test_a_conditional_expression_decides_like_an_if_statement(device: torch.dev
     expected = torch.tensor([7.0, 27.0, 7.0, 9.0, 7.0], device=device)
     for mode in ("eager", None):
         assert torch.equal(tessera.kernel(pick, mode=mode)(torch.zeros(5, device=device), x, limits), expected)
+
+
+# `and`, `or`, `not` and chained comparisons inside tile loops mean what Python means.
+# 
+# Python asks the first operand of `and` / `or` (and each link of `3 < v < 7`) for a bool. On a
+# runtime scalar (an int argument), a program id or a loaded value no bool exists while the
+# kernel is traced; these conditions are joined instead (a host condition is then decided per
+# call, a device one per program), and host values keep Python's short circuit and results.
+
+
+@tessera.kernel
+def sigmoid_inside_sine_outside(x: torch.Tensor, v: int) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size()):
+        if 3 < v < 7:
+            out[tile] = torch.sigmoid(x[tile])
+        else:
+            out[tile] = torch.sin(x[tile])
+    return out
+
+
+@pytest.mark.parametrize("v", [2, 3, 4, 6, 7, 10])
+@pytest.mark.parametrize("shape", [(1, 1), (5, 7), (33, 3)])
+def test_chained_comparison_on_a_scalar_argument(v: int, shape: tuple[int, int], device: torch.device) -> None:
+    x = torch.randn(shape, device=device)
+    expected = torch.sigmoid(x) if 3 < v < 7 else torch.sin(x)
+    for mode in _modes(device):
+        torch.testing.assert_close(_run(mode, sigmoid_inside_sine_outside, x, v), expected, msg=mode)
+
+
+@tessera.kernel
+def pick_by_flags(x: torch.Tensor, v: int, w: int) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        if v > 0 and not w < 2:
+            out[tile] = x[tile] + 1.0
+        elif v > 5 or w == 1:
+            out[tile] = x[tile] + 2.0
+        else:
+            out[tile] = x[tile]
+    return out
+
+
+@pytest.mark.parametrize("v,w", [(1, 2), (1, 0), (6, 0), (0, 1), (0, 0), (-3, 7)])
+def test_and_or_not_on_scalar_arguments(v: int, w: int, device: torch.device) -> None:
+    x = torch.randn(9, device=device)
+    expected = x + 1.0 if (v > 0 and not w < 2) else x + 2.0 if (v > 5 or w == 1) else x
+    for mode in _modes(device):
+        torch.testing.assert_close(_run(mode, pick_by_flags, x, v, w), expected, msg=mode)
+
+
+@tessera.kernel
+def interior_rows_and_marked_rows(x: torch.Tensor, marks: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    n = x.size(0)
+    for row in hl.grid(n):
+        mark = marks[row]
+        if 0 < row < n - 1 and not mark > 0:
+            out[row, :] = x[row, :] * 2.0
+        elif mark > 0 or row == 0:
+            out[row, :] = x[row, :] + 1.0
+    return out
+
+
+@pytest.mark.parametrize("rows", [1, 2, 7])
+def test_conditions_on_program_ids_and_loaded_values(rows: int, device: torch.device) -> None:
+    x = torch.randn(rows, 3, device=device)
+    marks = (torch.arange(rows, device=device) % 3 == 1).to(torch.int32)
+    expected = torch.zeros_like(x)
+    for row in range(rows):
+        if 0 < row < rows - 1 and not marks[row] > 0:
+            expected[row] = x[row] * 2.0
+        elif marks[row] > 0 or row == 0:
+            expected[row] = x[row] + 1.0
+    for mode in _modes(device):
+        torch.testing.assert_close(_run(mode, interior_rows_and_marked_rows, x, marks), expected, msg=mode)
+
+
+@tessera.kernel
+def scaled_or_default(x: torch.Tensor, scale: float | None, bias: torch.Tensor | None) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        factor = scale or 1.0  # Python's `or` returns an operand: None -> 1.0
+        value = x[tile] * factor
+        if bias is not None and not bias is None:  # noqa: E714 (both spellings)
+            value = value + bias[tile]
+        out[tile] = value
+    return out
+
+
+@pytest.mark.parametrize("scale", [None, 3.0])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_host_values_keep_pythons_and_or_results(scale: float | None, with_bias: bool, device: torch.device) -> None:
+    x = torch.randn(11, device=device)
+    bias = torch.randn(11, device=device) if with_bias else None
+    expected = x * (scale or 1.0) + (bias if bias is not None else 0.0)
+    for mode in _modes(device):
+        torch.testing.assert_close(_run(mode, scaled_or_default, x, scale, bias), expected, msg=mode)
+
+
+@tessera.kernel
+def scaled_by_and_or(x: torch.Tensor, v: int, w: int) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * (v and w) + (v or w) + (not v)
+    return out
+
+
+@pytest.mark.parametrize("v,w", [(0, 5), (2, 5), (3, 0), (0, 0)])
+def test_and_or_of_scalar_arguments_return_an_operand(v: int, w: int, device: torch.device) -> None:
+    x = torch.randn(6, device=device)
+    expected = x * (v and w) + (v or w) + (not v)
+    for mode in _modes(device):
+        torch.testing.assert_close(_run(mode, scaled_by_and_or, x, v, w), expected, msg=mode)
+
+
+# `for i in range(...)` inside a tile loop: unrolled in Python when its bounds are ints, a device
+# loop over the same indices when a bound is known only when the kernel runs (a size that is not
+# specialized, a value loaded inside the kernel), never a refusal of the size.
+
+
+@tessera.kernel
+def first_column_times_width(x: torch.Tensor) -> torch.Tensor:
+    out = x.new_zeros(x.size(0))
+    for rows in hl.tile(x.size(0)):
+        for _ in range(x.size(1)):
+            out[rows] += x[rows, 0]
+    return out
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (8, 5), (37, 3)])
+def test_range_over_a_runtime_size_loops_on_the_device(shape: tuple[int, int], device: torch.device) -> None:
+    x = torch.randn(shape, device=device)
+    for mode in _modes(device):
+        torch.testing.assert_close(_run(mode, first_column_times_width, x), x[:, 0] * shape[1], msg=mode)
+
+
+@tessera.kernel
+def strided_row_sums(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros([x.size(0), 2], dtype=x.dtype, device=x.device)
+    for row in hl.grid(x.size(0)):
+        count = lengths[row]
+        total = x[row, 0] * 0
+        for j in range(count):  # a loaded bound
+            total = total + x[row, j]
+        odd = x[row, 0] * 0
+        for j in range(1, x.size(1), 2):  # begin, runtime end, step
+            odd = odd + x[row, j]
+        out[row, 0] = total
+        out[row, 1] = odd
+    return out
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (6, 5), (3, 8)])
+def test_range_over_loaded_and_stepped_bounds(shape: tuple[int, int], device: torch.device) -> None:
+    x = torch.randn(shape, device=device)
+    lengths = (torch.arange(shape[0], device=device) % (shape[1] + 1)).to(torch.int32)
+    expected = torch.stack([torch.stack([x[r, :int(lengths[r])].sum(), x[r, 1::2].sum()]) for r in range(shape[0])])
+    for mode in _modes(device):
+        torch.testing.assert_close(_run(mode, strided_row_sums, x, lengths), expected, msg=mode)
+
+
+@tessera.kernel
+def last_of_three_columns(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty([x.size(0)], dtype=x.dtype, device=x.device)
+    for rows in hl.tile(x.size(0)):
+        total = x[rows, 0] * 0
+        for i in range(3):  # int bounds: unrolled, and `last` stays bound after the loop
+            last = x[rows, i]
+            total = total + last
+        out[rows] = total + last
+    return out
+
+
+@pytest.mark.parametrize("rows", [1, 10])
+def test_range_over_ints_is_still_a_python_loop(rows: int, device: torch.device) -> None:
+    x = torch.randn(rows, 4, device=device)
+    expected = x[:, :3].sum(1) + x[:, 2]
+    for mode in _modes(device):
+        torch.testing.assert_close(_run(mode, last_of_three_columns, x), expected, msg=mode)

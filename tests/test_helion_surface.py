@@ -215,6 +215,29 @@ def test_host_helpers_at_helions_module_paths():
     assert Settings is tessera.Settings and RefMode is tessera.RefMode
 
 
+def test_get_num_sm_leaves_reserved_sms_out_and_counts_one_for_other_devices():
+    import types
+    threads = torch.get_num_threads()
+    assert tessera.runtime.get_num_sm(torch.device("cpu"), reserved_sms=1) == max(threads - 1, 1)
+    assert tessera.runtime.get_num_sm(torch.device("cpu"), reserved_sms=threads + 5) == 1
+    tpu = types.SimpleNamespace(type="tpu", index=None)  # what Helion passes where torch has no "tpu"
+    assert tessera.runtime.get_num_sm(tpu) == 1 and tessera.runtime.get_num_sm(tpu, reserved_sms=8) == 1
+
+
+def test_num_sm_multiplier_needs_a_persistent_pid_type():
+    with pytest.raises(tessera.exc.InvalidConfig, match="num_sm_multiplier=2.*persistent"):
+        tessera.Config(block_sizes=[32], pid_type="flat", num_sm_multiplier=2)
+    with pytest.raises(tessera.exc.ConfigError, match="num_sm_multiplier=4"):
+        tessera.Config(block_sizes=[32], pid_type="xyz", num_sm_multiplier=4)
+    tessera.Config(block_sizes=[32], pid_type="flat", num_sm_multiplier=1)
+    tessera.Config(block_sizes=[32], pid_type="persistent_blocked", num_sm_multiplier=2)
+
+
+def test_a_list_given_as_l2_grouping_is_one_entry_per_tile_loop():
+    assert tessera.Config(l2_grouping=[2, 4, 2]) == tessera.Config(l2_groupings=[2, 4, 2])
+    assert tessera.Config(l2_grouping=4)["l2_grouping"] == 4
+
+
 def test_kernel_configs_lists_the_given_configs():
     configs = [tessera.Config(block_sizes=[16]), tessera.Config(block_sizes=[32])]
     assert tessera.kernel(add_one, configs=configs).configs == configs

@@ -55,6 +55,34 @@ def test_code_and_output_without_keys_takes_the_kernels_single_config(monkeypatc
     assert code == pinned.bind(x).to_code(tessera.Config(block_sizes=[8]))
 
 
+@tessera.kernel
+def sum_of_tuple(tensors: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    out = torch.zeros_like(tensors[0])
+    for tile in hl.tile(out.size(0)):
+        for t in tensors:
+            out[tile] += t[tile]
+    return out
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+@pytest.mark.parametrize("count", [1, 2])
+def test_code_and_output_passes_a_one_tuple_argument_as_the_tuple(mode, count, monkeypatch):
+    monkeypatch.setenv("TESSERA_MODE", mode)
+    tensors = tuple(torch.randn(9) for _ in range(count))
+    _, result = code_and_output(sum_of_tuple, (tensors,))  # Helion's form: the argument tuple
+    torch.testing.assert_close(result, sum(tensors))
+
+
+def test_normalized_code_has_no_source_line_numbers(monkeypatch):
+    from tessera._testing import AssertExpectedJournal
+    monkeypatch.setenv("TESSERA_MODE", "interpret")
+    code, _ = code_and_output(add_one, (torch.randn(48),), block_sizes=[16])
+    line = add_one.fn.__code__.co_firstlineno + 4  # (the decorator's line) the line of `out[tile] = x[tile] + 1`
+    assert f"test_helion_testing.py:{line}:" in code
+    normalized = AssertExpectedJournal.normalize_source_comment_structure(code)
+    assert "test_helion_testing.py:N: out[tile] = x[tile] + 1" in normalized and str(line) not in normalized
+
+
 def _journal_case(tmp_path, value_source: str):
     """A test class defined in a file under tmp_path (the journal sits beside its file)."""
     path = tmp_path / "test_journal_case.py"

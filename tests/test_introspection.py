@@ -132,6 +132,8 @@ def test_python_mistakes_in_a_tile_body_are_located_errors_with_a_fix(cpu_only, 
             elif mistake == "range":
                 for _ in range(k):  # line: range
                     row = row * 2
+                else:  # a for/else stays Python's loop, unrolled (a plain one runs on the device)
+                    row = row + 0
             out[tile, :] = row
         return out
 

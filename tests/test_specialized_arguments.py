@@ -75,3 +75,47 @@ def test_unpinned_sizes_still_share_a_config(device: torch.device) -> None:
     for rows in (33, 37, 64):  # one size bucket, (32, 64]
         kernel(*layer_norm.make_bwd_inputs(rows, 64, dtype=torch.float32, device=str(device)))
     assert len(kernel.config_choices) == 1
+
+
+# -- hl.constexpr parameters and wrapped values ----------------------------------------------------
+
+def sum_of_first_buffers(buffers: tuple[torch.Tensor, ...], count: hl.constexpr, shift: hl.constexpr) -> torch.Tensor:
+    out = torch.empty_like(buffers[0])
+    for tile in hl.tile(out.size(0)):
+        acc = hl.zeros([tile], dtype=torch.float32)
+        for i in hl.static_range(count):  # Python needs an int here while compiling
+            acc = acc + buffers[i][tile]
+        out[tile] = acc + shift
+    return out
+
+
+def _constexpr_modes() -> tuple[str, ...]:
+    return ("eager", "compiled") if torch.cuda.is_available() else ("eager", "interpret")
+
+
+def test_a_constexpr_parameter_is_an_int_while_compiling_and_a_new_value_recompiles(device: torch.device) -> None:
+    for size in (1, 13):
+        buffers = tuple(torch.full((size,), float(i + 1), device=device) for i in range(4))
+        for mode in _constexpr_modes():
+            kernel = tessera.kernel(sum_of_first_buffers, mode=mode)
+            for count in (4, 2):
+                expected = sum(buffers[:count]) + 0.5
+                torch.testing.assert_close(kernel(buffers, count, 0.5), expected, msg=f"{mode} {count}")
+                # the same passed as keywords, and wrapped in hl.constexpr(...)
+                torch.testing.assert_close(kernel(buffers, count=hl.constexpr(count), shift=hl.constexpr(0.5)),
+                                           expected, msg=f"{mode} {count}")
+
+
+def add_wrapped(x: torch.Tensor, v: float) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] + v
+    return out
+
+
+def test_a_value_wrapped_in_constexpr_without_an_annotation_is_its_value(device: torch.device) -> None:
+    x = torch.randn(9, device=device)
+    for mode in _constexpr_modes():
+        kernel = tessera.kernel(add_wrapped, mode=mode)
+        torch.testing.assert_close(kernel(x, hl.constexpr(3)), x + 3, msg=mode)
+        torch.testing.assert_close(kernel(x, hl.constexpr(2.5)), x + 2.5, msg=mode)

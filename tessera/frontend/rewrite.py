@@ -38,7 +38,7 @@ from typing import Any, Callable
 from tessera import exc
 from tessera.location import SourceLocation
 from tessera.frontend.source import KernelSource
-from tessera.language.control import UNDEFINED
+from tessera.language.control import UNDEFINED, chain_helper, logical_helper, not_helper
 
 LAUNCH = "_tessera_launch"
 DEVICE_LOOP = "_tessera_device_loop"
@@ -48,6 +48,11 @@ COMPARE = "_tessera_compare"  # (left, "eq" | "ne", right) -> a relation when a 
 RANGE = "_tessera_range"  # (the name `range` as the kernel sees it, *arguments) -> range, or a located error
 MINMAX = "_tessera_minmax"  # (the name `min` / `max` as the kernel sees it, *arguments) -> a symbolic Min/Max or Python's
 TORCH_CALL = "_tessera_torch_call"  # (torch.fn, *arguments, **keywords) -> the call, symbolic scalars allowed
+LOGICAL = "_tessera_logical"  # ("and" | "or", *thunks of the operands) -> Python's value, or one condition
+CHAIN = "_tessera_chain"  # (thunk, "lt", thunk, "lt", thunk, ...) -> `a < b < c`, each operand evaluated once
+NOT = "_tessera_not"  # (value) -> `not value`, or the negated condition
+STATIC_RANGE = "_tessera_static_range"  # (the name `range`, *arguments) -> whether the loop is unrolled in Python
+DEVICE_RANGE = "_tessera_device_range"  # (the name `range`, *arguments) -> hl.grid over the same indices
 
 
 
@@ -110,6 +115,19 @@ def _on_torch_module(function: ast.expr) -> bool:
     return False
 
 
+_OPERATOR_NAMES = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge",
+                   ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
+
+
+def _thunk(value: ast.expr) -> ast.Lambda:
+    """`lambda: value`: an operand evaluated only when the helper asks for it (short circuit)."""
+    return ast.copy_location(ast.Lambda(ast.arguments([], [], None, [], [], None, []), value), value)
+
+
+def _binds_names(node: ast.AST) -> bool:
+    return any(isinstance(inner, ast.NamedExpr) for inner in ast.walk(node))
+
+
 class _DeviceExpressions(ast.NodeTransformer):
     """Python operations whose meaning on traced scalars (sympy expressions) must be Tessera's:
 
@@ -119,6 +137,9 @@ class _DeviceExpressions(ast.NodeTransformer):
     a bound known only at run time is a located error, not sympy's TypeError. `min(a, b)` ->
     `_tessera_minmax(min, a, b)`: sympy's Min on symbolic sizes and tile bounds. `torch.fn(...)` ->
     `_tessera_torch_call(torch.fn, ...)`: a runtime scalar expression reaches fn's primitive.
+    `a and b`, `a or b`, `not a` and chained comparisons (`3 < v < 7`) -> helpers that keep
+    Python's meaning for host values and join conditions on runtime scalars or device values
+    (Python would ask each for a bool).
     """
 
     def visit_For(self, node: ast.For) -> ast.For:
@@ -153,8 +174,31 @@ class _DeviceExpressions(ast.NodeTransformer):
             return ast.copy_location(ast.Call(ast.Name(MINMAX, ast.Load()), [node.func, *node.args], []), node)
         return node
 
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.expr:
+        """`a and b` -> `_tessera_logical("and", lambda: a, lambda: b)`: Python's `and` asks its
+        first operand for a bool, which a condition on a runtime scalar or a device value cannot
+        give; the helper keeps Python's short circuit for host values and joins conditions."""
+        self.generic_visit(node)
+        if _binds_names(node):  # `(n := f()) and n > 3`: a lambda would hide the walrus's name
+            return node
+        kind = "and" if isinstance(node.op, ast.And) else "or"
+        call = ast.Call(ast.Name(LOGICAL, ast.Load()), [ast.Constant(kind), *map(_thunk, node.values)], [])
+        return ast.copy_location(call, node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
+        self.generic_visit(node)
+        if not isinstance(node.op, ast.Not):
+            return node
+        return ast.copy_location(ast.Call(ast.Name(NOT, ast.Load()), [node.operand], []), node)
+
     def visit_Compare(self, node: ast.Compare) -> ast.expr:
         self.generic_visit(node)
+        if len(node.ops) > 1 and not _binds_names(node):
+            # `3 < v < 7` is `3 < v and v < 7` with v evaluated once
+            parts: list[ast.expr] = [_thunk(node.left)]
+            for operator, operand in zip(node.ops, node.comparators):
+                parts += [ast.Constant(_OPERATOR_NAMES[type(operator)]), _thunk(operand)]
+            return ast.copy_location(ast.Call(ast.Name(CHAIN, ast.Load()), parts, []), node)
         if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
             return node
         operator = "eq" if isinstance(node.ops[0], ast.Eq) else "ne"
@@ -331,6 +375,8 @@ class _Rewriter:
                 result.extend(self.device_loop(statement, bound))  # type: ignore[arg-type]
             elif isinstance(statement, ast.If) and not self._jumps_out_of(statement):
                 result.extend(self.device_if(statement, bound))
+            elif self._is_range_loop(statement):
+                result.append(self.range_loop(statement, bound))  # type: ignore[arg-type]
             else:
                 if not isinstance(statement, _SCOPES):
                     for field in _NESTED_BLOCKS:
@@ -341,6 +387,34 @@ class _Rewriter:
                 result.append(statement)
             bound.extend(n for n in names if n not in bound)
         return result
+
+    def _is_range_loop(self, statement: ast.stmt) -> bool:
+        """`for i in range(...)` (as _DeviceExpressions left it) with one name as target, no
+        `else` and no `break` / `continue` of its own: it can run on the device if need be."""
+        if not isinstance(statement, ast.For) or statement.orelse or not isinstance(statement.target, ast.Name):
+            return False
+        call = statement.iter
+        return isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == RANGE \
+            and not any(self._jumps_out_of(inner) for inner in statement.body)
+
+    def range_loop(self, loop: ast.For, bound: list[str]) -> ast.If:
+        """`for i in range(n)`: a Python loop (unrolled while tracing) when its bounds are ints,
+        else, on a bound known only when the kernel runs (`range(x.size(1))`, a loaded count),
+        a device loop over the same indices (`hl.grid`), decided while tracing:
+
+            if _tessera_static_range(range, n):
+                for i in _tessera_range(range, n): ...
+            else:
+                <device loop over _tessera_device_range(range, n)>
+        """
+        arguments = loop.iter.args  # type: ignore[attr-defined]
+        device = copy.deepcopy(loop)
+        device.iter = ast.copy_location(ast.Call(ast.Name(DEVICE_RANGE, ast.Load()), copy.deepcopy(arguments), []),
+                                        loop.iter)
+        on_device = self.device_loop(device, list(bound))
+        loop.body = self.device_block(loop.body, list(bound))
+        test = ast.Call(ast.Name(STATIC_RANGE, ast.Load()), copy.deepcopy(arguments), [])
+        return ast.fix_missing_locations(ast.copy_location(ast.If(test, [loop], on_device), loop))
 
     def _jumps_out_of(self, statement: ast.stmt) -> bool:
         """Whether a `break` / `continue` in the statement leaves it (for an enclosing Python loop)."""
@@ -436,6 +510,11 @@ def _python_range(function: Any, *bounds: Any) -> Any:
     return function(*bounds)
 
 
+def _python_static_range(function: Any, *bounds: Any) -> bool:
+    """What STATIC_RANGE means when the caller supplies no helper for it: always a Python loop."""
+    return True
+
+
 def _python_minmax(function: Any, *values: Any) -> Any:
     """Python's `min(...)` / `max(...)`: what MINMAX means when the caller supplies no helper for it."""
     return function(*values)
@@ -455,7 +534,10 @@ def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool
     # Closure variables become parameters of an outer factory so the new function sees them.
     # Closure variables and the helpers become parameters of an outer factory, so the new
     # function sees them while reading the user's module globals live (not a copy).
-    helpers = {COMPARE: _python_compare, RANGE: _python_range, MINMAX: _python_minmax, **helpers, UNDEFINED_NAME: UNDEFINED}
+    # the logical helpers are Python's own `and` / `or` / `not` for host values
+    helpers = {COMPARE: _python_compare, RANGE: _python_range, MINMAX: _python_minmax, LOGICAL: logical_helper,
+               CHAIN: chain_helper, NOT: not_helper,
+               STATIC_RANGE: _python_static_range, **helpers, UNDEFINED_NAME: UNDEFINED}
     factory_params = list(freevars) + list(helpers)
     factory = ast.FunctionDef("_tessera_factory",
                               ast.arguments([], [ast.arg(n) for n in factory_params], None, [], [], None, []),

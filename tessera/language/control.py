@@ -7,6 +7,7 @@ as a predicated branch.
 """
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable
 
 import sympy
@@ -16,6 +17,7 @@ from tessera import exc
 from tessera.ir.graph import UNIT, Node, Op
 from tessera.ir.primitive import TORCH_FUNCTIONS
 from tessera.language.elementwise import apply_elementwise
+from tessera.language.tile import grid
 from tessera.location import user_location
 from tessera.trace.proxy import HostScalar, TileValue
 from tessera.trace.tracer import Tracer, current_tracer
@@ -80,19 +82,151 @@ def compare_helper(left: Any, operator: str, right: Any) -> Any:
     return left == right if operator == "eq" else left != right
 
 
+def _condition(value: Any) -> bool:
+    """Whether `value` is a condition Python cannot decide now: a device value, or a relation or
+    expression over symbols (runtime scalars, sizes, program ids, loaded values)."""
+    return isinstance(value, TileValue) or (
+        isinstance(value, sympy.Basic) and not isinstance(value, (sympy.logic.boolalg.BooleanAtom, sympy.Number))
+        and bool(value.free_symbols))
+
+
+def _sympy_boolean(value: Any) -> bool:
+    # a sympy Symbol is both an Expr and a Boolean: an int argument `v` is a number here
+    return isinstance(value, sympy.logic.boolalg.Boolean) and not isinstance(value, sympy.Expr)
+
+
+def _truth(condition: sympy.Basic) -> sympy.Basic:
+    """A symbolic condition as a boolean (`v` alone means `v != 0`, as Python's `if v:`)."""
+    return condition if _sympy_boolean(condition) else sympy.Ne(condition, 0)
+
+
+def _boolean(value: Any) -> bool:
+    return isinstance(value, bool) or _sympy_boolean(value) or (
+        isinstance(value, TileValue) and value.dtype == torch.bool)
+
+
+def _device_truth(tracer: Tracer, condition: Any) -> TileValue:
+    if isinstance(condition, TileValue):
+        return condition if condition.dtype == torch.bool else apply_elementwise(tracer, "ne", condition, 0)
+    return tracer.symbolic_value(_truth(condition))
+
+
+def _joined(kind: str, conditions: list[Any], result: Any) -> Any:
+    """Python's `c1 and c2 ... and result` (or `or`) where each `c` is a condition it cannot decide now.
+
+    Booleans join into one condition: a sympy one while every part is symbolic or a bool (an `if`
+    on it is decided as any symbolic condition is), else a device bool. Other values (`scale or
+    1.0` on a float argument) select as Python would return them, on the device."""
+    if all(_boolean(value) for value in (*conditions, result)):
+        if all(isinstance(value, (bool, sympy.Basic)) for value in (*conditions, result)):
+            return (sympy.And if kind == "and" else sympy.Or)(*map(_truth, conditions), result)
+        tracer = current_tracer()
+        joined = _device_truth(tracer, result) if isinstance(result, sympy.Basic) else result
+        for condition in reversed(conditions):
+            joined = (torch.logical_and if kind == "and" else torch.logical_or)(_device_truth(tracer, condition), joined)
+        return joined
+    if not isinstance(result, (int, float, sympy.Basic, TileValue)):
+        raise exc.UnsupportedOperationError(
+            f"`{kind}` of a value known only when the kernel runs and {result!r}: the result would be one or "
+            "the other, decided on the device", location=user_location(),
+            hint="write the choice with numbers or tiles on both sides, e.g. torch.where(v != 0, v, 1.0)")
+    tracer = current_tracer()
+    for condition in reversed(conditions):  # `c or r` is `c if c else r`; `c and r` is `r if c else c`
+        taken, other = (condition, result) if kind == "or" else (result, condition)
+        result = apply_elementwise(tracer, "where", _device_truth(tracer, condition), taken, other)
+    return result
+
+
+def logical_helper(kind: str, *operands: Callable[[], Any]) -> Any:
+    """What a rewritten `a and b ...` / `a or b ...` inside a tile loop calls, each operand a thunk.
+
+    Host values keep Python's meaning (the value returned, the short circuit). A condition Python
+    cannot decide now (`v > 3` on a runtime scalar, a device comparison) does not stop the
+    chain: the result is Python's, as a condition (`And(v > 3, v < 7)`) or a device value.
+
+    >>> logical_helper("and", lambda: sympy.Symbol("v") > 3, lambda: True)   # doctest: +SKIP
+    v > 3
+    """
+    conditions: list[Any] = []
+    value: Any = None
+    for operand in operands:
+        value = operand()
+        if _condition(value):
+            conditions.append(value)
+        elif (not value) if kind == "and" else value:  # Python's short circuit: this value decides
+            break
+    else:
+        if conditions and conditions[-1] is value:  # the last operand, when reached, is the result
+            conditions.pop()
+    return _joined(kind, conditions, value) if conditions else value
+
+
+def not_helper(value: Any) -> Any:
+    """What a rewritten `not value` inside a tile loop calls: the negated condition for a
+    symbolic or device one (Python would ask it for a bool), else Python's `not`."""
+    if isinstance(value, TileValue):
+        return torch.logical_not(value)
+    if _condition(value):
+        return sympy.Not(_truth(value))
+    return not value
+
+
+_COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
+    "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
+    "eq": lambda left, right: compare_helper(left, "eq", right), "ne": lambda left, right: compare_helper(left, "ne", right),
+    "is": operator.is_, "is not": operator.is_not,
+    "in": lambda left, right: left in right, "not in": lambda left, right: left not in right}
+
+
+def chain_helper(*parts: Any) -> Any:
+    """What a rewritten chained comparison `a < b < c` calls: (thunk, operator name, thunk, ...).
+    As Python: `a < b and b < c`, b evaluated once, c not at all when `a < b` is False."""
+    operands, operators = parts[0::2], parts[1::2]
+    values: dict[int, Any] = {}
+
+    def operand(position: int) -> Any:
+        if position not in values:
+            values[position] = operands[position]()
+        return values[position]
+
+    def comparison(position: int) -> Callable[[], Any]:
+        return lambda: _COMPARISONS[operators[position]](operand(position), operand(position + 1))
+
+    return logical_helper("and", *(comparison(position) for position in range(len(operators))))
+
+
 def range_helper(function: Any, *bounds: Any) -> Any:
     """What a rewritten `for i in range(...)` inside a tile loop calls: Python loops are unrolled
     while tracing, so their bounds must be ints now (`function` is `range` as the kernel sees it)."""
     if function is not range:
         return function(*bounds)
     for bound in bounds:
-        if isinstance(bound, TileValue) or (isinstance(bound, sympy.Basic) and not bound.is_Integer):
+        if _runtime_bound(bound):
             raise exc.UnsupportedOperationError(
                 f"range() over {bound}, a value known only when the kernel runs: Python loops in a tile "
                 "loop are unrolled while compiling", location=user_location(),
                 hint="loop on the device with `for i in hl.grid(k):`, or make the bound a compile-time "
                      "int with hl.specialize(k)")
     return range(*(int(bound) if isinstance(bound, sympy.Basic) else bound for bound in bounds))
+
+
+def _runtime_bound(bound: Any) -> bool:
+    return isinstance(bound, TileValue) or (isinstance(bound, sympy.Basic) and not bound.is_Integer)
+
+
+def static_range_helper(function: Any, *bounds: Any) -> bool:
+    """Whether a rewritten `for i in range(...)` inside a tile loop stays a Python loop (unrolled
+    while tracing): its bounds are ints now. A bound known only when the kernel runs makes it a
+    device loop instead (`device_range_helper`)."""
+    return function is not range or not any(_runtime_bound(bound) for bound in bounds)
+
+
+def device_range_helper(function: Any, *bounds: Any) -> Any:
+    """The device loop of `for i in range(...)` whose bounds are known only when the kernel runs:
+    `hl.grid` over the same indices (`range(n)`, `range(begin, end)`, `range(begin, end, step)`)."""
+    if len(bounds) == 3:
+        return grid(bounds[0], bounds[1], bounds[2])
+    return grid(*bounds)
 
 
 def minmax_helper(function: Any, *values: Any) -> Any:
@@ -126,7 +260,7 @@ def device_if_helper(condition: Any, then_body: Callable[..., tuple], else_body:
         # variant is reused only for calls that decide it the same way
         tracer = current_tracer()
         symbols = tracer.symbols
-        truth = condition if isinstance(condition, (sympy.Rel, sympy.logic.boolalg.Boolean)) else sympy.Ne(condition, 0)
+        truth = _truth(condition)
         if truth.free_symbols - set(symbols.values):  # loaded values, loop variables: known only on the device
             return device_if(tracer, tracer.symbolic_value(truth), then_body, else_body, values)
         taken = bool(symbols.evaluate(truth))

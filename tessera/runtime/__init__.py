@@ -9,10 +9,18 @@ from typing import Any
 import torch
 
 
-def get_num_sm(device: Any = None) -> int:
-    """Streaming multiprocessors of a CUDA device (the CPU's core count for a CPU device), e.g. the
-    program count of a persistent kernel: `get_num_sm(x.device)`."""
-    device = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return torch.get_num_threads()
+def get_num_sm(device: Any = None, *, reserved_sms: int = 0) -> int:
+    """Streaming multiprocessors of a CUDA device less `reserved_sms` (at least 1), e.g. the program
+    count of a persistent kernel: `get_num_sm(x.device)`. A CPU device counts its threads; a TPU
+    (or anything else with a `.type`, as Helion's TPU path) runs one program at a time: 1."""
+    kind = getattr(device, "type", None)
+    if kind is None:
+        device = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
+        kind = device.type
+    if kind == "cuda":
+        count = torch.cuda.get_device_properties(device).multi_processor_count
+    elif kind == "cpu":
+        count = torch.get_num_threads()
+    else:
+        return 1
+    return max(count - reserved_sms, 1)

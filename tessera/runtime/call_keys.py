@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import torch
 
 from tessera import exc
-from tessera.compiler import captured_cells, compiled_in
+from tessera.compiler import captured_cells, compiled_in, holds_tensors
 from tessera.ir.tile_range import TileRange
 from tessera.language.constexpr import SpecializedInt
 from tessera.location import user_location
@@ -141,6 +141,8 @@ def value_key(value: Any, static_shapes: bool) -> Any:
         return ("float",)
     if captured_cells(value) is not None:
         return _closure_inputs(value, static_shapes, [])
+    if holds_tensors(value):
+        return _sequence_inputs(value, static_shapes, [])
     key = constant_key(value)
     return ("data", key) if key is not None else ("object", IdentityKey(value))
 
@@ -195,9 +197,30 @@ def launch_inputs(values: Sequence[Any], tile_range: TileRange, static_shapes: b
             arguments.append(value)
         elif captured_cells(value) is not None:
             keys.append(_closure_inputs(value, static_shapes, arguments))
+        elif holds_tensors(value):
+            keys.append(_sequence_inputs(value, static_shapes, arguments))
         else:
             keys.append(value_key(value, static_shapes))
     return tuple(keys), _range_inputs(tile_range, static_shapes, arguments), arguments
+
+
+def _inner_inputs(value: Any, static_shapes: bool, arguments: list[Any]) -> Any:
+    """The key part of a value a closure captures or a tuple holds: a tensor's (its arguments
+    appended), a nested closure's or tuple's, else the value's own key (it is compiled in)."""
+    if kind_of(value) == TENSOR:
+        return _tensor_inputs(value, static_shapes, arguments)
+    if captured_cells(value) is not None:
+        return _closure_inputs(value, static_shapes, arguments)
+    if holds_tensors(value):
+        return _sequence_inputs(value, static_shapes, arguments)
+    key = constant_key(value)
+    return ("data", key) if key is not None else ("object", IdentityKey(value))
+
+
+def _sequence_inputs(sequence: Any, static_shapes: bool, arguments: list[Any]) -> tuple:
+    """A tuple's or list's key part: its type and its items' parts, in the order
+    `LaunchBinding._bind` binds them."""
+    return ("sequence", type(sequence), *[_inner_inputs(item, static_shapes, arguments) for item in sequence])
 
 
 def _closure_inputs(function: Any, static_shapes: bool, arguments: list[Any]) -> tuple:
@@ -205,14 +228,7 @@ def _closure_inputs(function: Any, static_shapes: bool, arguments: list[Any]) ->
     arguments appended, as `LaunchBinding._bind_closure` binds it) or the value's own key (it is
     compiled in). A fresh closure of the same code and captures (made on every call) hits."""
     parts: list[Any] = [function.__code__, constant_key(function.__defaults__)]
-    for _, value in captured_cells(function) or ():
-        if kind_of(value) == TENSOR:
-            parts.append(_tensor_inputs(value, static_shapes, arguments))
-        elif captured_cells(value) is not None:
-            parts.append(_closure_inputs(value, static_shapes, arguments))
-        else:
-            key = constant_key(value)
-            parts.append(("data", key) if key is not None else ("object", IdentityKey(value)))
+    parts += [_inner_inputs(value, static_shapes, arguments) for _, value in captured_cells(function) or ()]
     return ("closure", *parts)
 
 

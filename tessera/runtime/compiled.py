@@ -131,6 +131,9 @@ class CompiledRunner:
         if variant.written_values and self.recorder is None:
             self._note_writes(variant, values, body)
         grid = variant.grid(*arguments)
+        if variant.global_tensors:  # module-global tensors the body reads: trailing arguments
+            self.run_variant(variant, arguments + variant.global_arguments(), grid)
+            return  # not remembered: a remembered launch takes its tensors from the captured values
         self.run_variant(variant, arguments, grid)
         if facts is not None:  # ran: the next launch with these facts repeats this decision
             self.memo.remember(facts, RememberedLaunch(variant, values, arguments, grid))
@@ -154,7 +157,7 @@ class CompiledRunner:
                      "change, a new function object), or module globals it reads; pass changing numbers as "
                      "int/float arguments, or raise max_variants=")
         reads = GlobalReads.of(body, values)  # recorded before tracing reads them
-        variant = Variant.of(compile_launch(self.request(values, tile_range, body, launch_index),
+        variant = Variant.of(compile_launch(self.request(values, tile_range, body, launch_index, reads),
                                             backends.get(self.kernel.settings.backend)), launch_index, reads,
                              body.__code__.co_freevars, values)
         if self.store is self.kernel.store:  # a real call, not a plan or a tuning run
@@ -169,16 +172,21 @@ class CompiledRunner:
         return variant
 
     def request(self, values: list[Any], tile_range: TileRange, body: Callable[..., Any],
-                launch_index: int) -> LaunchRequest:
-        """What the compiler needs for this launch (also `BoundKernel.to_ir`)."""
+                launch_index: int, reads: GlobalReads | None | bool = True) -> LaunchRequest:
+        """What the compiler needs for this launch (also `BoundKernel.to_ir`); `reads`: the
+        globals the body reads, if already found (True: find them)."""
         settings_ = self.kernel.settings
+        if reads is True:
+            reads = GlobalReads.of(body, values)
         return LaunchRequest(
             kernel_name=self.kernel.fn.__name__, body=body, values=values, tile_range=tile_range,
             launch_index=launch_index, config=self.config, slots=self.slots, static_shapes=self.static_shapes,
-            int64_indexing=any(needs_int64(v) for v in values if isinstance(v, torch.Tensor)),
+            int64_indexing=any(needs_int64(v) for _, v in flat_values(body.__code__.co_freevars, values)
+                               if isinstance(v, torch.Tensor)),
             device=_launch_device(values, self.host),
             options=LoweringOptions(interpret=self.mode == "interpret", dot_precision=settings_.dot_precision,
-                                    check_indices=bool(settings.get("check_indices"))))
+                                    check_indices=bool(settings.get("check_indices"))),
+            global_tensors=reads.tensors() if reads else ())
 
     def run_variant(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...]) -> None:
         """Launch `variant` (or, planning, record the launch); the first launch compiles it."""
@@ -426,7 +434,7 @@ def _run_host_code(kernel: Any, host: _HostInterpreter, args: tuple, kwargs: dic
 
 def _launch_device(values: list[Any], host: Any) -> torch.device:
     """The device a launch runs on: its tensors' (`hl.zeros(device=x.device)` must name it)."""
-    for value in values:
+    for _, value in flat_values(tuple(map(str, range(len(values)))), values):
         if isinstance(value, torch.Tensor):
             return value.device
     return host.device if host is not None else torch.device("cpu")

@@ -41,6 +41,8 @@ _MAX_HELPER_DEPTH = 8
 
 
 def _is_library(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):  # a user's data (its class's module is torch's)
+        return False
     module = getattr(value, "__module__", None)
     if not isinstance(module, str):
         return False
@@ -130,10 +132,32 @@ def _resolve(namespace: Any, name: str, attributes: tuple[str, ...]) -> Any:
     return value
 
 
+def _layout(tensor: torch.Tensor) -> tuple:
+    return (tensor.dtype, tensor.device, tuple(tensor.shape), tensor.stride(), tensor.storage_offset(),
+            tensor.data_ptr())
+
+
+class _TensorKey(IdentityKey):
+    """A global tensor: this very tensor, with the layout it was traced with. The generated code
+    reads it as a pointer argument with these sizes and strides compiled in, so a change of
+    them in place (`resize_`, `set_`) counts as a change as well."""
+
+    __slots__ = ("layout",)
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        super().__init__(tensor)
+        self.layout = _layout(tensor)
+
+    def holds(self, current: Any) -> bool:
+        return self.target() is current and _layout(current) == self.layout
+
+
 def fingerprint(value: Any) -> tuple[Any, bool]:
     """What a recorded global is compared by, and whether that is its identity: plain data by
     its typed value (so `2` -> `2.0`, or a list mutated in place, counts as a change), anything
-    else by identity (held weakly where possible: see IdentityKey)."""
+    else by identity (held weakly where possible: see IdentityKey), a tensor with its layout."""
+    if isinstance(value, torch.Tensor):
+        return _TensorKey(value), True
     key = constant_key(value)
     return (key, False) if key is not None else (IdentityKey(value), True)
 
@@ -225,7 +249,7 @@ class GlobalReads:
         for namespace, name, attributes, recorded, by_identity in self.entries:
             current = _resolve(namespace, name, attributes) if attributes else namespace.get(name, _MISSING)
             if by_identity:
-                if recorded.target() is not current:
+                if not (recorded.holds(current) if isinstance(recorded, _TensorKey) else recorded.target() is current):
                     return ".".join((name, *attributes))
             elif current is _MISSING or constant_key(current) != recorded:
                 return ".".join((name, *attributes))
@@ -234,6 +258,16 @@ class GlobalReads:
     def hold(self) -> bool:
         """Whether every recorded global still has its recorded value."""
         return self.changed() is None
+
+    def tensors(self) -> tuple[tuple[str, torch.Tensor], ...]:
+        """(name, tensor) of each recorded global that is a tensor (`SCALE_TABLE`, `cfg.weight`,
+        a helper's captured tensor): the trace reads each as a kernel argument of its own."""
+        found = []
+        for _namespace, name, attributes, recorded, _by_identity in self.entries:
+            tensor = recorded.target() if isinstance(recorded, _TensorKey) else None
+            if tensor is not None:
+                found.append(("__".join((name, *attributes)), tensor))
+        return tuple(found)
 
     def names(self) -> tuple[str, ...]:
         return tuple(".".join((entry[1], *entry[2])) for entry in self.entries)

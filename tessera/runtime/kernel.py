@@ -16,7 +16,7 @@ from tessera import backends, exc, settings
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
 from tessera.location import strip_internal_frames, user_location
-from tessera.frontend.rewrite import (COMPARE, DEVICE_IF, DEVICE_LOOP, LAUNCH, MINMAX, RANGE, TORCH_CALL, RewrittenKernel,
+from tessera.frontend.rewrite import (COMPARE, DEVICE_IF, DEVICE_LOOP, DEVICE_RANGE, STATIC_RANGE, LAUNCH, MINMAX, RANGE, TORCH_CALL, RewrittenKernel,
                                       rewrite_kernel)
 from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments
@@ -24,9 +24,11 @@ from tessera.language.tile import grid, jagged_tile, tile
 from tessera.runtime.argument_checks import unsupported_argument
 from tessera.runtime.bound import BoundKernel
 from tessera.runtime.call_keys import common_device, device_type, plain_call_device
-from tessera.language.control import (compare_helper, device_if_helper, device_loop_helper, minmax_helper, range_helper,
+from tessera.language.control import (compare_helper, device_if_helper, device_loop_helper, device_range_helper,
+                                      minmax_helper, range_helper, static_range_helper,
                                       torch_call_helper)
 from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
+from tessera.runtime.constexpr_arguments import Marks, compile_time_arguments, constexpr_parameters, has_wrapped
 from tessera.runtime.eager import run_eager
 from tessera.runtime.kernel_settings import Settings
 from tessera.runtime.tuning import ConfigChoices, autotune, config_for_call, kernel_defined
@@ -110,6 +112,8 @@ class Kernel:
         if self.settings.ignore_warnings and not getattr(_silencing, "active", False):
             return self._silenced(args, kwargs)
         try:  # one frame for the whole dispatch: this runs on every call
+            if self._constexpr_marks is not None or has_wrapped(args, kwargs):
+                args, kwargs = compile_time_arguments(self._constexpr_marks, args, kwargs)
             self._check_arguments(args, kwargs)
             if self.backward_rule is not None and needs_grad(args, kwargs):
                 return call_with_backward(self, self.backward_rule, args, kwargs)
@@ -193,6 +197,7 @@ class Kernel:
                 self.source, self._tile_call_test(),
                 {LAUNCH: launch_helper, DEVICE_LOOP: device_loop_helper, DEVICE_IF: device_if_helper,
                  COMPARE: compare_helper, RANGE: range_helper, MINMAX: minmax_helper,
+                 STATIC_RANGE: static_range_helper, DEVICE_RANGE: device_range_helper,
                  TORCH_CALL: torch_call_helper})
         return self._rewritten
 
@@ -263,6 +268,13 @@ class Kernel:
         """
         if len(args) == 1 and isinstance(args[0], (tuple, list)) and not kwargs and self._binds(tuple(args[0])):
             args = tuple(args[0])
+        return self.bind_arguments(args, kwargs)
+
+    def bind_arguments(self, args: tuple, kwargs: dict) -> BoundKernel:
+        """`bind` without guessing: `args` are the positional arguments, even a single tuple
+        (a kernel whose one parameter is a tuple of tensors)."""
+        if self._constexpr_marks is not None or has_wrapped(args, kwargs):
+            args, kwargs = compile_time_arguments(self._constexpr_marks, args, kwargs)
         self._check_arguments(args, kwargs)
         return BoundKernel(self, args, kwargs)
 
@@ -285,6 +297,11 @@ class Kernel:
         if mode not in MODES:
             raise exc.ConfigError(f"TESSERA_MODE={mode!r} is not a mode", hint=f"use one of {', '.join(MODES)}")
         return mode
+
+    @functools.cached_property
+    def _constexpr_marks(self) -> Marks | None:
+        """The parameters annotated `hl.constexpr` (constexpr_arguments.py)."""
+        return constexpr_parameters(self.source)
 
     @functools.cached_property
     def _positional_arity(self) -> tuple[int, int] | None:

@@ -8,12 +8,13 @@ and Config, the exact-facts memo of `RememberedLaunch`es (exact_facts.py).
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
 from tessera.backends.base import LoadedKernel
-from tessera.compiler import CompiledLaunch, captured_cells, flat_values
+from tessera.compiler import CompiledLaunch, captured_cells, flat_values, holds_tensors
 from tessera.ir.graph import Op
 from tessera.ir.tunables import TunableDim
 from tessera.runtime.exact_facts import Memo, opened_closures
@@ -46,6 +47,9 @@ class Variant:
     # positions (as stored_values) of every tensor it loads or writes: a written one must not
     # partially overlap another (ir/aliasing.py)
     accessed_values: tuple[int, ...] = ()
+    # weak references to the module-global tensors its body reads, its trailing arguments (it
+    # serves only while global_reads hold, so while they are those tensors)
+    global_tensors: tuple[Any, ...] = ()
 
     @classmethod
     def of(cls, compiled: CompiledLaunch, launch_index: int, global_reads: GlobalReads | None = None,
@@ -61,9 +65,14 @@ class Variant:
         accessed = written | {node.params["tensor"].name for node in compiled.ir.nodes() if node.op is Op.LOAD}
         accessed_positions = tuple(i for i, (name, value) in enumerate(flat)
                                    if name in accessed and isinstance(value, torch.Tensor))
+        global_tensors = tuple(weakref.ref(tensor) for _, tensor in global_reads.tensors()) if global_reads else ()
         return cls(compiled.guard, compiled.grid, compiled.loaded, compiled, launch_index, global_reads, positions,
-                   written_positions, all(captured_cells(value) is None for value in values),
-                   accessed_positions if written_positions and len(accessed_positions) > 1 else ())
+                   written_positions, all(captured_cells(v) is None and not holds_tensors(v) for v in values),
+                   accessed_values=accessed_positions if written_positions and len(accessed_positions) > 1 else (),
+                   global_tensors=global_tensors)
+
+    def global_arguments(self) -> list[torch.Tensor]:
+        return [reference() for reference in self.global_tensors]
 
     def serves(self, arguments: list[Any]) -> bool:
         """Whether this variant may run a launch with these kernel arguments: its guards hold

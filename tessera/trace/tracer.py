@@ -85,6 +85,7 @@ class Tracer:
         self.loop_minimums: dict[sympy.Symbol, Any] = {}
         self.jagged_ends: dict[Axis, TileValue] = {}  # the axis of an hl.jagged_tile -> its per-lane ends
         self.random_sites: dict[Any, TensorProxy] = {}  # call site of torch.rand_like & co. -> its seed parameter
+        self.lifted: dict[int, TensorProxy] = {}  # id of a module-global tensor the body reads -> its parameter
 
     # -- interpreter protocol -------------------------------------------------------------
     def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
@@ -92,6 +93,9 @@ class Tracer:
         if rule is None:
             raise exc.UnsupportedOperationError(f"hl.{primitive.name} has no compiled lowering yet",
                                                 location=user_location(), hint="run this kernel with mode='eager'")
+        if self.lifted:  # a module-global tensor read in the body: its kernel parameter
+            args = tuple(self.lifted.get(id(a), a) if isinstance(a, torch.Tensor) else a for a in args)
+            params = {k: self.lifted.get(id(v), v) if isinstance(v, torch.Tensor) else v for k, v in params.items()}
         return rule(self, *args, **params)
 
     def iterate_tiles(self, tile_range: TileRange) -> Iterator[Any]:
