@@ -1,4 +1,5 @@
-"""Reductions built from the basic ones: `var std logsumexp any all count_nonzero` on tile values.
+"""Reductions built from the basic ones: `var std var_mean std_mean logsumexp any all count_nonzero`
+on tile values.
 
 Each is a primitive for its torch functions whose trace rule composes sum/amax/amin and
 elementwise ops, with torch's numerics: 16-bit inputs compute in fp32 and round once at the
@@ -78,20 +79,28 @@ def variance(tracer: Tracer, value: TileValue, dim: Any, correction: float, keep
 
 
 def _variance_rule(kind: str) -> Any:
+    """`var`/`std`, and `var_mean`/`std_mean`, which also return the mean (torch's pair order)."""
     def rule(tracer: Tracer, value: TileValue, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
-             correction: Any = None, out: Any = None) -> TileValue:
+             correction: Any = None, out: Any = None) -> Any:
         value = _tile_value(kind, value)
         dim, corrected = _correction(dim, unbiased, correction)
         ask_torch(f"torch.{kind}", getattr(torch, kind), (value,), {"dim": dim, "correction": corrected})
         result = variance(tracer, value, dim, corrected, keepdim)
-        if kind == "std":
+        if kind.startswith("std"):
             result = apply_elementwise(tracer, "sqrt", result)
-        return cast(tracer, result, value.dtype)
+        result = cast(tracer, result, value.dtype)
+        if not kind.endswith("_mean"):
+            return result
+        count = _element_count(kind, value, dim)
+        mean = apply_elementwise(tracer, "truediv", reduce(tracer, "sum", _wide(tracer, value), dim, keepdim), count)
+        return result, cast(tracer, mean, value.dtype)
     return rule
 
 
 var_p = torch_primitive("var", torch.var, T.var)(_variance_rule("var"))
 std_p = torch_primitive("std", torch.std, T.std)(_variance_rule("std"))
+var_mean_p = torch_primitive("var_mean", torch.var_mean)(_variance_rule("var_mean"))
+std_mean_p = torch_primitive("std_mean", torch.std_mean)(_variance_rule("std_mean"))
 
 
 @torch_primitive("logsumexp", torch.logsumexp, T.logsumexp)
