@@ -129,6 +129,11 @@ class InternalError(TesseraError):
     """Something failed inside Tessera or its backend rather than in the kernel (Helion's name)."""
 
 
+class DevicePrintError(InvalidAPIUsage, InternalError):
+    """A `print(...)` in a tile body that has no device print form (no string prefix first, or a
+    host value to print); also an InternalError, the class Helion raises for these."""
+
+
 class BackendCompileError(InternalError):
     """Triton rejected generated code: a Tessera bug, reported with the generated source path."""
     template = "internal error: Triton failed to compile the generated kernel: {detail}"

@@ -48,6 +48,7 @@ COMPARE = "_tessera_compare"  # (left, "eq" | "ne", right) -> a relation when a 
 RANGE = "_tessera_range"  # (the name `range` as the kernel sees it, *arguments) -> range, or a located error
 MINMAX = "_tessera_minmax"  # (the name `min` / `max` as the kernel sees it, *arguments) -> a symbolic Min/Max or Python's
 TORCH_CALL = "_tessera_torch_call"  # (torch.fn, *arguments, **keywords) -> the call, symbolic scalars allowed
+PRINT = "_tessera_print"  # (the name `print` as the kernel sees it, *arguments, **keywords) -> a device print or Python's
 
 
 
@@ -117,7 +118,8 @@ class _DeviceExpressions(ast.NodeTransformer):
     instead of building a condition. `a if c else b` -> the `if` helper, so a condition on a
     program id or a loaded value selects on the device. `for i in range(k)` -> `for i in _tessera_range(range, k)`:
     a bound known only at run time is a located error, not sympy's TypeError. `min(a, b)` ->
-    `_tessera_minmax(min, a, b)`: sympy's Min on symbolic sizes and tile bounds. `torch.fn(...)` ->
+    `_tessera_minmax(min, a, b)`: sympy's Min on symbolic sizes and tile bounds. `print(...)` ->
+    `_tessera_print(print, ...)`: a device print of tile values. `torch.fn(...)` ->
     `_tessera_torch_call(torch.fn, ...)`: a runtime scalar expression reaches fn's primitive.
     """
 
@@ -151,6 +153,10 @@ class _DeviceExpressions(ast.NodeTransformer):
         if isinstance(node.func, ast.Name) and node.func.id in ("min", "max") and len(node.args) >= 2 \
                 and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
             return ast.copy_location(ast.Call(ast.Name(MINMAX, ast.Load()), [node.func, *node.args], []), node)
+        if isinstance(node.func, ast.Name) and node.func.id == "print":
+            # `print("x: ", tile)` in a tile body: Helion's device print (values known only on the device)
+            return ast.copy_location(ast.Call(ast.Name(PRINT, ast.Load()), [node.func, *node.args], node.keywords),
+                                     node)
         return node
 
     def visit_Compare(self, node: ast.Compare) -> ast.expr:
@@ -441,6 +447,11 @@ def _python_minmax(function: Any, *values: Any) -> Any:
     return function(*values)
 
 
+def _python_print(function: Any, *values: Any, **keywords: Any) -> Any:
+    """Python's `print(...)`: what PRINT means when the caller supplies no helper for it."""
+    return function(*values, **keywords)
+
+
 def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool],
                    helpers: dict[str, Any]) -> RewrittenKernel:
     """Compile the rewritten kernel function; `helpers` supplies the launch and loop callables."""
@@ -455,7 +466,8 @@ def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool
     # Closure variables become parameters of an outer factory so the new function sees them.
     # Closure variables and the helpers become parameters of an outer factory, so the new
     # function sees them while reading the user's module globals live (not a copy).
-    helpers = {COMPARE: _python_compare, RANGE: _python_range, MINMAX: _python_minmax, **helpers, UNDEFINED_NAME: UNDEFINED}
+    helpers = {COMPARE: _python_compare, RANGE: _python_range, MINMAX: _python_minmax, PRINT: _python_print, **helpers,
+               UNDEFINED_NAME: UNDEFINED}
     factory_params = list(freevars) + list(helpers)
     factory = ast.FunctionDef("_tessera_factory",
                               ast.arguments([], [ast.arg(n) for n in factory_params], None, [], [], None, []),

@@ -16,8 +16,8 @@ from tessera import backends, exc, settings
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
 from tessera.location import strip_internal_frames, user_location
-from tessera.frontend.rewrite import (COMPARE, DEVICE_IF, DEVICE_LOOP, LAUNCH, MINMAX, RANGE, TORCH_CALL, RewrittenKernel,
-                                      rewrite_kernel)
+from tessera.frontend.rewrite import (COMPARE, DEVICE_IF, DEVICE_LOOP, LAUNCH, MINMAX, PRINT, RANGE, TORCH_CALL,
+                                      RewrittenKernel, rewrite_kernel)
 from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments
 from tessera.language.tile import grid, jagged_tile, tile
@@ -26,6 +26,7 @@ from tessera.runtime.bound import BoundKernel
 from tessera.runtime.call_keys import common_device, device_type, plain_call_device
 from tessera.language.control import (compare_helper, device_if_helper, device_loop_helper, minmax_helper, range_helper,
                                       torch_call_helper)
+from tessera.language.debug import print_helper
 from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
 from tessera.runtime.eager import run_eager
 from tessera.runtime.kernel_settings import Settings
@@ -193,7 +194,7 @@ class Kernel:
                 self.source, lambda node: isinstance(node, ast.Call) and resolve(node.func) in (tile, grid, jagged_tile),
                 {LAUNCH: launch_helper, DEVICE_LOOP: device_loop_helper, DEVICE_IF: device_if_helper,
                  COMPARE: compare_helper, RANGE: range_helper, MINMAX: minmax_helper,
-                 TORCH_CALL: torch_call_helper})
+                 TORCH_CALL: torch_call_helper, PRINT: print_helper})
         return self._rewritten
 
     def call_eager(self, args: tuple, kwargs: dict, device: torch.device) -> Any:
