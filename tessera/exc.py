@@ -75,6 +75,11 @@ class ConfigError(TesseraError):
     """A Config does not fit the kernel (wrong key, wrong number of block sizes, bad value)."""
 
 
+class SettingValueError(ConfigError, ValueError):
+    """An environment variable Tessera reads holds a value it cannot take (also a ValueError,
+    what Helion raises for its own settings' variables)."""
+
+
 class ShapeMismatchError(TesseraError):
     """Two sizes that must agree do not (broadcasting, indexing, stores)."""
 
