@@ -156,14 +156,19 @@ class TesseraWarning(BaseWarning):
     """The kernel runs, but likely not as its author meant; shown at the user's line."""
 
 
-def warn(detail: str, *, location: SourceLocation | None, hint: str) -> None:
-    """Issue a `TesseraWarning` rendered like an error (location with a caret, hint), attributed
-    to the user's file and line so Python's once-per-line filter applies to that line."""
+def warn(detail: str, *, location: SourceLocation | None, hint: str, category: type[BaseWarning] | None = None) -> None:
+    """Issue a warning (a `TesseraWarning` unless `category` names one of Helion's classes below)
+    rendered like an error (location with a caret, hint), attributed to the user's file and line so
+    Python's once-per-line filter applies to that line. A Helion class's text starts as Helion's
+    report does, `WARNING[ClassName]: `, which tools (and Helion's tests) look for."""
+    category = category or TesseraWarning
+    if category is not TesseraWarning:
+        detail = f"WARNING[{category.__name__}]: {detail}"
     text = "\n".join([detail, *([location.render()] if location is not None else []), f"hint: {hint}"])
     if location is None:
-        warnings.warn(text, TesseraWarning, stacklevel=2)
+        warnings.warn(text, category, stacklevel=2)
     else:
-        warnings.warn_explicit(text, TesseraWarning, location.filename, location.lineno, registry=_warned)
+        warnings.warn_explicit(text, category, location.filename, location.lineno, registry=_warned)
 
 
 _warned: dict = {}  # the registry Python's warning filters use for "once per line" (warn_explicit's)

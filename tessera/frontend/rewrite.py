@@ -35,9 +35,12 @@ import dataclasses
 import types
 from typing import Any, Callable
 
+import torch
+
 from tessera import exc
 from tessera.location import SourceLocation
 from tessera.frontend.source import KernelSource
+from tessera.language.math import dot as hl_dot
 from tessera.language.control import UNDEFINED
 
 LAUNCH = "_tessera_launch"
@@ -365,7 +368,34 @@ class _Rewriter:
             return False
         return search([statement])
 
+    def _warn_matmul_accumulation(self, loop: ast.For) -> None:
+        """`acc += x @ y` in an inner tile loop adds each K tile's product after rounding it to
+        the operands' dtype; Helion warns (TiledKMatmulAccumulationWarning), and so does Tessera."""
+        resolve = self.source.resolver()
+        products = {id(function) for function in (torch.matmul, torch.mm, torch.bmm, hl_dot)}
+
+        def is_product(node: ast.AST) -> bool:
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                return True
+            if not isinstance(node, ast.Call):
+                return False
+            function = node.func
+            if isinstance(function, ast.Name) and function.id == TORCH_CALL and node.args:
+                function = node.args[0]  # `torch.mm(a, b)` as the device-expression rewrite left it
+            return id(resolve(function)) in products
+
+        for statement in loop.body:
+            for node in ast.walk(statement):
+                if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) \
+                        and any(is_product(inner) for inner in ast.walk(node.value)):
+                    exc.warn("`acc += <matrix product>` in a loop over K tiles: each tile's product is rounded "
+                             "to the operands' dtype before it is added", location=self._location(node),
+                             category=exc.TiledKMatmulAccumulationWarning,
+                             hint="accumulate in the product itself: acc = torch.addmm(acc, x, y), "
+                                  "torch.baddbmm(acc, x, y) or hl.dot(x, y, acc=acc)")
+
     def device_loop(self, loop: ast.For, bound: list[str]) -> list[ast.stmt]:
+        self._warn_matmul_accumulation(loop)
         name = f"_tessera_loop_{self._next_index()}"
         targets = _assigned_names([ast.Assign([loop.target], ast.Constant(0))])
         assigned = [n for n in _assigned_names(loop.body) if n not in targets]
