@@ -88,6 +88,11 @@ class DtypeError(TesseraError):
     """An operation received a dtype it cannot handle."""
 
 
+class AccumulatorDtypeError(DtypeError, TypeError):
+    """A product's accumulator cannot hold its values exactly (hl.dot of int8 into a float
+    accumulator); also a TypeError, as Helion raises it."""
+
+
 class IndexingError(TesseraError):
     """An index expression that Tessera cannot lower, or that is out of range."""
 
