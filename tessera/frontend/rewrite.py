@@ -40,6 +40,7 @@ import torch
 from tessera import exc
 from tessera.location import SourceLocation
 from tessera.frontend.source import KernelSource
+from tessera.language.constexpr import specialize
 from tessera.language.math import dot as hl_dot
 from tessera.language.control import UNDEFINED
 
@@ -242,9 +243,18 @@ class _Rewriter:
                     if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt) \
                             and not isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
                         setattr(statement, field, self.host_block(inner, bound))
-                result.append(statement)
+                result.append(self._specialize_in_place(statement))
             bound.extend(_assigned_names([statement]))
         return result
+
+    def _specialize_in_place(self, statement: ast.stmt) -> ast.stmt:
+        """`hl.specialize(n)` as a statement (Helion specializes the size n stands for, in place)
+        -> `n = hl.specialize(n)`: the launches then capture n as a compile-time constant."""
+        call = statement.value if isinstance(statement, ast.Expr) else None
+        if not (isinstance(call, ast.Call) and len(call.args) == 1 and not call.keywords
+                and isinstance(call.args[0], ast.Name) and self.source.resolver()(call.func) is specialize):
+            return statement
+        return ast.copy_location(ast.Assign([ast.Name(call.args[0].id, ast.Store())], call), statement)
 
     def _check_no_device_names_after(self, loop: ast.For, rest: list[ast.stmt]) -> None:
         device_names = set(_assigned_names(loop.body)) | set(_assigned_names([ast.Assign([loop.target], ast.Constant(0))]))
