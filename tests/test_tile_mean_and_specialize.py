@@ -65,3 +65,26 @@ def test_specialize_as_a_statement_makes_the_name_a_constant(mode, shape):
     kernel = tessera.kernel(add_a_row_of_ones, mode=mode)
     torch.testing.assert_close(kernel(x), x + 1)
     torch.testing.assert_close(kernel(x[:, :1].contiguous()), x[:, :1] + 1)  # another n: another variant
+
+
+def row_statistics(x: T) -> tuple[T, T, T]:
+    deviation = torch.empty([x.size(0)], device=x.device)
+    variance = torch.empty([x.size(0), 1], device=x.device)
+    mean = torch.empty([x.size(0), 1], device=x.device)
+    for tile in hl.tile(x.size(0)):
+        deviation[tile] = torch.std(x[tile, :], dim=1)
+        variance[tile, :], mean[tile, :] = torch.var_mean(x[tile, :], dim=1, keepdim=True, correction=0)
+    return deviation, variance, mean
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_std_and_mean_of_values_near_the_float32_limit_match_torch(mode):
+    # a sum of the values, or the squares of their deviations, overflows; torch's results do not
+    x = torch.tensor([[3e38, 3e38, 3e38, 1.0], [1.0, 2.0, 4.0, 8.0], [2e19, -2e19, 0.0, 1.0]])
+    deviation, variance, mean = tessera.kernel(row_statistics, mode=mode, config=tessera.Config(block_sizes=[2]))(x)
+    torch.testing.assert_close(deviation, torch.std(x, dim=1))
+    expected_variance, expected_mean = torch.var_mean(x, dim=1, keepdim=True, correction=0)
+    torch.testing.assert_close(mean, expected_mean)
+    # (a variance beyond ~1e38 is inf in float32 either way; one whose squared deviations overflow
+    # though it does not, like row 2's, is inf here: var keeps layer norm's cost, std is scaled)
+    torch.testing.assert_close(variance[:2], expected_variance[:2])

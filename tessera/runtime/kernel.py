@@ -27,6 +27,7 @@ from tessera.runtime.call_keys import common_device, device_type, plain_call_dev
 from tessera.language.control import (compare_helper, device_if_helper, device_loop_helper, minmax_helper, range_helper,
                                       torch_call_helper)
 from tessera.language.debug import print_helper
+from tessera.trace.proxy import TileValue
 from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
 from tessera.runtime.eager import run_eager
 from tessera.runtime.kernel_settings import Settings
@@ -115,6 +116,10 @@ class Kernel:
                 return call_with_backward(self, self.backward_rule, args, kwargs)
             device = plain_call_device(args) if not kwargs else None  # the usual call: one pass
             if device is None:
+                if any(isinstance(value, TileValue) for value in (*args, *kwargs.values())):
+                    # called on tile values inside another kernel's tile loop (Helion: a decorated
+                    # combine function, a helper): the function runs inline, its decorator ignored
+                    return self.fn(*args, **kwargs)
                 if is_traced_call(args, kwargs):  # torch.compile's fake or functional tensors
                     return call_as_custom_op(self, args, kwargs)
                 device = common_device(self.fn.__name__, args, kwargs)
