@@ -119,6 +119,11 @@ class RefEagerModeCodePrintError(TesseraError):
     """print_output_code with ref_mode=RefMode.EAGER: eager mode generates no code to print."""
 
 
+class InvalidJaggedTileUsage(TesseraError):
+    """hl.jagged_tile where it has no meaning: as the outermost loop, over a scalar bound, or its
+    tile used without the enclosing tiles its ends are over (Helion's name)."""
+
+
 class InvalidAPIUsage(TesseraError):
     """An hl function called with arguments of the wrong kind (Helion's name for it)."""
 
