@@ -97,6 +97,11 @@ class IndexingError(TesseraError):
     """An index expression that Tessera cannot lower, or that is out of range."""
 
 
+class AtomicOnDeviceTensor(IndexingError):
+    """An hl.atomic_* on a tile value (registers made in the tile loop) instead of a tensor in memory
+    (Helion's name)."""
+
+
 class TorchOperationError(TesseraError):
     """A torch operation in a tile body failed in eager mode for a reason no other class names
     (an integer division by zero in the data, ...): torch's message, at the user's line."""
@@ -142,6 +147,10 @@ class RecompileLimitError(TesseraError):
 
 class InternalError(TesseraError):
     """Something failed inside Tessera or its backend rather than in the kernel (Helion's name)."""
+
+
+class InvalidMemorySemantic(InvalidAPIUsage, InternalError):
+    """An atomic's `sem=` is not a memory ordering; also an InternalError, the class Helion raises."""
 
 
 class DevicePrintError(InvalidAPIUsage, InternalError):
