@@ -137,6 +137,16 @@ class ConfigSpace:
         """Helion's name for `default` (`bound.config_spec.default_config()`)."""
         return self.default()
 
+    @property
+    def block_sizes(self) -> list[Axis]:
+        """The axes of the `block_sizes` entries, in Config order (Helion's `config_spec.block_sizes`)."""
+        return sorted((axis for axis in self.axes if axis.key == "block_sizes"), key=lambda axis: axis.position)
+
+    @property
+    def user_defined_tunables(self) -> dict[str, Any]:
+        """The `hl.register_tunable` names of the call and their fragments (Helion's name)."""
+        return dict(self.facts.user_tunables)
+
     def to_config(self, values: dict[str, Any], extra: Config | None = None) -> Config:
         """A Config from per-axis values (keys not in the space are taken from `extra`)."""
         config: dict[str, Any] = dict(extra or {})

@@ -38,6 +38,7 @@ class BoundKernel:
         self.mode = mode if mode != "eager" else ("compiled" if self.device.type == "cuda" else "interpret")
         self._store = VariantStore()
         self._generator_state: torch.Tensor | None = None  # see same_random_draws
+        self._config: Config | None = None  # set_config: what this bound kernel's calls run with
 
     def __repr__(self) -> str:
         return f"<bound {self.kernel!r} mode={self.mode}>"
@@ -54,8 +55,19 @@ class BoundKernel:
         return hashlib.sha256(repr((self.mode, parts)).encode()).hexdigest()[:20]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Call the kernel on new arguments (Helion's `bound(*args)`), as `kernel(*args)` would."""
-        return self.kernel(*args, **kwargs)
+        """Call the kernel on new arguments (Helion's `bound(*args)`), as `kernel(*args)` would,
+        or under the Config `set_config` gave."""
+        if self._config is None:
+            return self.kernel(*args, **kwargs)
+        return run_compiled(self.kernel, self.mode, args, kwargs, self._config, self.device, self._runner(self._config))
+
+    def set_config(self, config: Config | dict[str, Any]) -> None:
+        """Run this bound kernel's calls under `config` from now on (Helion's `bound.set_config`),
+        e.g. a Config tuned for other sizes.
+
+        >>> bound.set_config(tessera.Config(block_sizes=[64])); bound(x)    # doctest: +SKIP
+        """
+        self._config = _as_config(config)
 
     def run(self, config: Config | dict[str, Any] | None = None) -> Any:
         """Call the kernel with `config` (default: the kernel's) in this bound kernel's mode."""
