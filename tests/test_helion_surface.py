@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -222,9 +223,9 @@ def test_kernel_configs_lists_the_given_configs():
 
 # -- hl.register_tunable -------------------------------------------------------------------------
 
-def scaled(x: torch.Tensor) -> torch.Tensor:
+def scaled(x: torch.Tensor, name: str = "factor", fragment: Any = PowerOfTwoFragment(1, 8, 2)) -> torch.Tensor:
     out = torch.empty_like(x)
-    factor = hl.register_tunable("factor", PowerOfTwoFragment(1, 8, 2))
+    factor = hl.register_tunable(name, fragment)
     for tile in hl.tile(x.size(0)):
         out[tile] = x[tile] * factor
     return out
@@ -465,12 +466,7 @@ def test_the_heuristic_counts_whole_dims_against_a_programs_elements():
     torch.testing.assert_close(out, torch.cat([x[:37], y[:37]], dim=1))
 
 
-def scaled_by_tunable(x: torch.Tensor) -> torch.Tensor:
-    out = torch.empty_like(x)
-    factor = hl.register_tunable("multiplier", tessera.autotuner.IntegerFragment(1, 10, 3))
-    for tile in hl.tile(x.size(0)):
-        out[tile] = x[tile] * factor
-    return out
+MULTIPLIER = tessera.autotuner.IntegerFragment(1, 10, 3)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -478,15 +474,15 @@ def scaled_by_tunable(x: torch.Tensor) -> torch.Tensor:
 def test_a_tunable_named_near_an_ignored_helion_key_is_a_tunable(mode, size):
     # `multiplier` resembles Helion's num_sm_multiplier (ignored by Tessera): it is the user's own key
     x = torch.randn(size)
-    kernel = tessera.kernel(scaled_by_tunable, mode=mode, config=tessera.Config(block_sizes=[16], multiplier=4))
-    torch.testing.assert_close(kernel(x), x * 4)
+    kernel = tessera.kernel(scaled, mode=mode, config=tessera.Config(block_sizes=[16], multiplier=4))
+    torch.testing.assert_close(kernel(x, "multiplier", MULTIPLIER), x * 4)
     with pytest.raises(exc.ConfigError, match="did you mean 'num_warps'"):
         tessera.Config(warps=4)  # near a key Tessera honours: a misspelling
 
 
 def test_config_spec_lists_block_sizes_and_user_tunables():
     x = torch.randn(20)
-    spec = tessera.kernel(scaled_by_tunable).bind(x).config_spec
+    spec = tessera.kernel(scaled).bind(x, "multiplier", MULTIPLIER).config_spec
     assert [axis.name for axis in spec.block_sizes] == ["block_sizes[0]"]
     assert isinstance(spec.user_defined_tunables["multiplier"], tessera.autotuner.IntegerFragment)
     assert "multiplier=3" in repr(spec.default_config())

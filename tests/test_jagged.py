@@ -212,3 +212,24 @@ def test_eager_refuses_reductions_over_a_jagged_tile_it_cannot_mask() -> None:
     with pytest.raises(exc.UnsupportedOperationError, match="over an hl.jagged_tile dim in eager mode") as info:
         tessera.kernel(jagged_mean, mode="eager")(torch.randn(5, 8), LENGTHS, torch.zeros(5))
     assert "# line: softmax" in str(info.value)
+
+
+def _doubled_by_a_helper_loop(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):  # line: helper-loop
+        out[tile] = x[tile] * 2
+    return out
+
+
+def calls_a_helper_with_a_tile_loop(x: T) -> T:
+    return _doubled_by_a_helper_loop(x)
+
+
+@pytest.mark.parametrize("size", [1, 37])
+def test_a_tile_loop_in_a_called_function_is_refused_not_run_on_the_host(size: int) -> None:
+    # its tiles would index host tensors as ints: a wrong result, so compiled modes refuse it
+    with pytest.raises(exc.UnsupportedOperationError, match="in a function the kernel calls") as info:
+        tessera.kernel(calls_a_helper_with_a_tile_loop, mode="interpret")(torch.randn(size))
+    assert "# line: helper-loop" in str(info.value)
+    x = torch.randn(size)  # eager mode runs every loop as Python: the helper's loop too
+    torch.testing.assert_close(tessera.kernel(calls_a_helper_with_a_tile_loop, mode="eager")(x), x * 2)
