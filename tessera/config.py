@@ -155,6 +155,11 @@ class Config(Mapping[str, Any]):
     def to_dict(self) -> dict[str, Any]:
         return copy.deepcopy(self._values)
 
+    @property
+    def config(self) -> dict[str, Any]:
+        """The Config's own dict of keys (Helion's `config.config`; what is removed from it is gone)."""
+        return self._values
+
 
 def _validate(values: dict[str, Any]) -> None:
     for key in values:

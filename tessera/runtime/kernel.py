@@ -30,7 +30,7 @@ from tessera.language.debug import print_helper
 from tessera.trace.proxy import TileValue
 from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
 from tessera.runtime.eager import run_eager
-from tessera.runtime.kernel_settings import Settings
+from tessera.runtime.kernel_settings import Settings, requested_mode
 from tessera.runtime.tuning import ConfigChoices, autotune, config_for_call, kernel_defined
 from tessera.runtime.torch_library import announce, call_as_custom_op, is_traced_call
 from tessera.runtime.autograd import BackwardRule, call_with_backward, needs_grad
@@ -260,12 +260,8 @@ class Kernel:
         return _DEFAULT_CONFIG
 
     def mode_for(self, device: torch.device) -> str:
-        """The mode of a call: `mode=` on the kernel, else TESSERA_MODE, else by device. An explicit
-        `ref_mode=RefMode.OFF` (Helion: the kernel is compiled, whatever HELION_INTERPRET says)
-        overrides TESSERA_MODE=eager, not interpret (Triton's interpreter is no reference mode)."""
-        mode = self.settings.mode or settings.get("mode")
-        if mode == "eager" and self.settings.mode is None and self.settings.ref_mode_off:
-            mode = None
+        """The mode of a call: the one the settings ask for (`requested_mode`), else by device."""
+        mode = requested_mode(self.settings)
         if mode is None:
             return "compiled" if device_type(device) == "cuda" else "interpret"
         if mode not in MODES:

@@ -155,6 +155,16 @@ IGNORED: dict[str, str] = {
 }
 
 
+def requested_mode(settings: Settings) -> str | None:
+    """The mode these settings ask for: `mode=`, else TESSERA_MODE, None for the device's. An
+    explicit `ref_mode=RefMode.OFF` (Helion: the kernel is compiled, whatever HELION_INTERPRET says)
+    overrides TESSERA_MODE=eager, not interpret (Triton's interpreter is no reference mode)."""
+    mode = settings.mode or environment.get("mode")
+    if mode == "eager" and settings.mode is None and settings.ref_mode_off:
+        return None
+    return mode
+
+
 class Settings:
     """One kernel's settings (Helion's `helion.Settings`): attributes, checked when set.
 
@@ -223,4 +233,4 @@ class Settings:
         return f"Settings({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
 
 
-__all__ = ["HONOURED", "IGNORED", "RefMode", "Settings"]
+__all__ = ["HONOURED", "IGNORED", "RefMode", "Settings", "requested_mode"]
