@@ -70,3 +70,21 @@ def test_compile_config_returns_a_runner_under_that_config(mode, size):
     run = bound.compile_config(config)
     torch.testing.assert_close(run(x), x + 1)
     torch.testing.assert_close(run(x * 2), x * 2 + 1)
+
+
+def test_compiler_backend_path_names_tesseras_pallas_backend():
+    from tessera._compiler.backend import PallasBackend
+    from tessera.backends.pallas.backend import PallasBackend as Own
+    assert PallasBackend is Own
+
+
+def int_noise(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x, dtype=torch.float32)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = torch.rand_like(x[tile]).float()
+    return out
+
+
+def test_implicit_rng_of_an_integer_dtype_says_helions_words():
+    with pytest.raises(tessera.exc.DtypeError, match="implicit RNG only supports floating-point dtypes"):
+        tessera.kernel(int_noise, mode="interpret")(torch.ones(5, dtype=torch.int32))

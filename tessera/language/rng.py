@@ -280,7 +280,8 @@ def call_site() -> tuple:
 def _implicit_dtype(fn: str, dtype: torch.dtype | None, like: torch.dtype | None) -> torch.dtype:
     resolved = dtype or like or torch.get_default_dtype()
     if fn != "randint_like" and not resolved.is_floating_point:
-        raise exc.DtypeError(f"torch.{fn} inside a tile loop makes floats, not {resolved}", location=user_location(2),
+        raise exc.DtypeError(f"torch.{fn} inside a tile loop makes floats, not {resolved}: implicit RNG only "
+                             "supports floating-point dtypes", location=user_location(2),
                              hint="pass dtype=torch.float32 (or torch.randint_like for integers)")
     return resolved
 
