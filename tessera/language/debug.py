@@ -64,7 +64,8 @@ def print_helper(function: Any, *values: Any, **keywords: Any) -> None:
     if not isinstance(prefix, str):
         raise exc.DevicePrintError(f"First argument to print() must be a string prefix, not "
                                    f"{type(prefix).__name__}", location=user_location(),
-                                   hint='print("x: ", x_tile)')
+                                   hint='print("x: ", x_tile) prints from the device; or run the kernel with '
+                                        "mode='eager' (TESSERA_MODE=eager), where print shows tensors")
     for value in rest:
         if not isinstance(value, TileValue):
             shown = f"{value}" if isinstance(value, (int, float, sympy.Basic)) else type(value).__name__
