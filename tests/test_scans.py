@@ -253,3 +253,13 @@ def test_a_kernel_as_combine_function_runs_inline(mode, shape):
     kernel = tessera.kernel(rows, mode=mode, config=CONFIG)
     op = lambda v: hl.associative_scan(_decorated_add, v, 1) + hl.reduce(_decorated_add, v, 1, keep_dims=True)  # noqa: E731
     torch.testing.assert_close(kernel(x, op), x.cumsum(1) + x.sum(1, keepdim=True), atol=1e-5, rtol=1e-5)
+
+
+def test_generated_combine_helpers_are_named_after_the_users_function():
+    def running_max(a: Any, b: Any) -> Any:
+        return torch.maximum(a, b)
+    x = torch.randn(3, 5)
+    kernel = tessera.kernel(rows, config=CONFIG)
+    code = kernel.bind(x, lambda v: hl.associative_scan(running_max, v, 1) + hl.reduce(lambda a, b: a + b, v, 1,
+                                                                                          keep_dims=True)).to_triton_code()
+    assert "def running_max_v" in code and "def combine_v" in code  # a lambda's helper keeps the plain name

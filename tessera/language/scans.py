@@ -170,7 +170,15 @@ def _combine_node(tracer: Tracer, op: Op, combine_fn: Callable[..., Any], leaves
     block, results = trace_combine(tracer, combine_fn, dtypes, what)
     several = {"dtypes": dtypes} if len(leaves) > 1 else {}
     return tracer.emit_with_block(op, [leaf.node for leaf in leaves], shape, None if several else dtypes[0], block,
-                                  fn="combine", **params, results=results, **several)
+                                  fn="combine", **params, results=results, combine_name=_function_name(combine_fn),
+                                  **several)
+
+
+def _function_name(function: Any) -> str:
+    """The user's name of a combine function (a decorated kernel's own function's), for the
+    generated helper's name; "combine" for lambdas and callables without one."""
+    name = getattr(function, "__name__", None) or getattr(getattr(function, "fn", None), "__name__", None)
+    return name if isinstance(name, str) and name.isidentifier() else "combine"
 
 
 def _cumulative_trace(fn: str) -> Callable[..., Any]:
