@@ -163,6 +163,11 @@ class Config(Mapping[str, Any]):
     def to_dict(self) -> dict[str, Any]:
         return copy.deepcopy(self._values)
 
+    @property
+    def config(self) -> dict[str, Any]:
+        """The Config's own dict of keys (Helion's `config.config`; what is removed from it is gone)."""
+        return self._values
+
 
 def _validate(values: dict[str, Any]) -> None:
     for key in values:
@@ -172,8 +177,9 @@ def _validate(values: dict[str, Any]) -> None:
             warn_ignored(f"Config key {key!r}", IGNORED_KEYS[key])
             continue
         # any other key is a user tunable (hl.register_tunable reads it by name), unless it
-        # looks like a misspelt known key: `Config(warps=4)` must not pass silently
-        near = difflib.get_close_matches(key, [*_KNOWN_KEYS, *IGNORED_KEYS], n=1, cutoff=0.7)
+        # looks like a misspelt key Tessera honours: `Config(warps=4)` must not pass silently (a
+        # name near an ignored Helion key, `multiplier` ~ `num_sm_multiplier`, stays a tunable)
+        near = difflib.get_close_matches(key, list(_KNOWN_KEYS), n=1, cutoff=0.7)
         if near or not key.isidentifier() or key.startswith("_tessera"):
             known = ", ".join(sorted(_KNOWN_KEYS))
             guess = f"did you mean {near[0]!r}? " if near else ""

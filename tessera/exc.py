@@ -78,12 +78,22 @@ class ConfigError(TesseraError):
 InvalidConfig = ConfigError  # Helion's name for it
 
 
+class SettingValueError(ConfigError, ValueError):
+    """An environment variable Tessera reads holds a value it cannot take (also a ValueError,
+    what Helion raises for its own settings' variables)."""
+
+
 class ShapeMismatchError(TesseraError):
     """Two sizes that must agree do not (broadcasting, indexing, stores)."""
 
 
 class DtypeError(TesseraError):
     """An operation received a dtype it cannot handle."""
+
+
+class AccumulatorDtypeError(DtypeError, TypeError):
+    """A product's accumulator cannot hold its values exactly (hl.dot of int8 into a float
+    accumulator); also a TypeError, as Helion raises it."""
 
 
 class IndexingError(TesseraError):
@@ -93,6 +103,11 @@ class IndexingError(TesseraError):
 class NotSubscriptableError(IndexingError, TypeError):
     """A scalar argument indexed in a tile loop (`s[0]`); a TypeError too, as Python's own is, so
     code that tries indexing and falls back (sympy does) still does."""
+
+
+class AtomicOnDeviceTensor(IndexingError):
+    """An hl.atomic_* on a tile value (registers made in the tile loop) instead of a tensor in memory
+    (Helion's name)."""
 
 
 class TorchOperationError(TesseraError):
@@ -115,6 +130,11 @@ class UnsupportedMethodError(UnsupportedOperationError, AttributeError):
 
 class RefEagerModeCodePrintError(TesseraError):
     """print_output_code with ref_mode=RefMode.EAGER: eager mode generates no code to print."""
+
+
+class InvalidJaggedTileUsage(TesseraError):
+    """hl.jagged_tile where it has no meaning: as the outermost loop, over a scalar bound, or its
+    tile used without the enclosing tiles its ends are over (Helion's name)."""
 
 
 class InvalidAPIUsage(TesseraError):
@@ -140,6 +160,15 @@ class InternalError(TesseraError):
     """Something failed inside Tessera or its backend rather than in the kernel (Helion's name)."""
 
 
+class InvalidMemorySemantic(InvalidAPIUsage, InternalError):
+    """An atomic's `sem=` is not a memory ordering; also an InternalError, the class Helion raises."""
+
+
+class DevicePrintError(InvalidAPIUsage, InternalError):
+    """A `print(...)` in a tile body that has no device print form (no string prefix first, or a
+    host value to print); also an InternalError, the class Helion raises for these."""
+
+
 class BackendCompileError(InternalError):
     """Triton rejected generated code: a Tessera bug, reported with the generated source path."""
     template = "internal error: Triton failed to compile the generated kernel: {detail}"
@@ -157,14 +186,19 @@ class TesseraWarning(BaseWarning):
     """The kernel runs, but likely not as its author meant; shown at the user's line."""
 
 
-def warn(detail: str, *, location: SourceLocation | None, hint: str) -> None:
-    """Issue a `TesseraWarning` rendered like an error (location with a caret, hint), attributed
-    to the user's file and line so Python's once-per-line filter applies to that line."""
+def warn(detail: str, *, location: SourceLocation | None, hint: str, category: type[BaseWarning] | None = None) -> None:
+    """Issue a warning (a `TesseraWarning` unless `category` names one of Helion's classes below)
+    rendered like an error (location with a caret, hint), attributed to the user's file and line so
+    Python's once-per-line filter applies to that line. A Helion class's text starts as Helion's
+    report does, `WARNING[ClassName]: `, which tools (and Helion's tests) look for."""
+    category = category or TesseraWarning
+    if category is not TesseraWarning:
+        detail = f"WARNING[{category.__name__}]: {detail}"
     text = "\n".join([detail, *([location.render()] if location is not None else []), f"hint: {hint}"])
     if location is None:
-        warnings.warn(text, TesseraWarning, stacklevel=2)
+        warnings.warn(text, category, stacklevel=2)
     else:
-        warnings.warn_explicit(text, TesseraWarning, location.filename, location.lineno, registry=_warned)
+        warnings.warn_explicit(text, category, location.filename, location.lineno, registry=_warned)
 
 
 _warned: dict = {}  # the registry Python's warning filters use for "once per line" (warn_explicit's)

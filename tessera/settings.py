@@ -17,7 +17,7 @@ import tempfile
 import threading
 from typing import Any, Callable, Iterator
 
-from tessera.exc import ConfigError
+from tessera.exc import SettingValueError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +45,16 @@ def _parse_int(text: str) -> int:
     return int(text.strip())
 
 
+# Helion's dot precisions: Triton's three, and the backend-neutral names that map onto them
+DOT_PRECISIONS = ("tf32", "tf32x3", "ieee", "default", "high", "highest")
+
+
+def _parse_dot_precision(text: str) -> str:
+    if text.strip() not in DOT_PRECISIONS:
+        raise ValueError(text)
+    return text.strip()
+
+
 _DECLARED: tuple[Setting, ...] = (
     Setting("mode", "TESSERA_MODE", _parse_optional_str, None,
             "Force a mode for every kernel: eager | interpret | compiled. Default: compiled on CUDA "
@@ -54,6 +64,9 @@ _DECLARED: tuple[Setting, ...] = (
             "tile loop, variant, mode and Config (plans and tuning runs do not print)."),
     Setting("backend", "TESSERA_BACKEND", _parse_optional_str, None,
             "The backend of kernels that do not name one: triton (default) | pallas."),
+    Setting("dot_precision", "TRITON_F32_DEFAULT", _parse_dot_precision, "tf32",
+            "Triton's own variable: the dot_precision of kernels that set none, one of " + ", ".join(DOT_PRECISIONS)
+            + " (default = tf32, high = tf32x3, highest = ieee)."),
     Setting("log", "TESSERA_LOG", _parse_set, frozenset(),
             "Comma-separated log topics: recompiles, ir, autotune."),
     Setting("debug", "TESSERA_DEBUG", _parse_optional_str, None,
@@ -107,7 +120,7 @@ def get(name: str) -> Any:
     try:
         return setting.parse(text)
     except ValueError:
-        raise ConfigError(f"{setting.env}={text!r} is not a valid value ({setting.doc})",
+        raise SettingValueError(f"{setting.env}={text!r} is not a valid value ({setting.doc})",
                           hint=f"unset {setting.env} (default {setting.default!r}) or give a valid value") from None
 
 

@@ -311,3 +311,47 @@ def test_kernel_decorator_works_bare_and_with_settings():
     configured = tessera.kernel(mode="eager")(double)
     assert isinstance(bare, tessera.Kernel) and isinstance(configured, tessera.Kernel)
     assert bare.__name__ == configured.__name__ == "double"
+
+
+@pytest.mark.parametrize("value", ["default", "high", "highest", "tf32", "tf32x3", "ieee"])
+def test_dot_precision_default_follows_triton_f32_default(monkeypatch, value):
+    monkeypatch.setenv("TRITON_F32_DEFAULT", value)
+    assert tessera.Settings().dot_precision == value
+    assert tessera.Settings(dot_precision="ieee").dot_precision == "ieee"  # the kernel's own setting wins
+
+
+def test_dot_precision_without_triton_f32_default_is_tf32(monkeypatch):
+    monkeypatch.delenv("TRITON_F32_DEFAULT", raising=False)
+    assert tessera.Settings().dot_precision == "tf32"
+
+
+def test_bad_triton_f32_default_is_a_value_error(monkeypatch):
+    monkeypatch.setenv("TRITON_F32_DEFAULT", "fp8")
+    with pytest.raises(ValueError, match="TRITON_F32_DEFAULT='fp8'") as info:
+        tessera.Settings()
+    assert isinstance(info.value, exc.ConfigError)
+
+
+@pytest.mark.parametrize("setting, triton", [("default", "tf32"), ("high", "tf32x3"), ("highest", "ieee"),
+                                             ("tf32", "tf32"), ("tf32x3", "tf32x3"), ("ieee", "ieee")])
+def test_helion_dot_precisions_lower_to_triton_input_precisions(setting, triton):
+    from tessera.backends.triton.emitter import triton_input_precision
+    assert triton_input_precision(setting) == triton
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+@pytest.mark.parametrize("precision", ["default", "high", "highest"])
+def test_matmul_with_a_helion_dot_precision(mode, precision):
+    import tessera.language as hl
+
+    def product(x, y):
+        out = torch.empty([x.size(0), y.size(1)], device=x.device)
+        for tile_m, tile_n in hl.tile([x.size(0), y.size(1)]):
+            acc = hl.zeros([tile_m, tile_n])
+            for tile_k in hl.tile(x.size(1)):
+                acc = hl.dot(x[tile_m, tile_k], y[tile_k, tile_n], acc=acc)
+            out[tile_m, tile_n] = acc
+        return out
+    x, y = torch.randn(17, 33), torch.randn(33, 1)
+    kernel = tessera.kernel(product, mode=mode, dot_precision=precision, config=tessera.Config(block_sizes=[16, 16, 16]))
+    torch.testing.assert_close(kernel(x, y), x @ y, atol=1e-4, rtol=1e-4)

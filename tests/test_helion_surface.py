@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -245,9 +246,9 @@ def test_kernel_configs_lists_the_given_configs():
 
 # -- hl.register_tunable -------------------------------------------------------------------------
 
-def scaled(x: torch.Tensor) -> torch.Tensor:
+def scaled(x: torch.Tensor, name: str = "factor", fragment: Any = PowerOfTwoFragment(1, 8, 2)) -> torch.Tensor:
     out = torch.empty_like(x)
-    factor = hl.register_tunable("factor", PowerOfTwoFragment(1, 8, 2))
+    factor = hl.register_tunable(name, fragment)
     for tile in hl.tile(x.size(0)):
         out[tile] = x[tile] * factor
     return out
@@ -486,3 +487,41 @@ def test_the_heuristic_counts_whole_dims_against_a_programs_elements():
     assert 1 < config["block_sizes"][0] * 1024 <= 8192  # rows x the padded whole row: 8 KB of fp32
     out = tessera.kernel(concat_rows, mode="interpret", config=config)(x[:37], y[:37])
     torch.testing.assert_close(out, torch.cat([x[:37], y[:37]], dim=1))
+
+
+MULTIPLIER = tessera.autotuner.IntegerFragment(1, 10, 3)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("size", [1, 37])
+def test_a_tunable_named_near_an_ignored_helion_key_is_a_tunable(mode, size):
+    # `multiplier` resembles Helion's num_sm_multiplier (ignored by Tessera): it is the user's own key
+    x = torch.randn(size)
+    kernel = tessera.kernel(scaled, mode=mode, config=tessera.Config(block_sizes=[16], multiplier=4))
+    torch.testing.assert_close(kernel(x, "multiplier", MULTIPLIER), x * 4)
+    with pytest.raises(exc.ConfigError, match="did you mean 'num_warps'"):
+        tessera.Config(warps=4)  # near a key Tessera honours: a misspelling
+
+
+def test_config_spec_lists_block_sizes_and_user_tunables():
+    x = torch.randn(20)
+    spec = tessera.kernel(scaled).bind(x, "multiplier", MULTIPLIER).config_spec
+    assert [axis.name for axis in spec.block_sizes] == ["block_sizes[0]"]
+    assert isinstance(spec.user_defined_tunables["multiplier"], tessera.autotuner.IntegerFragment)
+    assert "multiplier=3" in repr(spec.default_config())
+
+
+@pytest.mark.parametrize("size", [1, 50])
+def test_bound_set_config_runs_later_calls_under_that_config(size):
+    kernel = tessera.kernel(matmul, dot_precision="ieee")
+    big = (torch.randn(64, 32), torch.randn(32, 48))
+    config = kernel.bind(big).config_spec.default_config()
+    small = (torch.randn(size, 32), torch.randn(32, 48))
+    bound = kernel.bind(small)
+    bound.set_config(config)
+    torch.testing.assert_close(bound(*small), small[0] @ small[1], atol=1e-4, rtol=1e-4)
+
+
+def test_helions_loops_module_path_has_its_warp_specialize_probe():
+    from tessera.language import loops
+    assert loops._supports_warp_specialize() in (True, False)

@@ -113,3 +113,74 @@ def test_breakpoint_outside_eager_mode_is_refused_with_a_way_out() -> None:
     with pytest.raises(exc.UnsupportedOperationError, match="debugger") as raised:
         tessera.kernel(stops, mode="interpret")(torch.zeros(3))
     assert "mode='eager'" in str(raised.value)
+
+
+def python_prints(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        tripled = x[tile] * 3
+        print("tripled: ", tripled, x[tile])
+        print("a tile")
+        out[tile] = tripled
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("size", [1, 5])
+def test_python_print_in_a_tile_body_is_a_device_print(mode: str, size: int, capfd: Any) -> None:
+    x = torch.arange(size, dtype=torch.float32) + 1.5
+    result = tessera.kernel(python_prints, mode=mode, config=tessera.Config(block_sizes=[4]))(x)
+    torch.testing.assert_close(result, x * 3)
+    printed = "".join(capfd.readouterr())
+    assert "tripled:" in printed and "4.5" in printed and "a tile" in printed
+
+
+def prints_nothing(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        print()
+        out[tile] = x[tile]
+    return out
+
+
+def prints_no_prefix(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        print(1, x[tile])
+        out[tile] = x[tile]
+    return out
+
+
+def prints_a_host_size(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        print("n: ", x.size(0))
+        out[tile] = x[tile]
+    return out
+
+
+def prints_with_keywords(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        print("x: ", x[tile], sep="")
+        out[tile] = x[tile]
+    return out
+
+
+@pytest.mark.parametrize("kernel_fn, message", [
+    (prints_nothing, "requires at least one argument"), (prints_no_prefix, "must be a string prefix"),
+    (prints_a_host_size, "only supports runtime tensor values"), (prints_with_keywords, "takes no keywords")])
+def test_python_print_without_a_device_form_is_refused_at_its_line(kernel_fn: Any, message: str) -> None:
+    with pytest.raises(exc.DevicePrintError, match=message) as caught:
+        tessera.kernel(kernel_fn, mode="interpret")(torch.zeros(3))
+    assert isinstance(caught.value, exc.InternalError)  # Helion's class for these
+    assert caught.value.location is not None and "print(" in caught.value.location.render()
+
+
+def test_interpret_mode_survives_triton_interpret_dropped_after_import(monkeypatch: Any) -> None:
+    kernel = tessera.kernel(python_prints, mode="interpret", config=tessera.Config(block_sizes=[2]))
+    x = torch.arange(3, dtype=torch.float32)
+    torch.testing.assert_close(kernel(x), x * 3)  # Triton imported in interpret mode
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    kernel.reset()
+    torch.testing.assert_close(kernel(x + 1), (x + 1) * 3)

@@ -105,12 +105,27 @@ def without_parent(x: T, lengths: T, out: T) -> T:
 
 
 def test_a_jagged_tile_needs_an_enclosing_loop_and_its_parent_tiles() -> None:
-    with pytest.raises(exc.TesseraError):
+    with pytest.raises(exc.InvalidJaggedTileUsage, match="outermost loop"):
         tessera.kernel(outermost, mode="interpret")(torch.tensor([3, 1]))
     for mode in ("eager", "interpret"):
-        with pytest.raises(exc.IndexingError, match="without the tiles its ends are over") as info:
+        with pytest.raises(exc.InvalidJaggedTileUsage, match="without the tiles its ends are over") as info:
             tessera.kernel(without_parent, mode=mode)(torch.randn(8), LENGTHS, torch.zeros(8))
         assert "# line: parent" in str(info.value)
+
+
+def scalar_bound(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(x.size(0)):
+        for tile_n in hl.jagged_tile(x.size(1)):  # line: scalar
+            out[tile_m, tile_n] = x[tile_m, tile_n]
+    return out
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+def test_a_jagged_tile_over_a_scalar_bound_is_refused_at_its_line(mode: str) -> None:
+    with pytest.raises(exc.InvalidJaggedTileUsage, match="tensor of per-lane ends") as info:
+        tessera.kernel(scalar_bound, mode=mode)(torch.randn(4, 5))
+    assert "# line: scalar" in str(info.value)
 
 
 def jagged_row_softmax(x: T, lengths: T, out: T) -> T:
@@ -197,3 +212,24 @@ def test_eager_refuses_reductions_over_a_jagged_tile_it_cannot_mask() -> None:
     with pytest.raises(exc.UnsupportedOperationError, match="over an hl.jagged_tile dim in eager mode") as info:
         tessera.kernel(jagged_mean, mode="eager")(torch.randn(5, 8), LENGTHS, torch.zeros(5))
     assert "# line: softmax" in str(info.value)
+
+
+def _doubled_by_a_helper_loop(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):  # line: helper-loop
+        out[tile] = x[tile] * 2
+    return out
+
+
+def calls_a_helper_with_a_tile_loop(x: T) -> T:
+    return _doubled_by_a_helper_loop(x)
+
+
+@pytest.mark.parametrize("size", [1, 37])
+def test_a_tile_loop_in_a_called_function_is_refused_not_run_on_the_host(size: int) -> None:
+    # its tiles would index host tensors as ints: a wrong result, so compiled modes refuse it
+    with pytest.raises(exc.UnsupportedOperationError, match="in a function the kernel calls") as info:
+        tessera.kernel(calls_a_helper_with_a_tile_loop, mode="interpret")(torch.randn(size))
+    assert "# line: helper-loop" in str(info.value)
+    x = torch.randn(size)  # eager mode runs every loop as Python: the helper's loop too
+    torch.testing.assert_close(tessera.kernel(calls_a_helper_with_a_tile_loop, mode="eager")(x), x * 2)

@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tessera.ir",),
     ("tessera.backends",),
     ("tessera.trace",),
-    ("tessera.language",),
+    ("tessera.language", "tessera._compiler"),  # _compiler: Helion's module path for reference helpers
     ("tessera.frontend",),
     ("tessera.compiler",),
     ("tessera.runtime",),

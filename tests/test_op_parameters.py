@@ -69,3 +69,27 @@ def test_an_atomic_memory_order_reaches_the_generated_atomic_and_an_unknown_one_
     assert "sem='acq_rel'" in code
     with pytest.raises(exc.TesseraError, match="sem='strict'"):
         tessera.kernel(total)(torch.zeros(1, device=device), x, "strict")
+
+
+def _atomic_into_a_tile_value(x: torch.Tensor) -> torch.Tensor:
+    for tile in hl.tile(x.size(0)):
+        registers = hl.zeros([tile], dtype=x.dtype)
+        hl.atomic_add(registers, [tile], x[tile])  # line: atomic-on-registers
+    return x
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+def test_an_atomic_on_a_tile_value_is_refused_at_its_line(mode):
+    with pytest.raises(exc.AtomicOnDeviceTensor, match=r"hl\.atomic_add\(\) on a tile value") as info:
+        tessera.kernel(_atomic_into_a_tile_value, mode=mode)(torch.ones(37))
+    assert "# line: atomic-on-registers" in str(info.value)
+    assert isinstance(info.value, exc.IndexingError)
+
+
+def test_an_invalid_memory_semantic_is_helions_internal_error():
+    def bad(x: torch.Tensor) -> torch.Tensor:
+        for tile in hl.tile(x.size(0)):
+            hl.atomic_add(x, [tile], x[tile], sem="ERROR")
+        return x
+    with pytest.raises(exc.InternalError, match="Invalid memory semantic 'ERROR'"):
+        tessera.kernel(bad, mode="interpret")(torch.ones(5))

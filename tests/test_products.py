@@ -18,7 +18,7 @@ import torch
 import tessera
 import tessera.language as hl
 from examples._harness import assert_close
-from tessera import settings
+from tessera import exc, settings
 
 # (atol, rtol) for fp32-accumulated products of O(1) values, by output dtype.
 _TOL: dict[torch.dtype, tuple[float, float]] = {
@@ -790,3 +790,32 @@ def test_addmm_of_float8_operands_into_a_float32_accumulator_is_a_located_refusa
     with pytest.raises(tessera.exc.UnsupportedOperationError, match="no common dtype") as info:
         tessera.kernel(matmul.fn, mode=mode)(x, x)
     assert "matmul.py" in str(info.value) and "hl.dot" in str(info.value)
+
+
+def int8_product(x, y, acc_dtype):
+    out = torch.empty([x.size(0), y.size(1)], dtype=acc_dtype, device=x.device)
+    for tile_m, tile_n in hl.tile([x.size(0), y.size(1)]):
+        acc = hl.zeros([tile_m, tile_n], dtype=acc_dtype)
+        for tile_k in hl.tile(x.size(1)):
+            acc = hl.dot(x[tile_m, tile_k], y[tile_k, tile_n], acc=acc)
+        out[tile_m, tile_n] = acc
+    return out
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+@pytest.mark.parametrize("acc_dtype", [torch.float16, torch.float32])
+def test_int8_dot_into_a_float_accumulator_is_refused(mode, acc_dtype):
+    x = torch.randint(-10, 10, (20, 33), dtype=torch.int8)
+    kernel = tessera.kernel(int8_product, mode=mode)
+    with pytest.raises(exc.AccumulatorDtypeError, match="int8 operands into a torch.float") as info:
+        kernel(x, x.t().contiguous(), acc_dtype)
+    assert isinstance(info.value, TypeError) and "hl.dot(" in info.value.location.render()
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (20, 33, 17)])
+def test_int8_dot_into_an_int32_accumulator(mode, shape):
+    m, k, n = shape
+    x, y = torch.randint(-10, 10, (m, k), dtype=torch.int8), torch.randint(-10, 10, (k, n), dtype=torch.int8)
+    result = tessera.kernel(int8_product, mode=mode)(x, y, torch.int32)
+    torch.testing.assert_close(result, (x.int() @ y.int()), atol=0, rtol=0)

@@ -217,3 +217,49 @@ def test_hl_reduce_is_the_function_not_a_module() -> None:
 def test_a_scan_along_a_long_row_holds_the_row_in_one_block(device: torch.device) -> None:
     x = torch.randn(2, 5000)  # longer than one block by default: chunks cannot carry a scan
     _check(device, rows, x, lambda v: v.cumsum(1), x.cumsum(1), tolerance=1e-3)
+
+
+def segmented_sums(x: T, segment: T) -> T:
+    out = torch.empty_like(x)
+    for tile_r, tile_c in hl.tile(x.size()):
+        values = x[tile_r, tile_c]
+        ids = segment[tile_r].unsqueeze(1).expand_as(values)
+        out[tile_r, tile_c], _ = torch._higher_order_ops.associative_scan(_segment_sum, (values, ids), 0)
+    return out
+
+
+def _segment_sum(a: Any, a_id: Any, b: Any, b_id: Any) -> tuple[Any, Any]:
+    return torch.where(a_id == b_id, a + b, b), b_id
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (4, 3), (16, 5)])
+def test_torch_associative_scan_hop_in_a_tile_loop_is_hl_associative_scan(shape):
+    x = torch.randn(*shape)
+    segment = (torch.arange(shape[0]) // 2).float()
+    kernel = tessera.kernel(segmented_sums, mode="interpret", config=tessera.Config(block_sizes=[16, 8]))
+    expected = torch.cat([part.cumsum(0) for part in x.split(2)])  # sums restart at each pair of rows
+    torch.testing.assert_close(kernel(x, segment), expected)
+
+
+@tessera.kernel
+def _decorated_add(a: Any, b: Any) -> Any:
+    return a + b
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_kernel_as_combine_function_runs_inline(mode, shape):
+    x = torch.randn(*shape)
+    kernel = tessera.kernel(rows, mode=mode, config=CONFIG)
+    op = lambda v: hl.associative_scan(_decorated_add, v, 1) + hl.reduce(_decorated_add, v, 1, keep_dims=True)  # noqa: E731
+    torch.testing.assert_close(kernel(x, op), x.cumsum(1) + x.sum(1, keepdim=True), atol=1e-5, rtol=1e-5)
+
+
+def test_generated_combine_helpers_are_named_after_the_users_function():
+    def running_max(a: Any, b: Any) -> Any:
+        return torch.maximum(a, b)
+    x = torch.randn(3, 5)
+    kernel = tessera.kernel(rows, config=CONFIG)
+    code = kernel.bind(x, lambda v: hl.associative_scan(running_max, v, 1) + hl.reduce(lambda a, b: a + b, v, 1,
+                                                                                          keep_dims=True)).to_triton_code()
+    assert "def running_max_v" in code and "def combine_v" in code  # a lambda's helper keeps the plain name

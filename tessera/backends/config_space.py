@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from tessera.config import Config, default_block_size
+from tessera.config import IGNORED_KEYS, Config, default_block_size
 from tessera.exc import ConfigError
 from tessera.ir.tunables import TunableDim
 
@@ -137,6 +137,22 @@ class ConfigSpace:
     def default_config(self) -> Config:
         """Helion's name for `default` (`bound.config_spec.default_config()`)."""
         return self.default()
+
+    @property
+    def block_sizes(self) -> list[Axis]:
+        """The axes of the `block_sizes` entries, in Config order (Helion's `config_spec.block_sizes`)."""
+        return sorted((axis for axis in self.axes if axis.key == "block_sizes"), key=lambda axis: axis.position)
+
+    def unsupported_config_keys(self, config: Any) -> list[str]:
+        """The keys of `config` (a Config or its dict) that Tessera accepts but ignores (Helion's
+        name: the keys a caller may drop before compiling)."""
+        values = config.to_dict() if isinstance(config, Config) else config
+        return sorted(key for key in values if key in IGNORED_KEYS)
+
+    @property
+    def user_defined_tunables(self) -> dict[str, Any]:
+        """The `hl.register_tunable` names of the call and their fragments (Helion's name)."""
+        return dict(self.facts.user_tunables)
 
     def to_config(self, values: dict[str, Any], extra: Config | None = None) -> Config:
         """A Config from per-axis values (keys not in the space are taken from `extra`)."""

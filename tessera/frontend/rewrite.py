@@ -35,9 +35,13 @@ import dataclasses
 import types
 from typing import Any, Callable
 
+import torch
+
 from tessera import exc
 from tessera.location import SourceLocation
 from tessera.frontend.source import KernelSource
+from tessera.language.constexpr import specialize
+from tessera.language.math import dot as hl_dot
 from tessera.language.control import UNDEFINED, chain_helper, logical_helper, not_helper
 
 LAUNCH = "_tessera_launch"
@@ -53,6 +57,7 @@ CHAIN = "_tessera_chain"  # (thunk, "lt", thunk, "lt", thunk, ...) -> `a < b < c
 NOT = "_tessera_not"  # (value) -> `not value`, or the negated condition
 STATIC_RANGE = "_tessera_static_range"  # (the name `range`, *arguments) -> whether the loop is unrolled in Python
 DEVICE_RANGE = "_tessera_device_range"  # (the name `range`, *arguments) -> hl.grid over the same indices
+PRINT = "_tessera_print"  # (the name `print` as the kernel sees it, *arguments, **keywords) -> a device print or Python's
 
 
 
@@ -135,7 +140,8 @@ class _DeviceExpressions(ast.NodeTransformer):
     instead of building a condition. `a if c else b` -> the `if` helper, so a condition on a
     program id or a loaded value selects on the device. `for i in range(k)` -> `for i in _tessera_range(range, k)`:
     a bound known only at run time is a located error, not sympy's TypeError. `min(a, b)` ->
-    `_tessera_minmax(min, a, b)`: sympy's Min on symbolic sizes and tile bounds. `torch.fn(...)` ->
+    `_tessera_minmax(min, a, b)`: sympy's Min on symbolic sizes and tile bounds. `print(...)` ->
+    `_tessera_print(print, ...)`: a device print of tile values. `torch.fn(...)` ->
     `_tessera_torch_call(torch.fn, ...)`: a runtime scalar expression reaches fn's primitive.
     `a and b`, `a or b`, `not a` and chained comparisons (`3 < v < 7`) -> helpers that keep
     Python's meaning for host values and join conditions on runtime scalars or device values
@@ -172,6 +178,10 @@ class _DeviceExpressions(ast.NodeTransformer):
         if isinstance(node.func, ast.Name) and node.func.id in ("min", "max") and len(node.args) >= 2 \
                 and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
             return ast.copy_location(ast.Call(ast.Name(MINMAX, ast.Load()), [node.func, *node.args], []), node)
+        if isinstance(node.func, ast.Name) and node.func.id == "print":
+            # `print("x: ", tile)` in a tile body: Helion's device print (values known only on the device)
+            return ast.copy_location(ast.Call(ast.Name(PRINT, ast.Load()), [node.func, *node.args], node.keywords),
+                                     node)
         return node
 
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.expr:
@@ -277,9 +287,18 @@ class _Rewriter:
                     if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt) \
                             and not isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
                         setattr(statement, field, self.host_block(inner, bound))
-                result.append(statement)
+                result.append(self._specialize_in_place(statement))
             bound.extend(_assigned_names([statement]))
         return result
+
+    def _specialize_in_place(self, statement: ast.stmt) -> ast.stmt:
+        """`hl.specialize(n)` as a statement (Helion specializes the size n stands for, in place)
+        -> `n = hl.specialize(n)`: the launches then capture n as a compile-time constant."""
+        call = statement.value if isinstance(statement, ast.Expr) else None
+        if not (isinstance(call, ast.Call) and len(call.args) == 1 and not call.keywords
+                and isinstance(call.args[0], ast.Name) and self.source.resolver()(call.func) is specialize):
+            return statement
+        return ast.copy_location(ast.Assign([ast.Name(call.args[0].id, ast.Store())], call), statement)
 
     def _check_no_device_names_after(self, loop: ast.For, rest: list[ast.stmt]) -> None:
         device_names = set(_assigned_names(loop.body)) | set(_assigned_names([ast.Assign([loop.target], ast.Constant(0))]))
@@ -433,7 +452,34 @@ class _Rewriter:
             return False
         return search([statement])
 
+    def _warn_matmul_accumulation(self, loop: ast.For) -> None:
+        """`acc += x @ y` in an inner tile loop adds each K tile's product after rounding it to
+        the operands' dtype; Helion warns (TiledKMatmulAccumulationWarning), and so does Tessera."""
+        resolve = self.source.resolver()
+        products = {id(function) for function in (torch.matmul, torch.mm, torch.bmm, hl_dot)}
+
+        def is_product(node: ast.AST) -> bool:
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                return True
+            if not isinstance(node, ast.Call):
+                return False
+            function = node.func
+            if isinstance(function, ast.Name) and function.id == TORCH_CALL and node.args:
+                function = node.args[0]  # `torch.mm(a, b)` as the device-expression rewrite left it
+            return id(resolve(function)) in products
+
+        for statement in loop.body:
+            for node in ast.walk(statement):
+                if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) \
+                        and any(is_product(inner) for inner in ast.walk(node.value)):
+                    exc.warn("`acc += <matrix product>` in a loop over K tiles: each tile's product is rounded "
+                             "to the operands' dtype before it is added", location=self._location(node),
+                             category=exc.TiledKMatmulAccumulationWarning,
+                             hint="accumulate in the product itself: acc = torch.addmm(acc, x, y), "
+                                  "torch.baddbmm(acc, x, y) or hl.dot(x, y, acc=acc)")
+
     def device_loop(self, loop: ast.For, bound: list[str]) -> list[ast.stmt]:
+        self._warn_matmul_accumulation(loop)
         name = f"_tessera_loop_{self._next_index()}"
         targets = _assigned_names([ast.Assign([loop.target], ast.Constant(0))])
         assigned = [n for n in _assigned_names(loop.body) if n not in targets]
@@ -520,6 +566,11 @@ def _python_minmax(function: Any, *values: Any) -> Any:
     return function(*values)
 
 
+def _python_print(function: Any, *values: Any, **keywords: Any) -> Any:
+    """Python's `print(...)`: what PRINT means when the caller supplies no helper for it."""
+    return function(*values, **keywords)
+
+
 def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool],
                    helpers: dict[str, Any]) -> RewrittenKernel:
     """Compile the rewritten kernel function; `helpers` supplies the launch and loop callables."""
@@ -536,7 +587,7 @@ def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool
     # function sees them while reading the user's module globals live (not a copy).
     # the logical helpers are Python's own `and` / `or` / `not` for host values
     helpers = {COMPARE: _python_compare, RANGE: _python_range, MINMAX: _python_minmax, LOGICAL: logical_helper,
-               CHAIN: chain_helper, NOT: not_helper,
+               CHAIN: chain_helper, NOT: not_helper, PRINT: _python_print,
                STATIC_RANGE: _python_static_range, **helpers, UNDEFINED_NAME: UNDEFINED}
     factory_params = list(freevars) + list(helpers)
     factory = ast.FunctionDef("_tessera_factory",

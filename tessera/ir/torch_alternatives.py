@@ -31,9 +31,6 @@ class Alternative:
 
 
 ALTERNATIVES: tuple[Alternative, ...] = (
-    Alternative("torch.var_mean / torch.std_mean", (torch.var_mean, torch.std_mean),
-                "compute the two results separately: x.mean(dim) and x.var(dim) (or x.std(dim))",
-                call="torch.var_mean(x, 1, unbiased=False)[0]", instead="x.var(1, unbiased=False)"),
     Alternative("torch.norm(x, dim=...) / torch.linalg.vector_norm", (torch.norm, T.norm, torch.linalg.vector_norm),
                 "the square root of the sum of squares",
                 call="torch.linalg.vector_norm(x, dim=1)", instead="torch.sqrt((x * x).sum(1))"),

@@ -18,6 +18,7 @@ from tessera.ir.graph import UNIT, Node, Op
 from tessera.ir.primitive import TORCH_FUNCTIONS
 from tessera.language.elementwise import apply_elementwise
 from tessera.language.tile import grid
+from tessera.language.scans import HL_FORMS_OF_TORCH
 from tessera.location import user_location
 from tessera.trace.proxy import HostScalar, TileValue
 from tessera.trace.tracer import Tracer, current_tracer
@@ -242,11 +243,20 @@ def minmax_helper(function: Any, *values: Any) -> Any:
 def torch_call_helper(function: Any, *args: Any, **kwargs: Any) -> Any:
     """What a rewritten `torch.fn(...)` inside a tile loop calls: with a scalar argument that is a
     runtime expression (`1 - eps` of a float argument), fn's primitive directly, as torch's argument
-    parser refuses sympy expressions; anything else is the plain call."""
+    parser refuses sympy expressions; a torch callable with an hl form (`torch._higher_order_ops.
+    associative_scan`) on tile values is that form; anything else is the plain call."""
+    if function in HL_FORMS_OF_TORCH and _holds_tile_values((*args, *kwargs.values())):
+        return HL_FORMS_OF_TORCH[function](*args, **kwargs)
     if any(isinstance(value, sympy.Expr) and not isinstance(value, HostScalar) and value.free_symbols
            for value in (*args, *kwargs.values())) and function in TORCH_FUNCTIONS:
         return TORCH_FUNCTIONS[function].bind(*args, **kwargs)
     return function(*args, **kwargs)
+
+
+def _holds_tile_values(values: Any) -> bool:
+    if isinstance(values, TileValue):
+        return True
+    return isinstance(values, (tuple, list)) and any(_holds_tile_values(value) for value in values)
 
 
 def device_if_helper(condition: Any, then_body: Callable[..., tuple], else_body: Callable[..., tuple],

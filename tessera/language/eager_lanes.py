@@ -193,9 +193,9 @@ def _placed_ends(ends: torch.Tensor, lanes: Lanes, what: str, jagged: Tile) -> t
     for _, lane in kept:
         found = [i for i, mine in enumerate(lanes) if mine is lane]
         if not found:
-            raise exc.IndexingError(f"{what} uses the jagged tile {jagged} without the tiles its ends are over",
-                                    location=user_location(), hint="index with the enclosing tiles too, e.g. "
-                                                                   "x[tile_b, tile_k]")
+            raise exc.InvalidJaggedTileUsage(
+                f"{what} uses the jagged tile {jagged} without the tiles its ends are over", location=user_location(),
+                hint="index with the enclosing tiles too, e.g. x[tile_b, tile_k]")
         positions.append(found[0])
     squeezed = ends.reshape([size for size, _ in kept])
     order = sorted(range(len(positions)), key=positions.__getitem__)

@@ -20,6 +20,13 @@ def dot(a: Any, b: Any, acc: Any = None, out_dtype: torch.dtype | None = None) -
 
     >>> acc = hl.dot(x[tile_m, tile_k], y[tile_k, tile_n], acc=acc)   # doctest: +SKIP
     """
+    if acc is not None and torch.int8 in (getattr(a, "dtype", None), getattr(b, "dtype", None)) \
+            and getattr(acc, "dtype", None) != torch.int32:
+        # Helion's rule: int8 products accumulate in int32 (a float accumulator rounds large sums)
+        raise exc.AccumulatorDtypeError(f"hl.dot of int8 operands into a {acc.dtype} accumulator",
+                                        location=user_location(),
+                                        hint="accumulate int8 products in int32: hl.zeros([...], dtype=torch.int32), "
+                                             "and convert the result after the loop")
     return dot_p.bind(a, b, acc, out_dtype=out_dtype)
 
 

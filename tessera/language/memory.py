@@ -86,13 +86,13 @@ def atomic_add(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str 
 
     >>> old = hl.atomic_add(out, [tile_m, tile_n], partial)    # doctest: +SKIP
     """
-    return atomic_p.bind(tensor, outer_indices(index), value, op="add", sem=_checked_sem(sem))
+    return atomic_p.bind(tensor, outer_indices(index), value, op="add", sem=_checked("add", tensor, sem))
 
 
 def _read_modify_write(op: str, meaning: str) -> Any:
     """The public `hl.atomic_<op>`: atomically store `meaning`, returning the values before."""
     def atomic(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-        return atomic_p.bind(tensor, outer_indices(index), value, op=op, sem=_checked_sem(sem))
+        return atomic_p.bind(tensor, outer_indices(index), value, op=op, sem=_checked(op, tensor, sem))
     name = f"atomic_{op}"
     atomic.__name__ = atomic.__qualname__ = name
     atomic.__code__ = atomic.__code__.replace(co_name=name)  # errors name the hl. function by its frame
@@ -115,13 +115,22 @@ def atomic_cas(tensor: torch.Tensor, index: Sequence[Any], expected: Any, value:
 
     >>> seen = hl.atomic_cas(lock, [0], 0, 1, sem="acquire")    # doctest: +SKIP
     """
-    return atomic_p.bind(tensor, outer_indices(index), value, op="cas", sem=_checked_sem(sem), expected=expected)
+    return atomic_p.bind(tensor, outer_indices(index), value, op="cas", sem=_checked("cas", tensor, sem),
+                         expected=expected)
 
 
-def _checked_sem(sem: str) -> str:
+def _checked(op: str, tensor: Any, sem: str) -> str:
+    """`sem` after checking it and the atomic's target (called by the public hl.atomic_* functions)."""
+    if isinstance(tensor, TileValue) or eager_indexing.is_tile_value(tensor):
+        raise exc.AtomicOnDeviceTensor(
+            f"hl.atomic_{op}() on a tile value: it lives in registers of one program, and atomics update "
+            "memory that programs share", location=user_location(2),
+            hint="apply the atomic to a tensor argument (or one allocated before the tile loop); combine "
+                 "tile values with ordinary ops")
     if sem not in MEMORY_SEMANTICS:
-        raise exc.TesseraError(f"unknown atomic memory ordering sem={sem!r}", location=user_location(2),
-                               hint=f"use one of {', '.join(MEMORY_SEMANTICS)}")
+        raise exc.InvalidMemorySemantic(
+            f"Invalid memory semantic {sem!r}: hl.atomic_{op}(sem={sem!r}) is no memory ordering",
+            location=user_location(2), hint=f"use one of {', '.join(MEMORY_SEMANTICS)}")
     return sem
 
 

@@ -97,15 +97,18 @@ def mean_p(tracer: Tracer, value: TileValue, dim: Any = None, keepdim: bool = Fa
     wide = torch.float32 if result_dtype in (torch.float16, torch.bfloat16) else result_dtype
     total = record_reduction(tracer, "sum", value, dim, keepdim, wide)
     count: Any = 1
-    for d in normalized_dims(value, dim):
-        count = count * value.axes[d].end if value.axes[d] is not UNIT else count
-    # the extent of a tile is min(block, remaining); a whole dimension's extent is its size
+    tiles = []
     for d in normalized_dims(value, dim):
         axis = value.axes[d]
         if axis.is_tile:
-            raise exc.UnsupportedOperationError(
-                "mean over a tile dimension (its element count varies per tile)", location=user_location(),
-                hint="sum the tile and divide by the true count")
+            tiles.append(axis)
+        elif axis is not UNIT:
+            count = count * axis.end
+    if tiles:
+        # a tile's extent is min(block, remaining), known per program: count its valid lanes (the
+        # masked sum of ones), as eager mode's slice of the tail tile holds only those
+        ones = tracer.emit(Op.FULL, [1], tuple(tiles), wide if wide.is_floating_point else torch.float32)
+        count = apply_elementwise(tracer, "mul", record_reduction(tracer, "sum", ones, None, False), count)
     return cast(tracer, apply_elementwise(tracer, "truediv", total, count), result_dtype)
 
 

@@ -141,7 +141,17 @@ def _uniform(word: torch.Tensor) -> torch.Tensor:
 
 def _random_eager(shape: tuple, seed: Any, offsets: Any, *, fn: str, low: int, high: int) -> Any:
     numbers = offsets.to(torch.int64) if offsets is not None else _eager_offsets(shape)
-    words = philox_words(_eager_seed(seed) & (2 ** 64 - 1), numbers)
+    return random_at_offsets(_eager_seed(seed), numbers, fn, low, high)
+
+
+def random_at_offsets(seed: int, offsets: torch.Tensor, fn: str, low: int = 0, high: int = 0) -> Any:
+    """What `hl.<fn>` (rand, rand4x, randn, randint in [low, high)) gives at these Philox offsets
+    of `seed`: the eager rule, and the reference tests compare the other modes with.
+
+    >>> random_at_offsets(7, torch.arange(3), "randint", 0, 10).dtype
+    torch.int32
+    """
+    words = philox_words(seed & (2 ** 64 - 1), offsets)
     if fn == "rand4x":
         return tuple(_uniform(word) for word in words)
     if fn == "rand":
@@ -270,7 +280,8 @@ def call_site() -> tuple:
 def _implicit_dtype(fn: str, dtype: torch.dtype | None, like: torch.dtype | None) -> torch.dtype:
     resolved = dtype or like or torch.get_default_dtype()
     if fn != "randint_like" and not resolved.is_floating_point:
-        raise exc.DtypeError(f"torch.{fn} inside a tile loop makes floats, not {resolved}", location=user_location(2),
+        raise exc.DtypeError(f"torch.{fn} inside a tile loop makes floats, not {resolved}: implicit RNG only "
+                             "supports floating-point dtypes", location=user_location(2),
                              hint="pass dtype=torch.float32 (or torch.randint_like for integers)")
     return resolved
 

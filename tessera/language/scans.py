@@ -65,6 +65,20 @@ def reduce(combine_fn: Callable[..., Any], input: Any, dim: int | None = None, o
     return combine_reduce_p.bind(combine_fn, input, dim, keep_dims=keep_dims)
 
 
+def _torch_associative_scan(combine_fn: Callable[..., Any], xs: Any, dim: int, reverse: bool = False,
+                            combine_mode: str = "pointwise") -> Any:
+    """`torch._higher_order_ops.associative_scan` in a tile loop: hl.associative_scan (Helion maps
+    it so); `combine_mode` picks torch's own implementation and means nothing here."""
+    return associative_scan(combine_fn, xs, dim, reverse=reverse)
+
+
+# torch callables that mean an hl function when a traced kernel calls them on tile values
+# (control.torch_call_helper): torch's own would run on host tensors only
+HL_FORMS_OF_TORCH: dict[Callable[..., Any], Callable[..., Any]] = {}
+if hasattr(torch, "_higher_order_ops") and hasattr(torch._higher_order_ops, "associative_scan"):
+    HL_FORMS_OF_TORCH[torch._higher_order_ops.associative_scan] = _torch_associative_scan
+
+
 # -- eager rules ----------------------------------------------------------------------------------
 def _leaves(input: Any) -> tuple[tuple[Any, ...], bool]:
     if isinstance(input, (tuple, list)):
@@ -156,7 +170,15 @@ def _combine_node(tracer: Tracer, op: Op, combine_fn: Callable[..., Any], leaves
     block, results = trace_combine(tracer, combine_fn, dtypes, what)
     several = {"dtypes": dtypes} if len(leaves) > 1 else {}
     return tracer.emit_with_block(op, [leaf.node for leaf in leaves], shape, None if several else dtypes[0], block,
-                                  fn="combine", **params, results=results, **several)
+                                  fn="combine", **params, results=results, combine_name=_function_name(combine_fn),
+                                  **several)
+
+
+def _function_name(function: Any) -> str:
+    """The user's name of a combine function (a decorated kernel's own function's), for the
+    generated helper's name; "combine" for lambdas and callables without one."""
+    name = getattr(function, "__name__", None) or getattr(getattr(function, "fn", None), "__name__", None)
+    return name if isinstance(name, str) and name.isidentifier() else "combine"
 
 
 def _cumulative_trace(fn: str) -> Callable[..., Any]:

@@ -1,4 +1,5 @@
-"""Reductions built from the basic ones: `var std logsumexp any all count_nonzero` on tile values.
+"""Reductions built from the basic ones: `var std var_mean std_mean logsumexp any all count_nonzero`
+on tile values.
 
 Each is a primitive for its torch functions whose trace rule composes sum/amax/amin and
 elementwise ops, with torch's numerics: 16-bit inputs compute in fp32 and round once at the
@@ -65,33 +66,57 @@ def _correction(dim: Any, unbiased: Any, correction: Any) -> tuple[Any, float]:
     return dim, 0.0 if unbiased is False else 1.0
 
 
-def variance(tracer: Tracer, value: TileValue, dim: Any, correction: float, keepdim: bool) -> TileValue:
+def _mean(tracer: Tracer, wide: TileValue, dim: Any, keepdim: bool, count: Any) -> TileValue:
+    """The mean as the sum of `x / n`: a sum of values near the dtype's largest would overflow
+    before the division (torch's running mean does not)."""
+    return reduce(tracer, "sum", apply_elementwise(tracer, "truediv", wide, count), dim, keepdim)
+
+
+def variance(tracer: Tracer, value: TileValue, dim: Any, correction: float, keepdim: bool,
+             root: bool = False) -> TileValue:
+    """The variance, or with `root` the standard deviation. The deviation is taken of the
+    deviations divided by their largest magnitude, then scaled back: their squares would
+    overflow for values beyond ~1e19, where the deviation itself is finite (as torch computes)."""
     wide = _wide(tracer, value)
     count = _element_count("var", value, dim)
-    mean = apply_elementwise(tracer, "truediv", reduce(tracer, "sum", wide, dim, True), count)
+    mean = _mean(tracer, wide, dim, True, count)
     centered = apply_elementwise(tracer, "sub", wide, mean)
+    scale = None
+    if root:
+        largest = reduce(tracer, "amax", apply_elementwise(tracer, "abs", centered), dim, True)
+        scale = apply_elementwise(tracer, "where", apply_elementwise(tracer, "eq", largest, 0), 1.0, largest)
+        centered = apply_elementwise(tracer, "truediv", centered, scale)
     squares = reduce(tracer, "sum", apply_elementwise(tracer, "mul", centered, centered), dim, keepdim)
     integral = int(correction) if float(correction).is_integer() else correction
     denominator = count - integral
     denominator = max(0, denominator) if isinstance(denominator, (int, float)) else sympy.Max(denominator, 0)
-    return apply_elementwise(tracer, "truediv", squares, denominator)
+    result = apply_elementwise(tracer, "truediv", squares, denominator)
+    if scale is None:
+        return result
+    # the scale without its kept dims when keepdim is False (reducing a dim of size 1 drops it)
+    scale = scale if keepdim else reduce(tracer, "amax", scale, dim, False)
+    return apply_elementwise(tracer, "mul", apply_elementwise(tracer, "sqrt", result), scale)
 
 
 def _variance_rule(kind: str) -> Any:
+    """`var`/`std`, and `var_mean`/`std_mean`, which also return the mean (torch's pair order)."""
     def rule(tracer: Tracer, value: TileValue, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
-             correction: Any = None, out: Any = None) -> TileValue:
+             correction: Any = None, out: Any = None) -> Any:
         value = _tile_value(kind, value)
         dim, corrected = _correction(dim, unbiased, correction)
         ask_torch(f"torch.{kind}", getattr(torch, kind), (value,), {"dim": dim, "correction": corrected})
-        result = variance(tracer, value, dim, corrected, keepdim)
-        if kind == "std":
-            result = apply_elementwise(tracer, "sqrt", result)
-        return cast(tracer, result, value.dtype)
+        result = cast(tracer, variance(tracer, value, dim, corrected, keepdim, kind.startswith("std")), value.dtype)
+        if not kind.endswith("_mean"):
+            return result
+        mean = _mean(tracer, _wide(tracer, value), dim, keepdim, _element_count(kind, value, dim))
+        return result, cast(tracer, mean, value.dtype)
     return rule
 
 
 var_p = torch_primitive("var", torch.var, T.var)(_variance_rule("var"))
 std_p = torch_primitive("std", torch.std, T.std)(_variance_rule("std"))
+var_mean_p = torch_primitive("var_mean", torch.var_mean)(_variance_rule("var_mean"))
+std_mean_p = torch_primitive("std_mean", torch.std_mean)(_variance_rule("std_mean"))
 
 
 @torch_primitive("logsumexp", torch.logsumexp, T.logsumexp)

@@ -200,7 +200,7 @@ def jagged_tile(parent: Any) -> TileRange:
     """
     interpreter.current("jagged_tile")
     if not hasattr(parent, "dim") or parent.dim() == 0 or isinstance(parent, Tile):
-        raise exc.TesseraError(f"hl.jagged_tile takes a tensor of per-lane ends over enclosing tiles, got {parent!r}",
+        raise exc.InvalidJaggedTileUsage(f"hl.jagged_tile takes a tensor of per-lane ends over enclosing tiles, got {parent!r}",
                                location=user_location(), hint="e.g. hl.jagged_tile(lengths) with lengths = n[tile_b]")
     end = parent.amax()
     _check_extent(end, "jagged_tile")

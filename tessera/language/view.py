@@ -287,7 +287,7 @@ def _regroup(tracer: Tracer, source: list[Any], wanted: list[Any]) -> tuple[list
         elif _product(merged) == want:
             group = source[i:i + len(merged)]
             zeroed += [a for a in group if a.is_tile]
-            result.append(_named_whole_axis(tracer, size, want) or tracer.full_axis(want))
+            result.append(_split_axis(tracer, size, want))  # a register_block_size merge: that block's axis
             i, j = i + len(merged), j + 1
         else:
             return None
@@ -295,7 +295,7 @@ def _regroup(tracer: Tracer, source: list[Any], wanted: list[Any]) -> tuple[list
 
 
 def _split_axis(tracer: Tracer, size: Any, extent: int) -> Any:
-    """A dim split off a whole one: sized by a register_block_size value, it combines lane for lane
+    """A dim split off a whole one, or merged from several: sized by a register_block_size value, it combines lane for lane
     with the tiles of that block (as `hl.zeros([block])` does); else a whole dim of its own."""
     if isinstance(size, BlockSizeInt):
         return tracer.block_size_axis(extent)

@@ -38,6 +38,7 @@ class BoundKernel:
         self.mode = mode if mode != "eager" else ("compiled" if self.device.type == "cuda" else "interpret")
         self._store = VariantStore()
         self._generator_state: torch.Tensor | None = None  # see same_random_draws
+        self._config: Config | None = None  # set_config: what this bound kernel's calls run with
 
     def __repr__(self) -> str:
         return f"<bound {self.kernel!r} mode={self.mode}>"
@@ -54,8 +55,37 @@ class BoundKernel:
         return hashlib.sha256(repr((self.mode, parts)).encode()).hexdigest()[:20]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Call the kernel on new arguments (Helion's `bound(*args)`), as `kernel(*args)` would."""
-        return self.kernel(*args, **kwargs)
+        """Call the kernel on new arguments (Helion's `bound(*args)`), as `kernel(*args)` would,
+        or under the Config `set_config` gave."""
+        if self._config is None:
+            return self.kernel(*args, **kwargs)
+        return self._run_with(self._config, args, kwargs)
+
+    def _run_with(self, config: Config, args: tuple, kwargs: dict) -> Any:
+        if self.kernel.mode_for(self.device) == "eager":
+            return run_eager(self.kernel.fn, args, kwargs, self.kernel.block_slots(), config, self.device)
+        return run_compiled(self.kernel, self.mode, args, kwargs, config, self.device, self._runner(config))
+
+    def compile_config(self, config: Config | dict[str, Any] | None = None) -> Any:
+        """Generate (and, in compiled mode, build) this call's kernels under `config` now; return a
+        function that runs the kernel on arguments like these under it (Helion's name).
+
+        >>> run = bound.compile_config(tessera.Config(block_sizes=[64])); out = run(x)    # doctest: +SKIP
+        """
+        config = _as_config(config) or self.kernel.default_config()
+        self.plan(config)  # a Config that cannot run these arguments fails here, not at the first call
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            return self._run_with(config, args, kwargs)
+        return run
+
+    def set_config(self, config: Config | dict[str, Any]) -> None:
+        """Run this bound kernel's calls under `config` from now on (Helion's `bound.set_config`),
+        e.g. a Config tuned for other sizes.
+
+        >>> bound.set_config(tessera.Config(block_sizes=[64])); bound(x)    # doctest: +SKIP
+        """
+        self._config = _as_config(config)
 
     def run(self, config: Config | dict[str, Any] | None = None) -> Any:
         """Call the kernel with `config` (default: the kernel's) in this bound kernel's mode."""

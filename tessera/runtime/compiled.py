@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -348,6 +348,18 @@ class _HostInterpreter(EagerInterpreter):
     def tunable(self, name: str, fragment: Any) -> Any:
         self.runner.user_tunables.setdefault(name, fragment)  # a plan reports it: the tuner searches it
         return super().tunable(name, fragment)
+
+    def iterate_tiles(self, tile_range: TileRange) -> Iterator[Any]:
+        # the kernel's own tile loops became launches; one still iterated on the host is in a
+        # function the kernel calls, which the frontend never saw: its tiles would index host
+        # tensors as plain ints (a silent wrong result), so it is refused
+        raise exc.UnsupportedOperationError(
+            "an hl.tile / hl.grid loop in a function the kernel calls: only the loops written in the "
+            "kernel function's own body become kernels", location=tile_range.location,
+            hint="move the loop into the @tessera.kernel function (a helper may hold the loop body), "
+                 "or run the kernel with mode='eager'")
+
+    iterate_grid = iterate_tiles
 
 
 def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Config, device: torch.device,

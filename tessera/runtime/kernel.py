@@ -16,8 +16,8 @@ from tessera import backends, exc, settings
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
 from tessera.location import strip_internal_frames, user_location
-from tessera.frontend.rewrite import (COMPARE, DEVICE_IF, DEVICE_LOOP, DEVICE_RANGE, STATIC_RANGE, LAUNCH, MINMAX, RANGE, TORCH_CALL, RewrittenKernel,
-                                      rewrite_kernel)
+from tessera.frontend.rewrite import (COMPARE, DEVICE_IF, DEVICE_LOOP, DEVICE_RANGE, STATIC_RANGE, LAUNCH, MINMAX,
+                                      PRINT, RANGE, TORCH_CALL, RewrittenKernel, rewrite_kernel)
 from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments
 from tessera.language.tile import grid, jagged_tile, tile
@@ -27,10 +27,12 @@ from tessera.runtime.call_keys import common_device, device_type, plain_call_dev
 from tessera.language.control import (compare_helper, device_if_helper, device_loop_helper, device_range_helper,
                                       minmax_helper, range_helper, static_range_helper,
                                       torch_call_helper)
+from tessera.language.debug import print_helper
+from tessera.trace.proxy import TileValue
 from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
 from tessera.runtime.constexpr_arguments import Marks, compile_time_arguments, constexpr_parameters, has_wrapped
 from tessera.runtime.eager import run_eager
-from tessera.runtime.kernel_settings import Settings
+from tessera.runtime.kernel_settings import Settings, requested_mode
 from tessera.runtime.tuning import ConfigChoices, autotune, config_for_call, kernel_defined
 from tessera.runtime.torch_library import announce, call_as_custom_op, is_traced_call
 from tessera.runtime.autograd import BackwardRule, call_with_backward, needs_grad
@@ -119,6 +121,10 @@ class Kernel:
                 return call_with_backward(self, self.backward_rule, args, kwargs)
             device = plain_call_device(args) if not kwargs else None  # the usual call: one pass
             if device is None:
+                if any(isinstance(value, TileValue) for value in (*args, *kwargs.values())):
+                    # called on tile values inside another kernel's tile loop (Helion: a decorated
+                    # combine function, a helper): the function runs inline, its decorator ignored
+                    return self.fn(*args, **kwargs)
                 if is_traced_call(args, kwargs):  # torch.compile's fake or functional tensors
                     return call_as_custom_op(self, args, kwargs)
                 device = common_device(self.fn.__name__, args, kwargs)
@@ -198,7 +204,7 @@ class Kernel:
                 {LAUNCH: launch_helper, DEVICE_LOOP: device_loop_helper, DEVICE_IF: device_if_helper,
                  COMPARE: compare_helper, RANGE: range_helper, MINMAX: minmax_helper,
                  STATIC_RANGE: static_range_helper, DEVICE_RANGE: device_range_helper,
-                 TORCH_CALL: torch_call_helper})
+                 TORCH_CALL: torch_call_helper, PRINT: print_helper})
         return self._rewritten
 
     def call_eager(self, args: tuple, kwargs: dict, device: torch.device) -> Any:
@@ -286,12 +292,8 @@ class Kernel:
         return _DEFAULT_CONFIG
 
     def mode_for(self, device: torch.device) -> str:
-        """The mode of a call: `mode=` on the kernel, else TESSERA_MODE, else by device. An explicit
-        `ref_mode=RefMode.OFF` (Helion: the kernel is compiled, whatever HELION_INTERPRET says)
-        overrides TESSERA_MODE=eager, not interpret (Triton's interpreter is no reference mode)."""
-        mode = self.settings.mode or settings.get("mode")
-        if mode == "eager" and self.settings.mode is None and self.settings.ref_mode_off:
-            mode = None
+        """The mode of a call: the one the settings ask for (`requested_mode`), else by device."""
+        mode = requested_mode(self.settings)
         if mode is None:
             return "compiled" if device_type(device) == "cuda" else "interpret"
         if mode not in MODES:

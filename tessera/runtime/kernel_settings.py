@@ -7,7 +7,7 @@ drops the kernel's compiled variants and choices: they may depend on it). What e
 - honoured: `config`, `configs`, `mode`, `ref_mode` (`RefMode.EAGER` = `mode="eager"`; an explicit
   `RefMode.OFF` overrides TESSERA_MODE=eager, as it overrides HELION_INTERPRET),
   `static_shapes`, `autotune_effort`, `autotune_budget_seconds`, `autotune_random_seed`,
-  `dot_precision`, `max_variants`, `backend`, `ignore_warnings` (warning classes from
+  `dot_precision` (default: TRITON_F32_DEFAULT, else tf32), `max_variants`, `backend`, `ignore_warnings` (warning classes from
   `tessera.exc`, silenced during the kernel's calls), `print_output_code` (the generated Triton
   source on stderr), `autotune_baseline_fn` (the tuner's accuracy reference instead of eager
   mode), `autotune_baseline_atol`/`autotune_baseline_rtol` (the tuner's tolerance),
@@ -92,7 +92,7 @@ HONOURED: dict[str, tuple[Any, Callable[[Any], None] | None]] = {
     "autotune_effort": ("quick", _choice("autotune_effort", ("none", "quick", "full"))),
     "autotune_budget_seconds": (30.0, _kind("autotune_budget_seconds", _NUMBER, "30")),
     "autotune_random_seed": (None, _kind("autotune_random_seed", (int, type(None)), "0")),
-    "dot_precision": ("tf32", _choice("dot_precision", ("tf32", "ieee", "tf32x3"))),
+    "dot_precision": ("tf32", _choice("dot_precision", environment.DOT_PRECISIONS)),
     "max_variants": (64, _kind("max_variants", (int,), "64")),
     "backend": ("triton", _check_backend),
     "ignore_warnings": ((), _check_warnings),
@@ -155,6 +155,16 @@ IGNORED: dict[str, str] = {
 }
 
 
+def requested_mode(settings: Settings) -> str | None:
+    """The mode these settings ask for: `mode=`, else TESSERA_MODE, None for the device's. An
+    explicit `ref_mode=RefMode.OFF` (Helion: the kernel is compiled, whatever HELION_INTERPRET says)
+    overrides TESSERA_MODE=eager, not interpret (Triton's interpreter is no reference mode)."""
+    mode = settings.mode or environment.get("mode")
+    if mode == "eager" and settings.mode is None and settings.ref_mode_off:
+        return None
+    return mode
+
+
 class Settings:
     """One kernel's settings (Helion's `helion.Settings`): attributes, checked when set.
 
@@ -170,6 +180,7 @@ class Settings:
             object.__setattr__(self, name, default)
         # a kernel that names no backend takes TESSERA_BACKEND's, read now (when it is defined)
         object.__setattr__(self, "backend", environment.get("backend") or "triton")
+        object.__setattr__(self, "dot_precision", environment.get("dot_precision"))  # TRITON_F32_DEFAULT, as in Helion
         for name, value in values.items():
             self._set(name, value)
         if self.ref_mode is RefMode.EAGER and self.print_output_code:
@@ -222,4 +233,4 @@ class Settings:
         return f"Settings({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
 
 
-__all__ = ["HONOURED", "IGNORED", "RefMode", "Settings"]
+__all__ = ["HONOURED", "IGNORED", "RefMode", "Settings", "requested_mode"]

@@ -420,7 +420,7 @@ class Tracer:
                      body: Callable[..., Any], cells: list[Any]) -> KernelIR:
         """Trace a top-level loop body; program ids map to its dims, first dim fastest."""
         if tile_range.jagged_ends is not None:
-            raise exc.UnsupportedSyntaxError("hl.jagged_tile as the outermost loop of a kernel", location=tile_range.location,
+            raise exc.InvalidJaggedTileUsage("hl.jagged_tile as the outermost loop of a kernel", location=tile_range.location,
                                              hint="nest it in a tile loop over the lanes its ends belong to")
         if tile_range.is_grid:
             targets: list[Any] = []
@@ -543,7 +543,7 @@ class Tracer:
                 continue
             parents = [self.canonical_axis(a) for a in ends.axes if a is not UNIT]
             if not all(parent in shape for parent in parents):
-                raise exc.IndexingError(
+                raise exc.InvalidJaggedTileUsage(
                     f"{what} uses the jagged tile {axis.name} without the tiles its ends are over ({parents})",
                     location=user_location(), hint="index with the enclosing tiles too, e.g. x[tile_b, tile_k]")
             keep = (axis, *parents)

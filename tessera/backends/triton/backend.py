@@ -19,7 +19,7 @@ from tessera.backends.triton import interpreter_patching
 from tessera.backends.triton.codegen import lower_kernel
 from tessera.backends.triton.launcher import TritonLauncher
 from tessera.backends.triton.lowering import ELEMENTWISE_TEMPLATES, LOWERINGS, REDUCTION_FUNCTIONS, SCAN_FUNCTIONS
-from tessera.backends.triton.modules import compile_error, import_generated, write_generated
+from tessera.backends.triton.modules import compile_error, import_generated, interpreting_environment, write_generated
 from tessera.backends.triton.tuning import TritonTuning
 from tessera.config import Config
 from tessera.ir.graph import AxisKind, KernelIR, Op, walk
@@ -81,7 +81,7 @@ class TritonKernel:
             if self.launcher is not None:  # goes through JITFunction.run and keeps the binary
                 self.launcher.launch(grid, arguments)
             else:
-                with _INTERPRETER_LOCK, interpreter_patching.unsanitized():
+                with _INTERPRETER_LOCK, interpreter_patching.unsanitized(), interpreting_environment():
                     self.function[grid](*arguments, num_warps=self.num_warps, num_stages=self.num_stages)
         except exc.TesseraError:
             raise

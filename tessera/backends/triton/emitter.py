@@ -22,6 +22,17 @@ from tessera.backends.triton.printer import print_expr
 from tessera.config import Config
 from tessera.ir.graph import UNIT, AccessKind, Axis, KernelIR, Node
 
+# Helion's backend-neutral dot precisions, as Triton's input_precision
+_TRITON_PRECISIONS = {"default": "tf32", "high": "tf32x3", "highest": "ieee"}
+
+
+def triton_input_precision(dot_precision: str) -> str:
+    """Triton's `input_precision=` for a kernel's `dot_precision` setting.
+
+    >>> triton_input_precision("highest")
+    'ieee'
+    """
+    return _TRITON_PRECISIONS.get(dot_precision, dot_precision)
 TRITON_DTYPES = {
     torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
     torch.float64: "tl.float64", torch.int32: "tl.int32", torch.int64: "tl.int64", torch.int16: "tl.int16",
@@ -38,7 +49,7 @@ class Emitter(EmitterBase):
     def __init__(self, ir: KernelIR, config: Config, options: LoweringOptions) -> None:
         self.ir = ir
         # Triton's interpreter computes products exactly; on the GPU the kernel's setting decides
-        self.dot_precision = "ieee" if options.interpret else options.dot_precision
+        self.dot_precision = "ieee" if options.interpret else triton_input_precision(options.dot_precision)
         self.config = config
         self.parameters = set(ir.parameters)
         self.guards: list[tuple[sympy.Basic, str]] = []  # what the generated code relies on beyond the IR's guards

@@ -13,6 +13,9 @@ that per iteration per program: `gather_gemv` spent a third of its interpreted t
 language module it sees was patched in the current launch; anything else runs as Triton wrote it.
 Nothing changes what a kernel computes: the skipped calls would only have set the attributes the
 launch already set.
+
+A third change fills a gap: the interpreter's `tl.device_print(prefix)` with no values prints
+nothing, where a GPU prints the prefix; `install()` makes it print the prefix once per program.
 """
 from __future__ import annotations
 
@@ -89,6 +92,16 @@ def install() -> None:
         finally:
             _Launch.patched = outer
 
+    create_print = interpreter.InterpreterBuilder.create_print
+
+    @functools.wraps(create_print)
+    def print_prefix_alone(self: Any, prefix: str, hex: bool, values: list, is_signed: Any) -> None:  # noqa: A002
+        if values:
+            return create_print(self, prefix, hex, values, is_signed)
+        print(f"({self.grid_idx[0]}, {self.grid_idx[1]}, {self.grid_idx[2]}) {prefix}")
+        return None
+
     interpreter._patch_lang = patch_lang_once
+    interpreter.InterpreterBuilder.create_print = print_prefix_alone
     interpreter.GridExecutor.__call__ = launch_once_patched
     _installed = True

@@ -219,8 +219,9 @@ def _combine(emitter: Emitter, node: Node) -> None:
 
 
 def _combine_helper(emitter: Emitter, node: Node) -> str:
-    """Write the traced combine function of `node` as a helper; its name."""
-    name = f"combine_{emitter.name_of(node)}"
+    """Write the traced combine function of `node` as a helper named after the user's function
+    (`add_combine_fn_v4`); its name."""
+    name = f"{node.params.get('combine_name', 'combine')}_{emitter.name_of(node)}"
     body = node.blocks[0]
     arguments = [inner for inner in body.nodes if inner.op is Op.ARGUMENT]
     nested = emitter.nested()

@@ -149,7 +149,40 @@ def import_generated(path: str, name: str, source: str, interpret: bool) -> Any:
         ensure_source_file(path, source)
     except OSError:
         pass  # the cache directory went away or became read-only: the primed line cache serves
-    return load_module_function(path, name, source)
+    if not interpret:
+        return load_module_function(path, name, source)
+    with interpreting_environment():
+        return load_module_function(path, name, source)
+
+
+_environment_lock = threading.Lock()
+_environment_users = 0
+_environment_before: str | None = None
+
+
+@contextlib.contextmanager
+def interpreting_environment() -> Any:
+    """TRITON_INTERPRET=1 while interpreted code is created or run: `@triton.jit` reads it when it
+    decorates, and Triton's launch path imports modules that check it. A caller that dropped the
+    variable after Triton was imported (Helion's print tests run with and without it) would
+    otherwise get a GPU function in an interpreting process ("0 active drivers"). Counted, so
+    threads inside at once restore the caller's value only when the last one leaves."""
+    global _environment_users, _environment_before
+    with _environment_lock:
+        if _environment_users == 0:
+            _environment_before = os.environ.get("TRITON_INTERPRET")
+            os.environ["TRITON_INTERPRET"] = "1"
+        _environment_users += 1
+    try:
+        yield
+    finally:
+        with _environment_lock:
+            _environment_users -= 1
+            if _environment_users == 0:
+                if _environment_before is None:
+                    os.environ.pop("TRITON_INTERPRET", None)
+                else:
+                    os.environ["TRITON_INTERPRET"] = _environment_before
 
 
 def load_module_function(path: str, name: str, source: str, module_prefix: str = "") -> Any:
