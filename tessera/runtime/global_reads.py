@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from tessera.compiler import captured_cells, holds_tensors
 from tessera.runtime.constant_keys import IdentityKey, constant_key
 
 # Modules whose functions and classes are library code: they are not rebound at run time, and
@@ -208,9 +209,12 @@ class GlobalReads:
             cell = function.__closure__[function.__code__.co_freevars.index(name)]
             return roots.setdefault(id(cell), _CellRoot(cell))
 
-        def visit(function: types.FunctionType, depth: int) -> None:
+        def visit(function: types.FunctionType, depth: int, captured_by_body: bool = False) -> None:
             """A helper the body calls: its globals, and its closure cells (a `nonlocal` may
-            rebind one), with their attribute chains."""
+            rebind one), with their attribute chains. The tensors in the cells of a closure the
+            body captures are not recorded: they are launch arguments already (`LaunchBinding`
+            binds them, `call_keys` keys them), and a fresh closure per call must not pin the
+            first call's tensors."""
             code = function.__code__
             if id(code) in seen or depth > _MAX_HELPER_DEPTH:
                 return
@@ -221,8 +225,15 @@ class GlobalReads:
                         record_chain(function.__globals__, name, attributes, depth, bare=True)
                 else:
                     root = cell_root(function, name)
-                    if root is not None:
-                        record_chain(root, name, attributes, depth, bare=True)
+                    if root is None:
+                        continue
+                    value = root.get(name, _MISSING)
+                    if captured_by_body and (isinstance(value, torch.Tensor) or holds_tensors(value)):
+                        continue
+                    if captured_by_body and captured_cells(value) is not None:
+                        visit(value, depth + 1, captured_by_body=True)  # keyed per launch as well
+                        continue
+                    record_chain(root, name, attributes, depth, bare=True)
 
         if getattr(body, "__globals__", None) is None:
             return None
@@ -241,7 +252,7 @@ class GlobalReads:
                     record_chain(root, name, attributes, 0, bare=False)
         for value in captured:
             if isinstance(value, types.FunctionType) and not _is_library(value):
-                visit(value, 1)
+                visit(value, 1, captured_by_body=True)
         return cls(tuple(entries.values())) if entries else None
 
     def changed(self) -> str | None:
