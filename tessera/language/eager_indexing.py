@@ -55,8 +55,8 @@ def _as_int(value: Any) -> Any:
 
 def normalize_index(tensor: torch.Tensor, index: Any, reading: bool = False) -> Index:
     """Tiles become slices (bounds-checked); 0-d int tensors become ints; the result is a tuple.
-    `reading` (a load inside a tile loop): an int index into a dimension of size 1 broadcasts,
-    as in Helion, reading its one element."""
+    `reading` (a load inside a tile loop): an int index, or a tile running past 1, into a
+    dimension of size 1 broadcasts, as in Helion, reading its one element."""
     items = list(index) if isinstance(index, (tuple, list)) else [index]
     consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
     if Ellipsis in items:
@@ -78,13 +78,16 @@ def normalize_index(tensor: torch.Tensor, index: Any, reading: bool = False) -> 
                     f"{tensor.size(dim)} (tensor shape {list(tensor.shape)})",
                     location=user_location(),
                     hint="begin tile loops at 0 or above (a negative begin is not Python's from-the-end slicing)")
-            if item.end > tensor.size(dim):
+            if reading and tensor.size(dim) == 1 and item.end > 1:
+                item = slice(0, 1)  # a read of a dimension of size 1 broadcasts, as in Helion
+            elif item.end > tensor.size(dim):
                 raise exc.IndexingError(
                     f"tile {item.begin}:{item.end} is out of bounds for dimension {dim} of size "
                     f"{tensor.size(dim)} (tensor shape {list(tensor.shape)})",
                     location=user_location(),
                     hint="tile each dimension by the size of the tensor it indexes")
-            item = item.as_slice()
+            if isinstance(item, Tile):
+                item = item.as_slice()
         elif isinstance(item, int) and not isinstance(item, bool):
             if reading and dim < tensor.dim() and tensor.size(dim) == 1:
                 item = 0

@@ -26,7 +26,7 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any,
                   masked: bool = False, reading: bool = False) -> tuple[list[DimAccess], tuple[Axis, ...]]:
     """Per dim the access and the result's axes. `masked`: the access has an extra_mask, so a
     tile may run past its dimension where that mask covers the lanes past the end. `reading`:
-    a load, where an int index into a dimension of size 1 broadcasts."""
+    a load, where an int index, or a tile longer than 1, into a dimension of size 1 broadcasts."""
     items = list(index) if isinstance(index, (tuple, list)) else [index]
     consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
     # Identity checks only: `in` / `.index` would call a tile value's `__eq__`.
@@ -48,7 +48,11 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any,
             result.append(UNIT)
             continue
         size = tracer.symbols.canonical(tensor.sizes[dim])
-        if isinstance(item, TileProxy):
+        if isinstance(item, TileProxy) and reading and _tile_broadcasts(tracer, item.axis, size):
+            # a read of a dimension of size 1 with a longer tile broadcasts its one element (Helion)
+            accesses.append(DimAccess(AccessKind.SCALAR, scalar=sympy.Integer(0)))
+            result.append(UNIT)
+        elif isinstance(item, TileProxy):
             bound, user_masked = _tile_bound(tracer, item.axis, size, tensor, dim, masked)
             accesses.append(DimAccess(AccessKind.AXIS, axis=item.axis, bound=bound, user_masked=user_masked,
                                       check_negative=_tile_may_begin_below_zero(tracer, item.axis, tensor, dim)))
@@ -116,6 +120,21 @@ def _tile_bound(tracer: Tracer, axis: Axis, size: Any, tensor: TensorProxy, dim:
             hint="tile each dimension by the size of the tensor it indexes")
     tracer.symbols.guard(sympy.Le(end, size), f"tile of {tensor.name} dim {dim} stays in bounds")
     return None, False
+
+
+def _tile_broadcasts(tracer: Tracer, axis: Axis, size: Any) -> bool:
+    """Whether a tile reading a dimension broadcasts it: the dimension has size 1 and the tile's
+    loop runs past 1 (eager mode reads each such tile as its one element). Guarded both ways."""
+    end = tracer.symbols.canonical(axis.range_end) if axis.is_tile else axis.end
+    if end == size or not _is_unit(tracer, size):
+        return False
+    if not isinstance(end, (int, sympy.Basic)) or isinstance(end, sympy.Basic) and not _host_size(tracer, end):
+        return False  # a device-computed end: the ordinary bounds mask
+    longer = tracer.symbols.evaluate(end) > 1
+    if isinstance(end, sympy.Basic) and not end.is_Integer:
+        tracer.symbols.guard(sympy.Gt(end, 1) if longer else sympy.Le(end, 1),
+                             f"tile loop up to {end} is {'' if longer else 'not '}longer than 1")
+    return longer
 
 
 def check_index_dtype(dtype: torch.dtype) -> None:
