@@ -60,3 +60,57 @@ def test_tile_storing_past_size_one_dim_is_an_error() -> None:
         with pytest.raises(tessera.exc.IndexingError):
             tessera.kernel(store_into_size_one, mode=mode, config=tessera.Config(block_sizes=[4, 4]))(
                 torch.randn(3, 5), torch.empty(1, 5))
+
+
+# -- Helion's implicit broadcast by tile (traced modes; eager keeps torch's right alignment) -------
+def add_row_bias(a: T, row: T, col: T) -> T:
+    out = torch.empty_like(a)
+    for tile_m, tile_n in hl.tile(a.size()):
+        out[tile_m, tile_n] = a[tile_m, tile_n] * col[tile_n] + row[tile_m]
+    return out
+
+
+def add_middle(a: T, b: T) -> T:
+    out = torch.empty_like(a)
+    for tile_a, tile_b, tile_c in hl.tile(a.size()):
+        out[tile_a, tile_b, tile_c] = a[tile_a, tile_b, tile_c] + b[tile_b]
+    return out
+
+
+def add_tile_and_slice(a: T, b: T) -> T:
+    k = a.size(2)
+    out = torch.empty_like(a)
+    for tile_m, tile_n in hl.tile([a.size(0), a.size(1)]):
+        out[tile_m, tile_n, 0:k] = a[tile_m, tile_n, 0:k] + b[tile_m, 0:k]
+    return out
+
+
+def scale_expand_as(a: T, scale: T) -> T:
+    out = torch.empty_like(a)
+    for tile_m, tile_n in hl.tile(a.size()):
+        loaded = a[tile_m, tile_n]
+        out[tile_m, tile_n] = loaded * scale[tile_m].expand_as(loaded)
+    return out
+
+
+def store_rows(a: T, row: T) -> T:
+    out = torch.empty_like(a)
+    for tile_m, tile_n in hl.tile(a.size()):
+        out[tile_m, tile_n] = row[tile_m]
+    return out
+
+
+@pytest.mark.parametrize("m, n", [(37, 20), (1, 1), (16, 16), (5, 33)])
+def test_implicit_broadcast_by_tile(m: int, n: int) -> None:
+    config = tessera.Config(block_sizes=[16, 8])
+    a, row, col = torch.randn(m, n), torch.randn(m), torch.randn(n)
+    run = lambda fn: tessera.kernel(fn, mode="interpret", config=config)  # noqa: E731
+    torch.testing.assert_close(run(add_row_bias)(a, row, col), a * col + row[:, None])
+    torch.testing.assert_close(run(scale_expand_as)(a, row), a * row[:, None])
+    torch.testing.assert_close(run(store_rows)(a, row), row[:, None].expand_as(a))
+    a3 = torch.randn(3, m, 5)
+    torch.testing.assert_close(tessera.kernel(add_middle, mode="interpret", config=tessera.Config(
+        block_sizes=[2, 16, 4]))(a3, row), a3 + row[None, :, None])
+    a3, b = torch.randn(m, n, 2), torch.randn(m, 4)
+    torch.testing.assert_close(run(add_tile_and_slice)(a3, b), a3 + b[:, 0:2].unsqueeze(1))
+

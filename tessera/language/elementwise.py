@@ -23,6 +23,7 @@ from tessera.language.operands import ask_torch, scalar_operand
 from tessera.location import user_location
 from tessera.trace.indexing import trace_load
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
+from tessera.trace.tile_alignment import align_operands
 from tessera.trace.tracer import Tracer
 
 
@@ -131,6 +132,7 @@ def apply_elementwise(tracer: Tracer, name: str, *operands: Any) -> TileValue:
     # condition is no number)
     operands = tuple(o if isinstance(o, TileValue) or (name == "where" and position == 0)
                      else scalar_operand(o, compute) for position, o in enumerate(operands))
+    operands = align_operands(tracer, operands)
     values = [o for o in operands if isinstance(o, TileValue)]
     shape = tracer.broadcast([v.axes for v in values], f"torch.{name}")
     operands = tuple(tracer.onto_block_axes(o, shape) if isinstance(o, TileValue) else o for o in operands)

@@ -19,6 +19,7 @@ from tessera.language.eager_indexing import check_tile_value_index
 from tessera.language.operands import check_dtype
 from tessera.location import user_location
 from tessera.trace.proxy import TensorProxy, TileValue
+from tessera.trace.tile_alignment import align_to
 from tessera.trace.tracer import Tracer
 from tessera.trace.views import reshape_view
 
@@ -150,6 +151,7 @@ def t_p(tracer: Tracer, value: TileValue) -> TileValue:
 def expand_p(tracer: Tracer, value: TileValue, *sizes: Any) -> TileValue:
     target = sizes[0] if len(sizes) == 1 and not isinstance(sizes[0], (int,)) else sizes
     if isinstance(target, TileValue):
+        value = align_to(tracer, value, target.axes)
         axes = tracer.broadcast([value.axes, target.axes], "expand")
     else:
         axes = _expanded_axes(tracer, value, list(target))

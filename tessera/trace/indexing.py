@@ -16,6 +16,7 @@ from tessera.location import user_location
 from tessera.ir.graph import UNIT, AccessKind, Axis, DimAccess, Node, Op
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue, refuse_value_list
 from tessera.trace.bounds import lower_bound
+from tessera.trace.tile_alignment import align_to
 from tessera.trace.views import Window, is_whole_slice, split_view
 
 if TYPE_CHECKING:
@@ -286,6 +287,7 @@ def stored_value(tracer: Tracer, tensor: TensorProxy, shape: tuple[Axis, ...], v
     """A value written to `tensor` at a destination of axes `shape`: a tile value that broadcasts
     to it, or a scalar."""
     if isinstance(value, TileValue):
+        value = align_to(tracer, value, shape)
         target = tracer.broadcast([shape, value.axes], f"store into {tensor.name}")
         if len(target) != len(shape) or any(a is not tracer.canonical_axis(b) and b is not UNIT
                                                and not tracer.fits_block_axis(a, b) for a, b in zip(target, shape)):
