@@ -114,3 +114,29 @@ def test_implicit_broadcast_by_tile(m: int, n: int) -> None:
     a3, b = torch.randn(m, n, 2), torch.randn(m, 4)
     torch.testing.assert_close(run(add_tile_and_slice)(a3, b), a3 + b[:, 0:2].unsqueeze(1))
 
+
+
+# -- index tensors of different ranks broadcast from the right, as in torch ----------------------
+def gather_rows_by_tile(col: T, table: T) -> T:
+    out = torch.empty(col.size(0), col.size(1), table.size(1))
+    for tile_m, tile_p in hl.tile([col.size(0), table.size(1)]):
+        for tile_k in hl.tile(col.size(1)):
+            rows = col[tile_m, tile_k]
+            out[tile_m, tile_k, tile_p] = table[rows[:, :, None], tile_p.index[None, :]]
+    return out
+
+
+@pytest.mark.parametrize("m, k, p", [(4, 4, 4), (5, 7, 9), (1, 1, 1), (16, 3, 2)])
+def test_gather_index_tensors_of_lower_rank_align_right(m: int, k: int, p: int) -> None:
+    col, table = torch.randint(0, 6, (m, k)), torch.randn(6, p)
+    # silent before: the lower-rank index `tile_p.index[None, :]` was placed from the left
+    for mode, result in _run(gather_rows_by_tile, tessera.Config(block_sizes=[4, 4, 2]), col, table).items():
+        torch.testing.assert_close(result, table[col], msg=lambda m: f"{mode}: {m}")
+
+
+def test_gather_index_alignment_on_pallas() -> None:
+    pytest.importorskip("jax")
+    col, table = torch.randint(0, 6, (5, 7)), torch.randn(6, 9)
+    result = tessera.kernel(gather_rows_by_tile, backend="pallas", config=tessera.Config(block_sizes=[4, 4, 2]))(
+        col, table)
+    torch.testing.assert_close(result, table[col])
