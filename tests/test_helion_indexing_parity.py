@@ -140,3 +140,19 @@ def test_gather_index_alignment_on_pallas() -> None:
     result = tessera.kernel(gather_rows_by_tile, backend="pallas", config=tessera.Config(block_sizes=[4, 4, 2]))(
         col, table)
     torch.testing.assert_close(result, table[col])
+
+
+# -- torch.lerp with a float argument as its weight ----------------------------------------------
+def lerp_in_place(a: T, b: T, weight: float) -> T:
+    for tile_m, tile_n in hl.tile(a.shape):
+        a[tile_m, tile_n] = torch.lerp(a[tile_m, tile_n], b[tile_m, tile_n], weight)
+    return a
+
+
+@pytest.mark.parametrize("shape", [(37, 20), (1, 1), (16, 5)])
+def test_lerp_with_float_weight(shape: tuple[int, int]) -> None:
+    a, b = torch.randn(shape), torch.randn(shape)
+    for mode in MODES:
+        kernel = tessera.kernel(lerp_in_place, mode=mode)
+        for weight in (0.25, 0.5, 1.0, -2.0):  # both of torch's formulas, one kernel
+            torch.testing.assert_close(kernel(a.clone(), b, weight), torch.lerp(a, b, weight), msg=lambda m: f"{mode}: {m}")

@@ -281,6 +281,8 @@ OPS: tuple[OpCase, ...] = (
     OpCase("silu", lambda x, y, z: F.silu(x), tolerance=1e-4),
     OpCase("where", lambda x, y, z: torch.where(x > 0, y, z)),
     OpCase("clamp", lambda x, y, z: torch.clamp(x, -0.5, 0.5)),
+    OpCase("lerp", lambda x, y, z: torch.lerp(x, y, z)),
+    OpCase("lerp", lambda x, y, z: x.lerp(y, 0.75), dtype=torch.float16, tolerance=1e-3),
     # casts and views (language/view.py)
     OpCase("to", lambda x, y, z: x.to(torch.float16), tolerance=1e-3),
     OpCase("float", lambda x, y, z: x.float(), dtype=torch.bfloat16), OpCase("half", lambda x, y, z: x.half(), tolerance=1e-3),

@@ -270,6 +270,36 @@ clamp_p = Primitive("clamp", torch_functions=(torch.clamp, T.clamp, torch.clip, 
 clamp_p.def_trace(_clamp_trace)
 
 
+def _lerp_trace(tracer: Tracer, start: Any, end: Any, weight: Any) -> TileValue:
+    """torch.lerp's formula: `start + w * (end - start)` for |w| < 0.5, else
+    `end - (end - start) * (1 - w)` (exact at w = 1); 16-bit floats compute in fp32 and round
+    once, as torch's kernels do."""
+    start, end, weight = (scalar_tensor_value(tracer, v) for v in (start, end, weight))
+    answer = ask_torch("torch.lerp", torch.lerp, (start, end, weight), {})
+    compute = _compute_dtype(answer.dtype)
+    start, end, weight = (tracer.emit(Op.CAST, [v.node], v.axes, compute)
+                          if isinstance(v, TileValue) and v.dtype != compute else v for v in (start, end, weight))
+    difference = apply_elementwise(tracer, "sub", end, start)
+    low = apply_elementwise(tracer, "add", start, apply_elementwise(tracer, "mul", weight, difference))
+    rest = apply_elementwise(tracer, "sub", 1, weight) if isinstance(weight, TileValue) else 1 - weight
+    high = apply_elementwise(tracer, "sub", end, apply_elementwise(tracer, "mul", difference, rest))
+    if not isinstance(weight, TileValue):
+        small = sympy.Lt(sympy.Abs(sympy.sympify(weight)), sympy.Rational(1, 2))
+        if not isinstance(small, sympy.logic.boolalg.BooleanAtom):  # a float argument: one branch per call
+            small = sympy.true if tracer.symbols.evaluate(small) else sympy.false
+            tracer.symbols.guard(sympy.Lt(sympy.Abs(weight), sympy.Rational(1, 2)) if small
+                                 else sympy.Ge(sympy.Abs(weight), sympy.Rational(1, 2)), "lerp weight's branch")
+        result = low if bool(small) else high
+    else:
+        small = apply_elementwise(tracer, "lt", apply_elementwise(tracer, "abs", weight), 0.5)
+        result = apply_elementwise(tracer, "where", small, low, high)
+    return result if result.dtype == answer.dtype else tracer.emit(Op.CAST, [result.node], result.axes, answer.dtype)
+
+
+lerp_p = Primitive("lerp", torch_functions=(torch.lerp, T.lerp))
+lerp_p.def_trace(_lerp_trace)
+
+
 # torch's logical ops: operands are true where nonzero (NaN included), the result is bool
 def _truth(tracer: Tracer, value: Any) -> Any:
     if isinstance(value, TileValue) and value.dtype != torch.bool:
