@@ -156,3 +156,48 @@ def test_lerp_with_float_weight(shape: tuple[int, int]) -> None:
         kernel = tessera.kernel(lerp_in_place, mode=mode)
         for weight in (0.25, 0.5, 1.0, -2.0):  # both of torch's formulas, one kernel
             torch.testing.assert_close(kernel(a.clone(), b, weight), torch.lerp(a, b, weight), msg=lambda m: f"{mode}: {m}")
+
+
+# -- torch.gather of tile values in registers --------------------------------------------------
+def gather_along_rows(src: T, index: T) -> T:
+    out = torch.empty(index.shape, dtype=src.dtype)
+    for tile_n, tile_k in hl.tile(index.shape):
+        out[tile_n, tile_k] = torch.gather(src[tile_n, :], 1, index[tile_n, tile_k])
+    return out
+
+
+def gather_along_columns(src: T, index: T) -> T:
+    out = torch.empty(index.shape, dtype=src.dtype)
+    for tile_k, tile_m in hl.tile(index.shape):
+        out[tile_k, tile_m] = src[:, tile_m].gather(0, index[tile_k, tile_m])
+    return out
+
+
+@pytest.mark.parametrize("n, m, k", [(16, 32, 8), (5, 37, 3), (1, 1, 1)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bool])
+def test_gather_from_registers(n: int, m: int, k: int, dtype: torch.dtype) -> None:
+    src = (torch.randn(n, m) * 10).to(dtype)
+    rows, columns = torch.randint(0, m, (n, k)), torch.randint(0, n, (k, m))
+    for mode, result in _run(gather_along_rows, tessera.Config(block_sizes=[4, 4]), src, rows).items():
+        assert torch.equal(result, torch.gather(src, 1, rows)), mode
+    for mode, result in _run(gather_along_columns, tessera.Config(block_sizes=[4, 8]), src, columns).items():
+        assert torch.equal(result, torch.gather(src, 0, columns)), mode
+
+
+def gather_along_a_tile(src: T, index: T) -> T:
+    out = torch.empty(index.shape, dtype=src.dtype)
+    for tile_n, tile_k in hl.tile(index.shape):
+        out[tile_n, tile_k] = torch.gather(src[tile_n, tile_k], 1, index[tile_n, tile_k])
+    return out
+
+
+def test_gather_refusals_are_located() -> None:
+    src = torch.randn(8, 8)
+    with pytest.raises(tessera.exc.UnsupportedOperationError, match="whole dimension"):
+        tessera.kernel(gather_along_a_tile, mode="interpret")(src, torch.zeros(8, 8, dtype=torch.int64))
+    for mode in MODES:  # torch's own rule: an integer index
+        with pytest.raises(tessera.exc.TesseraError):
+            tessera.kernel(gather_along_rows, mode=mode)(src, torch.zeros(8, 4, dtype=torch.float32))
+    index = torch.randint(0, 8, (8, 4), dtype=torch.int32)  # int32 indices, as torch takes them
+    for mode, result in _run(gather_along_rows, tessera.Config(block_sizes=[4, 4]), src, index).items():
+        assert torch.equal(result, torch.gather(src, 1, index)), mode

@@ -326,6 +326,8 @@ OPS: tuple[OpCase, ...] = (
     OpCase("prod", lambda v: (v * 0.1 + 1).prod(-1), layout="row_to_value", tolerance=1e-4),
     OpCase("prod", lambda v: torch.prod(v * 0.1 + 1, 1, keepdim=True, dtype=torch.float64).float() + v,
            layout="row_to_row", tolerance=1e-4),
+    # gathers from registers (language/gather.py): each row picks its lanes in sorted order
+    OpCase("gather", lambda v: torch.gather(v, 1, torch.sort(v, dim=1).indices), layout="row_to_row"),
     # sorting (language/sorting.py)
     OpCase("sort", lambda v: torch.sort(v, dim=1, descending=True).values, layout="row_to_row"),
     OpCase("topk", lambda v: v.topk(1, dim=1).values.squeeze(1), layout="row_to_value"),
