@@ -201,3 +201,45 @@ def test_gather_refusals_are_located() -> None:
     index = torch.randint(0, 8, (8, 4), dtype=torch.int32)  # int32 indices, as torch takes them
     for mode, result in _run(gather_along_rows, tessera.Config(block_sizes=[4, 4]), src, index).items():
         assert torch.equal(result, torch.gather(src, 1, index)), mode
+
+
+# -- arange with bounds that move per tile (their distance a compile-time int) -----------------
+def arange_scatter_doubled(x: T) -> T:
+    out = torch.zeros([x.size(0) * 2], dtype=torch.int32)
+    for tile in hl.tile(x.size(0)):
+        indices = hl.arange(tile.begin * 2, tile.begin * 2 + tile.block_size * 2)
+        out[indices] = indices
+    return out
+
+
+def torch_arange_forms(x: T) -> T:
+    shifted, counted, stepped = (torch.zeros([x.size(0)], dtype=torch.int32) for _ in range(3))
+    for tile in hl.tile(x.size(0)):
+        shifted[tile] = torch.arange(tile.begin, tile.begin + tile.block_size, device=x.device)
+        counted[tile] = torch.arange(tile.block_size)
+        stepped[tile] = torch.arange(tile.begin * 2, (tile.begin + tile.block_size) * 2, step=2)
+    return torch.stack([shifted, counted, stepped], dim=1)
+
+
+@pytest.mark.parametrize("n", [64, 40, 1])
+def test_arange_with_moving_bounds(n: int) -> None:
+    x = torch.randn(n)
+    lanes = torch.arange(n)
+    expected = torch.stack([lanes, lanes % 16, lanes * 2], dim=1).int()
+    for mode, result in _run(torch_arange_forms, tessera.Config(block_sizes=[16]), x).items():
+        assert torch.equal(result, expected), mode
+    if n % 16 == 0:  # the scattered arange runs past a tail tile's end (eager refuses that too)
+        for mode, result in _run(arange_scatter_doubled, tessera.Config(block_sizes=[16]), x).items():
+            assert torch.equal(result, torch.arange(2 * n, dtype=torch.int32)), mode
+
+
+def arange_of_varying_length(x: T) -> T:
+    out = torch.zeros_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = hl.arange(tile.begin, tile.end).float()
+    return out
+
+
+def test_arange_of_runtime_length_is_located() -> None:
+    with pytest.raises(tessera.exc.DynamicAllocationError, match="compile-time int"):
+        tessera.kernel(arange_of_varying_length, mode="interpret")(torch.randn(40))

@@ -387,6 +387,9 @@ OPS: tuple[OpCase, ...] = (
     OpCase("torch_empty", lambda x, y, z: torch.empty(x.shape, dtype=torch.int8) * 0 + y,
            reference=lambda x, y, z: torch.zeros(x.shape, dtype=torch.int8) + y),
     OpCase("torch_full", lambda x, y, z: torch.full(x.shape, 2) * x),
+    # torch.arange(v.size(d)) of a tile dim counts that tile's lanes (tile_n's block is 16)
+    OpCase("torch_arange", lambda v: v.t() + torch.arange(v.size(0)), layout="transposed",
+           reference=lambda v: v.t() + torch.arange(v.size(0)) % 16),
 )
 
 

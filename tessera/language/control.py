@@ -109,10 +109,15 @@ def torch_call_helper(function: Any, *args: Any, **kwargs: Any) -> Any:
     """What a rewritten `torch.fn(...)` inside a tile loop calls: with a scalar argument that is a
     runtime expression (`1 - eps` of a float argument), fn's primitive directly, as torch's argument
     parser refuses sympy expressions; anything else is the plain call."""
-    if any(isinstance(value, sympy.Expr) and not isinstance(value, HostScalar) and value.free_symbols
-           for value in (*args, *kwargs.values())) and function in TORCH_FUNCTIONS:
+    if function in _TILE_FACTORIES or any(isinstance(value, sympy.Expr) and not isinstance(value, HostScalar)
+                                          and value.free_symbols for value in (*args, *kwargs.values())) \
+            and function in TORCH_FUNCTIONS:
         return TORCH_FUNCTIONS[function].bind(*args, **kwargs)
     return function(*args, **kwargs)
+
+
+# made inside a tile loop, these are tile values even from plain ints (`torch.arange(tile.block_size)`)
+_TILE_FACTORIES = frozenset({torch.arange})
 
 
 def device_if_helper(condition: Any, then_body: Callable[..., tuple], else_body: Callable[..., tuple],
