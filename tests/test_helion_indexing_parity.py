@@ -243,3 +243,39 @@ def arange_of_varying_length(x: T) -> T:
 def test_arange_of_runtime_length_is_located() -> None:
     with pytest.raises(tessera.exc.DynamicAllocationError, match="compile-time int"):
         tessera.kernel(arange_of_varying_length, mode="interpret")(torch.randn(40))
+
+
+# -- torch's index arity: trailing dims implied, one `...`, not too many ------------------------
+def copy_rows_from_argument(src: T, dst: T, val: T) -> tuple[T, T]:
+    for i in hl.grid(src.shape[0]):
+        dst[i] = val  # a tensor argument, read whole; `dst[i]` is `dst[i, :]`
+        src[i] = dst[i]
+    return src, dst
+
+
+@pytest.mark.parametrize("shape", [(5, 4), (1, 1), (3, 7, 2)])
+def test_fewer_indices_than_dims_and_tensor_values(shape: tuple[int, ...]) -> None:
+    val = torch.randn(shape[1:])
+    for mode in MODES:
+        src, dst = tessera.kernel(copy_rows_from_argument, mode=mode)(torch.zeros(shape), torch.zeros(shape), val)
+        torch.testing.assert_close(src, val.expand(shape), msg=lambda m: f"{mode}: {m}")
+        torch.testing.assert_close(dst, val.expand(shape), msg=lambda m: f"{mode}: {m}")
+
+
+def two_ellipses(x: T) -> T:
+    for _ in hl.grid(1):
+        x[..., ...] = 1.0
+    return x
+
+
+def too_many_indices(x: T) -> T:
+    for i in hl.grid(x.size(0)):
+        x[i, 0, 0, ...] = 1.0
+    return x
+
+
+@pytest.mark.parametrize("kernel, message", [(two_ellipses, "single ellipsis"), (too_many_indices, "too many indices")])
+def test_index_arity_errors_are_type_inference_errors(kernel, message) -> None:
+    for mode in MODES:
+        with pytest.raises(tessera.exc.TypeInferenceError, match=message):
+            tessera.kernel(kernel, mode=mode)(torch.zeros(4, 8))

@@ -59,6 +59,9 @@ def normalize_index(tensor: torch.Tensor, index: Any, reading: bool = False) -> 
     dimension of size 1 broadcasts, as in Helion, reading its one element."""
     items = list(index) if isinstance(index, (tuple, list)) else [index]
     consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
+    if sum(1 for item in items if item is Ellipsis) > 1:
+        raise exc.IndexingError("an index can only have a single ellipsis ('...')", location=user_location(),
+                                hint="keep one `...`")
     if Ellipsis in items:
         spot = items.index(Ellipsis)
         items[spot:spot + 1] = [slice(None)] * (tensor.dim() - consumed)
@@ -71,7 +74,7 @@ def normalize_index(tensor: torch.Tensor, index: Any, reading: bool = False) -> 
         if isinstance(item, Tile):
             if dim >= tensor.dim():
                 raise exc.IndexingError(
-                    f"too many indices for a tensor of rank {tensor.dim()}", location=user_location())
+                    f"too many indices for tensor of dimension {tensor.dim()}", location=user_location())
             if item.begin < 0:
                 raise exc.IndexingError(
                     f"tile {item.begin}:{item.end} begins below 0 in dimension {dim} of size "
@@ -119,7 +122,7 @@ def _cut_to_tiles(value: Any, index: Any) -> Any:
 def _check_int_index(tensor: torch.Tensor, item: int, dim: int) -> None:
     """torch's rule for an int index (negative counts from the end), as a located error."""
     if dim >= tensor.dim():
-        raise exc.IndexingError(f"too many indices for a tensor of rank {tensor.dim()}", location=user_location())
+        raise exc.IndexingError(f"too many indices for tensor of dimension {tensor.dim()}", location=user_location())
     size = tensor.size(dim)
     if not -size <= item < size:
         raise exc.IndexingError(

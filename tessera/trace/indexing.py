@@ -31,14 +31,17 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any,
     items = list(index) if isinstance(index, (tuple, list)) else [index]
     consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
     # Identity checks only: `in` / `.index` would call a tile value's `__eq__`.
-    spot = next((position for position, item in enumerate(items) if item is Ellipsis), None)
-    if spot is not None:
-        items[spot:spot + 1] = [slice(None)] * (tensor.dim() - consumed)
-        consumed = tensor.dim()
-    if consumed != tensor.dim():
+    spots = [position for position, item in enumerate(items) if item is Ellipsis]
+    if len(spots) > 1:
+        raise exc.IndexingError(f"an index can only have a single ellipsis ('...'), {tensor.name} has {len(spots)}",
+                                location=user_location(), hint="keep one `...`")
+    if consumed > tensor.dim():
         raise exc.IndexingError(
-            f"{tensor.name} has {tensor.dim()} dimensions but is indexed with {consumed}",
-            location=user_location(), hint="index every dimension (use `:` for a whole one)")
+            f"too many indices for tensor of dimension {tensor.dim()}: {tensor.name} is indexed with {consumed}",
+            location=user_location(), hint="give at most one index per dimension")
+    # as in torch, `...` (or the end of the index) stands for `:` over the dims not indexed
+    spot = spots[0] if spots else len(items)
+    items[spot:spot + 1 if spots else spot] = [slice(None)] * (tensor.dim() - consumed)
     accesses: list[DimAccess] = []
     result: list[Axis] = []
     gathered: list[tuple[Axis, ...]] = []
@@ -285,7 +288,9 @@ def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any =
 
 def stored_value(tracer: Tracer, tensor: TensorProxy, shape: tuple[Axis, ...], value: Any) -> Any:
     """A value written to `tensor` at a destination of axes `shape`: a tile value that broadcasts
-    to it, or a scalar."""
+    to it, a tensor argument (read whole, as `dst[i] = val` reads it in torch), or a scalar."""
+    if isinstance(value, TensorProxy):
+        value = trace_load(tracer, value, (slice(None),) * value.dim())
     if isinstance(value, TileValue):
         value = align_to(tracer, value, shape)
         target = tracer.broadcast([shape, value.axes], f"store into {tensor.name}")
