@@ -279,3 +279,21 @@ def test_index_arity_errors_are_type_inference_errors(kernel, message) -> None:
     for mode in MODES:
         with pytest.raises(tessera.exc.TypeInferenceError, match=message):
             tessera.kernel(kernel, mode=mode)(torch.zeros(4, 8))
+
+
+# -- torch.reshape spelled as a function ------------------------------------------------------
+def softmax_with_reshapes(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile_n in hl.tile(x.size(0)):
+        values = x[tile_n, :]
+        amax = torch.amax(values, dim=1).view(tile_n, 1)
+        exp = torch.exp(values - amax)
+        out[tile_n, :] = exp / torch.reshape(torch.sum(exp, dim=1), [tile_n, 1])
+    return out
+
+
+@pytest.mark.parametrize("shape", [(9, 37), (1, 1), (4, 64)])
+def test_torch_reshape_function(shape: tuple[int, int]) -> None:
+    x = torch.randn(shape)
+    for mode, result in _run(softmax_with_reshapes, tessera.Config(block_sizes=[2]), x).items():
+        torch.testing.assert_close(result, torch.softmax(x, dim=1), msg=lambda m: f"{mode}: {m}")

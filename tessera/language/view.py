@@ -184,7 +184,7 @@ def _expanded_axes(tracer: Tracer, value: TileValue, sizes: list[Any]) -> tuple[
     return tuple(axes)
 
 
-@torch_primitive("reshape", T.reshape, T.view)
+@torch_primitive("reshape", T.reshape, T.view, torch.reshape)
 def reshape_p(tracer: Tracer, tensor: Any, *shape: Any) -> Any:
     if isinstance(tensor, TileValue) and len(shape) == 1 and isinstance(shape[0], torch.dtype):
         return view_dtype(tracer, tensor, shape[0])
