@@ -297,3 +297,9 @@ def test_torch_reshape_function(shape: tuple[int, int]) -> None:
     x = torch.randn(shape)
     for mode, result in _run(softmax_with_reshapes, tessera.Config(block_sizes=[2]), x).items():
         torch.testing.assert_close(result, torch.softmax(x, dim=1), msg=lambda m: f"{mode}: {m}")
+
+
+def test_config_spec_has_no_flatten_choices() -> None:
+    # every N-D tile loop is one flat program id already: nothing for a tuner to flatten
+    bound = tessera.kernel(add_row_bias, mode="interpret").bind((torch.randn(8, 4), torch.randn(8), torch.randn(4)))
+    assert bound.config_spec.flatten_loops == []
