@@ -303,3 +303,43 @@ def test_config_spec_has_no_flatten_choices() -> None:
     # every N-D tile loop is one flat program id already: nothing for a tuner to flatten
     bound = tessera.kernel(add_row_bias, mode="interpret").bind((torch.randn(8, 4), torch.randn(8), torch.randn(4)))
     assert bound.config_spec.flatten_loops == []
+
+
+# -- v.view(dtype): the same bits as a dtype of the same size ---------------------------------
+def bump_raw_bits(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        raw = x[tile].view(dtype=torch.int16) + 1
+        out[tile] = raw.view(dtype=torch.bfloat16)
+    return out
+
+
+def float_exponents(x: T) -> T:
+    out = torch.empty(x.shape, dtype=torch.int32)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = (x[tile].view(torch.int32) >> 23) & 255
+    return out
+
+
+@pytest.mark.parametrize("n", [100, 1, 64])
+def test_view_dtype_reinterprets_bits(n: int) -> None:
+    x = torch.randn(n, dtype=torch.bfloat16)
+    for mode, result in _run(bump_raw_bits, None, x).items():
+        assert torch.equal(result, (x.view(torch.int16) + 1).view(torch.bfloat16)), mode
+    xf = torch.randn(n) * 1e3
+    for mode, result in _run(float_exponents, None, xf).items():
+        assert torch.equal(result, (xf.view(torch.int32) >> 23) & 255), mode
+    if __import__("importlib").util.find_spec("jax"):
+        assert torch.equal(tessera.kernel(float_exponents, backend="pallas")(xf), (xf.view(torch.int32) >> 23) & 255)
+
+
+def view_as_wider(x: T) -> T:
+    out = torch.empty(x.shape, dtype=torch.int32)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile].view(torch.int32)
+    return out
+
+
+def test_view_dtype_of_another_size_is_located() -> None:
+    with pytest.raises(tessera.exc.UnsupportedOperationError, match="same size"):
+        tessera.kernel(view_as_wider, mode="interpret")(torch.randn(8, dtype=torch.float16))
