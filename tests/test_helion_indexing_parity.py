@@ -343,3 +343,43 @@ def view_as_wider(x: T) -> T:
 def test_view_dtype_of_another_size_is_located() -> None:
     with pytest.raises(tessera.exc.UnsupportedOperationError, match="same size"):
         tessera.kernel(view_as_wider, mode="interpret")(torch.randn(8, dtype=torch.float16))
+
+
+# -- slices with a step inside tile loops -----------------------------------------------------
+def strided_copies(src1: T, dst1: T, src2: T, dst2: T) -> tuple[T, T, T, T]:
+    for _ in hl.grid(1):
+        dst1[::2] = 1.0
+        src1[::2] = dst1[::2]
+        dst2[1::3] = 2.0
+        src2[1::3] = dst2[1::3]
+    return src1, dst1, src2, dst2
+
+
+def odd_columns(x: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = x[tile, 1::2] * 2
+    return out
+
+
+@pytest.mark.parametrize("n", [128, 7, 1])
+def test_slices_with_a_step(n: int) -> None:
+    expected = [torch.zeros(n) for _ in range(4)]
+    expected[0][::2] = expected[1][::2] = 1.0
+    expected[2][1::3] = expected[3][1::3] = 2.0
+    x = torch.randn(5, n)
+    for mode in MODES:
+        results = tessera.kernel(strided_copies, mode=mode)(*(torch.zeros(n) for _ in range(4)))
+        assert all(torch.equal(got, want) for got, want in zip(results, expected)), mode
+        got = tessera.kernel(odd_columns, mode=mode)(x, torch.zeros(5, n // 2))
+        assert torch.equal(got, x[:, 1::2] * 2), mode
+
+
+def negative_step(x: T) -> T:
+    for _ in hl.grid(1):
+        x[::-1] = 1.0
+    return x
+
+
+def test_a_non_positive_step_is_located() -> None:
+    with pytest.raises(tessera.exc.IndexingError, match="step"):
+        tessera.kernel(negative_step, mode="interpret")(torch.zeros(4))
