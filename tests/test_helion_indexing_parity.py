@@ -383,3 +383,31 @@ def negative_step(x: T) -> T:
 def test_a_non_positive_step_is_located() -> None:
     with pytest.raises(tessera.exc.IndexingError, match="step"):
         tessera.kernel(negative_step, mode="interpret")(torch.zeros(4))
+
+
+# -- torch.stack of more than two tile values ---------------------------------------------------
+def stack_middle(a: T, b: T, c: T) -> T:
+    out = torch.zeros(a.size(0), 3, a.size(1), dtype=a.dtype)
+    for tile_m in hl.tile(a.size(0)):
+        for tile_n in hl.tile(a.size(1)):
+            out[tile_m, :, tile_n] = torch.stack([a[tile_m, tile_n], b[tile_m, tile_n], c[tile_m, tile_n]], dim=1)
+    return out
+
+
+def stack_first_and_sum(a: T, b: T, c: T, d: T, e: T) -> T:
+    out = torch.zeros(a.shape)
+    for tile_m, tile_n in hl.tile(a.shape):
+        stacked = torch.stack([a[tile_m, tile_n], b[tile_m, tile_n], c[tile_m, tile_n], d[tile_m, tile_n],
+                               e[tile_m, tile_n]], dim=0)
+        out[tile_m, tile_n] = stacked.sum(0) + stacked.amax(0)
+    return out
+
+
+@pytest.mark.parametrize("shape", [(5, 9), (1, 1), (16, 32)])
+def test_stack_of_three_and_five(shape: tuple[int, int]) -> None:
+    a, b, c, d, e = (torch.randn(shape) for _ in range(5))
+    for mode, result in _run(stack_middle, tessera.Config(block_sizes=[4, 8]), a, b, c).items():
+        assert torch.equal(result, torch.stack([a, b, c], 1)), mode
+    for mode, result in _run(stack_first_and_sum, tessera.Config(block_sizes=[4, 8]), a, b, c, d, e).items():
+        expected = a + b + c + d + e + torch.stack([a, b, c, d, e]).amax(0)
+        torch.testing.assert_close(result, expected, msg=lambda m: f"{mode}: {m}")
