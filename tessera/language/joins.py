@@ -1,8 +1,8 @@
 """Putting tile values together and apart: `hl.join`, `hl.split`, `torch.stack` and `torch.cat`.
 
 Registers hold power-of-two blocks, so these work where the result is one: `hl.join(a, b)` adds
-a last dimension of size 2, `hl.split(v)` takes one apart, `torch.stack` stacks two values and
-`torch.cat` concatenates two along a dimension they hold whole (not a tile, whose tail would
+a last dimension of size 2, `hl.split(v)` takes one apart, `torch.stack` joins two values (more:
+a new whole dim whose lanes select among them) and `torch.cat` concatenates two along a dimension they hold whole (not a tile, whose tail would
 leave padding in the middle). Anything else is refused, located, with a way around it.
 
 >>> lo, hi = hl.split(pairs)                                          # doctest: +SKIP
