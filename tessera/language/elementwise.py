@@ -272,17 +272,25 @@ clamp_p.def_trace(_clamp_trace)
 
 def _lerp_trace(tracer: Tracer, start: Any, end: Any, weight: Any) -> TileValue:
     """torch.lerp's formula: `start + w * (end - start)` for |w| < 0.5, else
-    `end - (end - start) * (1 - w)` (exact at w = 1); 16-bit floats compute in fp32 and round
-    once, as torch's kernels do."""
+    `end - (end - start) * (1 - w)` (exact at w = 1). As torch's kernels: `end - start` and
+    `1 - w` round in the op's math dtype (fp32 for 16-bit floats), each multiply-add is fused
+    (done here in fp64, whose product of two fp32 values is exact), then rounds once."""
     start, end, weight = (scalar_tensor_value(tracer, v) for v in (start, end, weight))
     answer = ask_torch("torch.lerp", torch.lerp, (start, end, weight), {})
-    compute = _compute_dtype(answer.dtype)
-    start, end, weight = (tracer.emit(Op.CAST, [v.node], v.axes, compute)
-                          if isinstance(v, TileValue) and v.dtype != compute else v for v in (start, end, weight))
-    difference = apply_elementwise(tracer, "sub", end, start)
-    low = apply_elementwise(tracer, "add", start, apply_elementwise(tracer, "mul", weight, difference))
-    rest = apply_elementwise(tracer, "sub", 1, weight) if isinstance(weight, TileValue) else 1 - weight
-    high = apply_elementwise(tracer, "sub", end, apply_elementwise(tracer, "mul", difference, rest))
+    opmath = _compute_dtype(answer.dtype)
+
+    def as_(value: Any, dtype: torch.dtype) -> Any:
+        if isinstance(value, TileValue) and value.dtype != dtype:
+            return tracer.emit(Op.CAST, [value.node], value.axes, dtype)
+        return value
+
+    start, end, weight = (as_(v, opmath) for v in (start, end, weight))
+    difference = as_(apply_elementwise(tracer, "sub", end, start), torch.float64)
+    rest = as_(apply_elementwise(tracer, "sub", 1, weight), torch.float64) if isinstance(weight, TileValue) \
+        else 1 - weight
+    wide_start, wide_end, wide_weight = (as_(v, torch.float64) for v in (start, end, weight))
+    low = apply_elementwise(tracer, "add", wide_start, apply_elementwise(tracer, "mul", wide_weight, difference))
+    high = apply_elementwise(tracer, "sub", wide_end, apply_elementwise(tracer, "mul", difference, rest))
     if not isinstance(weight, TileValue):
         small = sympy.Lt(sympy.Abs(sympy.sympify(weight)), sympy.Rational(1, 2))
         if not isinstance(small, sympy.logic.boolalg.BooleanAtom):  # a float argument: one branch per call
@@ -293,7 +301,7 @@ def _lerp_trace(tracer: Tracer, start: Any, end: Any, weight: Any) -> TileValue:
     else:
         small = apply_elementwise(tracer, "lt", apply_elementwise(tracer, "abs", weight), 0.5)
         result = apply_elementwise(tracer, "where", small, low, high)
-    return result if result.dtype == answer.dtype else tracer.emit(Op.CAST, [result.node], result.axes, answer.dtype)
+    return as_(as_(result, opmath), answer.dtype)
 
 
 lerp_p = Primitive("lerp", torch_functions=(torch.lerp, T.lerp))

@@ -127,18 +127,16 @@ def _tile_bound(tracer: Tracer, axis: Axis, size: Any, tensor: TensorProxy, dim:
 
 
 def _tile_broadcasts(tracer: Tracer, axis: Axis, size: Any) -> bool:
-    """Whether a tile reading a dimension broadcasts it: the dimension has size 1 and the tile's
-    loop runs past 1 (eager mode reads each such tile as its one element). Guarded both ways."""
+    """Whether a tile reading a dimension broadcasts it: the tile's loop runs past the dimension,
+    which has size 1 (eager mode reads each such tile as its one element). Decided only where the
+    tile would otherwise run out of bounds, so in-bounds reads add no guard."""
     end = tracer.symbols.canonical(axis.range_end) if axis.is_tile else axis.end
-    if end == size or not _is_unit(tracer, size):
-        return False
-    if not isinstance(end, (int, sympy.Basic)) or isinstance(end, sympy.Basic) and not _host_size(tracer, end):
+    if end == size or tracer.symbols.on_device(size) or not isinstance(end, (int, sympy.Basic)) \
+            or isinstance(end, sympy.Basic) and not _host_size(tracer, end):
         return False  # a device-computed end: the ordinary bounds mask
-    longer = tracer.symbols.evaluate(end) > 1
-    if isinstance(end, sympy.Basic) and not end.is_Integer:
-        tracer.symbols.guard(sympy.Gt(end, 1) if longer else sympy.Le(end, 1),
-                             f"tile loop up to {end} is {'' if longer else 'not '}longer than 1")
-    return longer
+    if tracer.symbols.evaluate(end) <= tracer.symbols.evaluate(size):
+        return False
+    return _is_one(tracer, size)
 
 
 def check_index_dtype(dtype: torch.dtype) -> None:
