@@ -96,7 +96,12 @@ class AccumulatorDtypeError(DtypeError, TypeError):
     accumulator); also a TypeError, as Helion raises it."""
 
 
-class IndexingError(TesseraError):
+class TypeInferenceError(TesseraError):
+    """What torch itself refuses while a kernel's shapes are worked out (Helion's name for it):
+    the index errors below are of this kind."""
+
+
+class IndexingError(TypeInferenceError):
     """An index expression that Tessera cannot lower, or that is out of range."""
 
 

@@ -281,6 +281,8 @@ OPS: tuple[OpCase, ...] = (
     OpCase("silu", lambda x, y, z: F.silu(x), tolerance=1e-4),
     OpCase("where", lambda x, y, z: torch.where(x > 0, y, z)),
     OpCase("clamp", lambda x, y, z: torch.clamp(x, -0.5, 0.5)),
+    OpCase("lerp", lambda x, y, z: torch.lerp(x, y, z)),
+    OpCase("lerp", lambda x, y, z: x.lerp(y, 0.75), dtype=torch.float16, tolerance=1e-3),
     # casts and views (language/view.py)
     OpCase("to", lambda x, y, z: x.to(torch.float16), tolerance=1e-3),
     OpCase("float", lambda x, y, z: x.float(), dtype=torch.bfloat16), OpCase("half", lambda x, y, z: x.half(), tolerance=1e-3),
@@ -328,6 +330,8 @@ OPS: tuple[OpCase, ...] = (
     OpCase("prod", lambda v: (v * 0.1 + 1).prod(-1), layout="row_to_value", tolerance=1e-4),
     OpCase("prod", lambda v: torch.prod(v * 0.1 + 1, 1, keepdim=True, dtype=torch.float64).float() + v,
            layout="row_to_row", tolerance=1e-4),
+    # gathers from registers (language/gather.py): each row picks its lanes in sorted order
+    OpCase("gather", lambda v: torch.gather(v, 1, torch.sort(v, dim=1).indices), layout="row_to_row"),
     # sorting (language/sorting.py)
     OpCase("sort", lambda v: torch.sort(v, dim=1, descending=True).values, layout="row_to_row"),
     OpCase("topk", lambda v: v.topk(1, dim=1).values.squeeze(1), layout="row_to_value"),
@@ -387,6 +391,9 @@ OPS: tuple[OpCase, ...] = (
     OpCase("torch_empty", lambda x, y, z: torch.empty(x.shape, dtype=torch.int8) * 0 + y,
            reference=lambda x, y, z: torch.zeros(x.shape, dtype=torch.int8) + y),
     OpCase("torch_full", lambda x, y, z: torch.full(x.shape, 2) * x),
+    # torch.arange(v.size(d)) of a tile dim counts that tile's lanes (tile_n's block is 16)
+    OpCase("torch_arange", lambda v: v.t() + torch.arange(v.size(0)), layout="transposed",
+           reference=lambda v: v.t() + torch.arange(v.size(0)) % 16),
 )
 
 

@@ -134,6 +134,12 @@ class ConfigSpace:
     def default(self) -> Config:
         return self.to_config({axis.name: axis.default for axis in self.axes})
 
+    @property
+    def flatten_loops(self) -> list:
+        """Helion's per-loop flatten choices: none to search, as Tessera maps every N-D tile loop
+        to one flat program id already (config.py names the `flatten_loops` key as ignored)."""
+        return []
+
     def default_config(self) -> Config:
         """Helion's name for `default` (`bound.config_spec.default_config()`)."""
         return self.default()

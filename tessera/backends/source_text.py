@@ -14,7 +14,7 @@ import torch
 from sympy.printing.str import StrPrinter
 
 from tessera import exc
-from tessera.ir.graph import UNIT, Axis, Block, Node, Op, walk
+from tessera.ir.graph import UNIT, AccessKind, Axis, Block, Node, Op, walk
 from tessera.ir.symbolic import is_integral
 
 
@@ -220,6 +220,26 @@ def find_run(shape: tuple[Axis, ...], run: tuple[Axis, ...]) -> int:
         if all(a is b or b is UNIT for a, b in zip(shape[start:], run)):
             return start
     return 0
+
+
+def gather_expanders(node: Any) -> dict[int, str]:
+    """Per gathered dim of a load/store node, the subscript (`[None, :, :]`) that places its
+    index tensor among the node's axes, or "" where it already has the node's rank. Index
+    tensors broadcast together as in torch (aligned from the right), and their result dims
+    stand where the highest-rank one's axes sit among the node's."""
+    accesses = node.params["accesses"]
+    gathered = {dim: a.value.shape for dim, a in enumerate(accesses) if a.kind is AccessKind.VALUE}
+    if not gathered:
+        return {}
+    rank, gather_rank = len(node.shape), max(map(len, gathered.values()))
+    offset = find_run(node.shape, next(s for s in gathered.values() if len(s) == gather_rank))
+    result = {}
+    for dim, value_shape in gathered.items():
+        pieces = ["None"] * rank
+        for i in range(len(value_shape)):
+            pieces[offset + gather_rank - len(value_shape) + i] = ":"
+        result[dim] = f"[{', '.join(pieces)}]" if len(value_shape) < rank else ""
+    return result
 
 
 def table_lowers(op: Op, fn: str | None, lowerings: Mapping[Op, Any], elementwise: Mapping[str, Any] | set[str],

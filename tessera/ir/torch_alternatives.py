@@ -51,11 +51,10 @@ ALTERNATIVES: tuple[Alternative, ...] = (
                 call="torch.isnan(x)", instead="x != x"),
     Alternative("torch.argsort(x, dim)", (torch.argsort, T.argsort),
                 "sort with its indices: torch.sort(x, dim).indices"),
-    Alternative("torch.stack / torch.cat of more than two values", (),
+    Alternative("torch.cat of more than two values", (),
                 "join two values at a time, or store each part into its own slice of the output "
                 "(`out[tile, 0] = a` and `out[tile, 1] = b`)"),
-    Alternative("torch.gather / torch.index_select / x.index_select", (torch.gather, T.gather,
-                                                                       torch.index_select, T.index_select),
+    Alternative("torch.index_select / x.index_select", (torch.index_select, T.index_select),
                 "index the tensor argument with an index tile: `x[hl.load(idx, [tile]), :]`"),
     Alternative("torch.einsum", (torch.einsum,),
                 "write the product with torch.matmul / hl.dot and permute / transpose"),

@@ -244,11 +244,13 @@ def torch_call_helper(function: Any, *args: Any, **kwargs: Any) -> Any:
     """What a rewritten `torch.fn(...)` inside a tile loop calls: with a scalar argument that is a
     runtime expression (`1 - eps` of a float argument), fn's primitive directly, as torch's argument
     parser refuses sympy expressions; a torch callable with an hl form (`torch._higher_order_ops.
-    associative_scan`) on tile values is that form; anything else is the plain call."""
+    associative_scan`) on tile values is that form; `torch.arange` is a tile value even from plain
+    ints; anything else is the plain call."""
     if function in HL_FORMS_OF_TORCH and _holds_tile_values((*args, *kwargs.values())):
         return HL_FORMS_OF_TORCH[function](*args, **kwargs)
-    if any(isinstance(value, sympy.Expr) and not isinstance(value, HostScalar) and value.free_symbols
-           for value in (*args, *kwargs.values())) and function in TORCH_FUNCTIONS:
+    if (function in _TILE_FACTORIES or any(isinstance(value, sympy.Expr) and not isinstance(value, HostScalar)
+                                           and value.free_symbols for value in (*args, *kwargs.values()))) \
+            and function in TORCH_FUNCTIONS:
         return TORCH_FUNCTIONS[function].bind(*args, **kwargs)
     return function(*args, **kwargs)
 
@@ -257,6 +259,10 @@ def _holds_tile_values(values: Any) -> bool:
     if isinstance(values, TileValue):
         return True
     return isinstance(values, (tuple, list)) and any(_holds_tile_values(value) for value in values)
+
+
+# made inside a tile loop, these are tile values even from plain ints (`torch.arange(tile.block_size)`)
+_TILE_FACTORIES = frozenset({torch.arange})
 
 
 def device_if_helper(condition: Any, then_body: Callable[..., tuple], else_body: Callable[..., tuple],

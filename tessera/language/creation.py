@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import sympy
 import torch
 
 from tessera import exc
@@ -10,9 +11,11 @@ from tessera.ir import interpreter
 from tessera.ir.graph import UNIT, Axis, Op
 from tessera.ir.primitive import Primitive
 from tessera.language.constexpr import BlockSizeInt
+from tessera.language.elementwise import apply_elementwise
 from tessera.language.operands import ask_torch, check_dtype
 from tessera.language.eager_indexing import mark_tail_tiles
 from tessera.language.tile import Tile
+from tessera.language.view import cast
 from tessera.location import user_location
 from tessera.trace.proxy import AxisSize, TensorProxy, TileProxy, TileValue
 from tessera.trace.tracer import Tracer
@@ -134,12 +137,48 @@ def shape_axes(tracer: Tracer, shape: tuple) -> tuple[Axis, ...]:
 
 @arange_p.def_trace
 def _arange_trace(tracer: Tracer, begin: Any, end: Any, *, step: int, dtype: torch.dtype) -> TileValue:
-    if not (isinstance(begin, int) and isinstance(end, int)):
-        raise exc.DynamicAllocationError("hl.arange bounds must be compile-time ints", location=user_location(),
-                                         hint="use tile.index for the indices of a tile")
+    """The length `(end - begin) / step` must be a compile-time int; the bounds may move per tile
+    (`hl.arange(tile.begin * 2, tile.begin * 2 + tile.block_size * 2)`): a shifted arange."""
     check_dtype(dtype, "hl.arange")
-    axis = tracer.full_axis((end - begin + step - 1) // step)
-    return tracer.emit(Op.ARANGE, [], (axis,), dtype, begin=begin, step=step)
+    if isinstance(end, AxisSize) and not isinstance(begin, AxisSize) and begin == 0 and step == 1:
+        # `torch.arange(v.size(d))`: the lane numbers of that dim, on its own axis (a tile's lanes
+        # count from its begin, as eager's tile of that length does)
+        lanes = tracer.tile_index(end.axis)
+        if end.axis.is_tile:
+            lanes = apply_elementwise(tracer, "sub", lanes, end.axis.begin)
+        return lanes if lanes.dtype == dtype else cast(tracer, lanes, dtype)
+    if any(isinstance(v, AxisSize) for v in (begin, end, step)):
+        raise exc.DynamicAllocationError("hl.arange/torch.arange of a tile value's size takes it as the only bound",
+                                         location=user_location(), hint="write torch.arange(v.size(d))")
+    begin, end, step = (tracer.symbols.canonical(sympy.sympify(v)) for v in (begin, end, step))
+    length = sympy.ceiling(sympy.simplify((end - begin) / step))
+    if not (length.is_Integer and step.is_Integer and int(step) > 0):
+        raise exc.DynamicAllocationError(
+            f"hl.arange/torch.arange from {begin} to {end} by {step}: its length must be a compile-time int "
+            "(the bounds may move per tile; their distance may not)", location=user_location(),
+            hint="use tile.index for the indices of a tile, or bounds a block-size multiple apart")
+    # as long as an enclosing tile's block (`tile.block_size * 2 // 2`): it combines lane for lane with that tile
+    blocks = {axis.block for axis in tracer.launch_axes if axis.is_tile}
+    axis = tracer.block_size_axis(int(length)) if int(length) in blocks and int(length) > 1 \
+        else tracer.full_axis(max(int(length), 0))
+    if begin.is_Integer:
+        return tracer.emit(Op.ARANGE, [], (axis,), dtype, begin=int(begin), step=int(step))
+    counted = tracer.emit(Op.ARANGE, [], (axis,), torch.int32, begin=0, step=int(step))
+    shifted = apply_elementwise(tracer, "add", counted, begin)
+    return shifted if dtype == shifted.dtype else cast(tracer, shifted, dtype)
+
+
+def _torch_arange_trace(tracer: Tracer, *bounds: Any, step: Any = None, dtype: torch.dtype | None = None,
+                        device: Any = None, **_: Any) -> TileValue:
+    """torch.arange(end), (start, end), (start, end, step) inside a tile loop: int64 for int
+    bounds (torch's rule), else the default float dtype."""
+    check_device(device)
+    if step is not None:
+        bounds = (*bounds, step)
+    begin, end, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds[:2], bounds[2] if len(bounds) > 2 else 1)
+    integral = all(isinstance(v, (int, sympy.Integer)) or getattr(v, "is_integer", False) for v in (begin, end, step))
+    return _arange_trace(tracer, begin, end, step=step, dtype=dtype or (torch.int64 if integral
+                                                                           else torch.get_default_dtype()))
 
 
 # -- torch's allocations shaped like a tile value: `torch.zeros_like(v)`, `v.new_zeros(shape)` ----
@@ -264,6 +303,9 @@ for _name, _fill in (("zeros", 0), ("ones", 1), ("empty", 0)):
     _primitive.def_trace(_factory_trace(_fill))
     # empty is zeros in eager mode too, as for empty_like
     _primitive.def_eager(_factory_eager(torch.zeros if _name == "empty" else getattr(torch, _name)))
+torch_arange_p = Primitive("torch_arange", torch_functions=(torch.arange,))
+torch_arange_p.def_eager(_factory_eager(torch.arange))
+torch_arange_p.def_trace(_torch_arange_trace)
 torch_full_p = Primitive("torch_full", torch_functions=(torch.full,))
 torch_full_p.def_eager(_factory_eager(torch.full))
 torch_full_p.def_trace(_torch_full_trace)

@@ -55,10 +55,13 @@ def _as_int(value: Any) -> Any:
 
 def normalize_index(tensor: torch.Tensor, index: Any, reading: bool = False) -> Index:
     """Tiles become slices (bounds-checked); 0-d int tensors become ints; the result is a tuple.
-    `reading` (a load inside a tile loop): an int index into a dimension of size 1 broadcasts,
-    as in Helion, reading its one element."""
+    `reading` (a load inside a tile loop): an int index, or a tile running past 1, into a
+    dimension of size 1 broadcasts, as in Helion, reading its one element."""
     items = list(index) if isinstance(index, (tuple, list)) else [index]
     consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
+    if sum(1 for item in items if item is Ellipsis) > 1:
+        raise exc.IndexingError("an index can only have a single ellipsis ('...')", location=user_location(),
+                                hint="keep one `...`")
     if Ellipsis in items:
         spot = items.index(Ellipsis)
         items[spot:spot + 1] = [slice(None)] * (tensor.dim() - consumed)
@@ -71,20 +74,23 @@ def normalize_index(tensor: torch.Tensor, index: Any, reading: bool = False) -> 
         if isinstance(item, Tile):
             if dim >= tensor.dim():
                 raise exc.IndexingError(
-                    f"too many indices for a tensor of rank {tensor.dim()}", location=user_location())
+                    f"too many indices for tensor of dimension {tensor.dim()}", location=user_location())
             if item.begin < 0:
                 raise exc.IndexingError(
                     f"tile {item.begin}:{item.end} begins below 0 in dimension {dim} of size "
                     f"{tensor.size(dim)} (tensor shape {list(tensor.shape)})",
                     location=user_location(),
                     hint="begin tile loops at 0 or above (a negative begin is not Python's from-the-end slicing)")
-            if item.end > tensor.size(dim):
+            if reading and tensor.size(dim) == 1 and item.end > 1:
+                item = slice(0, 1)  # a read of a dimension of size 1 broadcasts, as in Helion
+            elif item.end > tensor.size(dim):
                 raise exc.IndexingError(
                     f"tile {item.begin}:{item.end} is out of bounds for dimension {dim} of size "
                     f"{tensor.size(dim)} (tensor shape {list(tensor.shape)})",
                     location=user_location(),
                     hint="tile each dimension by the size of the tensor it indexes")
-            item = item.as_slice()
+            if isinstance(item, Tile):
+                item = item.as_slice()
         elif isinstance(item, int) and not isinstance(item, bool):
             if reading and dim < tensor.dim() and tensor.size(dim) == 1:
                 item = 0
@@ -116,7 +122,7 @@ def _cut_to_tiles(value: Any, index: Any) -> Any:
 def _check_int_index(tensor: torch.Tensor, item: int, dim: int) -> None:
     """torch's rule for an int index (negative counts from the end), as a located error."""
     if dim >= tensor.dim():
-        raise exc.IndexingError(f"too many indices for a tensor of rank {tensor.dim()}", location=user_location())
+        raise exc.IndexingError(f"too many indices for tensor of dimension {tensor.dim()}", location=user_location())
     size = tensor.size(dim)
     if not -size <= item < size:
         raise exc.IndexingError(

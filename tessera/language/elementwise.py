@@ -23,6 +23,7 @@ from tessera.language.operands import ask_torch, scalar_operand
 from tessera.location import user_location
 from tessera.trace.indexing import trace_load
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
+from tessera.trace.tile_alignment import align_operands
 from tessera.trace.tracer import Tracer
 
 
@@ -131,6 +132,7 @@ def apply_elementwise(tracer: Tracer, name: str, *operands: Any) -> TileValue:
     # condition is no number)
     operands = tuple(o if isinstance(o, TileValue) or (name == "where" and position == 0)
                      else scalar_operand(o, compute) for position, o in enumerate(operands))
+    operands = align_operands(tracer, operands)
     values = [o for o in operands if isinstance(o, TileValue)]
     shape = tracer.broadcast([v.axes for v in values], f"torch.{name}")
     operands = tuple(tracer.onto_block_axes(o, shape) if isinstance(o, TileValue) else o for o in operands)
@@ -268,6 +270,44 @@ def _clamp_trace(tracer: Tracer, x: Any, min: Any = None, max: Any = None) -> Ti
 
 clamp_p = Primitive("clamp", torch_functions=(torch.clamp, T.clamp, torch.clip, T.clip))
 clamp_p.def_trace(_clamp_trace)
+
+
+def _lerp_trace(tracer: Tracer, start: Any, end: Any, weight: Any) -> TileValue:
+    """torch.lerp's formula: `start + w * (end - start)` for |w| < 0.5, else
+    `end - (end - start) * (1 - w)` (exact at w = 1). As torch's kernels: `end - start` and
+    `1 - w` round in the op's math dtype (fp32 for 16-bit floats), each multiply-add is fused
+    (done here in fp64, whose product of two fp32 values is exact), then rounds once."""
+    start, end, weight = (scalar_tensor_value(tracer, v) for v in (start, end, weight))
+    answer = ask_torch("torch.lerp", torch.lerp, (start, end, weight), {})
+    opmath = _compute_dtype(answer.dtype)
+
+    def as_(value: Any, dtype: torch.dtype) -> Any:
+        if isinstance(value, TileValue) and value.dtype != dtype:
+            return tracer.emit(Op.CAST, [value.node], value.axes, dtype)
+        return value
+
+    start, end, weight = (as_(v, opmath) for v in (start, end, weight))
+    difference = as_(apply_elementwise(tracer, "sub", end, start), torch.float64)
+    rest = as_(apply_elementwise(tracer, "sub", 1, weight), torch.float64) if isinstance(weight, TileValue) \
+        else 1 - weight
+    wide_start, wide_end, wide_weight = (as_(v, torch.float64) for v in (start, end, weight))
+    low = apply_elementwise(tracer, "add", wide_start, apply_elementwise(tracer, "mul", wide_weight, difference))
+    high = apply_elementwise(tracer, "sub", wide_end, apply_elementwise(tracer, "mul", difference, rest))
+    if not isinstance(weight, TileValue):
+        small = sympy.Lt(sympy.Abs(sympy.sympify(weight)), sympy.Rational(1, 2))
+        if not isinstance(small, sympy.logic.boolalg.BooleanAtom):  # a float argument: one branch per call
+            small = sympy.true if tracer.symbols.evaluate(small) else sympy.false
+            tracer.symbols.guard(sympy.Lt(sympy.Abs(weight), sympy.Rational(1, 2)) if small
+                                 else sympy.Ge(sympy.Abs(weight), sympy.Rational(1, 2)), "lerp weight's branch")
+        result = low if bool(small) else high
+    else:
+        small = apply_elementwise(tracer, "lt", apply_elementwise(tracer, "abs", weight), 0.5)
+        result = apply_elementwise(tracer, "where", small, low, high)
+    return as_(as_(result, opmath), answer.dtype)
+
+
+lerp_p = Primitive("lerp", torch_functions=(torch.lerp, T.lerp))
+lerp_p.def_trace(_lerp_trace)
 
 
 # torch's logical ops: operands are true where nonzero (NaN included), the result is bool

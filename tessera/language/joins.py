@@ -1,8 +1,8 @@
 """Putting tile values together and apart: `hl.join`, `hl.split`, `torch.stack` and `torch.cat`.
 
 Registers hold power-of-two blocks, so these work where the result is one: `hl.join(a, b)` adds
-a last dimension of size 2, `hl.split(v)` takes one apart, `torch.stack` stacks two values and
-`torch.cat` concatenates two along a dimension they hold whole (not a tile, whose tail would
+a last dimension of size 2, `hl.split(v)` takes one apart, `torch.stack` joins two values (more:
+a new whole dim whose lanes select among them) and `torch.cat` concatenates two along a dimension they hold whole (not a tile, whose tail would
 leave padding in the middle). Anything else is refused, located, with a way around it.
 
 >>> lo, hi = hl.split(pairs)                                          # doctest: +SKIP
@@ -17,6 +17,7 @@ import torch
 from tessera import exc
 from tessera.ir.graph import UNIT, Op
 from tessera.ir.primitive import Primitive, defined_primitive
+from tessera.language.elementwise import apply_elementwise
 from tessera.location import user_location
 from tessera.trace.proxy import TileValue
 from tessera.trace.tracer import Tracer
@@ -95,10 +96,25 @@ def _stack_trace(tracer: Tracer, tensors: Any, dim: int = 0, *, out: Any = None)
         return _move_last(tracer, tracer.emit(Op.VIEW, [values[0].node], (*values[0].axes, UNIT), values[0].dtype,
                                               what="stack of one"), position)
     if len(values) != 2:
-        raise exc.UnsupportedOperationError(
-            f"torch.stack of {len(values)} tile values: registers hold power-of-two blocks, and Tessera stacks two",
-            location=user_location(), hint="stack pairs (torch.stack([a, b])) or store each value separately")
+        return _move_last(tracer, _selected(tracer, values), position)
     return _move_last(tracer, _joined(tracer, values[0], values[1], "torch.stack"), position)
+
+
+def _selected(tracer: Tracer, values: list[TileValue]) -> TileValue:
+    """`torch.stack(values, dim=-1)` of any count: a new whole last dim of that size whose lane
+    k selects values[k] (registers cannot join more than two values directly)."""
+    shape = tracer.broadcast([v.axes for v in values], "torch.stack")
+    axis = tracer.full_axis(len(values))
+    lane = tracer.emit(Op.VIEW, [tracer.tile_index(axis).node], (UNIT,) * len(shape) + (axis,), torch.int32,
+                       what="stack lanes")
+    dtype = values[0].dtype
+    for value in values[1:]:
+        dtype = torch.promote_types(dtype, value.dtype)
+    spread = [tracer.emit(Op.VIEW, [v.node], (*v.axes, UNIT), v.dtype, what="stack entry") for v in values]
+    result = spread[-1]
+    for k in range(len(values) - 2, -1, -1):
+        result = apply_elementwise(tracer, "where", apply_elementwise(tracer, "eq", lane, k), spread[k], result)
+    return result if result.dtype == dtype else tracer.emit(Op.CAST, [result.node], result.axes, dtype)
 
 
 def _move_last(tracer: Tracer, value: TileValue, position: int) -> TileValue:

@@ -19,6 +19,7 @@ from tessera.language.eager_indexing import check_tile_value_index
 from tessera.language.operands import check_dtype
 from tessera.location import user_location
 from tessera.trace.proxy import TensorProxy, TileValue
+from tessera.trace.tile_alignment import align_to
 from tessera.trace.tracer import Tracer
 from tessera.trace.views import reshape_view
 
@@ -150,6 +151,7 @@ def t_p(tracer: Tracer, value: TileValue) -> TileValue:
 def expand_p(tracer: Tracer, value: TileValue, *sizes: Any) -> TileValue:
     target = sizes[0] if len(sizes) == 1 and not isinstance(sizes[0], (int,)) else sizes
     if isinstance(target, TileValue):
+        value = align_to(tracer, value, target.axes)
         axes = tracer.broadcast([value.axes, target.axes], "expand")
     else:
         axes = _expanded_axes(tracer, value, list(target))
@@ -182,8 +184,10 @@ def _expanded_axes(tracer: Tracer, value: TileValue, sizes: list[Any]) -> tuple[
     return tuple(axes)
 
 
-@torch_primitive("reshape", T.reshape, T.view)
-def reshape_p(tracer: Tracer, tensor: Any, *shape: Any) -> Any:
+@torch_primitive("reshape", T.reshape, T.view, torch.reshape)
+def reshape_p(tracer: Tracer, tensor: Any, *shape: Any, dtype: torch.dtype | None = None) -> Any:
+    if dtype is not None and not shape:  # `v.view(dtype=torch.int16)`
+        shape = (dtype,)
     if isinstance(tensor, TileValue) and len(shape) == 1 and isinstance(shape[0], torch.dtype):
         return view_dtype(tracer, tensor, shape[0])
     if isinstance(tensor, TileValue):
@@ -196,15 +200,19 @@ _SAME_BITS = frozenset({(torch.float4_e2m1fn_x2, torch.uint8), (torch.uint8, tor
 
 
 def view_dtype(tracer: Tracer, value: TileValue, dtype: torch.dtype) -> TileValue:
-    """`v.view(dtype)`: the same bits as another dtype (packed fp4 <-> its uint8 bytes)."""
+    """`v.view(dtype)`: the same bits as another dtype of the same size (a bitcast: bf16 <-> int16,
+    fp32 <-> int32, ...; packed fp4 <-> its uint8 bytes)."""
     if value.dtype == dtype:
         return value
-    if (value.dtype, dtype) not in _SAME_BITS:
+    if (value.dtype, dtype) in _SAME_BITS:
+        return tracer.emit(Op.CAST, [value.node], value.axes, dtype)
+    if value.dtype.itemsize != dtype.itemsize or torch.bool in (value.dtype, dtype) \
+            or torch.float4_e2m1fn_x2 in (value.dtype, dtype):
         raise exc.UnsupportedOperationError(
-            f"v.view({dtype}) of a {value.dtype} tile value: only packed fp4 <-> uint8 reinterprets inside a "
-            "tile loop", location=user_location(), hint="convert values with v.to(dtype), or view the tensor "
-                                                        "argument as another dtype on the host")
-    return tracer.emit(Op.CAST, [value.node], value.axes, dtype)
+            f"v.view({dtype}) of a {value.dtype} tile value: inside a tile loop a view reinterprets the bits "
+            "of each element as a dtype of the same size", location=user_location(),
+            hint="convert values with v.to(dtype), or view the tensor argument as another dtype on the host")
+    return tracer.emit(Op.CAST, [value.node], value.axes, dtype, bitcast=True)
 
 
 def reshape_value(tracer: Tracer, value: TileValue, shape: tuple) -> TileValue:

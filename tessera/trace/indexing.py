@@ -16,6 +16,7 @@ from tessera.location import user_location
 from tessera.ir.graph import UNIT, AccessKind, Axis, DimAccess, Node, Op
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue, refuse_value_list
 from tessera.trace.bounds import lower_bound
+from tessera.trace.tile_alignment import align_to
 from tessera.trace.views import Window, is_whole_slice, split_view
 
 if TYPE_CHECKING:
@@ -26,18 +27,21 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any,
                   masked: bool = False, reading: bool = False) -> tuple[list[DimAccess], tuple[Axis, ...]]:
     """Per dim the access and the result's axes. `masked`: the access has an extra_mask, so a
     tile may run past its dimension where that mask covers the lanes past the end. `reading`:
-    a load, where an int index into a dimension of size 1 broadcasts."""
+    a load, where an int index, or a tile longer than 1, into a dimension of size 1 broadcasts."""
     items = list(index) if isinstance(index, (tuple, list)) else [index]
     consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
     # Identity checks only: `in` / `.index` would call a tile value's `__eq__`.
-    spot = next((position for position, item in enumerate(items) if item is Ellipsis), None)
-    if spot is not None:
-        items[spot:spot + 1] = [slice(None)] * (tensor.dim() - consumed)
-        consumed = tensor.dim()
-    if consumed != tensor.dim():
+    spots = [position for position, item in enumerate(items) if item is Ellipsis]
+    if len(spots) > 1:
+        raise exc.IndexingError(f"an index can only have a single ellipsis ('...'), {tensor.name} has {len(spots)}",
+                                location=user_location(), hint="keep one `...`")
+    if consumed > tensor.dim():
         raise exc.IndexingError(
-            f"{tensor.name} has {tensor.dim()} dimensions but is indexed with {consumed}",
-            location=user_location(), hint="index every dimension (use `:` for a whole one)")
+            f"too many indices for tensor of dimension {tensor.dim()}: {tensor.name} is indexed with {consumed}",
+            location=user_location(), hint="give at most one index per dimension")
+    # as in torch, `...` (or the end of the index) stands for `:` over the dims not indexed
+    spot = spots[0] if spots else len(items)
+    items[spot:spot + 1 if spots else spot] = [slice(None)] * (tensor.dim() - consumed)
     accesses: list[DimAccess] = []
     result: list[Axis] = []
     gathered: list[tuple[Axis, ...]] = []
@@ -48,7 +52,11 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any,
             result.append(UNIT)
             continue
         size = tracer.symbols.canonical(tensor.sizes[dim])
-        if isinstance(item, TileProxy):
+        if isinstance(item, TileProxy) and reading and _tile_broadcasts(tracer, item.axis, size):
+            # a read of a dimension of size 1 with a longer tile broadcasts its one element (Helion)
+            accesses.append(DimAccess(AccessKind.SCALAR, scalar=sympy.Integer(0)))
+            result.append(UNIT)
+        elif isinstance(item, TileProxy):
             bound, user_masked = _tile_bound(tracer, item.axis, size, tensor, dim, masked)
             accesses.append(DimAccess(AccessKind.AXIS, axis=item.axis, bound=bound, user_masked=user_masked,
                                       check_negative=_tile_may_begin_below_zero(tracer, item.axis, tensor, dim)))
@@ -116,6 +124,19 @@ def _tile_bound(tracer: Tracer, axis: Axis, size: Any, tensor: TensorProxy, dim:
             hint="tile each dimension by the size of the tensor it indexes")
     tracer.symbols.guard(sympy.Le(end, size), f"tile of {tensor.name} dim {dim} stays in bounds")
     return None, False
+
+
+def _tile_broadcasts(tracer: Tracer, axis: Axis, size: Any) -> bool:
+    """Whether a tile reading a dimension broadcasts it: the tile's loop runs past the dimension,
+    which has size 1 (eager mode reads each such tile as its one element). Decided only where the
+    tile would otherwise run out of bounds, so in-bounds reads add no guard."""
+    end = tracer.symbols.canonical(axis.range_end) if axis.is_tile else axis.end
+    if end == size or tracer.symbols.on_device(size) or not isinstance(end, (int, sympy.Basic)) \
+            or isinstance(end, sympy.Basic) and not _host_size(tracer, end):
+        return False  # a device-computed end: the ordinary bounds mask
+    if tracer.symbols.evaluate(end) <= tracer.symbols.evaluate(size):
+        return False
+    return _is_one(tracer, size)
 
 
 def check_index_dtype(dtype: torch.dtype) -> None:
@@ -265,8 +286,11 @@ def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any =
 
 def stored_value(tracer: Tracer, tensor: TensorProxy, shape: tuple[Axis, ...], value: Any) -> Any:
     """A value written to `tensor` at a destination of axes `shape`: a tile value that broadcasts
-    to it, or a scalar."""
+    to it, a tensor argument (read whole, as `dst[i] = val` reads it in torch), or a scalar."""
+    if isinstance(value, TensorProxy):
+        value = trace_load(tracer, value, (slice(None),) * value.dim())
     if isinstance(value, TileValue):
+        value = align_to(tracer, value, shape)
         target = tracer.broadcast([shape, value.axes], f"store into {tensor.name}")
         if len(target) != len(shape) or any(a is not tracer.canonical_axis(b) and b is not UNIT
                                                and not tracer.fits_block_axis(a, b) for a, b in zip(target, shape)):

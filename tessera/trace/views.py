@@ -89,9 +89,10 @@ def split_view(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[TensorP
             rest.append(window)
         elif isinstance(item, slice) and not is_whole_slice(item):
             low, high = _slice_bounds(tracer, item, size)
+            step = 1 if item.step is None else item.step  # `a:b:step`: every step-th element
             offset = offset + low * stride
-            sizes.append(high - low)
-            strides.append(stride)
+            sizes.append(high - low if step == 1 else sympy.floor((high - low + step - 1) / step))
+            strides.append(stride * step)
             rest.append(slice(None))
         elif isinstance(item, slice) or loads:
             sizes.append(size)
@@ -140,9 +141,11 @@ def window_of(tracer: Tracer, item: slice) -> Window | None:
 
 def _slice_bounds(tracer: Tracer, item: slice, size: Any) -> tuple[Any, Any]:
     """(first, one past last) of a slice of a dimension, clipped into `[0, size]`."""
-    if item.step is not None and not (isinstance(item.step, int) and item.step == 1):
-        raise exc.IndexingError("a slice with a step inside a tile loop", location=user_location(),
-                                hint="slice with a unit step, and use strided tiles instead")
+    if item.step is not None and not (isinstance(item.step, int) and not isinstance(item.step, bool)
+                                      and item.step > 0):
+        raise exc.IndexingError(f"a slice with step {item.step!r} inside a tile loop: steps are positive "
+                                "compile-time ints (as torch requires them positive)", location=user_location(),
+                                hint="slice with a constant step such as x[::2]")
 
     def bound(value: Any) -> Any:
         if isinstance(value, int) and not isinstance(value, bool) and value < 0:

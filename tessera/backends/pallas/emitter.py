@@ -17,7 +17,7 @@ import torch
 from tessera import exc
 from tessera.backends.pallas.blocks import BLOCK, SQUEEZE, BlockPlan
 from tessera.backends.pallas.printer import print_expr
-from tessera.backends.source_text import EmitterBase, find_run, provably_inside
+from tessera.backends.source_text import EmitterBase, gather_expanders, provably_inside
 from tessera.config import Config
 from tessera.ir.graph import AccessKind, Axis, KernelIR, Node, Op, walk
 
@@ -95,10 +95,9 @@ class Emitter(EmitterBase):
         are masked off (read 0, not written), as in every other mode."""
         tensor = node.params["tensor"]
         shape = node.shape
-        rank = len(shape)
         terms: list[str] = []
         masks = self.shape_mask(shape)
-        gather_offset = None
+        expanders = gather_expanders(node)
         for dim, access in enumerate(node.params["accesses"]):
             stride = print_expr(tensor.strides[dim])
             size = print_expr(tensor.sizes[dim])
@@ -116,16 +115,10 @@ class Emitter(EmitterBase):
                     masks.append(f"(({index} >= 0) & ({index} < {size}))")
             else:
                 value = access.value
-                if gather_offset is None:
-                    gather_offset = find_run(shape, value.shape)
                 index = value.name
                 if value.dtype not in (torch.uint8, torch.bool):  # negative values count from the end, as in torch
                     index = f"jnp.where({index} < 0, {index} + {size}, {index})"
-                if len(value.shape) < rank:
-                    pieces = ["None"] * rank
-                    for i in range(len(value.shape)):
-                        pieces[gather_offset + i] = ":"
-                    index = f"{index}[{', '.join(pieces)}]"
+                index += expanders[dim]
                 masks.append(f"(({index} >= 0) & ({index} < {size}))")
             terms.append(index if stride == "1" else f"{index} * {stride}")
         offset = " + ".join(terms) if terms else "0"

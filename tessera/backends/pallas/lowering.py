@@ -101,6 +101,9 @@ def _reduce(emitter: Emitter, node: Node) -> None:
 
 
 def _cast(emitter: Emitter, node: Node) -> None:
+    if node.params.get("bitcast"):  # `v.view(dtype)`: the same bits
+        _assign(emitter, node, f"lax.bitcast_convert_type({node.inputs[0].name}, {emitter.dtype(node.dtype)})")
+        return
     _assign(emitter, node, emitter.cast(node.inputs[0].name, node.inputs[0].dtype, node.dtype))
 
 

@@ -15,7 +15,7 @@ import torch
 
 from tessera import exc
 from tessera.backends.base import LoweringOptions
-from tessera.backends.source_text import EmitterBase, find_run, provably_inside
+from tessera.backends.source_text import EmitterBase, gather_expanders, provably_inside
 from tessera.backends.triton.chunked_dots import plan_chunked_dots
 from tessera.backends.triton.heuristics import SHARED_MEMORY_MARGIN, shared_memory_limit
 from tessera.backends.triton.printer import print_expr
@@ -190,11 +190,10 @@ class Emitter(EmitterBase):
         the tensor."""
         tensor = node.params["tensor"]
         shape = node.shape
-        rank = len(shape)
         terms: list[str] = []
         masks = self.shape_mask(shape)
         scalar_masks: list[str] = []
-        gather_offset = None
+        expanders = gather_expanders(node)
         self.gather_ranges = []
         for dim, access in enumerate(node.params["accesses"]):
             stride = print_expr(tensor.strides[dim])
@@ -216,8 +215,6 @@ class Emitter(EmitterBase):
                     index = f"tl.full([], {index}, tl.int64)"
             else:
                 value = access.value
-                if gather_offset is None:
-                    gather_offset = find_run(shape, value.shape)
                 index = self.name_of(value)
                 if self.int64_indexing:
                     index = f"{index}.to(tl.int64)"
@@ -225,11 +222,7 @@ class Emitter(EmitterBase):
                     index = f"{index}.to(tl.int32)"
                 if value.dtype not in (torch.uint8, torch.bool):  # negative values count from the end, as in torch
                     index = f"tl.where({index} < 0, {index} + {print_expr(tensor.sizes[dim])}, {index})"
-                if len(value.shape) < rank:
-                    pieces = ["None"] * rank
-                    for i in range(len(value.shape)):
-                        pieces[gather_offset + i] = ":"
-                    index = f"{index}[{', '.join(pieces)}]"
+                index += expanders[dim]
                 inside = f"({index} >= 0) & ({index} < {print_expr(tensor.sizes[dim])})"
                 masks.append(inside)
                 self.gather_ranges.append(inside)

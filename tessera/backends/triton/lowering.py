@@ -257,6 +257,9 @@ def _item(emitter: Emitter, node: Node) -> None:
 
 
 def _cast(emitter: Emitter, node: Node) -> None:
+    if node.params.get("bitcast"):  # `v.view(dtype)`: the same bits
+        _assign(emitter, node, f"{emitter.name_of(node.inputs[0])}.to({TRITON_DTYPES[node.dtype]}, bitcast=True)")
+        return
     _assign(emitter, node, emitter.cast(emitter.name_of(node.inputs[0]), node.inputs[0].dtype, node.dtype))
 
 
