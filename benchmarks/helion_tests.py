@@ -200,7 +200,9 @@ def _run_file(path: pathlib.Path, args: argparse.Namespace, scratch: pathlib.Pat
         return {"file": path.name, "internals": helion_internals(source), "counts": {"import error": 1},
                 "note": "", "seconds": 0.0, "tests": [{"test": path.name, "outcome": "import error",
                                                        "message": f"ModuleNotFoundError: No module named '{absent}'"}]}
-    env = dict(os.environ, TESSERA_MODE=args.mode, CUDA_VISIBLE_DEVICES="")
+    # the tests' check_example()/EXAMPLES_DIR must load the checkout's examples, not Tessera's own
+    env = dict(os.environ, TESSERA_MODE=args.mode, CUDA_VISIBLE_DEVICES="",
+               TESSERA_EXAMPLES_DIR=str(path.resolve().parent.parent / "examples"))
     if args.mode == "eager":
         env["HELION_INTERPRET"] = "1"
     else:  # test files that import triton before helion get its interpreter, as Helion's CPU CI sets it

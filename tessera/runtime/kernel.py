@@ -181,6 +181,13 @@ class Kernel:
         given = [self.settings.config] if self.settings.config is not None else []
         return given + list(self.settings.configs)
 
+    @configs.setter
+    def configs(self, configs: list[Config | dict[str, Any]]) -> None:
+        """`kernel.configs = [...]` replaces the kernel's Configs (as Helion's attribute does); the
+        kernel forgets what it compiled and chose, as after any settings change."""
+        self.settings.config = None
+        self.settings.configs = configs
+
     def autotune(self, *args: Any, **kwargs: Any) -> Config:
         """Tune for these arguments now; return the best Config (also stored on disk)."""
         return autotune(self, args, kwargs)
