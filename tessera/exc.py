@@ -75,6 +75,9 @@ class ConfigError(TesseraError):
     """A Config does not fit the kernel (wrong key, wrong number of block sizes, bad value)."""
 
 
+InvalidConfig = ConfigError  # Helion's name for the same mistake
+
+
 class ShapeMismatchError(TesseraError):
     """Two sizes that must agree do not (broadcasting, indexing, stores)."""
 
@@ -136,6 +139,72 @@ class BackendCompileError(InternalError):
 
 class AutotuneError(TesseraError):
     """Every autotuning candidate failed."""
+
+
+# -- Helion's names for specific mistakes: each a subclass of the Tessera class that describes it,
+# raised where Tessera detects that mistake (tests written for Helion catch them by these names)
+
+ShapeMismatch = ShapeMismatchError  # Helion's name for the same mistake
+
+
+class RankMismatch(IndexingError):
+    """A tensor indexed with more (or fewer) indices than it has dimensions."""
+
+
+class DataDependentOutputShapeNotSupported(UnsupportedOperationError):
+    """An operation whose result shape depends on tensor data (boolean-mask indexing, nonzero)."""
+
+
+class UnsupportedSplitOperation(UnsupportedOperationError):
+    """torch.chunk/split/unbind/tensor_split on a tile value (use hl.split)."""
+
+
+class NotAllowedOnDevice(UnsupportedSyntaxError):
+    """A statement that cannot run inside a tile loop (`return`, ...)."""
+
+
+class StatementNotSupported(UnsupportedSyntaxError):
+    """A statement a kernel function cannot contain (e.g. a nested `def`)."""
+
+
+class InvalidDeviceForLoop(UnsupportedSyntaxError):
+    """A `for` loop inside a tile loop over something other than hl.tile/hl.grid/range/a tuple."""
+
+
+class CannotModifyHostVariableOnDevice(DeviceValueOnHostError):
+    """A tile loop rebinds a variable of the host code (`out = ...` instead of `out[tile] = ...`)."""
+
+
+class CannotReadDeviceVariableOnHost(DeviceValueOnHostError):
+    """Host code reads a variable that only a tile loop assigns."""
+
+
+class DeviceTensorSubscriptAssignmentNotAllowed(UnsupportedOperationError):
+    """Item assignment into a tile value (`v[0] = 1`): tile values are immutable registers."""
+
+
+class FailedToUnpackTile(TesseraError):
+    """A tile loop target unpacks a different number of tiles than the loop makes."""
+
+
+class InvalidTileRange(TesseraError):
+    """hl.tile(begin, end) with begin > end, both known while compiling."""
+
+
+class TileOfTile(TesseraError):
+    """hl.tile(t) of a tile `t`: tile loops take sizes or ranges."""
+
+
+class NestedKernelCallsNotSupported(TesseraError):
+    """A kernel called inside another kernel's tile loop."""
+
+
+class DotBatchDimensionMismatch(ShapeMismatchError):
+    """hl.dot/torch.bmm operands whose batch dimensions differ."""
+
+
+class ControlFlowTensorMismatch(ShapeMismatchError):
+    """The branches of an `if` give one variable tensors of different ranks, shapes or dtypes."""
 
 
 class BaseWarning(UserWarning):

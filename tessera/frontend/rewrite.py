@@ -225,7 +225,7 @@ class _Rewriter:
         result: list[ast.stmt] = []
         for index, statement in enumerate(body):
             if self._is_tile_loop(statement):
-                self._check_no_device_names_after(statement, body[index + 1:])
+                self._check_no_device_names_after(statement, body[index + 1:], bound)
                 result.extend(self.launch(statement))  # type: ignore[arg-type]
             else:
                 for field in _NESTED_BLOCKS:
@@ -237,14 +237,20 @@ class _Rewriter:
             bound.extend(_assigned_names([statement]))
         return result
 
-    def _check_no_device_names_after(self, loop: ast.For, rest: list[ast.stmt]) -> None:
+    def _check_no_device_names_after(self, loop: ast.For, rest: list[ast.stmt], host_names: list[str]) -> None:
         device_names = set(_assigned_names(loop.body)) | set(_assigned_names([ast.Assign([loop.target], ast.Constant(0))]))
         for statement in rest:
             for node in ast.walk(statement):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                     device_names.discard(node.id)
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in device_names:
-                    raise exc.DeviceValueOnHostError(
+                    if node.id in host_names:  # the loop rebinds a host variable (`out = v`, not `out[t] = v`)
+                        raise exc.CannotModifyHostVariableOnDevice(
+                            f"the tile loop at line {loop.lineno} rebinds the host variable {node.id!r}, which "
+                            "host code reads after the loop", location=self._location(node),
+                            hint=f"write into the tensor instead ({node.id}[tile] = value, or {node.id}[:] += value "
+                                 "for a whole-tensor update), or use another name inside the loop")
+                    raise exc.CannotReadDeviceVariableOnHost(
                         f"{node.id!r} is computed inside the tile loop at line {loop.lineno} and read by "
                         "host code after it", location=self._location(node),
                         hint="device values live only inside their loop; store them into a tensor "
@@ -296,7 +302,7 @@ class _Rewriter:
         the loop body runs once, as a function. Those of a plain Python loop inside are fine."""
         for statement in statements:
             if isinstance(statement, ast.Return):
-                raise exc.UnsupportedSyntaxError(
+                raise exc.NotAllowedOnDevice(
                     "`return` inside a tile loop is not supported", location=self._location(statement),
                     hint="store results into an output tensor and return after the loop")
             if isinstance(statement, (ast.Break, ast.Continue)) and innermost_is_tile:

@@ -29,6 +29,7 @@ from tessera.language.control import (compare_helper, device_if_helper, device_l
 from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
 from tessera.runtime.eager import run_eager
 from tessera.runtime.kernel_settings import Settings
+from tessera.trace.proxy import TileValue
 from tessera.runtime.tuning import ConfigChoices, autotune, config_for_call, kernel_defined
 from tessera.runtime.torch_library import announce, call_as_custom_op, is_traced_call
 from tessera.runtime.autograd import BackwardRule, call_with_backward, needs_grad
@@ -49,6 +50,16 @@ KernelSettings = Settings  # the name before Helion's settings joined it
 
 # what eager mode follows the lanes of values for (Kernel.uses_jagged_tile)
 _LANE_FOLLOWERS = (jagged_tile, torch.rand_like, torch.randn_like, torch.randint_like)
+
+
+def _refuse_nested_call(name: str, args: tuple, kwargs: dict) -> None:
+    """A kernel called on tile values: from inside another kernel's compiled tile loop."""
+    if any(isinstance(value, TileValue) for value in (*args, *kwargs.values())):
+        raise exc.NestedKernelCallsNotSupported(
+            f"kernel {name}() is called inside another kernel's tile loop: a kernel cannot call a kernel",
+            location=user_location(),
+            hint=f"call {name}'s body as a plain Python helper function (without @tessera.kernel), or call "
+                 "the kernel on the host, between tile loops")
 
 
 class Kernel:
@@ -114,6 +125,7 @@ class Kernel:
                 return call_with_backward(self, self.backward_rule, args, kwargs)
             device = plain_call_device(args) if not kwargs else None  # the usual call: one pass
             if device is None:
+                _refuse_nested_call(self.fn.__name__, args, kwargs)
                 if is_traced_call(args, kwargs):  # torch.compile's fake or functional tensors
                     return call_as_custom_op(self, args, kwargs)
                 device = common_device(self.fn.__name__, args, kwargs)

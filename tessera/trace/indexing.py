@@ -34,8 +34,12 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any,
     if spot is not None:
         items[spot:spot + 1] = [slice(None)] * (tensor.dim() - consumed)
         consumed = tensor.dim()
+    if any(getattr(item, "dtype", None) == torch.bool for item in items):
+        raise exc.DataDependentOutputShapeNotSupported(
+            f"indexing {tensor.name} with a boolean mask: the result's shape would depend on the data",
+            location=user_location(), hint="keep the shape and select with torch.where(mask, value, 0)")
     if consumed != tensor.dim():
-        raise exc.IndexingError(
+        raise exc.RankMismatch(
             f"{tensor.name} has {tensor.dim()} dimensions but is indexed with {consumed}",
             location=user_location(), hint="index every dimension (use `:` for a whole one)")
     accesses: list[DimAccess] = []
