@@ -47,6 +47,11 @@ _KNOWN_KEYS: dict[str, str] = {
 _SINGULAR_KEYS = ("loop_order", "reduction_loop", "flatten_loop", "static_range", "range_unroll_factor",
                   "range_warp_specialize", "range_num_stage", "range_multi_buffer", "range_flatten")
 
+# per-loop / per-load list keys: a single value stands for a one-entry list, as in Helion
+_PER_ITEM_KEYS = ("reduction_loops", "l2_groupings", "load_eviction_policies", "range_num_stages",
+                  "range_unroll_factors", "range_flattens", "range_warp_specializes", "range_multi_buffers",
+                  "static_ranges", "flatten_loops")
+
 # Helion's Config keys that Triton 3.6 gives Tessera no way to honour (or that Tessera decides by
 # itself): accepted, so that a Config printed by Helion's autotuner works, and named once in a warning.
 IGNORED_KEYS: dict[str, str] = {
@@ -103,6 +108,9 @@ class Config(Mapping[str, Any]):
         if "block_size" in values:  # Helion's shorthand for a kernel with one block size
             shorthand = values.pop("block_size")
             values.setdefault("block_sizes", list(shorthand) if isinstance(shorthand, (list, tuple)) else [shorthand])
+        for key in _PER_ITEM_KEYS:  # Helion takes one value for a one-entry list: reduction_loops=32
+            if values.get(key) is not None and not isinstance(values[key], (list, tuple)):
+                values[key] = [values[key]]
         for singular in _SINGULAR_KEYS:  # Helion's one-entry shorthands: loop_order=(1, 0) -> loop_orders=[[1, 0]]
             if singular in values:
                 if f"{singular}s" in values:
@@ -154,6 +162,11 @@ class Config(Mapping[str, Any]):
 
     def to_dict(self) -> dict[str, Any]:
         return copy.deepcopy(self._values)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """Helion's `config.config`: the keys and values as a dict (a copy: a Config is immutable)."""
+        return self.to_dict()
 
 
 def _validate(values: dict[str, Any]) -> None:

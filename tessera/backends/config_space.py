@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
-from tessera.config import Config, default_block_size
+from tessera.config import IGNORED_KEYS, Config, default_block_size
 from tessera.exc import ConfigError
 from tessera.ir.tunables import TunableDim
 
@@ -132,6 +132,12 @@ class ConfigSpace:
 
     def default(self) -> Config:
         return self.to_config({axis.name: axis.default for axis in self.axes})
+
+    @staticmethod
+    def unsupported_config_keys(config: Mapping[str, Any]) -> list[str]:
+        """Helion's name: the keys of `config` that Tessera accepts but does not honour (each
+        warned about once by name when a Config holds it)."""
+        return [key for key in config if key in IGNORED_KEYS]
 
     def default_config(self) -> Config:
         """Helion's name for `default` (`bound.config_spec.default_config()`)."""

@@ -10,7 +10,7 @@ Each bound kernel keeps its own variants, so trying many configs never fills the
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -62,6 +62,17 @@ class BoundKernel:
         config = _as_config(config)
         return run_compiled(self.kernel, self.mode, self.args, self.kwargs, config or self.kernel.default_config(),
                             self.device, self._runner(config))
+
+    def compile_config(self, config: Config | dict[str, Any] | None = None, allow_print: bool = True) -> Callable[..., Any]:
+        """Helion's `bound.compile_config(config)`: a function that runs this kernel's generated code
+        under `config` (no tuning) on arguments like this call's. `allow_print` is accepted (the
+        code is printed by `print_output_code` / TESSERA_PRINT_CODE)."""
+        config = _as_config(config) or self.kernel.default_config()
+        kernel, mode = self.kernel, self.mode
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            return run_compiled(kernel, mode, args, kwargs, config, common_device(kernel.fn.__name__, args, kwargs))
+        return run
 
     @property
     def config_spec(self) -> ConfigSpace:
