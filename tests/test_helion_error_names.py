@@ -267,3 +267,21 @@ def test_eager_mode_runs_on_one_cpu_thread_and_restores_the_count():
         assert set(seen) == {1} and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("key", ["reduction_loops", "l2_groupings", "range_num_stages"])
+def test_one_value_for_a_per_loop_list_key_is_a_one_entry_list(key):
+    assert Config(**{key: 2})[key] == [2]
+    assert Config(**{key: [2, 4]})[key] == [2, 4]
+
+
+@pytest.mark.parametrize("size", [1, 7, 64])
+def test_compile_config_runs_the_generated_code_under_that_config(size):
+    kernel = tessera.kernel(add_rows, mode="interpret")
+    x = torch.randn(size)
+    bound = kernel.bind((x,))
+    config = Config(block_sizes=[4], num_warps=2, static_ranges=[True])
+    assert bound.config_spec.unsupported_config_keys(config.config) == ["static_ranges"]
+    compiled = bound.compile_config(config)
+    y = torch.randn(size + 3)
+    torch.testing.assert_close(compiled(y), y + 1)
