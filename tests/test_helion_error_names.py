@@ -285,3 +285,35 @@ def test_compile_config_runs_the_generated_code_under_that_config(size):
     compiled = bound.compile_config(config)
     y = torch.randn(size + 3)
     torch.testing.assert_close(compiled(y), y + 1)
+
+
+def clamp_with_builtins(values: torch.Tensor, low: int) -> torch.Tensor:
+    out = torch.zeros_like(values)
+    for i in hl.grid(values.size(0)):
+        out[i] = min(max(values[i], low), 7)
+    return out
+
+
+def max_of_tiles(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = max(x[tile], y[tile], 0.5)
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("size", [1, 6, 37])
+def test_builtin_min_max_of_device_values_is_elementwise(mode, size):
+    values = torch.arange(-3, size - 3, dtype=torch.int32) * 2
+    result = run(clamp_with_builtins, mode, values, 3)
+    torch.testing.assert_close(result, values.clamp(3, 7))
+    if mode == "interpret":  # eager mode runs Python's max, which needs one-element tensors
+        x, y = torch.randn(size), torch.randn(size)
+        torch.testing.assert_close(run(max_of_tiles, mode, x, y), torch.maximum(torch.maximum(x, y), torch.tensor(0.5)))
+
+
+def test_interpret_mode_ignores_triton_interpret_set_to_0_after_import(monkeypatch):
+    run(add_rows, "interpret", torch.randn(3))  # Triton imported with its interpreter
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    x = torch.randn(10)
+    torch.testing.assert_close(run(add_rows, "interpret", x), x + 1)

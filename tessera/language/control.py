@@ -102,6 +102,22 @@ def minmax_helper(function: Any, *values: Any) -> Any:
     if function in (min, max) and any(_symbolic(value) for value in values) \
             and all(_number_like(value) and not isinstance(value, bool) for value in values):
         return (sympy.Min if function is min else sympy.Max)(*values)
+    if function in (min, max) and len(values) > 1 and any(isinstance(value, TileValue) for value in values) \
+            and all(isinstance(value, TileValue) or _number_like(value) for value in values):
+        # `min(max(v, 3), 7)` on device values: Python would compare them (a device value cannot
+        # decide that while compiling); elementwise minimum / maximum is what it means
+        pick = TORCH_FUNCTIONS[torch.minimum if function is min else torch.maximum]
+        bound = "max" if function is min else "min"  # min(v, 7) is v clamped to at most 7
+        devices = [value for value in values if isinstance(value, TileValue)]
+        result = devices[0]
+        for value in devices[1:]:
+            result = pick.bind(result, value)
+        numbers = [value for value in values if not isinstance(value, TileValue)]
+        if numbers:
+            symbolic = any(_symbolic(value) for value in numbers)
+            limit = (sympy.Min if function is min else sympy.Max)(*numbers) if symbolic else function(numbers)
+            result = TORCH_FUNCTIONS[torch.clamp].bind(result, **{bound: limit})
+        return result
     return function(*values)
 
 

@@ -90,6 +90,12 @@ class Kernel:
         self.torch_ops: dict[Any, Any] = {}  # custom ops by argument structure (torch_library.py)
         announce(self)  # torch.compile keeps its calls whole (torch_library.py)
 
+    @property
+    def __globals__(self) -> dict[str, Any]:
+        """The function's globals, as a function has them: torch.library.custom_op(kernel) reads
+        them to resolve string annotations (`from __future__ import annotations`)."""
+        return self.fn.__globals__
+
     @functools.cached_property
     def source(self) -> KernelSource:
         return KernelSource(self.fn)

@@ -149,7 +149,14 @@ def import_generated(path: str, name: str, source: str, interpret: bool) -> Any:
         ensure_source_file(path, source)
     except OSError:
         pass  # the cache directory went away or became read-only: the primed line cache serves
-    return load_module_function(path, name, source)
+    if not interpret:
+        return load_module_function(path, name, source)
+    # @triton.jit picks the interpreter from TRITON_INTERPRET when the module runs: a user's
+    # TRITON_INTERPRET=0, set after Triton was imported, must not make our kernel a compiled one
+    from triton import knobs
+    with knobs.runtime.scope():
+        knobs.runtime.interpret = True
+        return load_module_function(path, name, source)
 
 
 def load_module_function(path: str, name: str, source: str, module_prefix: str = "") -> Any:
