@@ -203,6 +203,10 @@ class DotBatchDimensionMismatch(ShapeMismatchError):
     """hl.dot/torch.bmm operands whose batch dimensions differ."""
 
 
+class BreakpointInDeviceLoopRequiresInterpret(UnsupportedOperationError):
+    """breakpoint() inside a tile loop of a kernel compiled for the GPU (eager and interpret stop)."""
+
+
 class ControlFlowTensorMismatch(ShapeMismatchError):
     """The branches of an `if` give one variable tensors of different ranks, shapes or dtypes."""
 

@@ -48,6 +48,7 @@ COMPARE = "_tessera_compare"  # (left, "eq" | "ne", right) -> a relation when a 
 RANGE = "_tessera_range"  # (the name `range` as the kernel sees it, *arguments) -> range, or a located error
 MINMAX = "_tessera_minmax"  # (the name `min` / `max` as the kernel sees it, *arguments) -> a symbolic Min/Max or Python's
 TORCH_CALL = "_tessera_torch_call"  # (torch.fn, *arguments, **keywords) -> the call, symbolic scalars allowed
+BREAKPOINT = "_tessera_breakpoint"  # (the name `breakpoint` as the kernel sees it) -> hl.breakpoint, or the call
 
 
 
@@ -151,6 +152,9 @@ class _DeviceExpressions(ast.NodeTransformer):
         if isinstance(node.func, ast.Name) and node.func.id in ("min", "max") and len(node.args) >= 2 \
                 and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
             return ast.copy_location(ast.Call(ast.Name(MINMAX, ast.Load()), [node.func, *node.args], []), node)
+        if isinstance(node.func, ast.Name) and node.func.id == "breakpoint" and not node.args and not node.keywords:
+            # Python's breakpoint() in a tile loop stops in each program, not once while compiling
+            return ast.copy_location(ast.Call(ast.Name(BREAKPOINT, ast.Load()), [node.func], []), node)
         return node
 
     def visit_Compare(self, node: ast.Compare) -> ast.expr:
@@ -447,6 +451,11 @@ def _python_minmax(function: Any, *values: Any) -> Any:
     return function(*values)
 
 
+def _python_call(function: Any) -> Any:
+    """A plain call: what BREAKPOINT means when the caller supplies no helper for it."""
+    return function()
+
+
 def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool],
                    helpers: dict[str, Any]) -> RewrittenKernel:
     """Compile the rewritten kernel function; `helpers` supplies the launch and loop callables."""
@@ -461,7 +470,8 @@ def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool
     # Closure variables become parameters of an outer factory so the new function sees them.
     # Closure variables and the helpers become parameters of an outer factory, so the new
     # function sees them while reading the user's module globals live (not a copy).
-    helpers = {COMPARE: _python_compare, RANGE: _python_range, MINMAX: _python_minmax, **helpers, UNDEFINED_NAME: UNDEFINED}
+    helpers = {COMPARE: _python_compare, RANGE: _python_range, MINMAX: _python_minmax, BREAKPOINT: _python_call,
+               **helpers, UNDEFINED_NAME: UNDEFINED}
     factory_params = list(freevars) + list(helpers)
     factory = ast.FunctionDef("_tessera_factory",
                               ast.arguments([], [ast.arg(n) for n in factory_params], None, [], [], None, []),

@@ -16,7 +16,7 @@ from tessera import backends, exc, settings
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
 from tessera.location import strip_internal_frames, user_location
-from tessera.frontend.rewrite import (COMPARE, DEVICE_IF, DEVICE_LOOP, LAUNCH, MINMAX, RANGE, TORCH_CALL, RewrittenKernel,
+from tessera.frontend.rewrite import (BREAKPOINT, COMPARE, DEVICE_IF, DEVICE_LOOP, LAUNCH, MINMAX, RANGE, TORCH_CALL, RewrittenKernel,
                                       rewrite_kernel)
 from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments
@@ -29,6 +29,7 @@ from tessera.language.control import (compare_helper, device_if_helper, device_l
 from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
 from tessera.runtime.eager import run_eager
 from tessera.runtime.kernel_settings import Settings
+from tessera.language.debug import breakpoint_helper
 from tessera.trace.proxy import TileValue
 from tessera.runtime.tuning import ConfigChoices, autotune, config_for_call, kernel_defined
 from tessera.runtime.torch_library import announce, call_as_custom_op, is_traced_call
@@ -218,7 +219,7 @@ class Kernel:
                 self.source, lambda node: isinstance(node, ast.Call) and resolve(node.func) in (tile, grid, jagged_tile),
                 {LAUNCH: launch_helper, DEVICE_LOOP: device_loop_helper, DEVICE_IF: device_if_helper,
                  COMPARE: compare_helper, RANGE: range_helper, MINMAX: minmax_helper,
-                 TORCH_CALL: torch_call_helper})
+                 TORCH_CALL: torch_call_helper, BREAKPOINT: breakpoint_helper})
         return self._rewritten
 
     def call_eager(self, args: tuple, kwargs: dict, device: torch.device) -> Any:
