@@ -317,3 +317,30 @@ def test_interpret_mode_ignores_triton_interpret_set_to_0_after_import(monkeypat
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     x = torch.randn(10)
     torch.testing.assert_close(run(add_rows, "interpret", x), x + 1)
+
+
+def two_launches(x: torch.Tensor, scale: float, shift: int) -> torch.Tensor:
+    mid = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        mid[tile] = x[tile] * scale
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = mid[tile] + shift
+    return out
+
+
+@pytest.mark.parametrize("size", [1, 13])
+def test_emit_repro_caller_gives_a_script_that_runs_every_launch(tmp_path, size):
+    import os
+    import subprocess
+    import sys
+    bound = tessera.kernel(two_launches, mode="interpret").bind((torch.randn(size), float("inf"), 3))
+    code = bound.to_triton_code(Config(block_sizes=[4, 8]), emit_repro_caller=True)
+    assert code.count("[(") == 2 and "tensor_1" in code  # two launches sharing `mid`
+    assert "def two_launches_kernel(" in code and "def two_launches_kernel_launch2(" in code
+    script = tmp_path / "repro.py"
+    script.write_text(code)
+    environment = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=environment, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "every launch ran" in done.stdout

@@ -22,6 +22,7 @@ from tessera.runtime.call_keys import argument_key, common_device
 from tessera.runtime.compiled import CompiledRunner, IRRecorder, VariantStore, run_compiled
 from tessera.runtime.eager import run_eager
 from tessera.runtime.plan import KernelPlan, LaunchRecord
+from tessera.runtime.repro import INTERPRET_HEADER, repro_caller
 from tessera.runtime.tuning import config_space_for
 
 
@@ -118,16 +119,28 @@ class BoundKernel:
         """The generated source of every launch of this call under `config` (the kernel's backend)."""
         return self.to_triton_code(config)
 
-    def to_triton_code(self, config: Config | dict[str, Any] | None = None) -> str:
-        """The generated Triton source of every launch of this call under `config`."""
+    def to_triton_code(self, config: Config | dict[str, Any] | None = None, *, emit_repro_caller: bool = False,
+                       output_origin_lines: bool | None = None) -> str:
+        """The generated Triton source of every launch of this call under `config`. With
+        `emit_repro_caller=True`, a script that runs it: a `__main__` block launches each kernel
+        on fresh inputs like this call's (runtime/repro.py). `output_origin_lines` is accepted:
+        the code always names the kernel source line of each statement."""
         plan = self.plan(config)
-        parts = []
+        parts, functions = [], []
         for number, launch in enumerate(plan.launches, 1):
             with open(launch.source_path) as handle:
                 source = handle.read()
+            function = launch.function_name
+            if emit_repro_caller and function in functions:  # two launches of one name: the script needs both
+                function = f"{function}_launch{number}"
+                source = source.replace(f"def {launch.function_name}(", f"def {function}(", 1)
+            functions.append(function)
             if len(plan.launches) > 1:
                 source = f"# ---- launch {number} of {len(plan.launches)} ----\n{source}"
             parts.append(source)
+        if emit_repro_caller:
+            header = INTERPRET_HEADER if self.mode == "interpret" else ""
+            return header + "\n".join(parts) + repro_caller(plan, functions)
         return "\n".join(parts)
 
     def reference(self) -> Any:

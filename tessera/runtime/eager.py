@@ -105,9 +105,11 @@ class EagerInterpreter:
         blocks = self._resolved_blocks(tile_range)
         per_dim = []
         for begin, end, block in zip(tile_range.begins, tile_range.ends, blocks):
-            on_host = not isinstance(begin, torch.Tensor) and not isinstance(end, torch.Tensor)
+            # a top-level loop's host bounds (as the tracer checks them); device-loaded bounds and
+            # inner loops (bounds from tiles) run no iterations when reversed, as when compiled
+            on_host = self.loop_depth == 0 and not isinstance(begin, torch.Tensor) and not isinstance(end, torch.Tensor)
             begin, end = int(begin), int(end)
-            if on_host and begin > end:  # device-loaded bounds run no iterations, as when compiled
+            if on_host and begin > end:
                 raise reversed_range_error(begin, end)
             count = max(-(-(end - begin) // block), 0)
             per_dim.append([Tile(b, min(b + block, end), block, i, count, self.device, begin, end, ends)

@@ -347,7 +347,8 @@ class Tracer:
         proxies = []
         for dim, (begin, end, block) in enumerate(zip(tile_range.begins, tile_range.ends, blocks)):
             begin, end = self.symbols.canonical(self.scalar_expr(begin)), self.symbols.canonical(self.scalar_expr(end))
-            self._check_range_order(begin, end)
+            if kind is AxisKind.LAUNCH:  # inner loops' bounds may be tile bounds: empty is fine there
+                self._check_range_order(begin, end)
             block = int(self.symbols.evaluate(block))
             if block & (block - 1):
                 raise exc.ConfigError(f"block size {block} is not a power of two", location=user_location())
@@ -362,12 +363,13 @@ class Tracer:
         return proxies
 
     def _check_range_order(self, begin: sympy.Expr, end: sympy.Expr) -> None:
-        """hl.tile(begin, end) with begin past end in this call is a mistake (Python's range would
-        silently run no iterations); bounds loaded inside the kernel are not known here."""
-        if begin.is_Integer and begin == 0:
+        """A top-level hl.tile(begin, end) with begin past end in this call is a mistake (Python's
+        range would silently run no iterations); bounds loaded inside the kernel are not known here."""
+        host = set(self.symbols.values)  # sizes and scalars of the call (not loop variables or loaded values)
+        if (begin.is_Integer and begin == 0) or not (begin.free_symbols | end.free_symbols) <= host:
             return
-        first, last = self.symbols.evaluate_or_none(begin), self.symbols.evaluate_or_none(end)
-        if first is not None and last is not None and int(first) > int(last):
+        first, last = self.symbols.evaluate(begin), self.symbols.evaluate(end)
+        if int(first) > int(last):
             raise reversed_range_error(int(first), int(last))
 
     def scalar_expr(self, value: Any) -> Any:
