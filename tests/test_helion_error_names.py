@@ -344,3 +344,17 @@ def test_emit_repro_caller_gives_a_script_that_runs_every_launch(tmp_path, size)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=environment, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "every launch ran" in done.stdout
+
+
+def functional_relu(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = torch.nn.functional.relu(x[tile]) + torch.nn.functional.silu(x[tile], inplace=False)
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("size", [1, 19])
+def test_functional_relu_with_its_default_inplace_keyword(mode, size):
+    x = torch.randn(size)
+    torch.testing.assert_close(run(functional_relu, mode, x), torch.relu(x) + torch.nn.functional.silu(x))
