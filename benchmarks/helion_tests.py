@@ -184,6 +184,9 @@ def run_child(path: str, result_path: str, test_timeout: float) -> int:
     root = pathlib.Path(path).resolve().parent
     # the checkout (the test folder's parent): tests also load its examples/ through import_path
     sys.meta_path.insert(0, _RenamingFinder(root.parent))
+    # the tests' EXAMPLES_DIR and check_example() load the checkout's examples, not Tessera's own
+    from tessera import _test_case, _testing
+    _test_case.EXAMPLES_DIR = _testing.EXAMPLES_DIR = root.parent / "examples"
     return int(pytest.main([path, "-q", "-p", "no:cacheprovider", "--assert=plain", "-p", "no:warnings",
                             "-o", "addopts=", "--rootdir", str(root.parent)],
                            plugins=[_Recorder(result_path, test_timeout)]))
@@ -200,9 +203,7 @@ def _run_file(path: pathlib.Path, args: argparse.Namespace, scratch: pathlib.Pat
         return {"file": path.name, "internals": helion_internals(source), "counts": {"import error": 1},
                 "note": "", "seconds": 0.0, "tests": [{"test": path.name, "outcome": "import error",
                                                        "message": f"ModuleNotFoundError: No module named '{absent}'"}]}
-    # the tests' check_example()/EXAMPLES_DIR must load the checkout's examples, not Tessera's own
-    env = dict(os.environ, TESSERA_MODE=args.mode, CUDA_VISIBLE_DEVICES="",
-               TESSERA_EXAMPLES_DIR=str(path.resolve().parent.parent / "examples"))
+    env = dict(os.environ, TESSERA_MODE=args.mode, CUDA_VISIBLE_DEVICES="")
     if args.mode == "eager":
         env["HELION_INTERPRET"] = "1"
     else:  # test files that import triton before helion get its interpreter, as Helion's CPU CI sets it

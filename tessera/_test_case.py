@@ -43,7 +43,7 @@ from tessera.runtime import kernel as kernel_module
 Decorator = Callable[[Any], Any]
 
 PROJECT_ROOT: pathlib.Path = pathlib.Path(__file__).resolve().parent.parent
-EXAMPLES_DIR: pathlib.Path = pathlib.Path(settings.get("examples_dir") or PROJECT_ROOT / "examples")
+EXAMPLES_DIR: pathlib.Path = PROJECT_ROOT / "examples"  # check_example reads it when called (tests may patch it)
 JOURNAL_SUFFIX = ".tessera.expected"
 _ACCEPT_VARIABLE = "EXPECTTEST_ACCEPT"
 

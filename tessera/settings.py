@@ -81,9 +81,6 @@ _DECLARED: tuple[Setting, ...] = (
             "disabled (behave as tessera.kernel)."),
     Setting("aot_data_dir", "TESSERA_AOT_DATA_DIR", _parse_optional_str, None,
             "Where tessera.aot_kernel records tuned Configs and timings (default: <cache_dir>/aot)."),
-    Setting("examples_dir", "TESSERA_EXAMPLES_DIR", _parse_optional_str, None,
-            "The examples folder that tessera._testing's EXAMPLES_DIR and check_example() load (default: "
-            "the repository's examples/); benchmarks/helion_tests.py points it at the tested checkout's."),
     Setting("prewarm", "TESSERA_PREWARM", _parse_bool, True,
             "Start the autotuning workers in the background when a kernel that will likely tune "
             "is defined (CUDA present, tuning on, no tuned config on disk); 0 turns it off."),

@@ -217,15 +217,6 @@ def test_check_example_skips_expected_none_and_compares_as_float32(tmp_path, mon
         _testing.check_example("pair", (x,), (x * 3, None), emit_code=False)
 
 
-def test_examples_dir_follows_the_setting(tmp_path):
-    import subprocess
-    import sys
-    env = dict(__import__("os").environ, TESSERA_EXAMPLES_DIR=str(tmp_path))
-    printed = subprocess.run([sys.executable, "-c", "from tessera._testing import EXAMPLES_DIR; print(EXAMPLES_DIR)"],
-                             env=env, capture_output=True, text=True, check=True).stdout.strip()
-    assert printed == str(tmp_path)
-
-
 def test_assigning_kernel_configs_replaces_them_and_is_used():
     kernel = tessera.kernel(add_rows, config=Config(block_sizes=[8]))
     kernel.configs = [Config(block_sizes=[4]), {"block_sizes": [2]}]
