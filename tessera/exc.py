@@ -151,8 +151,9 @@ class RankMismatch(IndexingError):
     """A tensor indexed with more (or fewer) indices than it has dimensions."""
 
 
-class DataDependentOutputShapeNotSupported(UnsupportedOperationError):
-    """An operation whose result shape depends on tensor data (boolean-mask indexing, nonzero)."""
+class DataDependentOutputShapeNotSupported(UnsupportedOperationError, IndexingError):
+    """An operation whose result shape depends on tensor data (boolean-mask indexing, nonzero);
+    an IndexingError too, as a boolean mask used as an index is one."""
 
 
 class UnsupportedSplitOperation(UnsupportedOperationError):
