@@ -63,8 +63,9 @@ class NotInTileLoopError(TesseraError):
     template = "hl.{detail} is a device operation and must be called inside an hl.tile / hl.grid loop"
 
 
-class KernelArgumentError(TesseraError):
-    """A kernel was called with arguments that do not fit its signature."""
+class KernelArgumentError(TesseraError, TypeError):
+    """A kernel was called with arguments that do not fit its signature (a TypeError too, as
+    Python's own call would raise)."""
 
 
 class DeviceMismatchError(TesseraError):

@@ -349,3 +349,8 @@ def functional_relu(x: torch.Tensor) -> torch.Tensor:
 def test_functional_relu_with_its_default_inplace_keyword(mode, size):
     x = torch.randn(size)
     torch.testing.assert_close(run(functional_relu, mode, x), torch.relu(x) + torch.nn.functional.silu(x))
+
+
+def test_too_many_arguments_is_a_type_error_with_both_counts():
+    with pytest.raises(TypeError, match=r"expected: 1 got: 2\. .*too many positional arguments"):
+        run(add_rows, "interpret", torch.randn(3), torch.randn(3))

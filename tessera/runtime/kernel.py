@@ -314,8 +314,11 @@ class Kernel:
         try:
             self.signature.bind(*args, **kwargs)
         except TypeError as error:
+            # the counts first, in the words Helion's message uses (tests match them)
+            counts = (f"Too many arguments passed to the kernel, expected: {arity[1]} got: {len(args)}. "
+                      if arity is not None and len(args) > arity[1] else "")
             raise exc.KernelArgumentError(
-                f"{self.fn.__name__}(): {error}", location=user_location(),
+                f"{counts}{self.fn.__name__}(): {error}", location=user_location(),
                 hint=f"the kernel's signature is {self.fn.__name__}{self.signature}") from None
 
 
