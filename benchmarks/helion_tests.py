@@ -184,6 +184,9 @@ def run_child(path: str, result_path: str, test_timeout: float) -> int:
     root = pathlib.Path(path).resolve().parent
     # the checkout (the test folder's parent): tests also load its examples/ through import_path
     sys.meta_path.insert(0, _RenamingFinder(root.parent))
+    # the tests' EXAMPLES_DIR and check_example() load the checkout's examples, not Tessera's own
+    from tessera import _test_case, _testing
+    _test_case.EXAMPLES_DIR = _testing.EXAMPLES_DIR = root.parent / "examples"
     return int(pytest.main([path, "-q", "-p", "no:cacheprovider", "--assert=plain", "-p", "no:warnings",
                             "-o", "addopts=", "--rootdir", str(root.parent)],
                            plugins=[_Recorder(result_path, test_timeout)]))

@@ -43,7 +43,7 @@ from tessera.runtime import kernel as kernel_module
 Decorator = Callable[[Any], Any]
 
 PROJECT_ROOT: pathlib.Path = pathlib.Path(__file__).resolve().parent.parent
-EXAMPLES_DIR: pathlib.Path = PROJECT_ROOT / "examples"
+EXAMPLES_DIR: pathlib.Path = PROJECT_ROOT / "examples"  # check_example reads it when called (tests may patch it)
 JOURNAL_SUFFIX = ".tessera.expected"
 _ACCEPT_VARIABLE = "EXPECTTEST_ACCEPT"
 
@@ -449,14 +449,39 @@ def check_example(name: str, args: tuple, expected: Any, fn_name: str | None = N
         code, result = "", output_only(kernel, args, **config_keys)
     if skip_accuracy:
         return code
-    if cos_sim is not None:
-        _cos_similar(result, expected, cos_sim)
-    elif max_mismatch_pct is not None:
-        assert_close_with_mismatch_tolerance(result, expected, atol=atol, rtol=rtol, max_mismatch_pct=max_mismatch_pct,
-                                             max_mismatched_abs_diff=max_mismatched_abs_diff)
-    else:
-        torch.testing.assert_close(result, expected, atol=atol, rtol=rtol)
+
+    def compare(got: Any, want: Any) -> None:
+        if cos_sim is not None:
+            _cos_similar(got, want, cos_sim)
+        elif max_mismatch_pct is not None:
+            assert_close_with_mismatch_tolerance(got, want, atol=atol, rtol=rtol, max_mismatch_pct=max_mismatch_pct,
+                                                 max_mismatched_abs_diff=max_mismatched_abs_diff)
+        else:
+            torch.testing.assert_close(got, want, atol=atol, rtol=rtol)
+
+    _compare_results(result, expected, compare)
     return code
+
+
+def _compare_results(result: Any, expected: Any, compare: Callable[[Any, Any], None]) -> None:
+    """Walk `expected` and `result` together (tuples, lists, dicts of tensors): an expected None
+    means "not checked" (a kernel's optional second output), and tensors compare as float32, so
+    a reference computed in another precision or dtype still checks the values."""
+    if expected is None:
+        return
+    if isinstance(expected, (tuple, list)):
+        assert isinstance(result, (tuple, list)) and len(result) == len(expected), \
+            f"expected {len(expected)} outputs, got {type(result).__name__} {result!r:.200}"
+        for got, want in zip(result, expected):
+            _compare_results(got, want, compare)
+    elif isinstance(expected, dict):
+        assert isinstance(result, dict) and result.keys() == expected.keys(), f"expected keys {list(expected)}"
+        for key in expected:
+            _compare_results(result[key], expected[key], compare)
+    elif isinstance(expected, torch.Tensor) and isinstance(result, torch.Tensor):
+        compare(result.to(torch.float32), expected.to(torch.float32))
+    else:
+        compare(result, expected)
 
 
 class CosSimilarity(NamedTuple):

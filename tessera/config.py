@@ -50,6 +50,11 @@ _KNOWN_KEYS: dict[str, str] = {
 _SINGULAR_KEYS = ("loop_order", "reduction_loop", "flatten_loop", "static_range", "range_unroll_factor",
                   "range_warp_specialize", "range_num_stage", "range_multi_buffer", "range_flatten")
 
+# per-loop / per-load list keys: a single value stands for a one-entry list, as in Helion
+_PER_ITEM_KEYS = ("reduction_loops", "l2_groupings", "load_eviction_policies", "range_num_stages",
+                  "range_unroll_factors", "range_flattens", "range_warp_specializes", "range_multi_buffers",
+                  "static_ranges", "flatten_loops")
+
 # Helion's Config keys that Triton 3.6 gives Tessera no way to honour (or that Tessera decides by
 # itself): accepted, so that a Config printed by Helion's autotuner works, and named once in a warning.
 IGNORED_KEYS: dict[str, str] = {
@@ -111,6 +116,9 @@ class Config(Mapping[str, Any]):
                 raise ConfigError("Config gives both l2_grouping (a list) and l2_groupings", location=user_location(),
                                   hint="l2_grouping=[...] is short for l2_groupings=[...]; give one of them")
             values["l2_groupings"] = list(values.pop("l2_grouping"))
+        for key in _PER_ITEM_KEYS:  # Helion takes one value for a one-entry list: reduction_loops=32
+            if values.get(key) is not None and not isinstance(values[key], (list, tuple)):
+                values[key] = [values[key]]
         for singular in _SINGULAR_KEYS:  # Helion's one-entry shorthands: loop_order=(1, 0) -> loop_orders=[[1, 0]]
             if singular in values:
                 if f"{singular}s" in values:

@@ -63,8 +63,9 @@ class NotInTileLoopError(TesseraError):
     template = "hl.{detail} is a device operation and must be called inside an hl.tile / hl.grid loop"
 
 
-class KernelArgumentError(TesseraError):
-    """A kernel was called with arguments that do not fit its signature."""
+class KernelArgumentError(TesseraError, TypeError):
+    """A kernel was called with arguments that do not fit its signature (a TypeError too, as
+    Python's own call would raise)."""
 
 
 class DeviceMismatchError(TesseraError):
@@ -181,6 +182,77 @@ class BackendCompileError(InternalError):
 
 class AutotuneError(TesseraError):
     """Every autotuning candidate failed."""
+
+
+# -- Helion's names for specific mistakes: each a subclass of the Tessera class that describes it,
+# raised where Tessera detects that mistake (tests written for Helion catch them by these names)
+
+ShapeMismatch = ShapeMismatchError  # Helion's name for the same mistake
+
+
+class RankMismatch(IndexingError):
+    """A tensor indexed with more (or fewer) indices than it has dimensions."""
+
+
+class DataDependentOutputShapeNotSupported(UnsupportedOperationError, IndexingError):
+    """An operation whose result shape depends on tensor data (boolean-mask indexing, nonzero);
+    an IndexingError too, as a boolean mask used as an index is one."""
+
+
+class UnsupportedSplitOperation(UnsupportedOperationError):
+    """torch.chunk/split/unbind/tensor_split on a tile value (use hl.split)."""
+
+
+class NotAllowedOnDevice(UnsupportedSyntaxError):
+    """A statement that cannot run inside a tile loop (`return`, ...)."""
+
+
+class StatementNotSupported(UnsupportedSyntaxError):
+    """A statement a kernel function cannot contain (e.g. a nested `def`)."""
+
+
+class InvalidDeviceForLoop(UnsupportedSyntaxError):
+    """A `for` loop inside a tile loop over something other than hl.tile/hl.grid/range/a tuple."""
+
+
+class CannotModifyHostVariableOnDevice(DeviceValueOnHostError):
+    """A tile loop rebinds a variable of the host code (`out = ...` instead of `out[tile] = ...`)."""
+
+
+class CannotReadDeviceVariableOnHost(DeviceValueOnHostError):
+    """Host code reads a variable that only a tile loop assigns."""
+
+
+class DeviceTensorSubscriptAssignmentNotAllowed(UnsupportedOperationError):
+    """Item assignment into a tile value (`v[0] = 1`): tile values are immutable registers."""
+
+
+class FailedToUnpackTile(TesseraError):
+    """A tile loop target unpacks a different number of tiles than the loop makes."""
+
+
+class InvalidTileRange(TesseraError):
+    """hl.tile(begin, end) with begin > end, both known while compiling."""
+
+
+class TileOfTile(TesseraError):
+    """hl.tile(t) of a tile `t`: tile loops take sizes or ranges."""
+
+
+class NestedKernelCallsNotSupported(TesseraError):
+    """A kernel called inside another kernel's tile loop."""
+
+
+class DotBatchDimensionMismatch(ShapeMismatchError):
+    """hl.dot/torch.bmm operands whose batch dimensions differ."""
+
+
+class BreakpointInDeviceLoopRequiresInterpret(UnsupportedOperationError):
+    """breakpoint() inside a tile loop of a kernel compiled for the GPU (eager and interpret stop)."""
+
+
+class ControlFlowTensorMismatch(ShapeMismatchError):
+    """The branches of an `if` give one variable tensors of different ranks, shapes or dtypes."""
 
 
 class BaseWarning(UserWarning):

@@ -456,7 +456,7 @@ def test_a_tile_loop_the_chosen_config_does_not_reach_takes_the_default_block_no
 
 
 def test_a_users_config_with_too_few_block_sizes_is_still_refused():
-    with pytest.raises(exc.ConfigError, match="only 1 block sizes"):
+    with pytest.raises(exc.InvalidConfig, match="expected 2 block sizes, got 1"):
         tessera.kernel(branchy, mode="interpret", config=tessera.Config(block_sizes=[16]))(torch.randn(9), False)
 
 

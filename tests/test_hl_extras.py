@@ -109,12 +109,6 @@ def test_breakpoint_stops_in_eager_mode(monkeypatch: Any) -> None:
     assert stops_seen == [1, 1, 1]  # once per tile
 
 
-def test_breakpoint_outside_eager_mode_is_refused_with_a_way_out() -> None:
-    with pytest.raises(exc.UnsupportedOperationError, match="debugger") as raised:
-        tessera.kernel(stops, mode="interpret")(torch.zeros(3))
-    assert "mode='eager'" in str(raised.value)
-
-
 def python_prints(x: T) -> T:
     out = torch.empty_like(x)
     for tile in hl.tile(x.size(0)):
@@ -184,3 +178,21 @@ def test_interpret_mode_survives_triton_interpret_dropped_after_import(monkeypat
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     kernel.reset()
     torch.testing.assert_close(kernel(x + 1), (x + 1) * 3)
+
+
+def test_breakpoint_stops_once_per_program_in_interpret_mode(monkeypatch: Any) -> None:
+    stops_seen: list[int] = []
+    monkeypatch.setattr(sys, "breakpointhook", lambda: stops_seen.append(1))
+    x = torch.zeros(5)
+    kernel = tessera.kernel(stops, mode="interpret", config=tessera.Config(block_sizes=[2]))
+    torch.testing.assert_close(kernel(x), x + 1)
+    assert stops_seen == [1, 1, 1]  # one program per tile
+
+
+def test_breakpoint_compiled_for_the_gpu_is_refused_with_a_way_out() -> None:
+    from tessera import backends
+    from tessera.backends.base import LoweringOptions
+    ir = tessera.kernel(stops, mode="interpret").bind((torch.zeros(3),)).to_ir()
+    with pytest.raises(exc.BreakpointInDeviceLoopRequiresInterpret, match="debugger") as raised:
+        backends.get("triton").check(ir, LoweringOptions(interpret=False))
+    assert "mode='interpret'" in str(raised.value) and raised.value.location.filename == __file__

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 import torch
 
 import tessera
 import tessera.language as hl
+from tessera import exc
 from tessera.config import DEFAULT_BLOCK_SIZE
 
 from eager_kernels import eager_kernel
@@ -247,7 +249,7 @@ def test_tile_with_begin_and_end_covers_only_that_range(device):
     assert seen == [(10, 26, 0, 3), (26, 42, 1, 3), (42, 50, 2, 3)]
 
 
-def test_tile_range_with_end_not_after_begin_runs_zero_times(device):
+def test_tile_range_with_end_at_begin_runs_zero_times_and_a_reversed_one_is_refused(device):
     seen = []
 
     @eager_kernel()
@@ -255,9 +257,10 @@ def test_tile_range_with_end_not_after_begin_runs_zero_times(device):
         for tile in hl.tile(begin, end):
             seen.append(tile)
 
-    record(5, 3)
     record(4, 4)
     assert seen == []
+    with pytest.raises(exc.InvalidTileRange, match="begin=5, end=3"):  # Helion's error for the mistake
+        record(5, 3)
 
 
 def test_nested_tile_over_an_outer_tile_partitions_that_tile(device):

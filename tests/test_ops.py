@@ -231,7 +231,7 @@ class OpCase:
     domain: str = "any"            # "positive" | "nonzero" | "small_int" | "bool": what inputs the op needs
     tolerance: float = 1e-5
     reference: Callable[..., Any] | None = None  # what the reference applies, when not `op` (hl-only ops)
-    eager_only: bool = False       # hl.breakpoint: the debugger needs Python, so other modes refuse it
+    not_compiled: bool = False     # hl.breakpoint: the debugger needs Python, so compiled mode refuses it
     compiled_only: bool = False    # hl.inline_triton: Triton code, which eager mode refuses (located)
 
     @property
@@ -375,7 +375,7 @@ OPS: tuple[OpCase, ...] = (
                                                               output_like=x),
            reference=lambda x, y, z: 2 * x + y, compiled_only=True),
     # debugging (language/debug.py)
-    OpCase("device_print", layout="debugged"), OpCase("breakpoint", print, layout="debugged", eager_only=True),
+    OpCase("device_print", layout="debugged"), OpCase("breakpoint", print, layout="debugged", not_compiled=True),
     # torch's allocations shaped like a tile value (language/creation.py)
     OpCase("zeros_like", lambda x, y, z: torch.zeros_like(x) + x),
     OpCase("ones_like", lambda x, y, z: torch.ones_like(x, dtype=torch.float16) + x, tolerance=1e-3),
@@ -435,7 +435,7 @@ def test_op_matches_torch_in_every_mode(case: OpCase, shape: tuple[int, int], de
     for mode in _modes(device):
         if case.layout == "assembled" and mode == "eager" and device.type == "cuda":
             continue  # its inline PTX runs compiled only; eager refuses it (tests/test_joins.py)
-        if case.eager_only and mode != "eager" or case.compiled_only and mode == "eager":
+        if case.not_compiled and mode == "compiled" or case.compiled_only and mode == "eager":
             continue  # refused there, located (tests/test_hl_extras.py, tests/test_inline_triton.py)
         # products in ieee float32: the row checks the op, not tf32's rounding (the GPU default)
         options = {"dot_precision": "ieee"} if case.layout in ("matrix", "scaled_matrix") else {}

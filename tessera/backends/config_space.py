@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
@@ -139,6 +139,12 @@ class ConfigSpace:
         """Helion's per-loop flatten choices: none to search, as Tessera maps every N-D tile loop
         to one flat program id already (config.py names the `flatten_loops` key as ignored)."""
         return []
+
+    @staticmethod
+    def unsupported_config_keys(config: Mapping[str, Any]) -> list[str]:
+        """Helion's name: the keys of `config` that Tessera accepts but does not honour (each
+        warned about once by name when a Config holds it)."""
+        return [key for key in config if key in IGNORED_KEYS]
 
     def default_config(self) -> Config:
         """Helion's name for `default` (`bound.config_spec.default_config()`)."""

@@ -58,6 +58,7 @@ NOT = "_tessera_not"  # (value) -> `not value`, or the negated condition
 STATIC_RANGE = "_tessera_static_range"  # (the name `range`, *arguments) -> whether the loop is unrolled in Python
 DEVICE_RANGE = "_tessera_device_range"  # (the name `range`, *arguments) -> hl.grid over the same indices
 PRINT = "_tessera_print"  # (the name `print` as the kernel sees it, *arguments, **keywords) -> a device print or Python's
+BREAKPOINT = "_tessera_breakpoint"  # (the name `breakpoint` as the kernel sees it) -> hl.breakpoint, or the call
 
 
 
@@ -182,6 +183,9 @@ class _DeviceExpressions(ast.NodeTransformer):
             # `print("x: ", tile)` in a tile body: Helion's device print (values known only on the device)
             return ast.copy_location(ast.Call(ast.Name(PRINT, ast.Load()), [node.func, *node.args], node.keywords),
                                      node)
+        if isinstance(node.func, ast.Name) and node.func.id == "breakpoint" and not node.args and not node.keywords:
+            # Python's breakpoint() in a tile loop stops in each program, not once while compiling
+            return ast.copy_location(ast.Call(ast.Name(BREAKPOINT, ast.Load()), [node.func], []), node)
         return node
 
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.expr:
@@ -279,7 +283,7 @@ class _Rewriter:
         result: list[ast.stmt] = []
         for index, statement in enumerate(body):
             if self._is_tile_loop(statement):
-                self._check_no_device_names_after(statement, body[index + 1:])
+                self._check_no_device_names_after(statement, body[index + 1:], bound)
                 result.extend(self.launch(statement))  # type: ignore[arg-type]
             else:
                 for field in _NESTED_BLOCKS:
@@ -300,14 +304,20 @@ class _Rewriter:
             return statement
         return ast.copy_location(ast.Assign([ast.Name(call.args[0].id, ast.Store())], call), statement)
 
-    def _check_no_device_names_after(self, loop: ast.For, rest: list[ast.stmt]) -> None:
+    def _check_no_device_names_after(self, loop: ast.For, rest: list[ast.stmt], host_names: list[str]) -> None:
         device_names = set(_assigned_names(loop.body)) | set(_assigned_names([ast.Assign([loop.target], ast.Constant(0))]))
         for statement in rest:
             for node in ast.walk(statement):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                     device_names.discard(node.id)
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in device_names:
-                    raise exc.DeviceValueOnHostError(
+                    if node.id in host_names:  # the loop rebinds a host variable (`out = v`, not `out[t] = v`)
+                        raise exc.CannotModifyHostVariableOnDevice(
+                            f"the tile loop at line {loop.lineno} rebinds the host variable {node.id!r}, which "
+                            "host code reads after the loop", location=self._location(node),
+                            hint=f"write into the tensor instead ({node.id}[tile] = value, or {node.id}[:] += value "
+                                 "for a whole-tensor update), or use another name inside the loop")
+                    raise exc.CannotReadDeviceVariableOnHost(
                         f"{node.id!r} is computed inside the tile loop at line {loop.lineno} and read by "
                         "host code after it", location=self._location(node),
                         hint="device values live only inside their loop; store them into a tensor "
@@ -359,7 +369,7 @@ class _Rewriter:
         the loop body runs once, as a function. Those of a plain Python loop inside are fine."""
         for statement in statements:
             if isinstance(statement, ast.Return):
-                raise exc.UnsupportedSyntaxError(
+                raise exc.NotAllowedOnDevice(
                     "`return` inside a tile loop is not supported", location=self._location(statement),
                     hint="store results into an output tensor and return after the loop")
             if isinstance(statement, (ast.Break, ast.Continue)) and innermost_is_tile:
@@ -571,6 +581,11 @@ def _python_print(function: Any, *values: Any, **keywords: Any) -> Any:
     return function(*values, **keywords)
 
 
+def _python_call(function: Any) -> Any:
+    """A plain call: what BREAKPOINT means when the caller supplies no helper for it."""
+    return function()
+
+
 def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool],
                    helpers: dict[str, Any]) -> RewrittenKernel:
     """Compile the rewritten kernel function; `helpers` supplies the launch and loop callables."""
@@ -587,7 +602,7 @@ def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool
     # function sees them while reading the user's module globals live (not a copy).
     # the logical helpers are Python's own `and` / `or` / `not` for host values
     helpers = {COMPARE: _python_compare, RANGE: _python_range, MINMAX: _python_minmax, LOGICAL: logical_helper,
-               CHAIN: chain_helper, NOT: not_helper, PRINT: _python_print,
+               CHAIN: chain_helper, NOT: not_helper, PRINT: _python_print, BREAKPOINT: _python_call,
                STATIC_RANGE: _python_static_range, **helpers, UNDEFINED_NAME: UNDEFINED}
     factory_params = list(freevars) + list(helpers)
     factory = ast.FunctionDef("_tessera_factory",

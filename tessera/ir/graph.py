@@ -36,6 +36,7 @@ class Op(enum.Enum):
     ARANGE = "arange"            # params: begin, step
     TILE_INDEX = "tile_index"    # the indices of an axis; params: axis
     DEVICE_PRINT = "device_print"  # prints its inputs (tile values), no result; params: prefix
+    BREAKPOINT = "breakpoint"    # Python's breakpoint() in each program (Triton's interpreter only), no result
     INLINE_ASM = "inline_asm"    # elementwise assembly (GPU only); params: asm, constraints, is_pure, pack
                                  # (and dtypes, for several results)
     INLINE_TRITON = "inline_triton"  # hl.inline_triton / hl.triton_kernel; inputs: the tile values it reads;

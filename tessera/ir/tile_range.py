@@ -58,6 +58,15 @@ def static_bounds(tile_range: TileRange) -> list[tuple[int, int | None]]:
     return bounds
 
 
+def reversed_range_error(begin: int, end: int) -> exc.InvalidTileRange:
+    """hl.tile(begin, end) with begin past end, both known on the host: a mistake in every mode
+    (Python's range would silently run no iterations)."""
+    return exc.InvalidTileRange(
+        f"the tile loop's range is reversed: begin={begin}, end={end}", location=user_location(),
+        hint="hl.tile(begin, end) needs begin <= end; for a multi-dimensional loop pass a list of sizes, "
+             "hl.tile([m, n])")
+
+
 class TileOffsets:
     """Arithmetic on a tile (eager `Tile` and traced `TileProxy` alike), with Helion's meaning:
     `tile + k` and `tile - k` are the tile's indices shifted by `k` (`tile.index + k`), a tensor
@@ -90,6 +99,14 @@ class TileOffsets:
 
     __mul__ = __rmul__ = __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = _refused
     __mod__ = __rmod__ = __pow__ = __rpow__ = __neg__ = _refused
+
+    def __iter__(self) -> Any:
+        # reached by `for a, b in hl.tile(m, n)`: two ints are a range (begin, end), one tile
+        raise exc.FailedToUnpackTile(
+            "cannot unpack one tile into several names: this tile loop makes a single tile",
+            location=user_location(),
+            hint="for a multi-dimensional loop pass a list of sizes, hl.tile([m, n]); hl.tile(a, b) "
+                 "is the 1-D range a..b")
 
     def _sympy_(self) -> Any:
         # `size_expr + tile`: sympy asks first; refusing makes Python call our __radd__

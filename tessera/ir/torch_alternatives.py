@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 import torch
 
+from tessera import exc
+
 T = torch.Tensor
 F = torch.nn.functional
 
@@ -28,6 +30,8 @@ class Alternative:
     advice: str                                # one sentence: what to write instead, or why not yet
     call: str = ""                             # torch on the whole tensor `x` (the test's reference) ...
     instead: str = ""                          # ... equals this expression on the tile of rows `x`
+    # the error class raised (Helion's name for the mistake, where it has a specific one)
+    error: type[exc.UnsupportedOperationError] = exc.UnsupportedOperationError
 
 
 ALTERNATIVES: tuple[Alternative, ...] = (
@@ -65,6 +69,15 @@ ALTERNATIVES: tuple[Alternative, ...] = (
     Alternative("F.layer_norm / F.rms_norm", (F.layer_norm, F.rms_norm),
                 "write the normalization with mean, rsqrt and the weights (examples/layer_norm.py, "
                 "examples/rms_norm.py)"),
+    Alternative("torch.chunk / torch.split / torch.unbind / torch.tensor_split",
+                (torch.chunk, T.chunk, torch.split, T.split, torch.unbind, T.unbind, torch.tensor_split,
+                 T.tensor_split),
+                "split the last dimension of size 2 with hl.split(v) (-> two values), or index the parts "
+                "of the tensor argument with their own tiles", error=exc.UnsupportedSplitOperation),
+    Alternative("torch.nonzero / torch.masked_select / x[bool_mask]",
+                (torch.nonzero, T.nonzero, torch.masked_select, T.masked_select, torch.argwhere, T.argwhere),
+                "the result's shape would depend on the data: keep the shape and select with "
+                "torch.where(mask, x, 0) (or a masked sum)", error=exc.DataDependentOutputShapeNotSupported),
     Alternative(".item() / .tolist() / float(v)", (),
                 "a tile value has no Python value while the kernel is compiled: keep it a tensor "
                 "(`x * v`, `torch.where(v > 0, a, b)`)"),

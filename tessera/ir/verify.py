@@ -18,7 +18,7 @@ from typing import Iterable
 from tessera import exc
 from tessera.ir.graph import UNIT, Axis, Block, KernelIR, Node, Op
 
-_NO_VALUE = frozenset({Op.STORE, Op.LOOP, Op.DEVICE_PRINT})
+_NO_VALUE = frozenset({Op.STORE, Op.LOOP, Op.DEVICE_PRINT, Op.BREAKPOINT})
 
 
 class IRVerificationError(exc.TesseraError):

@@ -237,6 +237,22 @@ def minmax_helper(function: Any, *values: Any) -> Any:
     if function in (min, max) and any(_symbolic(value) for value in values) \
             and all(_number_like(value) and not isinstance(value, bool) for value in values):
         return (sympy.Min if function is min else sympy.Max)(*values)
+    if function in (min, max) and len(values) > 1 and any(isinstance(value, TileValue) for value in values) \
+            and all(isinstance(value, TileValue) or _number_like(value) for value in values):
+        # `min(max(v, 3), 7)` on device values: Python would compare them (a device value cannot
+        # decide that while compiling); elementwise minimum / maximum is what it means
+        pick = TORCH_FUNCTIONS[torch.minimum if function is min else torch.maximum]
+        bound = "max" if function is min else "min"  # min(v, 7) is v clamped to at most 7
+        devices = [value for value in values if isinstance(value, TileValue)]
+        result = devices[0]
+        for value in devices[1:]:
+            result = pick.bind(result, value)
+        numbers = [value for value in values if not isinstance(value, TileValue)]
+        if numbers:
+            symbolic = any(_symbolic(value) for value in numbers)
+            limit = (sympy.Min if function is min else sympy.Max)(*numbers) if symbolic else function(numbers)
+            result = TORCH_FUNCTIONS[torch.clamp].bind(result, **{bound: limit})
+        return result
     return function(*values)
 
 
@@ -313,7 +329,15 @@ def device_if(tracer: Tracer, condition: TileValue, then_body: Callable[..., tup
         finally:
             tracer.predicate = outer
     merged = []
-    for then_value, else_value in zip(*results):
+    for name, then_value, else_value in zip(_branch_names(then_body, len(results[0])), *results):
+        if isinstance(then_value, TileValue) and isinstance(else_value, TileValue) \
+                and len(then_value.axes) != len(else_value.axes):
+            # where() would broadcast one branch's value to the other's rank: a shape neither branch has
+            raise exc.ControlFlowTensorMismatch(
+                f"the branches of this `if` give {name} values of different ranks: "
+                f"{list(then_value.axes)} and {list(else_value.axes)}", location=user_location(),
+                hint="give the variable the same shape in both branches (e.g. add a dim with v[:, None], "
+                     "or reduce one of them)")
         if then_value is else_value:
             merged.append(then_value)
         elif then_value is UNDEFINED or else_value is UNDEFINED:
@@ -321,6 +345,13 @@ def device_if(tracer: Tracer, condition: TileValue, then_body: Callable[..., tup
         else:
             merged.append(apply_elementwise(tracer, "where", taken, then_value, else_value))
     return tuple(merged)
+
+
+def _branch_names(body: Callable[..., tuple], count: int) -> list[str]:
+    """The names a rewritten branch function takes and returns (its parameters), for messages."""
+    code = getattr(body, "__code__", None)
+    names = code.co_varnames[:code.co_argcount] if code is not None else ()
+    return [repr(name) for name in names] if len(names) == count else ["a variable"] * count
 
 
 def _reduction_over_a_tile(node: Node) -> Node | None:

@@ -3,9 +3,10 @@
 `hl.device_print(prefix, *values)` prints tile values (Python's `print("x: ", v)` in a tile body
 means the same, as in Helion: the frontend routes it to `print_helper`): eager mode prints each tile's tensors with
 Python's `print`; interpret and compiled modes print through `tl.device_print`, one line per lane
-and program (lanes past a tile's extent print too: they hold padding). `hl.breakpoint()` stops in
-Python's debugger; it needs Python at the point it stops, so it runs in eager mode (where the
-whole kernel is Python, `pdb` sees the tile tensors) and is refused, located, in the other modes.
+and program (lanes past a tile's extent print too: they hold padding). `hl.breakpoint()` (and Python's
+`breakpoint()` in a tile loop) stops in Python's debugger: in eager mode once per tile (the whole
+kernel is Python, `pdb` sees the tile tensors), in interpret mode once per program (Triton's
+interpreter runs the generated code as Python); compiled for the GPU it is refused, located.
 
 >>> hl.device_print("row sums", acc)                          # doctest: +SKIP
 >>> hl.breakpoint()                                           # doctest: +SKIP
@@ -95,10 +96,17 @@ def _breakpoint_eager() -> None:
 
 
 def _breakpoint_trace(tracer: Tracer) -> None:
-    raise exc.UnsupportedOperationError(
-        "hl.breakpoint() stops in Python's debugger, which generated Triton code has no place for",
-        location=user_location(), hint="run the kernel with mode='eager' (or TESSERA_MODE=eager): the tile loop "
-                                       "is then Python, and the debugger sees its tensors")
+    # each program stops in Triton's interpreter; the backend refuses it for the GPU (located there)
+    tracer.emit(Op.BREAKPOINT, [], (), None)
+
+
+def breakpoint_helper(function: Any) -> None:
+    """What a rewritten `breakpoint()` inside a tile loop calls: Python's breakpoint (whatever
+    `builtins.breakpoint` is now) becomes hl.breakpoint; another function named so is called."""
+    if function is builtins.breakpoint:
+        breakpoint_p.bind()
+    else:
+        function()
 
 
 device_print_p = defined_primitive("device_print", _device_print_eager, _device_print_trace)

@@ -73,7 +73,7 @@ def normalize_index(tensor: torch.Tensor, index: Any, reading: bool = False) -> 
             item = slice(_as_int(item.start), _as_int(item.stop), _as_int(item.step))
         if isinstance(item, Tile):
             if dim >= tensor.dim():
-                raise exc.IndexingError(
+                raise exc.RankMismatch(
                     f"too many indices for tensor of dimension {tensor.dim()}", location=user_location())
             if item.begin < 0:
                 raise exc.IndexingError(
@@ -122,7 +122,7 @@ def _cut_to_tiles(value: Any, index: Any) -> Any:
 def _check_int_index(tensor: torch.Tensor, item: int, dim: int) -> None:
     """torch's rule for an int index (negative counts from the end), as a located error."""
     if dim >= tensor.dim():
-        raise exc.IndexingError(f"too many indices for tensor of dimension {tensor.dim()}", location=user_location())
+        raise exc.RankMismatch(f"too many indices for tensor of dimension {tensor.dim()}", location=user_location())
     size = tensor.size(dim)
     if not -size <= item < size:
         raise exc.IndexingError(

@@ -200,6 +200,8 @@ def _trace_rule(name: str) -> Callable[..., Any]:
             raise _unsupported_form("torch.where(condition) with one argument",
                                     "give both values: torch.where(condition, x, y)")
         kwargs.pop("out", None)
+        if kwargs.get("inplace") is False:  # F.silu/F.relu pass it explicitly; torch.relu takes no such keyword
+            kwargs.pop("inplace")
         args = tuple(scalar_tensor_value(tracer, a) for a in args)
         answer = ask_torch(f"torch.{op.torch_functions[0].__name__}", op.torch_functions[0], args, kwargs)
         if name == "pow" and not answer.dtype.is_floating_point:
@@ -217,8 +219,6 @@ def _trace_rule(name: str) -> Callable[..., Any]:
             args = (args[0], apply_elementwise(tracer, "mul", other, scalar_operand(kwargs.pop("alpha"), promoted)))
         kwargs.pop("alpha", None)
         kwargs.pop("rounding_mode", None)
-        if kwargs.get("inplace") is False:  # F.silu/F.relu pass it explicitly
-            kwargs.pop("inplace")
         if kwargs:  # a keyword torch accepts and this rule would drop: never a silent change of meaning
             raise _unsupported_form(f"torch.{name}(..., {', '.join(f'{k}=' for k in kwargs)})",
                                     "pass the operands by position, or run the kernel with mode='eager'")

@@ -103,7 +103,12 @@ def dot_trace(tracer: Tracer, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtyp
             location=user_location(),
             hint="index the block with two different tiles, e.g. an inner `for tile_k in hl.tile(begin, end)` "
                  "over the same range, or run the kernel with mode='eager'")
-    batch = tuple(tracer.broadcast([a.axes[:-2], b.axes[:-2]], "batch dims"))
+    try:
+        batch = tuple(tracer.broadcast([a.axes[:-2], b.axes[:-2]], "batch dims"))
+    except exc.ShapeMismatchError as error:
+        raise exc.DotBatchDimensionMismatch(
+            f"the operands' batch dimensions differ: {error.detail}", location=error.location,
+            hint="index both operands' batch dimension with the same tile (or size 1 to broadcast)") from None
     shape = batch + (a.axes[-2], b.axes[-1])
     operand_axes = (a.axes[-2], k, b.axes[-1])
     tracer.dot_axes.update(operand_axes)

@@ -104,6 +104,11 @@ def _check_extent(value: Any, function: str) -> None:
 
     One check for every mode, so eager mode refuses what compiled mode refuses (a float bound
     once ran in eager and failed in int() elsewhere)."""
+    if isinstance(value, TileOffsets):
+        raise exc.TileOfTile(f"hl.{function} of a tile: a loop bound must be a size, not a tile",
+                             location=user_location(),
+                             hint=f"loop over the tile's range with hl.{function}(tile.begin, tile.end), or over "
+                                  "a size (x.size(0))")
     if isinstance(value, bool) or isinstance(value, (float, complex, str)) or value is None:
         raise exc.DtypeError(
             f"hl.{function} bound {value!r} is a {type(value).__name__}, not an integer", location=user_location(),

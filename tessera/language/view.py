@@ -99,7 +99,7 @@ def subscript_value(tracer: Tracer, value: TileValue, index: Any) -> TileValue:
             axes.append(UNIT)
         else:
             if not source:
-                raise exc.IndexingError("too many indices for a tile value", location=user_location())
+                raise exc.RankMismatch("too many indices for a tile value", location=user_location())
             axes.append(source.pop(0))
     axes.extend(source)
     return view_axes(tracer, value, tuple(axes), "index")

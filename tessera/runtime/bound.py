@@ -10,7 +10,7 @@ Each bound kernel keeps its own variants, so trying many configs never fills the
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -22,6 +22,7 @@ from tessera.runtime.call_keys import argument_key, common_device
 from tessera.runtime.compiled import CompiledRunner, IRRecorder, VariantStore, run_compiled
 from tessera.runtime.eager import run_eager
 from tessera.runtime.plan import KernelPlan, LaunchRecord
+from tessera.runtime.repro import INTERPRET_HEADER, repro_caller
 from tessera.runtime.tuning import config_space_for
 
 
@@ -93,6 +94,17 @@ class BoundKernel:
         return run_compiled(self.kernel, self.mode, self.args, self.kwargs, config or self.kernel.default_config(),
                             self.device, self._runner(config))
 
+    def compile_config(self, config: Config | dict[str, Any] | None = None, allow_print: bool = True) -> Callable[..., Any]:
+        """Helion's `bound.compile_config(config)`: a function that runs this kernel's generated code
+        under `config` (no tuning) on arguments like this call's. `allow_print` is accepted (the
+        code is printed by `print_output_code` / TESSERA_PRINT_CODE)."""
+        config = _as_config(config) or self.kernel.default_config()
+        kernel, mode = self.kernel, self.mode
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            return run_compiled(kernel, mode, args, kwargs, config, common_device(kernel.fn.__name__, args, kwargs))
+        return run
+
     @property
     def config_spec(self) -> ConfigSpace:
         """Helion's `bound.config_spec`: this call's tuning space (`.default_config()`, `.axes`).
@@ -138,16 +150,28 @@ class BoundKernel:
         """The generated source of every launch of this call under `config` (the kernel's backend)."""
         return self.to_triton_code(config)
 
-    def to_triton_code(self, config: Config | dict[str, Any] | None = None) -> str:
-        """The generated Triton source of every launch of this call under `config`."""
+    def to_triton_code(self, config: Config | dict[str, Any] | None = None, *, emit_repro_caller: bool = False,
+                       output_origin_lines: bool | None = None) -> str:
+        """The generated Triton source of every launch of this call under `config`. With
+        `emit_repro_caller=True`, a script that runs it: a `__main__` block launches each kernel
+        on fresh inputs like this call's (runtime/repro.py). `output_origin_lines` is accepted:
+        the code always names the kernel source line of each statement."""
         plan = self.plan(config)
-        parts = []
+        parts, functions = [], []
         for number, launch in enumerate(plan.launches, 1):
             with open(launch.source_path) as handle:
                 source = handle.read()
+            function = launch.function_name
+            if emit_repro_caller and function in functions:  # two launches of one name: the script needs both
+                function = f"{function}_launch{number}"
+                source = source.replace(f"def {launch.function_name}(", f"def {function}(", 1)
+            functions.append(function)
             if len(plan.launches) > 1:
                 source = f"# ---- launch {number} of {len(plan.launches)} ----\n{source}"
             parts.append(source)
+        if emit_repro_caller:
+            header = INTERPRET_HEADER if self.mode == "interpret" else ""
+            return header + "\n".join(parts) + repro_caller(plan, functions)
         return "\n".join(parts)
 
     def reference(self) -> Any:

@@ -16,8 +16,8 @@ from tessera import backends, exc, settings
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
 from tessera.location import strip_internal_frames, user_location
-from tessera.frontend.rewrite import (COMPARE, DEVICE_IF, DEVICE_LOOP, DEVICE_RANGE, STATIC_RANGE, LAUNCH, MINMAX,
-                                      PRINT, RANGE, TORCH_CALL, RewrittenKernel, rewrite_kernel)
+from tessera.frontend.rewrite import (BREAKPOINT, COMPARE, DEVICE_IF, DEVICE_LOOP, DEVICE_RANGE, STATIC_RANGE,
+                                      LAUNCH, MINMAX, PRINT, RANGE, TORCH_CALL, RewrittenKernel, rewrite_kernel)
 from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments
 from tessera.language.tile import grid, jagged_tile, tile
@@ -33,6 +33,7 @@ from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
 from tessera.runtime.constexpr_arguments import Marks, compile_time_arguments, constexpr_parameters, has_wrapped
 from tessera.runtime.eager import run_eager
 from tessera.runtime.kernel_settings import Settings, requested_mode
+from tessera.language.debug import breakpoint_helper
 from tessera.runtime.tuning import ConfigChoices, autotune, config_for_call, kernel_defined
 from tessera.runtime.torch_library import announce, call_as_custom_op, is_traced_call
 from tessera.runtime.autograd import BackwardRule, call_with_backward, needs_grad
@@ -53,6 +54,16 @@ KernelSettings = Settings  # the name before Helion's settings joined it
 
 # what eager mode follows the lanes of values for (Kernel.uses_jagged_tile)
 _LANE_FOLLOWERS = (jagged_tile, torch.rand_like, torch.randn_like, torch.randint_like)
+
+
+def _refuse_nested_call(name: str, args: tuple, kwargs: dict) -> None:
+    """A kernel called on tile values: from inside another kernel's compiled tile loop."""
+    if any(isinstance(value, TileValue) for value in (*args, *kwargs.values())):
+        raise exc.NestedKernelCallsNotSupported(
+            f"kernel {name}() is called inside another kernel's tile loop: a kernel cannot call a kernel",
+            location=user_location(),
+            hint=f"call {name}'s body as a plain Python helper function (without @tessera.kernel), or call "
+                 "the kernel on the host, between tile loops")
 
 
 class Kernel:
@@ -83,6 +94,12 @@ class Kernel:
         self.backward_rule: BackwardRule | None = None  # set by @kernel.backward (autograd.py)
         self.torch_ops: dict[Any, Any] = {}  # custom ops by argument structure (torch_library.py)
         announce(self)  # torch.compile keeps its calls whole (torch_library.py)
+
+    @property
+    def __globals__(self) -> dict[str, Any]:
+        """The function's globals, as a function has them: torch.library.custom_op(kernel) reads
+        them to resolve string annotations (`from __future__ import annotations`)."""
+        return self.fn.__globals__
 
     @functools.cached_property
     def source(self) -> KernelSource:
@@ -122,8 +139,11 @@ class Kernel:
             device = plain_call_device(args) if not kwargs else None  # the usual call: one pass
             if device is None:
                 if any(isinstance(value, TileValue) for value in (*args, *kwargs.values())):
-                    # called on tile values inside another kernel's tile loop (Helion: a decorated
-                    # combine function, a helper): the function runs inline, its decorator ignored
+                    # called on tile values inside another kernel's tile loop: a kernel with tile
+                    # loops of its own is refused (Helion's NestedKernelCallsNotSupported); one
+                    # without (Helion: a decorated combine function) runs inline, its decorator ignored
+                    if self._tile_loop_lines():
+                        _refuse_nested_call(self.fn.__name__, args, kwargs)
                     return self.fn(*args, **kwargs)
                 if is_traced_call(args, kwargs):  # torch.compile's fake or functional tensors
                     return call_as_custom_op(self, args, kwargs)
@@ -192,6 +212,13 @@ class Kernel:
         given = [self.settings.config] if self.settings.config is not None else []
         return given + list(self.settings.configs)
 
+    @configs.setter
+    def configs(self, configs: list[Config | dict[str, Any]]) -> None:
+        """`kernel.configs = [...]` replaces the kernel's Configs (as Helion's attribute does); the
+        kernel forgets what it compiled and chose, as after any settings change."""
+        self.settings.config = None
+        self.settings.configs = configs
+
     def autotune(self, *args: Any, **kwargs: Any) -> Config:
         """Tune for these arguments now; return the best Config (also stored on disk)."""
         return autotune(self, args, kwargs)
@@ -204,7 +231,8 @@ class Kernel:
                 {LAUNCH: launch_helper, DEVICE_LOOP: device_loop_helper, DEVICE_IF: device_if_helper,
                  COMPARE: compare_helper, RANGE: range_helper, MINMAX: minmax_helper,
                  STATIC_RANGE: static_range_helper, DEVICE_RANGE: device_range_helper,
-                 TORCH_CALL: torch_call_helper, PRINT: print_helper})
+                 TORCH_CALL: torch_call_helper, PRINT: print_helper,
+                 BREAKPOINT: breakpoint_helper})
         return self._rewritten
 
     def call_eager(self, args: tuple, kwargs: dict, device: torch.device) -> Any:
@@ -327,8 +355,11 @@ class Kernel:
         try:
             self.signature.bind(*args, **kwargs)
         except TypeError as error:
+            # the counts first, in the words Helion's message uses (tests match them)
+            counts = (f"Too many arguments passed to the kernel, expected: {arity[1]} got: {len(args)}. "
+                      if arity is not None and len(args) > arity[1] else "")
             raise exc.KernelArgumentError(
-                f"{self.fn.__name__}(): {error}", location=user_location(),
+                f"{counts}{self.fn.__name__}(): {error}", location=user_location(),
                 hint=f"the kernel's signature is {self.fn.__name__}{self.signature}") from None
 
 

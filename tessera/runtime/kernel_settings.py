@@ -220,6 +220,13 @@ class Settings:
                 object.__setattr__(self, "mode", None)
         object.__setattr__(self, name, value)
 
+    def runs_eager(self) -> bool:
+        """Whether calls run in eager mode: `mode="eager"` (or `ref_mode=RefMode.EAGER`), else
+        TESSERA_MODE=eager unless `ref_mode=RefMode.OFF` was given explicitly."""
+        if self.mode is not None:
+            return self.mode == "eager"
+        return environment.get("mode") == "eager" and not self.ref_mode_off
+
     def watch(self, on_change: Callable[[], None]) -> None:
         """Call `on_change` after each later assignment (the kernel forgets what it compiled)."""
         object.__setattr__(self, "_on_change", on_change)

@@ -36,12 +36,16 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any,
         raise exc.IndexingError(f"an index can only have a single ellipsis ('...'), {tensor.name} has {len(spots)}",
                                 location=user_location(), hint="keep one `...`")
     if consumed > tensor.dim():
-        raise exc.IndexingError(
+        raise exc.RankMismatch(
             f"too many indices for tensor of dimension {tensor.dim()}: {tensor.name} is indexed with {consumed}",
             location=user_location(), hint="give at most one index per dimension")
     # as in torch, `...` (or the end of the index) stands for `:` over the dims not indexed
     spot = spots[0] if spots else len(items)
     items[spot:spot + 1 if spots else spot] = [slice(None)] * (tensor.dim() - consumed)
+    if any(getattr(item, "dtype", None) == torch.bool for item in items):
+        raise exc.DataDependentOutputShapeNotSupported(
+            f"indexing {tensor.name} with a boolean mask: the result's shape would depend on the data",
+            location=user_location(), hint="keep the shape and select with torch.where(mask, value, 0)")
     accesses: list[DimAccess] = []
     result: list[Axis] = []
     gathered: list[tuple[Axis, ...]] = []

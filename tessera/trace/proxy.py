@@ -25,7 +25,8 @@ def unsupported_operation(func: Callable[..., Any]) -> exc.UnsupportedOperationE
     """The error for a torch callable with no primitive, met on a tile value (every mode raises it)."""
     alternative = ALTERNATIVES_BY_FUNCTION.get(func)
     advice = f"{alternative.advice}; " if alternative is not None else ""
-    return exc.UnsupportedOperationError(
+    error = alternative.error if alternative is not None else exc.UnsupportedOperationError
+    return error(
         f"{torch_spelling(func)} is not supported inside a compiled tile loop",
         location=user_location(),
         hint=f"{advice}see docs/language.md for every supported op")
@@ -145,6 +146,13 @@ class TileValue(_TorchLike):
             "a device value cannot decide Python control flow (if/while/and/or) inside a tile loop",
             location=user_location(),
             hint="compute both branches and select with torch.where(condition, a, b)")
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise exc.DeviceTensorSubscriptAssignmentNotAllowed(
+            "item assignment into a value computed in the tile loop (`v[i] = x`) is not supported: "
+            "tile values are registers, not memory", location=user_location(),
+            hint="build the new value with torch.where (e.g. v = torch.where(index == i, x, v)), or store "
+                 "into a tensor argument")
 
     def __iter__(self) -> Any:
         raise exc.UnsupportedSyntaxError("iterating over a tile value is not supported",

@@ -25,7 +25,7 @@ from tessera.ir.graph import (UNIT, AccessKind, Axis, AxisKind, Block, GridDim, 
                               Op, RowLoop, freeze_params, substitute_axes, walk)
 from tessera.ir.passes import next_power_of_two, whole_dim_bucket
 from tessera.ir.primitive import Primitive
-from tessera.ir.tile_range import TileRange, static_bounds
+from tessera.ir.tile_range import TileRange, reversed_range_error, static_bounds
 from tessera.ir.tunables import TunableDim, tunable_value
 from tessera.location import user_location
 from tessera.trace.block_sizes import BlockSlots, choose_block_sizes
@@ -351,6 +351,8 @@ class Tracer:
         proxies = []
         for dim, (begin, end, block) in enumerate(zip(tile_range.begins, tile_range.ends, blocks)):
             begin, end = self.symbols.canonical(self.scalar_expr(begin)), self.symbols.canonical(self.scalar_expr(end))
+            if kind is AxisKind.LAUNCH:  # inner loops' bounds may be tile bounds: empty is fine there
+                self._check_range_order(begin, end)
             block = int(self.symbols.evaluate(block))
             if block & (block - 1):
                 raise exc.ConfigError(f"block size {block} is not a power of two", location=user_location())
@@ -363,6 +365,16 @@ class Tracer:
             tile_id = sympy.floor((offset - begin) / block) if offset != begin else sympy.Integer(0)
             proxies.append(TileProxy(axis, tile_id, sympy.ceiling((end - begin) / block)))
         return proxies
+
+    def _check_range_order(self, begin: sympy.Expr, end: sympy.Expr) -> None:
+        """A top-level hl.tile(begin, end) with begin past end in this call is a mistake (Python's
+        range would silently run no iterations); bounds loaded inside the kernel are not known here."""
+        host = set(self.symbols.values)  # sizes and scalars of the call (not loop variables or loaded values)
+        if (begin.is_Integer and begin == 0) or not (begin.free_symbols | end.free_symbols) <= host:
+            return
+        first, last = self.symbols.evaluate(begin), self.symbols.evaluate(end)
+        if int(first) > int(last):
+            raise reversed_range_error(int(first), int(last))
 
     def scalar_expr(self, value: Any) -> Any:
         """A loop bound, slice bound or view size as a sympy expression.

@@ -61,7 +61,7 @@ def split_view(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[TensorP
         items[spot:spot + 1] = [slice(None)] * (tensor.dim() - consumed)
         consumed = tensor.dim()
     if consumed > tensor.dim():
-        raise exc.IndexingError(f"{tensor.name} has {tensor.dim()} dimensions but is indexed with {consumed}",
+        raise exc.RankMismatch(f"{tensor.name} has {tensor.dim()} dimensions but is indexed with {consumed}",
                                 location=user_location())
     items += [slice(None)] * (tensor.dim() - consumed)  # like torch: trailing dims are kept
     loads = any(_is_tile(item) for item in items)

@@ -125,6 +125,12 @@ class TritonBackend(TritonTuning):
                 raise exc.UnsupportedOperationError(
                     "hl.inline_asm_elementwise runs only on the GPU: Triton's CPU interpreter cannot execute PTX",
                     location=node.location, hint="run this kernel on CUDA tensors in compiled mode")
+            if not options.interpret and node.op is Op.BREAKPOINT:
+                raise exc.BreakpointInDeviceLoopRequiresInterpret(
+                    "breakpoint() in a tile loop stops in Python's debugger, which a kernel compiled for the GPU "
+                    "has no place for", location=node.location,
+                    hint="run the kernel with mode='interpret' (each program stops) or mode='eager' (the tile "
+                         "loop is Python)")
 
     def lower(self, ir: KernelIR, config: Config, options: LoweringOptions) -> LoweredKernel:
         return lower_kernel(ir, config, options)

@@ -24,7 +24,7 @@ from tessera.backends.triton.indexing import BlockAccess, element_size, strategy
 from tessera.backends.triton.loop_stages import loop_stages
 from tessera.backends.triton.printer import print_expr
 from tessera.backends.triton.split_loops import emit_split_loop
-from tessera.backends.triton.user_code import device_print, inline_asm, inline_triton
+from tessera.backends.triton.user_code import device_breakpoint, device_print, inline_asm, inline_triton
 from tessera.ir.graph import UNIT, AccessKind, Axis, Block, Node, Op
 
 ELEMENTWISE_TEMPLATES: dict[str, str] = {
@@ -749,7 +749,7 @@ def _loop(emitter: Emitter, node: Node) -> None:
 LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
     Op.ELEMENTWISE: _elementwise, Op.CAST: _cast, Op.SYMBOLIC: _symbolic,
     Op.FULL: _full, Op.ARANGE: _arange, Op.TILE_INDEX: _tile_index, Op.RANDOM: _random,
-    Op.INLINE_ASM: inline_asm, Op.INLINE_TRITON: inline_triton, Op.DEVICE_PRINT: device_print,
+    Op.INLINE_ASM: inline_asm, Op.INLINE_TRITON: inline_triton, Op.DEVICE_PRINT: device_print, Op.BREAKPOINT: device_breakpoint,
     Op.LOAD: _load, Op.STORE: _store, Op.DEQUANTIZE: _dequantize,
     Op.REDUCE: _reduce, Op.SCAN: _scan, Op.DOT: _dot, Op.ARGUMENT: _argument, Op.ITEM: _item,
     Op.VIEW: _view, Op.RESHAPE: _reshape, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast, Op.JOIN: _join, Op.SPLIT: _split, Op.CAT: _cat, Op.SORT: _sort,

@@ -59,4 +59,10 @@ def device_print(emitter: Emitter, node: Node) -> None:
     emitter.line(f"tl.device_print({node.params['prefix']!r}{values})")
 
 
-__all__ = ["device_print", "inline_asm", "inline_triton"]
+def device_breakpoint(emitter: Emitter, node: Node) -> None:
+    # Triton's interpreter runs the kernel as Python: each program stops here (backend.check
+    # refuses it for the GPU)
+    emitter.line("breakpoint()")
+
+
+__all__ = ["device_breakpoint", "device_print", "inline_asm", "inline_triton"]
