@@ -291,3 +291,12 @@ def test_alpha_scales_the_promoted_operand_as_torch(dtypes: tuple[torch.dtype, t
         out = torch.zeros(37, dtype=expected.dtype, device=device)
         torch.testing.assert_close(tessera.kernel(add_scaled, mode=mode)(x, y, out, subtract), expected,
                                    msg=lambda text: f"{mode}: {text}")
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+def test_a_lambda_kernel_is_a_located_error(mode: str) -> None:
+    # was a raw AttributeError ('Assign' object has no attribute 'args') from the frontend
+    kernel = tessera.kernel(lambda x: x, mode=mode)
+    with pytest.raises(exc.TesseraError, match="not a `def` function") as raised:
+        kernel(torch.zeros(3))
+    assert raised.value.location is not None and raised.value.location.filename == __file__

@@ -155,7 +155,14 @@ def ranks_differ_by_branch(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-inner_kernel = tessera.kernel(lambda x: x)
+def _doubled(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * 2
+    return out
+
+
+inner_kernel = tessera.kernel(_doubled)  # a kernel with a tile loop of its own (one without runs inline)
 
 
 def calls_a_kernel(x: torch.Tensor) -> torch.Tensor:

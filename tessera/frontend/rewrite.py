@@ -590,6 +590,12 @@ def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool
                    helpers: dict[str, Any]) -> RewrittenKernel:
     """Compile the rewritten kernel function; `helpers` supplies the launch and loop callables."""
     tree = source.tree
+    if not isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        raise exc.TesseraError(
+            f"kernel {source.fn.__name__} is not a `def` function (a lambda has no tile loops to compile)",
+            location=SourceLocation(source.filename, source.first_line, function=source.fn.__name__),
+            hint="write the kernel as a `def` with its hl.tile loops; a lambda passed to a kernel as an epilogue "
+                 "or combine function needs no @tessera.kernel")
     rewriter = _Rewriter(source, is_tile_call)
     params = [a.arg for a in tree.args.posonlyargs + tree.args.args + tree.args.kwonlyargs]
     function_def = ast.FunctionDef(tree.name, tree.args, rewriter.host_block(list(tree.body), params), [],

@@ -30,6 +30,8 @@ Pinned = tuple[str, "int | None"]
 def specialized_arguments(source: KernelSource, resolve: Callable[[ast.expr], Any]) -> tuple[Pinned, ...]:
     """The argument values the kernel's `hl.specialize` calls pin, in source order, without repeats."""
     function = source.tree
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):  # a lambda: nothing to specialize
+        return ()
     parameters = {arg.arg for arg in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)}
     aliases = _size_aliases(function, parameters)
     found: list[Pinned] = []

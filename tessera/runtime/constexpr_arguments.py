@@ -23,7 +23,9 @@ Marks = tuple[frozenset[int], frozenset[str]]
 def constexpr_parameters(source: KernelSource) -> Marks | None:
     """(positions, names) of the parameters annotated `hl.constexpr`; None when there is none."""
     resolve = source.resolver()
-    arguments = source.tree.args
+    arguments = getattr(source.tree, "args", None)
+    if not isinstance(arguments, ast.arguments):  # a lambda's source line: no annotations
+        return None
 
     def marked(parameter: ast.arg) -> bool:
         annotation = parameter.annotation

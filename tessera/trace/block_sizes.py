@@ -30,11 +30,10 @@ def choose_block_sizes(slots: BlockSlots, config: Config, site: Site | None, cou
             position = len(configured) - first
             configured.append(default_block_size(bounds[position][0] if position >= 0 else 1))
     if first + count > len(configured):
-        # the first line says the counts in the words Helion's InvalidConfig uses (tests match them)
         raise exc.InvalidConfig(
-            f"Not enough values for config key block_sizes: expected {first + count} block sizes, got "
-            f"{len(configured)} (this tile loop uses block_sizes[{first}:{first + count}]). Did you forget "
-            f"to specify block sizes for all your hl.tile() dimensions?", location=user_location(),
+            f"the Config's block_sizes list is too short: expected {first + count} block sizes, got "
+            f"{len(configured)} (this tile loop uses block_sizes[{first}:{first + count}]); every tunable "
+            f"hl.tile dimension takes one entry", location=user_location(),
             hint=f"give one block size per tunable tile dimension "
                  f"(this kernel has at least {slots.known_count()})")
     return list(configured[first:first + count])

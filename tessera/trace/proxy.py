@@ -33,8 +33,9 @@ def unsupported_operation(func: Callable[..., Any]) -> exc.UnsupportedOperationE
 
 
 def tile_value_assignment_error() -> exc.UnsupportedOperationError:
-    """`v[i] = w` on a tile value (registers, not memory): every mode raises it."""
-    return exc.UnsupportedOperationError(
+    """`v[i] = w` on a tile value (registers, not memory): every mode raises it (Helion's class,
+    an UnsupportedOperationError)."""
+    return exc.DeviceTensorSubscriptAssignmentNotAllowed(
         "item assignment into a tile value (`v[...] = w`): a tile value is a value in registers, not memory",
         location=user_location(),
         hint="select the new lanes with torch.where(mask, w, v), or store into a tensor and load it back")
