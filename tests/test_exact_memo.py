@@ -226,7 +226,7 @@ def _with_bias(kernel, x: torch.Tensor, y: torch.Tensor, bias: torch.Tensor, sca
 def test_a_fresh_closure_per_call_repeats_from_the_memo(device: torch.device) -> None:
     # closures had no exact facts: every call with an epilogue lambda took the keyed path (10x a plain
     # call's host time on the H100). Their facts are now the code and the captured values' facts.
-    kernel = tessera.kernel(matmul_with_epilogue, config=tessera.Config(block_sizes=[16, 16, 16]))
+    kernel = tessera.kernel(matmul_with_epilogue, config=tessera.Config(block_sizes=[16, 16, 16]), dot_precision="ieee")
     x, y = torch.randn(20, 16, device=device), torch.randn(16, 24, device=device)
     cases = [(torch.randn(20, 24, device=device), 1.0) for _ in range(3)]
     cases += [(cases[0][0], 2.0), (cases[0][0], -0.0), (torch.randn(20, 24, device=device).t().contiguous().t(), 1.0),
@@ -252,3 +252,15 @@ def test_exact_facts_of_closures_follow_their_captures() -> None:
     assert exact_facts([made(tensor)]) == exact_facts([made(torch.ones(2, 3))])
     assert exact_facts([made(tensor)]) != exact_facts([made(tensor.t())])
     assert exact_facts([made(object())]) is None  # an object may hold tensors: keyed path
+
+
+def test_a_fresh_plain_function_per_call_reuses_its_variant(device: torch.device) -> None:
+    # a function without a closure was keyed by identity: a lambda made on every call compiled a
+    # variant per call until max_variants. Now its code and defaults key it, and the memo serves it.
+    kernel = tessera.kernel(matmul_with_epilogue, config=tessera.Config(block_sizes=[16, 16, 16]), dot_precision="ieee")
+    x, y = torch.randn(20, 16, device=device), torch.randn(16, 24, device=device)
+    for scale in (2.0, 2.0, 2.0, 3.0):
+        result = kernel(x, y, lambda acc, tile, factor=scale: acc * factor)
+        torch.testing.assert_close(result, (x @ y) * scale, rtol=1e-4, atol=1e-4)
+    assert kernel.cache_info().variants == 2  # one per default value, which is compiled in
+    assert sum(len(memo) for memo in kernel.store.memos.values()) == 2

@@ -22,6 +22,7 @@ values (`launch_inputs`). What a key holds is the contract of docs/internals.md 
 from __future__ import annotations
 
 import math
+import types
 from typing import Any, Sequence
 
 import torch
@@ -143,6 +144,14 @@ def value_key(value: Any, static_shapes: bool) -> Any:
         return _closure_inputs(value, static_shapes, [])
     if holds_tensors(value):
         return _sequence_inputs(value, static_shapes, [])
+    if type(value) is types.FunctionType:
+        # a plain function (no closure) is keyed by what its trace depends on: its code and
+        # defaults (its globals are recorded by global_reads.py), so a lambda made afresh on every
+        # call (`kernel(x, lambda acc, tile: acc + b[tile])` in a script's loop) reuses its variant
+        defaults = (constant_key(value.__defaults__), constant_key(value.__kwdefaults__))
+        if (defaults[0] is not None or value.__defaults__ is None) and \
+                (defaults[1] is not None or value.__kwdefaults__ is None):
+            return ("function", value.__code__, defaults)
     key = constant_key(value)
     return ("data", key) if key is not None else ("object", IdentityKey(value))
 

@@ -12,10 +12,11 @@ the same shapes again and again, so in front of each keyed lookup sits a memo ke
   negative zero with its own marker: `0.0 == -0.0`, but a remembered launch bakes the value in);
 - plain data (a tuple or list of numbers...): its typed key (constant_keys.py), so `(2,)` and
   `(2.0,)` differ;
-- a function, class, module or enum member (a helper the loop calls): itself;
-- a closure (an epilogue made on every call, `lambda acc, tile: acc + bias[tile]`): its code,
-  defaults and cell names, then the exact facts of each captured value, as above (its tensors
-  are launch arguments: `opened_closures` lists them where the keyed path passes them).
+- a builtin, class, module or enum member (a helper the loop calls): itself;
+- a Python function, closures included (an epilogue made on every call, `lambda acc, tile: acc +
+  bias[tile]`): its code, defaults and cell names, then the exact facts of each captured value,
+  as above (a closure's tensors are launch arguments: `opened_closures` lists them where the
+  keyed path passes them).
 
 Every decision the keyed path makes for a launch (the key, which variant's guards hold, the
 grid, the int arguments) and for a call (its Config) is a function of these facts, so a memo hit
@@ -89,8 +90,8 @@ def exact_facts(values: Sequence[Any], head: Any = None) -> list[Any] | None:
                 append(key)
                 continue
             cells = captured_cells(value)
-            if cells is not None:
-                if not _closure_facts(value, cells, facts):
+            if cells is not None or type(value) is types.FunctionType:  # a plain function: no cells
+                if not _closure_facts(value, cells or [], facts):
                     return None
                 continue
             if not isinstance(value, _CODE_TYPES) or getattr(value, "__closure__", None):
@@ -104,10 +105,10 @@ def _closure_facts(function: Any, cells: list[tuple[str, Any]], facts: list[Any]
     """Append a closure's facts (see the module docstring); False if a captured value has none.
     The cell names are part of them: a cell filled on one call and empty on another changes
     which values the keyed path captures."""
-    defaults = function.__defaults__
-    defaults_key = constant_key(defaults) if defaults is not None else ()
+    defaults = (function.__defaults__, function.__kwdefaults__)
+    defaults_key = tuple(constant_key(value) if value is not None else () for value in defaults)
     inner = exact_facts([value for _, value in cells])
-    if defaults_key is None or inner is None:
+    if None in defaults_key or inner is None:
         return False
     facts += (_Closure, function.__code__, defaults_key, tuple(name for name, _ in cells))
     facts += inner[1:]
