@@ -69,9 +69,15 @@ def exact_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         wide = torch.float64
     elif a.is_floating_point() or b.is_floating_point():
         wide = torch.float32
+    elif a.device.type != "cpu" and {a.dtype, b.dtype} <= _SMALL_INTEGERS:
+        # CUDA has no integer matmul; 8-bit products are exact in float64 (|sum| < 2**53 up to K = 2**38)
+        return torch.matmul(a.to(torch.float64), b.to(torch.float64)).to(torch.int64)
     else:
         wide = torch.int64
     return torch.matmul(a.to(wide), b.to(wide))
+
+
+_SMALL_INTEGERS = frozenset({torch.int8, torch.uint8, torch.bool})
 
 
 dot_p = Primitive("dot")
