@@ -584,7 +584,7 @@ def _dot(emitter: Emitter, node: Node) -> None:
     if emitter.interpret and common in (torch.float16, torch.bfloat16):
         common = torch.float32  # triton 3.6's interpreter gets 16-bit tl.dot wrong; fp32 is exact here
     accumulate = node.params["accumulate"]
-    if node.params.get("small"):
+    if node.params.get("small") or node.params["k_axis"].block < _min_dot_depth(common):
         _padded_dot(emitter, node, common)
         return
     if node in emitter.chunked_dots:
@@ -611,6 +611,12 @@ def _dot(emitter: Emitter, node: Node) -> None:
 
 
 MIN_DOT_BLOCK = 16  # tl.dot's smallest M, N and K
+
+
+def _min_dot_depth(common: torch.dtype) -> int:
+    """tl.dot's smallest K: 32 for 8-bit operands (Hopper's 8-bit products take K in steps of 32;
+    Triton refuses int8 at K = 16), else 16."""
+    return 2 * MIN_DOT_BLOCK if common.itemsize == 1 else MIN_DOT_BLOCK
 
 
 def _chunked_dot(emitter: Emitter, node: Node, common: torch.dtype) -> None:
@@ -647,21 +653,22 @@ def _padded_dot(emitter: Emitter, node: Node, common: torch.dtype) -> None:
     def swap(text: str) -> str:  # the last two dims exchanged
         return f"tl.trans({text})" if not batch else f"tl.permute({text}, (0, 2, 1))"
 
-    def pad(text: str, rows: int, width: int, suffix: str) -> str:
-        """`text` ([*batch, rows, width]) with its last dim doubled until it is 16: a new variable."""
-        while width < MIN_DOT_BLOCK:
+    def pad(text: str, rows: int, width: int, suffix: str, target: int = MIN_DOT_BLOCK) -> str:
+        """`text` ([*batch, rows, width]) with its last dim doubled until it is `target`: a new variable."""
+        while width < target:
             emitter.line(f"{name}_{suffix} = tl.reshape(tl.join({text}, tl.zeros_like({text})), "
                          f"{[*batch, rows, 2 * width]})")
             text, width = f"{name}_{suffix}", 2 * width
         return text
 
-    depth = max(k, MIN_DOT_BLOCK)
-    left = pad(emitter.operand(a, common), m, k, "a")  # K padded
+    least_k = _min_dot_depth(common)
+    depth = max(k, least_k)
+    left = pad(emitter.operand(a, common), m, k, "a", least_k)  # K padded
     if m < MIN_DOT_BLOCK:
         left = swap(pad(swap(left), depth, m, "at"))  # M padded
     right = emitter.operand(b, common)
-    if k < MIN_DOT_BLOCK:
-        right = swap(pad(swap(right), n, k, "bt"))  # K padded
+    if k < least_k:
+        right = swap(pad(swap(right), n, k, "bt", least_k))  # K padded
     right = pad(right, depth, n, "b")  # N padded
     precision = f", input_precision='{emitter.dot_precision}'" if common == torch.float32 else ""
     emitter.line(f"{name} = tl.dot({left}, {right}{precision}, out_dtype={TRITON_DTYPES[accumulate]})")
