@@ -136,12 +136,22 @@ class _Recorder:
             handle.write(json.dumps(row) + "\n")
 
     def pytest_runtest_call(self, item: Any) -> None:
+        self.in_call = True
+
         def over(signum: int, frame: Any) -> None:
-            raise TimeoutError(f"test ran over {self.test_timeout:.0f} s")
+            # only inside the test: an alarm landing between the call and its teardown (pytest
+            # making the report) would be pytest's INTERNALERROR and end the file
+            if getattr(self, "in_call", False):
+                raise TimeoutError(f"test ran over {self.test_timeout:.0f} s")
         signal.signal(signal.SIGALRM, over)
         signal.setitimer(signal.ITIMER_REAL, self.test_timeout)
 
+    def pytest_runtest_makereport(self, item: Any, call: Any) -> None:
+        if call.when == "call":
+            self.in_call = False
+
     def pytest_runtest_teardown(self, item: Any) -> None:
+        self.in_call = False
         signal.setitimer(signal.ITIMER_REAL, 0)
 
     def pytest_runtest_logreport(self, report: Any) -> None:
