@@ -264,3 +264,15 @@ def test_a_fresh_plain_function_per_call_reuses_its_variant(device: torch.device
         torch.testing.assert_close(result, (x @ y) * scale, rtol=1e-4, atol=1e-4)
     assert kernel.cache_info().variants == 2  # one per default value, which is compiled in
     assert sum(len(memo) for memo in kernel.store.memos.values()) == 2
+
+
+def test_keyword_only_defaults_of_a_closure_are_part_of_its_key(device: torch.device) -> None:
+    # the keyed path keyed a closure by its positional defaults only: a closure whose keyword-only
+    # default changed reused the variant with the first call's default compiled in (2.0 for 3.0)
+    kernel = tessera.kernel(matmul_with_epilogue, config=tessera.Config(block_sizes=[16, 16, 16]), dot_precision="ieee")
+    x, y = torch.randn(20, 16, device=device), torch.randn(16, 24, device=device)
+    bias = torch.randn(20, 24, device=device)
+    for scale in (2.0, 3.0, 2.0):
+        result = kernel(x, y, lambda acc, tile, *, factor=scale: acc * factor + bias[tile[0], tile[1]])
+        torch.testing.assert_close(result, (x @ y) * scale + bias, rtol=1e-4, atol=1e-4)
+    assert kernel.cache_info().variants == 2

@@ -32,7 +32,7 @@ from tessera.compiler import captured_cells, compiled_in, holds_tensors
 from tessera.ir.tile_range import TileRange
 from tessera.language.constexpr import SpecializedInt
 from tessera.location import user_location
-from tessera.runtime.constant_keys import IdentityKey, constant_key
+from tessera.runtime.constant_keys import IdentityKey, constant_key, defaults_key
 from tessera.runtime.overlap import internal_overlap
 from tessera.marking import STATIC_DIMS_ATTRIBUTE
 
@@ -148,9 +148,8 @@ def value_key(value: Any, static_shapes: bool) -> Any:
         # a plain function (no closure) is keyed by what its trace depends on: its code and
         # defaults (its globals are recorded by global_reads.py), so a lambda made afresh on every
         # call (`kernel(x, lambda acc, tile: acc + b[tile])` in a script's loop) reuses its variant
-        defaults = (constant_key(value.__defaults__), constant_key(value.__kwdefaults__))
-        if (defaults[0] is not None or value.__defaults__ is None) and \
-                (defaults[1] is not None or value.__kwdefaults__ is None):
+        defaults = defaults_key(value)
+        if defaults is not None:
             return ("function", value.__code__, defaults)
     key = constant_key(value)
     return ("data", key) if key is not None else ("object", IdentityKey(value))
@@ -236,7 +235,8 @@ def _closure_inputs(function: Any, static_shapes: bool, arguments: list[Any]) ->
     """A closure's key part: its code and, per captured value, the tensor's key (the tensor's
     arguments appended, as `LaunchBinding._bind_closure` binds it) or the value's own key (it is
     compiled in). A fresh closure of the same code and captures (made on every call) hits."""
-    parts: list[Any] = [function.__code__, constant_key(function.__defaults__)]
+    defaults = defaults_key(function)  # compiled in; defaults that are not plain data: this very function
+    parts: list[Any] = [function.__code__, defaults if defaults is not None else ("object", IdentityKey(function))]
     parts += [_inner_inputs(value, static_shapes, arguments) for _, value in captured_cells(function) or ()]
     return ("closure", *parts)
 

@@ -66,6 +66,14 @@ def constant_key(value: Any, depth: int = 0) -> Hashable | None:
     return None
 
 
+def defaults_key(function: Any) -> Hashable | None:
+    """The typed key of a Python function's default values, positional and keyword-only (both
+    are compiled into a trace that calls it), or None when one of them is not plain data."""
+    keys = tuple(constant_key(values) if values is not None else () for values in
+                 (function.__defaults__, function.__kwdefaults__))
+    return None if None in keys else keys
+
+
 def _element_keys(elements: Any, depth: int) -> list[Hashable] | None:
     """The keys of a container's elements, or None if one is not plain data."""
     parts = []

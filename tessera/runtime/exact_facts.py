@@ -37,7 +37,7 @@ from typing import Any, Sequence
 from tessera.compiler import captured_cells
 from tessera.language.control import UNDEFINED
 from tessera.runtime.call_keys import FLOAT, INT, KINDS_BY_TYPE, OTHER, SPECIALIZED, TENSOR, kind_of
-from tessera.runtime.constant_keys import constant_key
+from tessera.runtime.constant_keys import constant_key, defaults_key
 from tessera.marking import STATIC_DIMS_ATTRIBUTE
 
 # Values that are code, not data: a memo may hold them (they hold no user tensors, in practice).
@@ -105,12 +105,11 @@ def _closure_facts(function: Any, cells: list[tuple[str, Any]], facts: list[Any]
     """Append a closure's facts (see the module docstring); False if a captured value has none.
     The cell names are part of them: a cell filled on one call and empty on another changes
     which values the keyed path captures."""
-    defaults = (function.__defaults__, function.__kwdefaults__)
-    defaults_key = tuple(constant_key(value) if value is not None else () for value in defaults)
+    defaults = defaults_key(function)
     inner = exact_facts([value for _, value in cells])
-    if None in defaults_key or inner is None:
+    if defaults is None or inner is None:
         return False
-    facts += (_Closure, function.__code__, defaults_key, tuple(name for name, _ in cells))
+    facts += (_Closure, function.__code__, defaults, tuple(name for name, _ in cells))
     facts += inner[1:]
     return True
 
