@@ -56,14 +56,13 @@ KernelSettings = Settings  # the name before Helion's settings joined it
 _LANE_FOLLOWERS = (jagged_tile, torch.rand_like, torch.randn_like, torch.randint_like)
 
 
-def _refuse_nested_call(name: str, args: tuple, kwargs: dict) -> None:
-    """A kernel called on tile values: from inside another kernel's compiled tile loop."""
-    if any(isinstance(value, TileValue) for value in (*args, *kwargs.values())):
-        raise exc.NestedKernelCallsNotSupported(
-            f"kernel {name}() is called inside another kernel's tile loop: a kernel cannot call a kernel",
-            location=user_location(),
-            hint=f"call {name}'s body as a plain Python helper function (without @tessera.kernel), or call "
-                 "the kernel on the host, between tile loops")
+def _nested_call_error(name: str) -> exc.NestedKernelCallsNotSupported:
+    """A kernel with tile loops called on tile values: from inside another kernel's tile loop."""
+    return exc.NestedKernelCallsNotSupported(
+        f"kernel {name}() is called inside another kernel's tile loop: a kernel cannot call a kernel",
+        location=user_location(),
+        hint=f"call {name}'s body as a plain Python helper function (without @tessera.kernel), or call "
+             "the kernel on the host, between tile loops")
 
 
 class Kernel:
@@ -143,7 +142,7 @@ class Kernel:
                     # loops of its own is refused (Helion's NestedKernelCallsNotSupported); one
                     # without (Helion: a decorated combine function) runs inline, its decorator ignored
                     if self._tile_loop_lines():
-                        _refuse_nested_call(self.fn.__name__, args, kwargs)
+                        raise _nested_call_error(self.fn.__name__)
                     return self.fn(*args, **kwargs)
                 if is_traced_call(args, kwargs):  # torch.compile's fake or functional tensors
                     return call_as_custom_op(self, args, kwargs)
