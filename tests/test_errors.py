@@ -452,3 +452,19 @@ def test_error_str_is_message_then_location_then_hint():
     assert lines[0] == error.message
     assert lines[1].startswith(f"  at {error.location.filename}:{error.location.lineno}:")
     assert lines[-1] == f"hint: {error.hint}"
+
+
+def _misspelled_attribute(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.size(0)):
+        out[t] = x[t].sumn()  # line: misspelled
+    return out
+
+
+def test_unknown_attribute_of_a_tile_value_is_located_and_still_an_attribute_error():
+    kernel = tessera.kernel(_misspelled_attribute, mode="interpret")
+    with pytest.raises(exc.UnsupportedMethodError) as info:
+        kernel(torch.randn(5))
+    assert isinstance(info.value, AttributeError)  # hasattr() keeps working
+    assert "'sumn'" in str(info.value)
+    assert info.value.location.lineno == marked_line(__file__, "misspelled")[0]

@@ -321,6 +321,13 @@ OPS: tuple[OpCase, ...] = (
     OpCase("any", lambda v: (v > 0.9).any(-1), layout="row_to_value"),
     OpCase("all", lambda v: torch.all(v > -0.9, -1), layout="row_to_value"),
     OpCase("count_nonzero", lambda v: torch.count_nonzero(v > 0, -1), layout="row_to_value"),
+    OpCase("vector_norm", lambda v: torch.linalg.vector_norm(v, dim=-1), layout="row_to_value", tolerance=1e-4),
+    OpCase("vector_norm", lambda v: torch.linalg.vector_norm(v, 3, -1, keepdim=True) + v, layout="row_to_row",
+           tolerance=1e-4),
+    OpCase("vector_norm", lambda v: torch.linalg.vector_norm(v * (v > 0), 0, 1), layout="row_to_value"),
+    OpCase("vector_norm", lambda v: torch.linalg.vector_norm(v, float("-inf"), 1), layout="row_to_value"),
+    OpCase("norm", lambda v: v.norm(dim=1), layout="row_to_value", dtype=torch.bfloat16, tolerance=2e-2),
+    OpCase("norm", lambda v: torch.norm(v, 1, -1), layout="row_to_value", tolerance=1e-4),
     # scans and user combine functions (language/scans.py)
     OpCase("cumsum", lambda v: torch.cumsum(v, -1), layout="row_to_row", tolerance=1e-4),
     OpCase("cumprod", lambda v: v.cumprod(1), layout="row_to_row", tolerance=1e-4),

@@ -1,5 +1,5 @@
-"""Reductions built from the basic ones: `var std var_mean std_mean logsumexp any all count_nonzero`
-on tile values.
+"""Reductions built from the basic ones: `var std var_mean std_mean logsumexp any all count_nonzero
+vector_norm norm` on tile values.
 
 Each is a primitive for its torch functions whose trace rule composes sum/amax/amin and
 elementwise ops, with torch's numerics: 16-bit inputs compute in fp32 and round once at the
@@ -155,3 +155,49 @@ def count_nonzero_p(tracer: Tracer, value: TileValue, dim: Any = None) -> TileVa
     value = _tile_value("count_nonzero", value)
     ask_torch("torch.count_nonzero", torch.count_nonzero, (value,), {"dim": dim} if dim is not None else {})
     return reduce(tracer, "sum", apply_elementwise(tracer, "ne", value, 0), dim, False, torch.int64)
+
+
+def _norm_of(tracer: Tracer, value: TileValue, order: Any, dim: Any, keepdim: bool, dtype: Any) -> TileValue:
+    """The `order`-norm of the magnitudes, as torch computes it (no rescaling: a 2-norm past the
+    dtype's range is inf in torch too)."""
+    ask_torch("torch.linalg.vector_norm", torch.linalg.vector_norm, (value,),
+              {"ord": order, "dim": dim, "keepdim": keepdim, "dtype": dtype})
+    result_dtype = dtype if dtype is not None else value.dtype
+    magnitude = apply_elementwise(tracer, "abs", _wide(tracer, cast(tracer, value, result_dtype)))
+    order = float(order)
+    if order == float("inf"):
+        result = reduce(tracer, "amax", magnitude, dim, keepdim)
+    elif order == float("-inf"):
+        result = reduce(tracer, "amin", magnitude, dim, keepdim)
+    elif order == 0:
+        result = cast(tracer, reduce(tracer, "sum", apply_elementwise(tracer, "ne", magnitude, 0), dim, keepdim),
+                      magnitude.dtype)
+    elif order == 1:
+        result = reduce(tracer, "sum", magnitude, dim, keepdim)
+    elif order == 2:
+        squares = apply_elementwise(tracer, "mul", magnitude, magnitude)
+        result = apply_elementwise(tracer, "sqrt", reduce(tracer, "sum", squares, dim, keepdim))
+    else:
+        powers = apply_elementwise(tracer, "pow", magnitude, order)
+        result = apply_elementwise(tracer, "pow", reduce(tracer, "sum", powers, dim, keepdim), 1.0 / order)
+    return cast(tracer, result, result_dtype)
+
+
+@torch_primitive("vector_norm", torch.linalg.vector_norm)
+def vector_norm_p(tracer: Tracer, value: TileValue, ord: Any = 2, dim: Any = None, keepdim: bool = False, *,
+                  dtype: Any = None, out: Any = None) -> TileValue:
+    return _norm_of(tracer, _tile_value("linalg.vector_norm", value), ord, dim, keepdim, dtype)
+
+
+@torch_primitive("norm", torch.norm, T.norm)
+def norm_p(tracer: Tracer, value: TileValue, p: Any = "fro", dim: Any = None, keepdim: bool = False, *,
+           dtype: Any = None, out: Any = None) -> TileValue:
+    value = _tile_value("norm", value)
+    if isinstance(p, str):
+        dims = normalized_dims(value, dim)
+        if p != "fro" or len(dims) > 2:
+            raise exc.UnsupportedOperationError(
+                f"torch.norm(p={p!r}) inside a tile loop: only vector norms (a number p, or 'fro') reduce here",
+                location=user_location(), hint="use torch.linalg.vector_norm(v, ord, dim) for vector norms")
+        p = 2  # the Frobenius norm is the 2-norm of the entries
+    return _norm_of(tracer, value, p, dim, keepdim, dtype)

@@ -133,7 +133,15 @@ class TileValue(_TorchLike):
         # as the torch functions.
         method = getattr(torch.Tensor, name, None)
         if method is None:
-            raise AttributeError(f"tile values have no attribute {name!r}")
+            if name.startswith("__"):
+                # Python's own protocol probes (copy, pickle, numpy) expect a plain AttributeError
+                raise AttributeError(f"tile values have no attribute {name!r}")
+            raise exc.UnsupportedMethodError(
+                f"tile values have no attribute {name!r}: a tile value is a torch.Tensor-like block of the "
+                f"kernel's data and has torch.Tensor's methods and attributes only",
+                location=user_location(),
+                hint="check the spelling against torch.Tensor's API (e.g. `v.sum(1)`, `v.to(torch.float32)`, "
+                     "`v.shape`)")
         if method not in TORCH_FUNCTIONS:
             error = unsupported_operation(method)
             raise exc.UnsupportedMethodError(error.detail, location=error.location, hint=error.hint)
