@@ -256,12 +256,13 @@ def scatter_rows(x: torch.Tensor, rows: torch.Tensor, keep: torch.Tensor, out: t
     return out
 
 
-def test_a_store_whose_lanes_write_different_values_to_one_element_is_refused_in_eager_mode() -> None:
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+def test_a_store_whose_lanes_write_different_values_to_one_element_is_refused_on_the_cpu(mode: str) -> None:
     """On the GPU which of the lanes wins is undefined (Triton's interpreter keeps the last), so
-    the oracle refuses instead of answering one of them."""
+    eager and interpret modes refuse instead of answering one of them."""
     x, rows = torch.randn(6, 5), torch.tensor([0, 2, 2, 1, 3, 4])
     with pytest.raises(exc.IndexingError, match="writes different values to one element") as info:
-        _run("eager", scatter_rows, x, rows, torch.ones(6, dtype=torch.bool), torch.zeros(5, 5))
+        _run(mode, scatter_rows, x, rows, torch.ones(6, dtype=torch.bool), torch.zeros(5, 5))
     line, _ = marked_line(__file__, "scatter")
     assert f":{line}:" in str(info.value)
 

@@ -47,3 +47,25 @@ def test_the_language_is_restored_after_a_launch() -> None:
     import triton.language as tl
     assert tl.core.is_builtin(tl.core.reduce) and tl.core.is_builtin(tl.arange)  # Triton's own, not the interpreter's
     torch.testing.assert_close(kernel(x), x.sum(1))
+
+
+@pytest.mark.parametrize(("addresses", "values", "mask", "conflict"), [
+    ([8, 16, 24], [1.0, 2.0, 3.0], [True, True, True], False),       # increasing: the usual store
+    ([24, 8, 16], [1.0, 2.0, 3.0], [True, True, True], False),       # a permutation
+    ([8, 16, 8], [1.0, 2.0, 1.0], [True, True, True], False),        # repeated with equal values
+    ([8, 16, 8], [float("nan"), 2.0, float("nan")], [True] * 3, False),  # NaN bits equal
+    ([8, 16, 8], [1.0, 2.0, 5.0], [True, True, False], False),       # the clashing lane is masked
+    ([8, 16, 8], [1.0, 2.0, 5.0], [True, True, True], True),
+    ([8, 8], [0.0, -0.0], [True, True], True),                       # different bits
+])
+def test_the_interpreter_refuses_lanes_of_one_store_that_clash(addresses: list[int], values: list[float],
+                                                               mask: list[bool], conflict: bool) -> None:
+    import numpy as np
+
+    from tessera.backends.triton.interpreter_patching import ConflictingStores, _check_store_lanes
+    arrays = (np.array(addresses, dtype=np.uint64), np.array(values, dtype=np.float32), np.array(mask))
+    if conflict:
+        with pytest.raises(ConflictingStores):
+            _check_store_lanes(*arrays)
+    else:
+        _check_store_lanes(*arrays)

@@ -168,3 +168,28 @@ def test_zeros_like_of_a_runtime_sized_argument_is_refused_with_its_line(device:
     with pytest.raises(exc.DynamicAllocationError) as caught:
         tessera.kernel(like_of_a_runtime_sized_argument, mode=_modes(device)[1])(torch.zeros(8, device=device))
     assert caught.value.location.lineno == marked_line(__file__, "like-runtime")[0]
+
+
+def weighted_group_sums(x: T, w: T) -> T:
+    """A register_block_size accumulator `hl.zeros([rows, block])` added to tile values, as
+    Helion's nvfp4_gemv does, with a Config whose block is wider than the bound."""
+    groups = hl.specialize(x.size(1))
+    block = hl.register_block_size(groups)
+    out = torch.empty([x.size(0)], dtype=torch.float32, device=x.device)
+    for rows in hl.tile(x.size(0)):
+        acc = hl.zeros([rows], dtype=torch.float32)
+        for cols in hl.tile(groups, block_size=block):
+            part = hl.zeros([rows, block], dtype=torch.float32)
+            part = part + x[rows, cols] * w[cols][None, :]
+            acc = acc + part.sum(-1)
+        out[rows] = acc
+    return out
+
+
+@pytest.mark.parametrize("groups", [1, 5, 16])
+def test_a_config_block_wider_than_its_registered_bound_matches_the_tiles(groups: int,
+                                                                          device: torch.device) -> None:
+    x, w = torch.randn(6, groups, device=device), torch.randn(groups, device=device)
+    for mode in _modes(device):
+        got = tessera.kernel(weighted_group_sums, mode=mode, config=tessera.Config(block_sizes=[4, 128]))(x, w)
+        torch.testing.assert_close(got, x @ w, rtol=1e-5, atol=1e-5, msg=mode)

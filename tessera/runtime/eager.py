@@ -18,7 +18,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tessera import exc
-from tessera.config import Config, default_block_size
+from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.location import user_location
 import tessera.language  # noqa: F401  (defines the primitives whose eager rules _OVERRIDES reads)
@@ -82,8 +82,15 @@ class EagerInterpreter:
 
     def registered_block_size(self, site: tuple[str, int, int] | None, low: int, high: int | None) -> int:
         if self.roomy_registered_blocks and self.config.get("block_sizes") is None and high is not None:
-            return max(default_block_size(low), min(default_block_size(high), EAGER_MAX_REGISTERED_BLOCK))
-        return self.block_sizes(site, 1, [(low, high)])[0]
+            # the widest block the bounds allow (Helion's: at most max rounded up to a power of two)
+            widest = min(_power_of_two_at_least(high), EAGER_MAX_REGISTERED_BLOCK)
+            return max(_power_of_two_at_least(low), widest)
+        block = self.block_sizes(site, 1, [(low, high)])[0]
+        if high is not None and block > _power_of_two_at_least(high):
+            # a Config's block past the bound (Helion's examples pass one) runs clipped tiles here,
+            # which `hl.zeros([block])` would not match; generated code pads and masks instead
+            return max(_power_of_two_at_least(high), _power_of_two_at_least(low))
+        return block
 
     def tunable(self, name: str, fragment: Any) -> Any:
         """`hl.register_tunable`: the Config's value, else the fragment's default."""
@@ -372,6 +379,10 @@ def _tensor_arguments(fn: Callable[..., Any], args: tuple, kwargs: dict) -> dict
             if isinstance(item, torch.Tensor):
                 found[id(item)] = (name if index is None else f"{name}[{index}]", item)
     return found
+
+
+def _power_of_two_at_least(value: int) -> int:
+    return 1 << max(int(value) - 1, 0).bit_length()
 
 
 def run_eager(fn: Callable[..., Any], args: tuple, kwargs: dict, slots: BlockSlotTable,

@@ -19,7 +19,8 @@ from tessera.backends.triton import interpreter_patching
 from tessera.backends.triton.codegen import lower_kernel
 from tessera.backends.triton.launcher import TritonLauncher
 from tessera.backends.triton.lowering import ELEMENTWISE_TEMPLATES, LOWERINGS, REDUCTION_FUNCTIONS, SCAN_FUNCTIONS
-from tessera.backends.triton.modules import compile_error, import_generated, interpreting_environment, write_generated
+from tessera.backends.triton.modules import (compile_error, error_location, import_generated, interpreting_environment,
+                                              write_generated)
 from tessera.backends.triton.tuning import TritonTuning
 from tessera.config import Config
 from tessera.ir.graph import AxisKind, KernelIR, Op, walk
@@ -86,6 +87,13 @@ class TritonKernel:
         except exc.TesseraError:
             raise
         except Exception as error:
+            if interpreter_patching.conflicting_stores(error):
+                raise exc.IndexingError(
+                    "a store writes different values to one element from several lanes: on the GPU which lane wins "
+                    "is undefined", location=error_location(error, self.path, self.lowered.source, self.function_name,
+                                                            self.lowered.locations, self.lowered.location),
+                    hint="leave all but one of those lanes out of the store (a where() that writes the old value "
+                         "back still writes), or combine them with hl.atomic_add / atomic_max") from None
             raise compile_error(error, self.path, self.lowered.source, self.function_name, self.lowered.locations,
                                 self.lowered.location) from error
         self.launched = True

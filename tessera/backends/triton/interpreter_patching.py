@@ -16,6 +16,11 @@ launch already set.
 
 A third change fills a gap: the interpreter's `tl.device_print(prefix)` with no values prints
 nothing, where a GPU prints the prefix; `install()` makes it print the prefix once per program.
+
+A fourth is a check the GPU cannot make: a store in which two unmasked lanes of one program write
+different values to one element (a scatter whose index tensor repeats) raises `ConflictingStores`.
+On the GPU which lane wins is undefined; the interpreter's numpy store lets the last lane win, so
+the answer would be silently whatever order numpy used. Eager mode refuses the same store.
 """
 from __future__ import annotations
 
@@ -25,6 +30,43 @@ import functools
 from typing import Any, Iterator
 
 _installed = False
+
+
+class ConflictingStores(Exception):
+    """Two unmasked lanes of one store wrote different values to one element (interpret mode)."""
+
+
+def conflicting_stores(error: BaseException | None) -> bool:
+    """Whether `error` is, or wraps (the interpreter re-raises as InterpreterError), ConflictingStores."""
+    while error is not None:
+        if isinstance(error, ConflictingStores):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def _check_store_lanes(pointers: Any, values: Any, mask: Any) -> None:
+    import numpy as np
+
+    pointers = np.asarray(pointers)
+    if pointers.size < 2:
+        return
+    shape = pointers.shape
+    written = np.broadcast_to(np.asarray(mask, dtype=bool), shape).ravel()
+    addresses = pointers.ravel()[written]
+    if addresses.size < 2 or bool(np.all(addresses[1:] > addresses[:-1])):
+        return  # the usual store: lanes in increasing address order, none repeated
+    order = np.argsort(addresses, kind="stable")
+    ordered = addresses[order]
+    repeated = ordered[1:] == ordered[:-1]
+    if not repeated.any():
+        return
+    stored = np.broadcast_to(np.asarray(values), shape).ravel()[written][order]
+    if stored.dtype.itemsize in (1, 2, 4, 8):  # compare bits: NaN == NaN, -0.0 != 0.0
+        stored = stored.view(f"u{stored.dtype.itemsize}")
+    clashing = repeated & (stored[1:] != stored[:-1])
+    if clashing.any():
+        raise ConflictingStores(int(clashing.sum()))
 
 
 @contextlib.contextmanager
@@ -101,6 +143,15 @@ def install() -> None:
         print(f"({self.grid_idx[0]}, {self.grid_idx[1]}, {self.grid_idx[2]}) {prefix}")
         return None
 
+    create_masked_store = interpreter.InterpreterBuilder.create_masked_store
+
+    @functools.wraps(create_masked_store)
+    def checked_store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any) -> Any:
+        if _Launch.patched is not None:  # Tessera's launches only
+            _check_store_lanes(ptrs.data, value.data, mask.data)
+        return create_masked_store(self, ptrs, value, mask, *args)
+
+    interpreter.InterpreterBuilder.create_masked_store = checked_store
     interpreter._patch_lang = patch_lang_once
     interpreter.InterpreterBuilder.create_print = print_prefix_alone
     interpreter.GridExecutor.__call__ = launch_once_patched

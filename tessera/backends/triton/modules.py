@@ -200,11 +200,7 @@ def compile_error(error: BaseException, path: str, source: str, function_name: s
                   locations: dict[int, Any], fallback: Any) -> exc.TesseraError:
     """A Triton failure on generated code, pointed at the kernel line that produced it."""
     line = generated_line(error, path, source, function_name)
-    location = fallback
-    if line is not None:
-        earlier = [number for number in locations if number <= line]
-        if earlier:
-            location = locations[max(earlier)]
+    location = error_location(error, path, source, function_name, locations, fallback, line)
     summary = str(error).strip().splitlines()
     text = summary[-1] if summary else type(error).__name__
     where = f"{path}:{line}" if line is not None else path
@@ -219,6 +215,17 @@ def compile_error(error: BaseException, path: str, source: str, function_name: s
         f"{type(error).__name__}: {text[:300]}", location=location,
         hint=f"this is a Tessera bug; the generated source is {where}. Run the kernel with mode='eager' "
              "meanwhile, and please report it with that file")
+
+
+def error_location(error: BaseException, path: str, source: str, function_name: str, locations: dict[int, Any],
+                   fallback: Any, line: int | None = None) -> Any:
+    """The user's line behind the generated line where `error` was raised (`fallback` if unknown)."""
+    line = line if line is not None else generated_line(error, path, source, function_name)
+    if line is not None:
+        earlier = [number for number in locations if number <= line]
+        if earlier:
+            return locations[max(earlier)]
+    return fallback
 
 
 def generated_line(error: BaseException, path: str, source: str, function_name: str) -> int | None:
