@@ -39,5 +39,6 @@ from tessera.language import elementwise as _elementwise  # noqa: E402,F401
 from tessera.language import sorting as _sorting  # noqa: E402,F401
 from tessera.language import reductions as _reductions  # noqa: E402,F401
 from tessera.language import statistics as _statistics  # noqa: E402,F401
+from tessera.language import composites as _composites  # noqa: E402,F401
 from tessera.language import gather as _gather  # noqa: E402,F401
 from tessera.language import view as _view  # noqa: E402,F401

@@ -81,7 +81,12 @@ ELEMENTWISE_OPS: tuple[ElementwiseOp, ...] = (
     ElementwiseOp("gelu", 1, "float", (torch.nn.functional.gelu,)),
     ElementwiseOp("silu", 1, "float", (torch.nn.functional.silu,)),
     ElementwiseOp("where", 3, "where", (torch.where, T.where)),
+    # roundings to integral values; integer inputs return themselves (the trace rule)
+    ElementwiseOp("floor", 1, "arith", (torch.floor, T.floor)),
+    ElementwiseOp("ceil", 1, "arith", (torch.ceil, T.ceil)),
+    ElementwiseOp("trunc", 1, "arith", (torch.trunc, T.trunc, torch.fix, T.fix)),
 )
+_ROUNDINGS = frozenset({"floor", "ceil", "trunc"})
 _BY_NAME = {op.name: op for op in ELEMENTWISE_OPS}
 
 
@@ -204,6 +209,8 @@ def _trace_rule(name: str) -> Callable[..., Any]:
             kwargs.pop("inplace")
         args = tuple(scalar_tensor_value(tracer, a) for a in args)
         answer = ask_torch(f"torch.{op.torch_functions[0].__name__}", op.torch_functions[0], args, kwargs)
+        if name in _ROUNDINGS and isinstance(args[0], TileValue) and not args[0].dtype.is_floating_point:
+            return args[0]
         if name == "pow" and not answer.dtype.is_floating_point:
             return _integer_pow(tracer, args[0], args[1], answer.dtype)
         if name == "gelu" and kwargs.pop("approximate", "none") != "none":

@@ -47,6 +47,9 @@ ELEMENTWISE_TEMPLATES: dict[str, str] = {
     "gelu": "(0.5 * {0} * (1.0 + lax.erf({0} * 0.7071067811865476)))",
     "where": "jnp.where({0}, {1}, {2})",
     "silu": "({0} / (1.0 + jnp.exp(-{0})))",
+    "floor": "jnp.floor({0})",
+    "ceil": "jnp.ceil({0})",
+    "trunc": "jnp.trunc({0})",
 }
 _COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})  # bool results: no cast back
 

@@ -55,6 +55,9 @@ ELEMENTWISE_TEMPLATES: dict[str, str] = {
     "gelu": "(0.5 * {0} * (1.0 + tl.erf({0} * 0.7071067811865476)))",
     "where": "tl.where({0}, {1}, {2})",
     "silu": "({0} / (1.0 + tl.exp(-{0})))",
+    "floor": "tl.floor({0})",
+    "ceil": "tl.ceil({0})",
+    "trunc": "tl.where({0} < 0, tl.ceil({0}), tl.floor({0}))",
 }
 # tl.sqrt_rn takes float32 only; for float64 tl.sqrt is already correctly rounded
 FLOAT64_TEMPLATES: dict[str, str] = {

@@ -1,0 +1,158 @@
+"""torch functions on tile values written with other primitives: `masked_fill tan sign isnan isinf
+isfinite softplus F.layer_norm F.rms_norm`.
+
+Each keeps torch's numerics where they are observable: `sign` is `(x > 0) - (x < 0)` (NaN and -0.0
+give 0, as torch gives), `softplus` switches to `x` above `threshold / beta` as torch does, and the
+norms compute 16-bit inputs in fp32 with the biased variance, rounding once at the end.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from tessera import exc
+from tessera.ir.primitive import torch_primitive
+from tessera.language.elementwise import apply_elementwise
+from tessera.language.operands import ask_torch
+from tessera.language.reductions import record_reduction as reduce
+from tessera.language.statistics import variance
+from tessera.language.view import cast
+from tessera.location import user_location
+from tessera.trace.proxy import AxisSize, TileValue
+from tessera.trace.tracer import Tracer
+
+T = torch.Tensor
+
+
+def _tile_value(kind: str, value: Any) -> TileValue:
+    if not isinstance(value, TileValue):
+        raise exc.UnsupportedOperationError(f"{kind} of {type(value).__name__} {value!r} inside a tile loop: "
+                                            "only tile values", location=user_location())
+    return value
+
+
+@torch_primitive("masked_fill", torch.masked_fill, T.masked_fill)
+def masked_fill_p(tracer: Tracer, value: TileValue, mask: Any, fill: Any) -> TileValue:
+    value = _tile_value("torch.masked_fill", value)
+    answer = ask_torch("torch.masked_fill", torch.masked_fill, (value, mask, fill), {})
+    filled = apply_elementwise(tracer, "where", mask, fill, value)
+    return filled if filled.dtype == answer.dtype else cast(tracer, filled, answer.dtype)
+
+
+@torch_primitive("tan", torch.tan, T.tan)
+def tan_p(tracer: Tracer, value: TileValue) -> TileValue:
+    answer = ask_torch("torch.tan", torch.tan, (_tile_value("torch.tan", value),), {})
+    wide = cast(tracer, value, torch.float32) if value.dtype != torch.float64 else value
+    ratio = apply_elementwise(tracer, "truediv", apply_elementwise(tracer, "sin", wide),
+                              apply_elementwise(tracer, "cos", wide))
+    return cast(tracer, ratio, answer.dtype)
+
+
+@torch_primitive("sign", torch.sign, T.sign)
+def sign_p(tracer: Tracer, value: TileValue) -> TileValue:
+    answer = ask_torch("torch.sign", torch.sign, (_tile_value("torch.sign", value),), {})
+    if value.dtype == torch.bool:
+        return value
+    positive = cast(tracer, apply_elementwise(tracer, "gt", value, 0), answer.dtype)
+    negative = cast(tracer, apply_elementwise(tracer, "lt", value, 0), answer.dtype)
+    return apply_elementwise(tracer, "sub", positive, negative)
+
+
+def _finiteness(kind: str) -> Any:
+    def rule(tracer: Tracer, value: TileValue) -> TileValue:
+        ask_torch(f"torch.{kind}", getattr(torch, kind), (_tile_value(f"torch.{kind}", value),), {})
+        if not value.dtype.is_floating_point:  # integers are never NaN or infinite
+            nothing = apply_elementwise(tracer, "ne", value, value)
+            return nothing if kind != "isfinite" else apply_elementwise(tracer, "eq", value, value)
+        nan = apply_elementwise(tracer, "ne", value, value)
+        infinite = apply_elementwise(tracer, "eq", apply_elementwise(tracer, "abs", value), float("inf"))
+        if kind == "isnan":
+            return nan
+        if kind == "isinf":
+            return infinite
+        return apply_elementwise(tracer, "invert", apply_elementwise(tracer, "bitwise_or", nan, infinite))
+    return rule
+
+
+isnan_p = torch_primitive("isnan", torch.isnan, T.isnan)(_finiteness("isnan"))
+isinf_p = torch_primitive("isinf", torch.isinf, T.isinf)(_finiteness("isinf"))
+isfinite_p = torch_primitive("isfinite", torch.isfinite, T.isfinite)(_finiteness("isfinite"))
+
+
+@torch_primitive("softplus", F.softplus)
+def softplus_p(tracer: Tracer, value: TileValue, beta: float = 1.0, threshold: float = 20.0) -> TileValue:
+    answer = ask_torch("F.softplus", F.softplus, (_tile_value("F.softplus", value),),
+                       {"beta": beta, "threshold": threshold})
+    wide = cast(tracer, value, torch.float32) if value.dtype != torch.float64 else value
+    scaled = apply_elementwise(tracer, "mul", wide, beta)
+    smooth = apply_elementwise(tracer, "truediv", apply_elementwise(
+        tracer, "log1p", apply_elementwise(tracer, "exp", scaled)), beta)
+    return cast(tracer, apply_elementwise(tracer, "where", apply_elementwise(tracer, "gt", scaled, threshold),
+                                          wide, smooth), answer.dtype)
+
+
+def _floating(kind: str, value: Any) -> TileValue:
+    value = _tile_value(kind, value)
+    if not value.dtype.is_floating_point:
+        raise exc.DtypeError(f"{kind} of a {str(value.dtype).replace('torch.', '')} tile value: torch normalizes "
+                             "floating-point values only", location=user_location(),
+                             hint="convert first: x.to(torch.float32)")
+    return value
+
+
+def _normalized_dims(kind: str, value: TileValue, shape: Any) -> list[int]:
+    """The trailing dims `normalized_shape` names; each must be a whole dimension of that size."""
+    sizes = [shape] if isinstance(shape, int) else list(shape)
+    dims = list(range(value.dim() - len(sizes), value.dim()))
+    for d, size in zip(dims, sizes):
+        axis = value.axes[d]
+        same = size.axis == axis if isinstance(size, AxisSize) else axis.end == size
+        if axis.is_tile or not same:
+            raise exc.UnsupportedOperationError(
+                f"{kind} over a dimension that is {'a tile' if axis.is_tile else 'not of that size'} "
+                f"(normalized_shape={list(sizes)})", location=user_location(),
+                hint="normalize over whole trailing dimensions read with `:` (x[tile, :]) and pass their sizes")
+    return dims
+
+
+def _affine(tracer: Tracer, normalized: TileValue, weight: Any, bias: Any) -> TileValue:
+    if weight is not None:
+        normalized = apply_elementwise(tracer, "mul", normalized, weight)
+    if bias is not None:
+        normalized = apply_elementwise(tracer, "add", normalized, bias)
+    return normalized
+
+
+@torch_primitive("layer_norm", F.layer_norm)
+def layer_norm_p(tracer: Tracer, value: TileValue, normalized_shape: Any, weight: Any = None, bias: Any = None,
+                 eps: float = 1e-5) -> TileValue:
+    value = _floating("F.layer_norm", value)
+    dims = _normalized_dims("F.layer_norm", value, normalized_shape)
+    wide = cast(tracer, value, torch.float32) if value.dtype != torch.float64 else value
+    count = 1
+    for d in dims:
+        count = count * value.axes[d].end
+    mean = reduce(tracer, "sum", apply_elementwise(tracer, "truediv", wide, count), dims, True)
+    spread = variance(tracer, wide, dims, 0.0, True)
+    scale = apply_elementwise(tracer, "rsqrt", apply_elementwise(tracer, "add", spread, eps))
+    normalized = apply_elementwise(tracer, "mul", apply_elementwise(tracer, "sub", wide, mean), scale)
+    return cast(tracer, _affine(tracer, normalized, weight, bias), value.dtype)
+
+
+@torch_primitive("rms_norm", F.rms_norm)
+def rms_norm_p(tracer: Tracer, value: TileValue, normalized_shape: Any, weight: Any = None,
+               eps: float | None = None) -> TileValue:
+    value = _floating("F.rms_norm", value)
+    dims = _normalized_dims("F.rms_norm", value, normalized_shape)
+    wide = cast(tracer, value, torch.float32) if value.dtype != torch.float64 else value
+    if eps is None:  # torch's default: the machine epsilon of the input's dtype
+        eps = torch.finfo(value.dtype).eps
+    count = 1
+    for d in dims:
+        count = count * value.axes[d].end
+    squares = apply_elementwise(tracer, "mul", wide, wide)
+    mean_square = reduce(tracer, "sum", apply_elementwise(tracer, "truediv", squares, count), dims, True)
+    scale = apply_elementwise(tracer, "rsqrt", apply_elementwise(tracer, "add", mean_square, eps))
+    return cast(tracer, _affine(tracer, apply_elementwise(tracer, "mul", wide, scale), weight, None), value.dtype)
