@@ -17,7 +17,7 @@ from tessera.ir.primitive import torch_primitive
 from tessera.language.elementwise import apply_elementwise
 from tessera.language.operands import ask_torch
 from tessera.language.reductions import record_reduction as reduce
-from tessera.language.statistics import variance
+from tessera.language.statistics import only_tile_value, variance
 from tessera.language.view import cast
 from tessera.location import user_location
 from tessera.trace.proxy import AxisSize, TileValue
@@ -26,16 +26,9 @@ from tessera.trace.tracer import Tracer
 T = torch.Tensor
 
 
-def _tile_value(kind: str, value: Any) -> TileValue:
-    if not isinstance(value, TileValue):
-        raise exc.UnsupportedOperationError(f"{kind} of {type(value).__name__} {value!r} inside a tile loop: "
-                                            "only tile values", location=user_location())
-    return value
-
-
 @torch_primitive("masked_fill", torch.masked_fill, T.masked_fill)
 def masked_fill_p(tracer: Tracer, value: TileValue, mask: Any, fill: Any) -> TileValue:
-    value = _tile_value("torch.masked_fill", value)
+    value = only_tile_value("torch.masked_fill", value)
     answer = ask_torch("torch.masked_fill", torch.masked_fill, (value, mask, fill), {})
     filled = apply_elementwise(tracer, "where", mask, fill, value)
     return filled if filled.dtype == answer.dtype else cast(tracer, filled, answer.dtype)
@@ -43,7 +36,7 @@ def masked_fill_p(tracer: Tracer, value: TileValue, mask: Any, fill: Any) -> Til
 
 @torch_primitive("tan", torch.tan, T.tan)
 def tan_p(tracer: Tracer, value: TileValue) -> TileValue:
-    answer = ask_torch("torch.tan", torch.tan, (_tile_value("torch.tan", value),), {})
+    answer = ask_torch("torch.tan", torch.tan, (only_tile_value("torch.tan", value),), {})
     wide = cast(tracer, value, torch.float32) if value.dtype != torch.float64 else value
     ratio = apply_elementwise(tracer, "truediv", apply_elementwise(tracer, "sin", wide),
                               apply_elementwise(tracer, "cos", wide))
@@ -52,7 +45,7 @@ def tan_p(tracer: Tracer, value: TileValue) -> TileValue:
 
 @torch_primitive("sign", torch.sign, T.sign)
 def sign_p(tracer: Tracer, value: TileValue) -> TileValue:
-    answer = ask_torch("torch.sign", torch.sign, (_tile_value("torch.sign", value),), {})
+    answer = ask_torch("torch.sign", torch.sign, (only_tile_value("torch.sign", value),), {})
     if value.dtype == torch.bool:
         return value
     positive = cast(tracer, apply_elementwise(tracer, "gt", value, 0), answer.dtype)
@@ -62,7 +55,7 @@ def sign_p(tracer: Tracer, value: TileValue) -> TileValue:
 
 def _finiteness(kind: str) -> Any:
     def rule(tracer: Tracer, value: TileValue) -> TileValue:
-        ask_torch(f"torch.{kind}", getattr(torch, kind), (_tile_value(f"torch.{kind}", value),), {})
+        ask_torch(f"torch.{kind}", getattr(torch, kind), (only_tile_value(f"torch.{kind}", value),), {})
         if not value.dtype.is_floating_point:  # integers are never NaN or infinite
             nothing = apply_elementwise(tracer, "ne", value, value)
             return nothing if kind != "isfinite" else apply_elementwise(tracer, "eq", value, value)
@@ -83,7 +76,7 @@ isfinite_p = torch_primitive("isfinite", torch.isfinite, T.isfinite)(_finiteness
 
 @torch_primitive("softplus", F.softplus)
 def softplus_p(tracer: Tracer, value: TileValue, beta: float = 1.0, threshold: float = 20.0) -> TileValue:
-    answer = ask_torch("F.softplus", F.softplus, (_tile_value("F.softplus", value),),
+    answer = ask_torch("F.softplus", F.softplus, (only_tile_value("F.softplus", value),),
                        {"beta": beta, "threshold": threshold})
     wide = cast(tracer, value, torch.float32) if value.dtype != torch.float64 else value
     scaled = apply_elementwise(tracer, "mul", wide, beta)
@@ -94,7 +87,7 @@ def softplus_p(tracer: Tracer, value: TileValue, beta: float = 1.0, threshold: f
 
 
 def _floating(kind: str, value: Any) -> TileValue:
-    value = _tile_value(kind, value)
+    value = only_tile_value(kind, value)
     if not value.dtype.is_floating_point:
         raise exc.DtypeError(f"{kind} of a {str(value.dtype).replace('torch.', '')} tile value: torch normalizes "
                              "floating-point values only", location=user_location(),

@@ -29,10 +29,12 @@ from tessera.trace.tracer import Tracer
 T = torch.Tensor
 
 
-def _tile_value(kind: str, value: Any) -> TileValue:
+def only_tile_value(kind: str, value: Any) -> TileValue:
+    """`value`, which must be a tile value: the torch reductions here take no tensors or scalars."""
     if not isinstance(value, TileValue):
-        raise exc.UnsupportedOperationError(f"torch.{kind} of {type(value).__name__} {value!r}: only tile values "
-                                            "reduce inside a tile loop", location=user_location())
+        spelling = kind if "." in kind else f"torch.{kind}"
+        raise exc.UnsupportedOperationError(f"{spelling} of {type(value).__name__} {value!r}: only tile values "
+                                            "take it inside a tile loop", location=user_location())
     return value
 
 
@@ -102,7 +104,7 @@ def _variance_rule(kind: str) -> Any:
     """`var`/`std`, and `var_mean`/`std_mean`, which also return the mean (torch's pair order)."""
     def rule(tracer: Tracer, value: TileValue, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
              correction: Any = None, out: Any = None) -> Any:
-        value = _tile_value(kind, value)
+        value = only_tile_value(kind, value)
         dim, corrected = _correction(dim, unbiased, correction)
         ask_torch(f"torch.{kind}", getattr(torch, kind), (value,), {"dim": dim, "correction": corrected})
         result = cast(tracer, variance(tracer, value, dim, corrected, keepdim, kind.startswith("std")), value.dtype)
@@ -121,7 +123,7 @@ std_mean_p = torch_primitive("std_mean", torch.std_mean)(_variance_rule("std_mea
 
 @torch_primitive("logsumexp", torch.logsumexp, T.logsumexp)
 def logsumexp_p(tracer: Tracer, value: TileValue, dim: Any, keepdim: bool = False, *, out: Any = None) -> TileValue:
-    value = _tile_value("logsumexp", value)
+    value = only_tile_value("logsumexp", value)
     ask_torch("torch.logsumexp", torch.logsumexp, (value,), {"dim": dim, "keepdim": keepdim})
     result_dtype = value.dtype if value.dtype.is_floating_point else torch.get_default_dtype()
     wide = _wide(tracer, cast(tracer, value, result_dtype))
@@ -137,7 +139,7 @@ def logsumexp_p(tracer: Tracer, value: TileValue, dim: Any, keepdim: bool = Fals
 
 def _truth_rule(kind: str) -> Any:
     def rule(tracer: Tracer, value: TileValue, dim: Any = None, keepdim: bool = False, *, out: Any = None) -> TileValue:
-        value = _tile_value(kind, value)
+        value = only_tile_value(kind, value)
         ask_torch(f"torch.{kind}", getattr(torch, kind), (value,),
                   {"dim": dim, "keepdim": keepdim} if dim is not None else {})
         nonzero = apply_elementwise(tracer, "ne", value, 0)
@@ -152,7 +154,7 @@ all_p = torch_primitive("all", torch.all, T.all)(_truth_rule("all"))
 
 @torch_primitive("count_nonzero", torch.count_nonzero, T.count_nonzero)
 def count_nonzero_p(tracer: Tracer, value: TileValue, dim: Any = None) -> TileValue:
-    value = _tile_value("count_nonzero", value)
+    value = only_tile_value("count_nonzero", value)
     ask_torch("torch.count_nonzero", torch.count_nonzero, (value,), {"dim": dim} if dim is not None else {})
     return reduce(tracer, "sum", apply_elementwise(tracer, "ne", value, 0), dim, False, torch.int64)
 
@@ -186,13 +188,13 @@ def _norm_of(tracer: Tracer, value: TileValue, order: Any, dim: Any, keepdim: bo
 @torch_primitive("vector_norm", torch.linalg.vector_norm)
 def vector_norm_p(tracer: Tracer, value: TileValue, ord: Any = 2, dim: Any = None, keepdim: bool = False, *,
                   dtype: Any = None, out: Any = None) -> TileValue:
-    return _norm_of(tracer, _tile_value("linalg.vector_norm", value), ord, dim, keepdim, dtype)
+    return _norm_of(tracer, only_tile_value("linalg.vector_norm", value), ord, dim, keepdim, dtype)
 
 
 @torch_primitive("norm", torch.norm, T.norm)
 def norm_p(tracer: Tracer, value: TileValue, p: Any = "fro", dim: Any = None, keepdim: bool = False, *,
            dtype: Any = None, out: Any = None) -> TileValue:
-    value = _tile_value("norm", value)
+    value = only_tile_value("norm", value)
     if isinstance(p, str):
         dims = normalized_dims(value, dim)
         if p != "fro" or len(dims) > 2:
