@@ -85,12 +85,7 @@ class EagerInterpreter:
             # the widest block the bounds allow (Helion's: at most max rounded up to a power of two)
             widest = min(_power_of_two_at_least(high), EAGER_MAX_REGISTERED_BLOCK)
             return max(_power_of_two_at_least(low), widest)
-        block = self.block_sizes(site, 1, [(low, high)])[0]
-        if high is not None and block > _power_of_two_at_least(high):
-            # a Config's block past the bound (Helion's examples pass one) runs clipped tiles here,
-            # which `hl.zeros([block])` would not match; generated code pads and masks instead
-            return max(_power_of_two_at_least(high), _power_of_two_at_least(low))
-        return block
+        return self.block_sizes(site, 1, [(low, high)])[0]
 
     def tunable(self, name: str, fragment: Any) -> Any:
         """`hl.register_tunable`: the Config's value, else the fragment's default."""
