@@ -9,6 +9,7 @@ import torch
 import tessera
 import tessera.language as hl
 from tessera import exc
+from marked_lines import marked_line
 
 T = torch.Tensor
 
@@ -96,3 +97,38 @@ def test_size_expressions_print_as_code_that_keeps_sympy_meaning() -> None:
     assert jax_text(sympy.Piecewise((n, m > 0), (m, True))) == "jnp.where((m > 0), n, m)"
     with pytest.raises(exc.UnsupportedOperationError, match="gamma"):
         triton_text(sympy.gamma(n))
+
+
+def branch_on_value_width(x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for tile in hl.tile(x.size(0)):
+        v = x[tile, :]
+        if v.size(1) != 16:  # a whole dim's size: decided per call, as x.size(1) would be
+            out[tile, :] = v + 100
+        elif v.size(1) >= 16:
+            out[tile, :] = v * 2
+    return out
+
+
+@pytest.mark.parametrize("width", [1, 16, 19])
+def test_the_size_of_a_tile_values_whole_dim_compares_as_the_size(width: int) -> None:
+    """`v.size(1) != 16` compared the size object, not the size: always True when traced (silent)."""
+    x = torch.randn(5, width)
+    expected = x * 2 if width == 16 else x + 100
+    for mode in ("eager", "interpret"):
+        torch.testing.assert_close(tessera.kernel(branch_on_value_width, mode=mode)(x), expected, msg=mode)
+
+
+def branch_on_tile_length(x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for tile in hl.tile(x.size(0)):
+        v = x[tile, :]
+        if v.size(0) == 4:  # line: tile-length
+            out[tile, :] = v
+    return out
+
+
+def test_comparing_the_varying_length_of_a_tile_dim_is_a_located_error() -> None:
+    with pytest.raises(exc.UnsupportedOperationError, match="varies per tile") as info:
+        tessera.kernel(branch_on_tile_length, mode="interpret")(torch.randn(5, 3))
+    assert info.value.location.lineno == marked_line(__file__, "tile-length")[0]

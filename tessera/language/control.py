@@ -20,7 +20,7 @@ from tessera.language.elementwise import apply_elementwise
 from tessera.language.tile import grid
 from tessera.language.scans import HL_FORMS_OF_TORCH
 from tessera.location import user_location
-from tessera.trace.proxy import HostScalar, TileValue
+from tessera.trace.proxy import AxisSize, HostScalar, TileValue
 from tessera.trace.tracer import Tracer, current_tracer
 
 
@@ -78,6 +78,9 @@ def compare_helper(left: Any, operator: str, right: Any) -> Any:
     >>> compare_helper(sympy.Symbol("pid_0"), "eq", 1)     # doctest: +SKIP
     Eq(pid_0, 1)
     """
+    spelling = "==" if operator == "eq" else "!="
+    left = left.number(spelling) if isinstance(left, AxisSize) else left
+    right = right.number(spelling) if isinstance(right, AxisSize) else right
     if (_symbolic(left) or _symbolic(right)) and _number_like(left) and _number_like(right):
         return sympy.Eq(left, right) if operator == "eq" else sympy.Ne(left, right)
     return left == right if operator == "eq" else left != right

@@ -293,6 +293,59 @@ class AxisSize(_TorchLike):
     def __repr__(self) -> str:
         return f"size({self.axis.name})"
 
+    def number(self, operation: str) -> Any:
+        """The size as Python code may compare or compute with it: a whole dimension's size (an int,
+        or a host size's symbol, which an `if` decides per call); a tile dimension's varies per tile
+        (the last is shorter), so no Python operation can be decided with it while tracing."""
+        if self.axis.is_tile:
+            raise exc.UnsupportedOperationError(
+                f"`{operation}` on the size of a tile dimension of a tile value: the tile's length varies per "
+                "tile (the last tile is shorter), so it has no one value while the kernel is traced",
+                location=user_location(),
+                hint="use the tile's block size (tile.block_size), or mask with tile.index < n")
+        return self.axis.range_end - self.axis.range_begin
+
+    # comparisons and arithmetic act on the size itself; `==`/`!=` in a tile loop arrive through the
+    # rewrite's compare helper, which calls number() too (defining __eq__ here would make AxisSize
+    # unhashable and change the identity tests Tessera's own shape code makes)
+    def __lt__(self, other: Any) -> Any:
+        return self.number("<") < _size_number(other, "<")
+
+    def __le__(self, other: Any) -> Any:
+        return self.number("<=") <= _size_number(other, "<=")
+
+    def __gt__(self, other: Any) -> Any:
+        return self.number(">") > _size_number(other, ">")
+
+    def __ge__(self, other: Any) -> Any:
+        return self.number(">=") >= _size_number(other, ">=")
+
+    def __add__(self, other: Any) -> Any:
+        return self.number("+") + _size_number(other, "+")
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> Any:
+        return self.number("-") - _size_number(other, "-")
+
+    def __rsub__(self, other: Any) -> Any:
+        return _size_number(other, "-") - self.number("-")
+
+    def __mul__(self, other: Any) -> Any:
+        return self.number("*") * _size_number(other, "*")
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other: Any) -> Any:
+        return self.number("//") // _size_number(other, "//")
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        return _size_number(other, "//") // self.number("//")
+
+
+def _size_number(value: Any, operation: str) -> Any:
+    return value.number(operation) if isinstance(value, AxisSize) else value
+
 
 class TileProxy(TileOffsets, _TorchLike):
     """A tile of a loop while tracing: indexes tensors along its axis."""
