@@ -132,3 +132,31 @@ def test_comparing_the_varying_length_of_a_tile_dim_is_a_located_error() -> None
     with pytest.raises(exc.UnsupportedOperationError, match="varies per tile") as info:
         tessera.kernel(branch_on_tile_length, mode="interpret")(torch.randn(5, 3))
     assert info.value.location.lineno == marked_line(__file__, "tile-length")[0]
+
+
+def _wide_rows(x: torch.Tensor) -> int:
+    """Code the kernel calls but Tessera does not rewrite: plain Python `==`/`!=` on a size."""
+    if x.size(1) != 16:
+        return 100
+    return 1 if x.size(1) == 16 else -1
+
+
+widths_of = lambda v: 3 if v.shape[1] == 16 else 5  # noqa: E731 - a lambda, as users pass them
+
+
+def branch_in_a_helper(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = x[tile, :] + _wide_rows(x) + widths_of(x[tile, :])
+    return out
+
+
+def test_python_comparisons_of_sizes_in_helpers_are_decided_per_call() -> None:
+    """sympy's `==` compares structure: `x_size1 == 16` was False for every call (silent); now it is
+    decided for the traced call and guarded, so a later call of another width retraces."""
+    kernel = tessera.kernel(branch_in_a_helper, mode="interpret")
+    for width in (16, 7, 16, 1):
+        x = torch.randn(3, width)
+        expected = x + (1 + 3 if width == 16 else 100 + 5)
+        torch.testing.assert_close(kernel(x), expected, msg=str(width))
+        torch.testing.assert_close(tessera.kernel(branch_in_a_helper, mode="eager")(x), expected)

@@ -8,6 +8,7 @@ Scalars are sympy expressions over the kernel's symbols.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 import sympy
@@ -283,6 +284,48 @@ class HostScalar(sympy.Symbol):
                            kwargs: dict | None = None) -> Any:
         return _dispatch(func, args, kwargs)
 
+    def __eq__(self, other: Any) -> bool:
+        # sympy's `==` compares structure: `x_size1 == 16` would be False for every call, and code
+        # the rewrite does not see (a helper function, a lambda) would branch on that silently.
+        # Against a Python number it is decided for the call being traced and guarded, as a
+        # rewritten `if x.size(1) == 16:` is; sympy's own comparisons (with sympy objects) are kept.
+        if isinstance(other, (int, float)) and not isinstance(other, bool) and _called_by_user_code():
+            decided = _decided_while_tracing(self, other)
+            if decided is not None:
+                return decided
+        return super().__eq__(other)
+
+    def __ne__(self, other: Any) -> bool:
+        if isinstance(other, (int, float)) and not isinstance(other, bool) and _called_by_user_code():
+            decided = _decided_while_tracing(self, other)
+            if decided is not None:
+                return not decided
+        return super().__ne__(other)
+
+    __hash__ = sympy.Symbol.__hash__
+
+
+def _called_by_user_code() -> bool:
+    """Whether the caller of `==` is the user's code, not sympy's or Tessera's own: sympy caches
+    what it simplifies by structure, so a value-dependent answer given to sympy would be reused for
+    a later call with another value."""
+    module = sys._getframe(2).f_globals.get("__name__", "")
+    return not module.startswith(("sympy", "tessera.", "torch"))
+
+
+def _decided_while_tracing(expression: sympy.Expr, number: int | float) -> bool | None:
+    """`expression == number` for the call being traced, with the guard that keeps the variant to
+    calls that decide it the same way; None outside a trace or for an expression of symbols the
+    trace has no value of (loaded values, loop variables)."""
+    symbols = getattr(interpreter.active(), "symbols", None)
+    values = getattr(symbols, "values", None)
+    if values is None or not expression.free_symbols or not expression.free_symbols <= set(values):
+        return None
+    equal = symbols.evaluate(expression) == number
+    relation = sympy.Eq(expression, number, evaluate=False)
+    symbols.guard(relation if equal else sympy.Not(relation), f"{expression} == {number} is {equal}")
+    return bool(equal)
+
 
 class AxisSize(_TorchLike):
     """`value.size(d)` of a tiled dimension: usable as a size in hl.zeros and views."""
@@ -305,9 +348,25 @@ class AxisSize(_TorchLike):
                 hint="use the tile's block size (tile.block_size), or mask with tile.index < n")
         return self.axis.range_end - self.axis.range_begin
 
-    # comparisons and arithmetic act on the size itself; `==`/`!=` in a tile loop arrive through the
-    # rewrite's compare helper, which calls number() too (defining __eq__ here would make AxisSize
-    # unhashable and change the identity tests Tessera's own shape code makes)
+    # comparisons and arithmetic act on the size itself; `==`/`!=` in a tile loop's own code arrive
+    # through the rewrite's compare helper, which calls number() too (a tile dim's length: an error)
+    def __eq__(self, other: Any) -> Any:
+        if isinstance(other, (int, float)) and not isinstance(other, bool):
+            # code the rewrite does not see (a helper, a lambda): a whole dim compares as its size;
+            # a tile dim equals no number (Tessera's own shape code asks `size == 1` of it)
+            if self.axis.is_tile:
+                return False
+            size = self.number("==")
+            decided = _decided_while_tracing(size, other) if isinstance(size, sympy.Expr) else None
+            return bool(size == other) if decided is None else decided
+        return self is other
+
+    def __ne__(self, other: Any) -> Any:
+        equal = self.__eq__(other)
+        return sympy.Not(equal) if isinstance(equal, sympy.Basic) else not equal
+
+    __hash__ = object.__hash__
+
     def __lt__(self, other: Any) -> Any:
         return self.number("<") < _size_number(other, "<")
 
