@@ -128,7 +128,7 @@ def _cross_entropy_rows(record: Callable[..., None], copy_ms: Callable[[int], An
     record("losses + mean", lambda: cross_entropy_losses(logits, labels).mean(), losses.mean(), moved, copy)
     record("label gather last + mean", lambda: losses_gather_last(logits, labels).mean(), losses.mean(), moved, copy)
     record("torch cross_entropy (bf16 logits)", lambda: torch.nn.functional.cross_entropy(logits, labels),
-           losses.mean(), moved, copy)
+           losses.mean().to(logits.dtype), moved, copy)  # torch returns the logits' dtype
 
 
 def _softmax_rows(record: Callable[..., None], copy_ms: Callable[[int], Any], dtype: torch.dtype,
