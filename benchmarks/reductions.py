@@ -28,6 +28,8 @@ import sys
 import time
 from typing import Any, Callable
 
+from _timing import median_ms  # benchmarks/, the script's folder
+
 CASES: dict[str, dict[str, Any]] = {
     "layer_norm_bwd": {"module": "examples.layer_norm", "kernel": "layer_norm_bwd", "make": "make_bwd_inputs",
                        "reference": "reference_bwd", "sizes": (16384, 4096), "smoke": (33, 200)},
@@ -82,11 +84,7 @@ def main() -> int:
     trials: dict[str, list[dict[str, Any]]] = {}
 
     def bench(function: Callable[[], Any]) -> float:
-        if args.smoke:
-            start = time.perf_counter()
-            function()
-            return (time.perf_counter() - start) * 1e3
-        return float(triton.testing.do_bench(function, warmup=25, rep=100, return_mode="median"))
+        return median_ms(function, args.smoke)
 
     def write() -> None:
         os.makedirs(args.out, exist_ok=True)

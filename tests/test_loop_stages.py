@@ -59,3 +59,14 @@ def test_the_heuristic_blocks_rows_by_the_first_launch_alone_when_the_second_has
         config = heuristic_for(bound)
         assert config["block_sizes"][:2] == [64, 1] and config["num_stages"] == 3
         assert len(config_space_for(bound.plan(tessera.Config())).facts.launches) == 1
+
+
+def test_the_heuristic_pipelines_chunk_loops_of_long_rows_four_deep() -> None:
+    """A row long enough to stream through chunks gets CHUNK_STAGES (4: cross-entropy's chunk
+    loop on the H100); rows held whole are not pipelined by the heuristic."""
+    from examples.cross_entropy import cross_entropy_losses
+    from tessera.backends.triton.heuristics import CHUNK_STAGES, REDUCTION_CHUNK
+    long_rows = heuristic_for(cross_entropy_losses.bind(torch.randn(4, 32000), torch.zeros(4, dtype=torch.int64)))
+    assert long_rows.get("reduction_loops") == [REDUCTION_CHUNK] and long_rows.get("num_stages") == CHUNK_STAGES == 4
+    short_rows = heuristic_for(cross_entropy_losses.bind(torch.randn(4, 1000), torch.zeros(4, dtype=torch.int64)))
+    assert short_rows.get("reduction_loops") == [None] and short_rows.get("num_stages") == 1

@@ -75,6 +75,8 @@ def _needs_mask(axis: Axis, offsets: Mapping[sympy.Symbol, sympy.Expr] = types.M
         if is_chunked(axis):
             return not (sympy.Mod(axis.end, axis.block) == 0)
         return not (sympy.Integer(axis.block) == axis.end)
+    if axis.block == 1:  # one lane, at an index the loop or the grid only reaches below the extent
+        return False
     extent = sympy.sympify(axis.range_end - axis.range_begin)
     if extent.is_Integer:
         return int(extent) % axis.block != 0

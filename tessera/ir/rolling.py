@@ -13,8 +13,8 @@ where the row values it uses (the load of `x`) are computed again:
 
 Values without the row axis are computed between the passes, as soon as their inputs exist.
 A pass that only sums `exp(x - m)` right after the pass of `m = amax(x)` (softmax, log-softmax,
-cross-entropy's log-sum-exp) is folded into that pass (`OnlineSum`): each lane keeps its running
-max and its sum rescaled to it, so the row is read once for both; on the H100 a 4096 x 32000
+cross-entropy's log-sum-exp) is folded into that pass (`OnlineSum`): a running max of the row and
+sums rescaled to it, so the row is read once for both; on the H100 a 4096 x 32000
 cross-entropy read its logits twice otherwise.
 `schedule` says what goes where; the backend writes the loops. Nothing here knows Triton.
 """
@@ -35,8 +35,9 @@ LOOPABLE_REDUCTIONS = ("sum", "amax", "amin")
 @dataclasses.dataclass(frozen=True, eq=False)
 class OnlineSum:
     """`maximum = amax(value)` and `total = sum(exp(value - maximum))` over the row in one pass:
-    per lane a running max `M` and a sum `S` of `exp(value - M)`, rescaled by `exp(M_old - M_new)`
-    when the max grows; after the loop `maximum = max(M)` and `total = sum(S * exp(M - maximum))`."""
+    a running max `M` of the row (each chunk's max folded in) and per lane a sum `S` of
+    `exp(value - M)`, rescaled by `exp(M_old - M_new)` when the max grows; after the loop
+    `maximum = M` and `total = sum(S)` (backends/triton/row_loops.py writes the loop)."""
 
     value: Node
     maximum: Node

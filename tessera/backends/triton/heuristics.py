@@ -57,6 +57,9 @@ SPLIT_K_MIN_STEPS = 4        # K loop iterations a slice keeps at least (fewer: 
 # on the H100 (benchmarks/results/issue17/reductions.md) 3 beat 2 by 10% for layer_norm's and
 # rms_norm's backward (16384 x 4096 bf16) and cross-entropy's chunk loop (4096 x 32000); 4 was no faster
 LOOP_STAGES = 3
+# chunk loops of whole rows (`reduction_loops`): cross-entropy 4096 x 32000 with the per-chunk max
+# (results/issue17/reductions_session10.md) ran 2-3% faster at 4 than at 3, in two device calls
+CHUNK_STAGES = 4
 SHARED_MEMORY_MARGIN = 0.9   # the estimate leaves out Triton's own scratch (barriers, layout conversions)
 INTERPRETER_BLOCK = 128      # interpret mode: the widest block _widen_for_interpreter gives a dim
 INTERPRETER_ELEMENTS = 16384  # interpret mode: the most elements of a program's tile it widens to
@@ -380,7 +383,7 @@ def _row_kernel(facts: KernelFacts) -> dict[str, Any]:
         rows = 1  # only the first launch dim packs several rows
     wanted["num_warps"] = _clamp_pow2(elements // 512, 1, 16)
     chunked = any(extent > CHUNK_ROWS_ABOVE for extent in facts.reduction_extents)
-    wanted["num_stages"] = LOOP_STAGES if inner or chunked else 1
+    wanted["num_stages"] = CHUNK_STAGES if chunked else LOOP_STAGES if inner else 1
     for position, extent in enumerate(facts.reduction_extents):
         wanted[f"reduction_loops[{position}]"] = REDUCTION_CHUNK if extent > CHUNK_ROWS_ABOVE else None
     return wanted
