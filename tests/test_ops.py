@@ -280,6 +280,7 @@ OPS: tuple[OpCase, ...] = (
     OpCase("erf", lambda x, y, z: torch.erf(x)), OpCase("gelu", lambda x, y, z: F.gelu(x)),
     OpCase("silu", lambda x, y, z: F.silu(x), tolerance=1e-4),
     OpCase("where", lambda x, y, z: torch.where(x > 0, y, z)),
+    OpCase("where_method", lambda x, y, z: y.where(x > 0, z)),
     OpCase("clamp", lambda x, y, z: torch.clamp(x, -0.5, 0.5)),
     OpCase("lerp", lambda x, y, z: torch.lerp(x, y, z)),
     OpCase("lerp", lambda x, y, z: x.lerp(y, 0.75), dtype=torch.float16, tolerance=1e-3),

@@ -29,6 +29,7 @@ from tessera.language.elementwise import ELEMENTWISE_OPS
 from tessera.language.rng import LaunchSeeds
 from tessera.ir.tunables import tunable_value
 from tessera.language import eager_lanes
+from tessera.language.tail_fill import OTHER_VALUE, past_end_fill
 from tessera.language.tile import LANES_ATTRIBUTE, Tile
 from tessera.ir import interpreter
 from tessera.ir.aliasing import AccessLog
@@ -296,10 +297,18 @@ def fit_to_block_sizes(func: Callable[..., Any], args: tuple, tails: dict[int, t
     if not targets:
         return args
     in_place = getattr(func, "__name__", "").endswith("_") or getattr(func, "__name__", "").startswith("__i")
+    name = _elementwise_name(func)
+    # torch.Tensor.where(x, condition, y): the operands in torch.where's order
+    roles = (1, 0, 2) if func is torch.Tensor.where else range(len(args))
     fitted = []
     for number, arg in enumerate(args):
         if isinstance(arg, torch.Tensor):
-            resized = _resized(arg, targets)
+            role = roles[number] if number < len(roles) else number
+            fill = past_end_fill(name, role, arg.dtype)
+            if fill is OTHER_VALUE:
+                other = args[roles.index(3 - role)] if func is torch.Tensor.where else args[3 - role]
+                fill = other
+            resized = _resized(arg, targets, fill)
             if resized is not arg and in_place and number == 0 and resized._base is None:
                 return args  # the updated tensor cannot grow: torch's error says so
             arg = mark_tile_values(resized) if is_tile_value(arg) else resized
@@ -309,7 +318,7 @@ def fit_to_block_sizes(func: Callable[..., Any], args: tuple, tails: dict[int, t
 
 # the ops that combine operands lane for lane (their in-place and operator spellings included)
 _ELEMENTWISE_NAMES = frozenset(function.__name__ for op in ELEMENTWISE_OPS for function in op.torch_functions) \
-    | {"truediv"}
+    | {"truediv", "logical_and", "logical_or", "logical_xor"}
 
 
 def _elementwise_name(func: Callable[..., Any]) -> str:
@@ -343,7 +352,9 @@ def mark_tails(result: Any, tails: dict[int, tuple[int, int, int]]) -> None:
             setattr(result, _TAILS, kept)
 
 
-def _resized(tensor: torch.Tensor, targets: dict[int, int]) -> torch.Tensor:
+def _resized(tensor: torch.Tensor, targets: dict[int, int], fill: Any = 0) -> torch.Tensor:
+    """`tensor` cut or padded to the `targets` lengths; padding takes `fill` (language/tail_fill.py:
+    the op's identity, or the lanes there of where's other value)."""
     marked = getattr(tensor, _TAILS, {})
     for position, length in targets.items():
         if tensor.dim() < position or tensor.size(-position) == length \
@@ -352,10 +363,21 @@ def _resized(tensor: torch.Tensor, targets: dict[int, int]) -> torch.Tensor:
         dim = tensor.dim() - position
         if tensor.size(dim) > length:
             tensor = tensor.narrow(dim, 0, length)
+            continue
+        shape = list(tensor.shape)
+        shape[dim] = length - tensor.size(dim)
+        if isinstance(fill, torch.Tensor) and position in getattr(fill, _TAILS, {}):
+            fill = 0  # where's other value is a tail tile's too: no lanes of its own there
+        if isinstance(fill, torch.Tensor):
+            padding = fill.to(tensor.dtype)
+            if padding.dim() >= position and padding.size(-position) == length:
+                padding = padding.narrow(padding.dim() - position, tensor.size(dim), shape[dim])
+            padded = list(torch.broadcast_shapes(shape, padding.shape))
+            whole = list(padded)
+            whole[-position] = tensor.size(dim)
+            tensor = torch.cat([tensor.expand(whole), padding.expand(padded)], len(padded) - position)
         else:
-            shape = list(tensor.shape)
-            shape[dim] = length - tensor.size(dim)
-            tensor = torch.cat([tensor, tensor.new_zeros(shape)], dim)
+            tensor = torch.cat([tensor, tensor.new_full(shape, fill)], dim)
     return tensor
 
 
