@@ -96,3 +96,25 @@ def test_where_method_takes_the_value_first(mode: str) -> None:
         return out
     x, y = torch.randn(7), torch.randn(7)
     torch.testing.assert_close(tessera.kernel(kernel, mode=mode)(x, y), x.where(x > 0, y))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("kind", ["var", "std", "var_mean", "std_mean"])
+@pytest.mark.parametrize("width", (1, 5, 8))
+def test_variance_over_a_tile_counts_its_own_lanes(kind: str, width: int, mode: str) -> None:
+    """var/std over a tile's dim (the tail tile has fewer lanes): was refused in interpret mode only."""
+    def kernel(x: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros([x.size(0), 2], dtype=x.dtype, device=x.device)
+        for tm, tn in hl.tile(x.shape, block_size=[None, 4]):
+            result = getattr(torch, kind)(x[tm, tn], dim=1, correction=0)
+            spread = result[0] if kind.endswith("_mean") else result
+            out[tm, tn.id] = spread
+        return out
+    x = torch.randn(3, width) * 3 + 1
+    chunks = [x[:, i:i + 4] for i in range(0, width, 4)]
+    spreads = [getattr(torch, kind)(chunk, dim=1, correction=0) for chunk in chunks]
+    expected = torch.zeros(3, 2)
+    for i, spread in enumerate(spreads):
+        expected[:, i] = spread[0] if kind.endswith("_mean") else spread
+    result = tessera.kernel(kernel, config=tessera.Config(block_sizes=[2]), mode=mode)(x)
+    torch.testing.assert_close(result, expected, rtol=1e-5, atol=1e-5)

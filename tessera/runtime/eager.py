@@ -29,6 +29,7 @@ from tessera.language.elementwise import ELEMENTWISE_OPS
 from tessera.language.rng import LaunchSeeds
 from tessera.ir.tunables import tunable_value
 from tessera.language import eager_lanes
+from tessera.language.constexpr import BlockSizeInt
 from tessera.language.tail_fill import OTHER_VALUE, past_end_fill
 from tessera.language.tile import LANES_ATTRIBUTE, Tile
 from tessera.ir import interpreter
@@ -102,7 +103,7 @@ class EagerInterpreter:
 
     def iterate_tiles(self, tile_range: TileRange) -> Iterator[Any]:
         ends = tile_range.jagged_ends
-        if ends is not None and not eager_lanes.is_tracking():
+        if ends is not None and not eager_lanes.jagged_allowed():
             # the lanes of values are followed only for kernels whose own body calls hl.jagged_tile
             raise exc.UnsupportedOperationError(
                 "hl.jagged_tile in a function the kernel calls runs in interpret and compiled modes only",
@@ -117,7 +118,8 @@ class EagerInterpreter:
             if on_host and begin > end:
                 raise reversed_range_error(begin, end)
             count = max(-(-(end - begin) // block), 0)
-            per_dim.append([Tile(b, min(b + block, end), block, i, count, self.device, begin, end, ends)
+            dim_key = object()
+            per_dim.append([Tile(b, min(b + block, end), block, i, count, self.device, begin, end, ends, dim_key)
                             for i, b in enumerate(range(begin, end, block))])
         loop = self._loop(per_dim, tile_range.multi_dim)
         return loop if ends is None else self._jagged(loop)
@@ -246,9 +248,12 @@ class EagerTorchMode(TorchFunctionMode):
         if tracking:
             name = _primitive_name(func)
             args = eager_lanes.before_reduction(name, args, kwargs)
+        elementwise = self.eager.loop_depth and _elementwise_name(func) in _ELEMENTWISE_NAMES
+        if tracking and (elementwise or func is torch.Tensor.expand_as):
+            args = _aligned_by_tile(func, args)
         original = args
         # (only ops that combine lane for lane carry tail marks: a view moves dims)
-        tails = self.eager.loop_depth and _elementwise_name(func) in _ELEMENTWISE_NAMES and tail_marks(args)
+        tails = elementwise and tail_marks(args)
         if tails:
             args = fit_to_block_sizes(func, args, tails)
         try:
@@ -272,14 +277,52 @@ def _primitive_name(func: Callable[..., Any]) -> str:
     return primitive.name if primitive is not None else getattr(func, "__name__", "").removesuffix("_")
 
 
+def _aligned_by_tile(func: Callable[..., Any], args: tuple) -> tuple:
+    """The operands of an elementwise op with Helion's broadcast by tile applied as the trace
+    applies it (`a[t0, t1] + b[t0]`: `b` stands along t0), where torch's right alignment would put
+    a tile against another dim (eager_lanes.placed_by_tile)."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if len(tensors) < 2:
+        return args
+    reference = max(tensors, key=lambda t: t.dim())  # the first of the highest rank
+    in_place = getattr(func, "__name__", "").endswith("_") or getattr(func, "__name__", "").startswith("__i")
+    aligned = []
+    for number, arg in enumerate(args):
+        if isinstance(arg, torch.Tensor) and arg is not reference and not (in_place and number == 0):
+            positions = eager_lanes.placed_by_tile(arg, eager_lanes.lanes_of(reference), reference.shape)
+            if positions is not None:
+                arg = placed_dims(arg, positions, reference.dim())
+        aligned.append(arg)
+    return tuple(aligned)
+
+
+def placed_dims(value: torch.Tensor, positions: list[int], rank: int) -> torch.Tensor:
+    """`value` viewed with size-1 dims inserted so that its dim d stands at `positions[d]` of
+    `rank` dims, its lanes, tail marks and tile-value mark following."""
+    own = eager_lanes.lanes_of(value)
+    shape, lanes = [1] * rank, [None] * rank
+    for d, position in enumerate(positions):
+        shape[position], lanes[position] = value.size(d), own[d]
+    placed = value.reshape(shape)
+    tails = getattr(value, _TAILS, None)
+    if tails:
+        setattr(placed, _TAILS, {rank - positions[value.dim() - p]: t for p, t in tails.items()})
+    eager_lanes.tag(placed, tuple(lanes))
+    return mark_tile_values(placed) if is_tile_value(value) else placed
+
+
 def _tag_lanes(name: str, args: tuple, kwargs: dict, result: Any) -> None:
     """Record which tiles the dims of a result run over (kernels with hl.jagged_tile only)."""
     for item in (result if isinstance(result, (tuple, list)) else (result,)):
         if isinstance(item, torch.Tensor) and not hasattr(item, LANES_ATTRIBUTE):
-            if name == "full":  # hl.zeros/hl.full([tile_b, 4]): the tiles of the shape
-                lanes = tuple(d if isinstance(d, Tile) else None for d in args[0])
+            if name == "full":  # hl.zeros/hl.full([tile_b, block]): the tiles (and block sizes) of the shape
+                lanes = tuple(d if isinstance(d, Tile) else eager_lanes.BLOCK if isinstance(d, BlockSizeInt) else None
+                              for d in args[0])
             else:
-                lanes = eager_lanes.result_lanes(name, args, kwargs, item)
+                try:
+                    lanes = eager_lanes.result_lanes(name, args, kwargs, item)
+                except (ValueError, IndexError, TypeError):  # operands by keyword, odd arities: not followed
+                    lanes = eager_lanes.LOST
             eager_lanes.tag(item, lanes)
 
 
@@ -318,7 +361,7 @@ def fit_to_block_sizes(func: Callable[..., Any], args: tuple, tails: dict[int, t
 
 # the ops that combine operands lane for lane (their in-place and operator spellings included)
 _ELEMENTWISE_NAMES = frozenset(function.__name__ for op in ELEMENTWISE_OPS for function in op.torch_functions) \
-    | {"truediv", "logical_and", "logical_or", "logical_xor"}
+    | {"truediv", "logical_and", "logical_or", "logical_xor", "clamp", "lerp"}
 
 
 def _elementwise_name(func: Callable[..., Any]) -> str:

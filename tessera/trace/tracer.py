@@ -180,6 +180,18 @@ class Tracer:
             axis = self._axis_alias[axis]
         return axis
 
+    def pinned_int(self, value: Any, what: str) -> Any:
+        """A host int that is a symbol when traced (an int argument, a closure's int) as this call's
+        value, guarded (a new value compiles another variant); other values unchanged."""
+        expr = self.symbols.canonical(value) if isinstance(value, sympy.Basic) else value
+        if not isinstance(expr, sympy.Basic) or expr.is_Integer or not expr.free_symbols <= set(self.symbols.values):
+            return int(expr) if isinstance(expr, sympy.Integer) else value
+        actual = int(self.symbols.evaluate(expr))
+        self.symbols.guard(sympy.Eq(expr, actual), f"{what}: {expr} == {actual}")
+        for symbol in expr.free_symbols if isinstance(expr, sympy.Symbol) else ():
+            self.symbols.replacements[symbol] = sympy.Integer(actual)
+        return actual
+
     def symbolic_value(self, expr: sympy.Basic) -> TileValue:
         """A 0-d device value computed from a symbolic expression over loop variables and loaded
         scalars (e.g. `tile.end - tile.begin > 2` on a runtime-bounded tile)."""
