@@ -376,8 +376,8 @@ def result_lanes(name: str, args: tuple, kwargs: dict, result: torch.Tensor) -> 
     operands = [item for operand in (*args, *kwargs.values())
                 for item in (operand if isinstance(operand, (tuple, list)) else (operand,))
                 if isinstance(item, torch.Tensor)]
-    if not operands:
-        return (None,) * result.dim()
+    if not operands or not any(hasattr(operand, _LANES) for operand in operands):
+        return (None,) * result.dim()  # nothing runs over a tile (host tensors, numbers)
     source = operands[0]
     if name in REDUCTIONS or name in OTHER_REDUCTIONS:
         dims = reduced_dims(source, args, kwargs, _DIM_POSITIONS.get(name, 1))
@@ -397,16 +397,26 @@ def result_lanes(name: str, args: tuple, kwargs: dict, result: torch.Tensor) -> 
         return _permuted(name, source, args)
     if name in _PRODUCTS:
         return _product_lanes(name, args, result)
-    try:
-        broadcast = tuple(torch.broadcast_shapes(*(operand.shape for operand in operands)))
-    except RuntimeError:
-        broadcast = None
+    broadcast = _broadcast_shape([tuple(operand.shape) for operand in operands])
     if broadcast == tuple(result.shape) or name in _BROADCASTS:
         return aligned(result.shape, operands)
     if len(operands) == 1:
         return regrouped(source, result.shape)
     return LOST if any(lanes_of(operand) != (None,) * operand.dim() for operand in operands) else \
         (None,) * result.dim()
+
+
+def _broadcast_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    """torch's broadcast of `shapes` (None where they do not broadcast), without its overhead."""
+    rank = max(len(shape) for shape in shapes)
+    result = [1] * rank
+    for shape in shapes:
+        for i, size in enumerate(shape, rank - len(shape)):
+            if size != result[i]:
+                if result[i] != 1 and size != 1:
+                    return None
+                result[i] = max(result[i], size) if size != 0 and result[i] != 0 else 0
+    return tuple(result)
 
 
 def _permuted(name: str, source: torch.Tensor, args: tuple) -> Lanes | str:

@@ -67,7 +67,7 @@ class EagerInterpreter:
                      "equivalent on the host (torch.zeros, tensor indexing, ...)")
         assert primitive.eager_rule is not None, f"{primitive} has no eager rule"
         tracking = self.loop_depth and eager_lanes.is_tracking()
-        if tracking:
+        if tracking and eager_lanes.jagged_allowed():
             args = eager_lanes.before_reduction(primitive.name, args, params)
         self.primitive_depth += 1
         try:
@@ -247,7 +247,8 @@ class EagerTorchMode(TorchFunctionMode):
         tracking = self.eager.loop_depth and eager_lanes.is_tracking()
         if tracking:
             name = _primitive_name(func)
-            args = eager_lanes.before_reduction(name, args, kwargs)
+            if eager_lanes.jagged_allowed():
+                args = eager_lanes.before_reduction(name, args, kwargs)
         elementwise = self.eager.loop_depth and _elementwise_name(func) in _ELEMENTWISE_NAMES
         if tracking and (elementwise or func is torch.Tensor.expand_as):
             args = _aligned_by_tile(func, args)
