@@ -379,3 +379,27 @@ def test_range_over_ints_is_still_a_python_loop(rows: int, device: torch.device)
     expected = x[:, :3].sum(1) + x[:, 2]
     for mode in _modes(device):
         torch.testing.assert_close(_run(mode, last_of_three_columns, x), expected, msg=mode)
+
+
+def _stepped_halving(step: int) -> Any:
+    def kernel(x: torch.Tensor, k: int) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile in hl.tile(x.size(0)):
+            v = x[tile]
+            for i in range(0, k, step):
+                v = v * 0.5 + i
+            out[tile] = v
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("step", [1, 2, 3])
+@pytest.mark.parametrize("k", [0, 1, 5])
+def test_device_range_step_from_a_closure_int(step: int, k: int, device: torch.device) -> None:
+    """A host int step (here a closure's) is pinned per value; it was refused as 'not a positive int'."""
+    x = torch.randn(7, device=device)
+    expected = x.clone()
+    for i in range(0, k, step):
+        expected = expected * 0.5 + i
+    for mode in _modes(device):
+        torch.testing.assert_close(tessera.kernel(_stepped_halving(step), mode=mode)(x, k), expected, msg=mode)

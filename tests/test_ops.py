@@ -280,6 +280,7 @@ OPS: tuple[OpCase, ...] = (
     OpCase("erf", lambda x, y, z: torch.erf(x)), OpCase("gelu", lambda x, y, z: F.gelu(x)),
     OpCase("silu", lambda x, y, z: F.silu(x), tolerance=1e-4),
     OpCase("where", lambda x, y, z: torch.where(x > 0, y, z)),
+    OpCase("where_method", lambda x, y, z: y.where(x > 0, z)),
     OpCase("floor", lambda x, y, z: torch.floor(x * 3)), OpCase("ceil", lambda x, y, z: (x * 3).ceil()),
     OpCase("trunc", lambda x, y, z: torch.trunc(x * 3), dtype=torch.bfloat16),
     OpCase("floor", lambda x, y, z: torch.floor(x) + y, dtype=torch.int32, domain="small_int"),

@@ -60,7 +60,8 @@ class SpecializedInt(int):
 class BlockSizeInt(SpecializedInt):
     """An `hl.register_block_size` value: a constant that, as an allocation size
     (`hl.zeros([tile_m, block])`), is the block of the tiles that use it: a tile of that block
-    size combines with it lane for lane, its lanes past the loop's end counting as zeros."""
+    size combines with it lane for lane, its lanes past the loop's end taking the combining op's
+    identity (language/tail_fill.py)."""
 
 
 specialize_p = Primitive("specialize", device_only=False)
@@ -77,11 +78,6 @@ def _specialize_eager(value: Any) -> Any:
 def _specialize_trace(tracer: Any, value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(_specialize_trace(tracer, v) for v in value)
-    expr = tracer.symbols.canonical(value)
-    actual = tracer.symbols.evaluate(expr)
-    if isinstance(expr, sympy.Basic) and not expr.is_Integer:
-        tracer.symbols.guard(sympy.Eq(expr, actual), f"hl.specialize: {expr} == {actual}")
-        for symbol in expr.free_symbols if isinstance(expr, sympy.Symbol) else ():
-            tracer.symbols.replacements[symbol] = sympy.Integer(actual)
-    return SpecializedInt(actual)
+    pinned = tracer.pinned_int(value, "hl.specialize")
+    return SpecializedInt(pinned if isinstance(pinned, int) else tracer.symbols.evaluate(tracer.symbols.canonical(value)))
 

@@ -308,18 +308,21 @@ def store(tensor: torch.Tensor, index: Any, value: Any, mask: Any = None, accumu
     """`tensor[index] = value` writing only unmasked lanes; `accumulate` adds (atomic_add)."""
     refuse_value_list(value, "a store")
     _note_access(tensor, True)
+    lanes: Any = eager_lanes.LOST
     if eager_lanes.is_tracking():
-        mask, _ = eager_lanes.access_mask(tensor, index, mask, "a store")
+        mask, lanes = eager_lanes.access_mask(tensor, index, mask, "a store")
     value = _cut_to_tiles(value, index)
     index = normalize_index(tensor, index)
     tensor_dims = _tensor_dims(tensor, index)
     if tensor_dims:
         _check_unmasked(_in_bounds(tensor, index, tensor_dims), mask)
         index = _clamped(tensor, index, tensor_dims)
+    target_shape = tensor[index].shape
+    if isinstance(value, torch.Tensor) and lanes != eager_lanes.LOST:
+        value = _placed_by_tile(value, lanes, target_shape)
     if not tensor_dims and mask is None and not accumulate and reduce is None:
         tensor[index] = value
         return
-    target_shape = tensor[index].shape
     value = torch.as_tensor(value, device=tensor.device).to(tensor.dtype).expand(target_shape)
     coords = [c.expand(target_shape) for c in _coordinates(tensor, index)]
     if mask is not None:
@@ -332,6 +335,18 @@ def store(tensor: torch.Tensor, index: Any, value: Any, mask: Any = None, accumu
         if tensor_dims and not accumulate:
             _refuse_conflicting_writes(tensor, coords, value)
         tensor.index_put_(tuple(coords), value, accumulate=accumulate)
+
+
+def _placed_by_tile(value: torch.Tensor, lanes: Any, shape: torch.Size) -> torch.Tensor:
+    """A stored value with Helion's broadcast by tile applied against its destination, as the
+    trace applies it (`out[t0, t1] = b[t0]`: `b` stands along t0; eager_lanes.placed_by_tile)."""
+    positions = eager_lanes.placed_by_tile(value, lanes, shape) if len(lanes) == len(shape) else None
+    if positions is None:
+        return value
+    placed = [1] * len(shape)
+    for d, position in enumerate(positions):
+        placed[position] = value.size(d)
+    return value.reshape(placed)
 
 
 def _refuse_conflicting_writes(tensor: torch.Tensor, coords: list[torch.Tensor], value: torch.Tensor) -> None:

@@ -26,18 +26,25 @@ _state = threading.local()
 
 
 @contextlib.contextmanager
-def tracking(on: bool) -> Iterator[None]:
-    """Follow the lanes of eager values while the body runs (only kernels with jagged tiles pay)."""
-    previous = getattr(_state, "on", False)
-    _state.on = on
+def tracking(jagged: bool) -> Iterator[None]:
+    """Follow the lanes of eager values while the body runs (Helion's broadcast by tile needs
+    them in every kernel); `jagged`: the kernel's own body calls hl.jagged_tile (or draws random
+    numbers by lane), so its tile loops may be jagged."""
+    previous = getattr(_state, "on", False), getattr(_state, "jagged", False)
+    _state.on, _state.jagged = True, jagged
     try:
         yield
     finally:
-        _state.on = previous
+        _state.on, _state.jagged = previous
 
 
 def is_tracking() -> bool:
     return getattr(_state, "on", False)
+
+
+def jagged_allowed() -> bool:
+    """Whether the running kernel's body calls hl.jagged_tile (see `tracking`)."""
+    return getattr(_state, "jagged", False)
 
 
 def lanes_of(value: Any) -> Lanes | str:
@@ -78,6 +85,79 @@ def aligned(shape: Sequence[int], operands: Sequence[Any]) -> Lanes | str:
             if lane is not None and lanes[offset + i] is None and operand.shape[i] == shape[offset + i]:
                 lanes[offset + i] = lane
     return tuple(lanes)
+
+
+BLOCK = "block"
+"""The lane of an allocation's dim sized by hl.register_block_size: it combines with any tile of
+that block lane for lane (the trace's block-size axis)."""
+
+
+def same_tile(a: Any, b: Any) -> bool:
+    """Whether two lanes are one tile's, or two tiles of one loop dim (the trace's one axis)."""
+    return a is b or (isinstance(a, Tile) and isinstance(b, Tile) and a.dim_key is not None
+                      and a.dim_key is b.dim_key)
+
+
+def _fits_tile(lane: Any, reference: Any, size: int) -> bool:
+    """Whether a dim running over tile `lane` broadcasts against a reference dim (its lane and
+    size) as the trace's `unify_axes` lets it: the same tile, a block-size allocation's dim, or
+    a size-1 dim of no tile."""
+    return same_tile(reference, lane) or reference == BLOCK or (reference is None and size == 1)
+
+
+def placed_by_tile(value: torch.Tensor, theirs: Lanes | str, shape: Sequence[int]) -> list[int] | None:
+    """Helion's broadcast by tile (trace/tile_alignment.py), for eager values: where a dim of
+    the lower-rank `value` runs over a tile that right alignment would put against another dim
+    of the reference (its lanes `theirs`, its `shape`), the position there each dim of `value`
+    takes (each tile where the same tile stands, other dims at the next dim they fit); None where
+    torch's right alignment means the same. Raises where no placement exists (the trace's
+    broadcast refuses those too)."""
+    own = lanes_of(value)
+    rank = len(shape)
+    if own == LOST or theirs == LOST or not 0 < value.dim() <= rank:
+        return None
+    offset = rank - value.dim()
+    # a size-1 dim broadcasts the same wherever it stands (and its lane may be a guess of
+    # `aligned`): only dims of several lanes decide
+    if value.dim() == rank:  # nothing to place; two different tiles facing each other never broadcast
+        if any(isinstance(lane, Tile) and isinstance(other, Tile) and not same_tile(lane, other)
+               and value.size(d) > 1 and shape[d] > 1 for d, (lane, other) in enumerate(zip(own, theirs))):
+            raise _not_facing(value, own, shape, theirs)
+        return None
+    if all(not isinstance(lane, Tile) or value.size(d) == shape[offset + d] == 1
+           or _fits_tile(lane, theirs[offset + d], shape[offset + d]) for d, lane in enumerate(own)):
+        return None
+    positions: list[int] = []
+    position = 0
+    for d, lane in enumerate(own):
+        size = value.size(d)
+        if lane is None and size == 1:
+            candidates = [position] if position < rank else []
+        elif isinstance(lane, Tile):
+            candidates = [p for p in range(position, rank) if same_tile(theirs[p], lane)] or \
+                [p for p in range(position, rank) if not isinstance(theirs[p], Tile)
+                 and _fits_tile(lane, theirs[p], shape[p])]
+        else:
+            candidates = [p for p in range(position, rank) if not isinstance(theirs[p], Tile)
+                          and shape[p] in (size, 1)]
+        if not candidates and size == 1 and position < rank:
+            candidates = [position]  # one lane broadcasts wherever it stands
+        if not candidates:
+            raise _not_facing(value, own, shape, theirs)
+        positions.append(candidates[0])
+        position = candidates[0] + 1
+    return positions
+
+
+def _not_facing(value: torch.Tensor, own: Lanes, shape: Sequence[int], theirs: Lanes) -> exc.ShapeMismatchError:
+    def names(lanes: Lanes) -> str:
+        return "[" + ", ".join(f"tile {lane.begin}:{lane.end}" if isinstance(lane, Tile) else "-" for lane in lanes) + "]"
+    return exc.ShapeMismatchError(
+        f"a value of shape {list(value.shape)} (dims over {names(own)}) does not broadcast against one of shape "
+        f"{list(shape)} (dims over {names(theirs)}): its tiles do not face the same tiles (the other modes "
+        "refuse this too)", location=user_location(),
+        hint="operands must have the same tiles in the same positions, or size 1 to broadcast; place dims "
+             "explicitly, e.g. b[tile0, None], or permute")
 
 
 def regrouped(source: Any, shape: Sequence[int]) -> Lanes | str:
@@ -296,8 +376,8 @@ def result_lanes(name: str, args: tuple, kwargs: dict, result: torch.Tensor) -> 
     operands = [item for operand in (*args, *kwargs.values())
                 for item in (operand if isinstance(operand, (tuple, list)) else (operand,))
                 if isinstance(item, torch.Tensor)]
-    if not operands:
-        return (None,) * result.dim()
+    if not operands or not any(hasattr(operand, _LANES) for operand in operands):
+        return (None,) * result.dim()  # nothing runs over a tile (host tensors, numbers)
     source = operands[0]
     if name in REDUCTIONS or name in OTHER_REDUCTIONS:
         dims = reduced_dims(source, args, kwargs, _DIM_POSITIONS.get(name, 1))
@@ -317,16 +397,26 @@ def result_lanes(name: str, args: tuple, kwargs: dict, result: torch.Tensor) -> 
         return _permuted(name, source, args)
     if name in _PRODUCTS:
         return _product_lanes(name, args, result)
-    try:
-        broadcast = tuple(torch.broadcast_shapes(*(operand.shape for operand in operands)))
-    except RuntimeError:
-        broadcast = None
+    broadcast = _broadcast_shape([tuple(operand.shape) for operand in operands])
     if broadcast == tuple(result.shape) or name in _BROADCASTS:
         return aligned(result.shape, operands)
     if len(operands) == 1:
         return regrouped(source, result.shape)
     return LOST if any(lanes_of(operand) != (None,) * operand.dim() for operand in operands) else \
         (None,) * result.dim()
+
+
+def _broadcast_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    """torch's broadcast of `shapes` (None where they do not broadcast), without its overhead."""
+    rank = max(len(shape) for shape in shapes)
+    result = [1] * rank
+    for shape in shapes:
+        for i, size in enumerate(shape, rank - len(shape)):
+            if size != result[i]:
+                if result[i] != 1 and size != 1:
+                    return None
+                result[i] = max(result[i], size) if size != 0 and result[i] != 0 else 0
+    return tuple(result)
 
 
 def _permuted(name: str, source: torch.Tensor, args: tuple) -> Lanes | str:
@@ -347,7 +437,10 @@ def _product_lanes(name: str, args: tuple, result: torch.Tensor) -> Lanes | str:
     """`a @ b` (batched): the batch dims broadcast, then a's rows and b's columns; `addmm`'s
     accumulator aligns with the result."""
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    accumulator, (a, b) = (tensors[0], tensors[1:3]) if name == "addmm" or len(tensors) == 3 else (None, tensors[:2])
+    if name == "dot":  # hl.dot(a, b, acc): the accumulator comes last
+        accumulator, (a, b) = (tensors[2] if len(tensors) == 3 else None), tensors[:2]
+    else:
+        accumulator, (a, b) = (tensors[0], tensors[1:3]) if name == "addmm" or len(tensors) == 3 else (None, tensors[:2])
     left, right = lanes_of(a), lanes_of(b)
     if LOST in (left, right) or a.dim() < 2 or b.dim() < 2:
         return LOST if LOST in (left, right) else (None,) * result.dim()

@@ -21,6 +21,7 @@ from tessera.ir.symbolic import is_integral
 from tessera.ir.primitive import Primitive
 from tessera.language.operands import ask_torch, scalar_operand
 from tessera.location import user_location
+from tessera.language.tail_fill import OTHER_VALUE, past_end_fill
 from tessera.trace.indexing import trace_load
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
 from tessera.trace.tile_alignment import align_operands
@@ -80,7 +81,7 @@ ELEMENTWISE_OPS: tuple[ElementwiseOp, ...] = (
     ElementwiseOp("erf", 1, "float", (torch.erf, T.erf)),
     ElementwiseOp("gelu", 1, "float", (torch.nn.functional.gelu,)),
     ElementwiseOp("silu", 1, "float", (torch.nn.functional.silu,)),
-    ElementwiseOp("where", 3, "where", (torch.where, T.where)),
+    ElementwiseOp("where", 3, "where", (torch.where,)),  # T.where (x.where(condition, y)): where_method_p
     # roundings to integral values; integer inputs return themselves (the trace rule)
     ElementwiseOp("floor", 1, "arith", (torch.floor, T.floor)),
     ElementwiseOp("ceil", 1, "arith", (torch.ceil, T.ceil)),
@@ -140,9 +141,21 @@ def apply_elementwise(tracer: Tracer, name: str, *operands: Any) -> TileValue:
     operands = align_operands(tracer, operands)
     values = [o for o in operands if isinstance(o, TileValue)]
     shape = tracer.broadcast([v.axes for v in values], f"torch.{name}")
-    operands = tuple(tracer.onto_block_axes(o, shape) if isinstance(o, TileValue) else o for o in operands)
+    operands = tuple(tracer.onto_block_axes(o, shape, _tail_fill(tracer, name, position, operands, shape))
+                     if isinstance(o, TileValue) else o for position, o in enumerate(operands))
     inputs = [o.node if isinstance(o, TileValue) else tracer.symbols.canonical(o) for o in operands]
     return tracer.emit(Op.ELEMENTWISE, inputs, shape, result, fn=name, compute=compute)
+
+
+def _tail_fill(tracer: Tracer, name: str, position: int, operands: tuple[Any, ...], shape: tuple) -> Any:
+    """What operand `position`'s lanes past an inner loop's tail take as they join an allocation
+    (language/tail_fill.py): the op's identity, or where's other value (when that one is the
+    allocation's, not a tail tile's too)."""
+    fill = past_end_fill(name, position, operands[position].dtype)
+    if fill is OTHER_VALUE:
+        other = operands[3 - position]
+        return 0 if isinstance(other, TileValue) and tracer.block_renames(other, shape) else other
+    return fill
 
 
 def scalar_tensor_value(tracer: Tracer, value: Any) -> Any:
@@ -262,6 +275,17 @@ ELEMENTWISE_PRIMITIVES: dict[str, Primitive] = {}
 for _op in ELEMENTWISE_OPS:
     ELEMENTWISE_PRIMITIVES[_op.name] = Primitive(_op.name, torch_functions=_op.torch_functions)
     ELEMENTWISE_PRIMITIVES[_op.name].def_trace(_trace_rule(_op.name))
+
+
+def _where_method_trace(tracer: Tracer, x: Any, condition: Any, y: Any = None, **kwargs: Any) -> TileValue:
+    """`x.where(condition, y)`: torch.where(condition, x, y) (the method takes the value first)."""
+    if y is None:
+        y = kwargs.pop("other", None)
+    return ELEMENTWISE_PRIMITIVES["where"].trace_rule(tracer, condition, x, y, **kwargs)
+
+
+where_method_p = Primitive("where_method", torch_functions=(T.where,))
+where_method_p.def_trace(_where_method_trace)
 
 
 def _clamp_trace(tracer: Tracer, x: Any, min: Any = None, max: Any = None) -> TileValue:  # noqa: A002

@@ -96,6 +96,13 @@ def mean_p(tracer: Tracer, value: TileValue, dim: Any = None, keepdim: bool = Fa
     # (fp16 [65504, 21840] has a mean but no sum)
     wide = torch.float32 if result_dtype in (torch.float16, torch.bfloat16) else result_dtype
     total = record_reduction(tracer, "sum", value, dim, keepdim, wide)
+    count = element_count(tracer, value, dim, wide if wide.is_floating_point else torch.float32)
+    return cast(tracer, apply_elementwise(tracer, "truediv", total, count), result_dtype)
+
+
+def element_count(tracer: Tracer, value: TileValue, dim: Any, dtype: torch.dtype) -> Any:
+    """How many elements a reduction of `value` over `dim` combines: a number (or size) for whole
+    dims; over a tile, a 0-d value of `dtype` counted per program."""
     count: Any = 1
     tiles = []
     for d in normalized_dims(value, dim):
@@ -107,9 +114,9 @@ def mean_p(tracer: Tracer, value: TileValue, dim: Any = None, keepdim: bool = Fa
     if tiles:
         # a tile's extent is min(block, remaining), known per program: count its valid lanes (the
         # masked sum of ones), as eager mode's slice of the tail tile holds only those
-        ones = tracer.emit(Op.FULL, [1], tuple(tiles), wide if wide.is_floating_point else torch.float32)
+        ones = tracer.emit(Op.FULL, [1], tuple(tiles), dtype)
         count = apply_elementwise(tracer, "mul", record_reduction(tracer, "sum", ones, None, False), count)
-    return cast(tracer, apply_elementwise(tracer, "truediv", total, count), result_dtype)
+    return count
 
 
 def _max_min(kind: str) -> Any:

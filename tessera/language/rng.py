@@ -364,7 +364,7 @@ def _eager_like_shape(fn: str, value: Any) -> tuple[tuple, Any]:
             f"torch.{fn} of a value whose dims eager mode cannot match to their tiles", location=user_location(2),
             hint="call it in the kernel's own body on a value loaded or made there, or use "
                  "hl.rand([tile_m, tile_n], seed) / torch.rand([tile_m, tile_n]) with the tiles named")
-    return tuple(lane if lane is not None else value.size(d) for d, lane in enumerate(lanes)), lanes
+    return tuple(lane if isinstance(lane, Tile) else value.size(d) for d, lane in enumerate(lanes)), lanes
 
 
 def _implicit_trace(fn: str) -> Any:

@@ -16,12 +16,11 @@ import sympy
 import torch
 
 from tessera import exc
-from tessera.ir.graph import UNIT
 from tessera.ir.primitive import torch_primitive
 from tessera.language.elementwise import apply_elementwise
 from tessera.language.operands import ask_torch
-from tessera.language.reductions import record_reduction as reduce
-from tessera.language.view import cast, normalized_dims
+from tessera.language.reductions import element_count, record_reduction as reduce
+from tessera.language.view import cast
 from tessera.location import user_location
 from tessera.trace.proxy import TileValue
 from tessera.trace.tracer import Tracer
@@ -36,22 +35,6 @@ def only_tile_value(kind: str, value: Any) -> TileValue:
         raise exc.UnsupportedOperationError(f"{spelling} of {type(value).__name__} {value!r}: only tile values "
                                             "take it inside a tile loop", location=user_location())
     return value
-
-
-def _element_count(kind: str, value: TileValue, dim: Any) -> Any:
-    """How many elements a reduction over `dim` combines: whole dimensions only (a tile's extent
-    varies per tile, as for mean)."""
-    count: Any = 1
-    for d in normalized_dims(value, dim):
-        axis = value.axes[d]
-        if axis is UNIT:
-            continue
-        if axis.is_tile:
-            raise exc.UnsupportedOperationError(
-                f"{kind} over a tile dimension (its element count varies per tile)", location=user_location(),
-                hint="reduce over a whole dimension (x[tile, :]) instead")
-        count = count * axis.end
-    return count
 
 
 def _wide(tracer: Tracer, value: TileValue) -> TileValue:
@@ -80,7 +63,7 @@ def variance(tracer: Tracer, value: TileValue, dim: Any, correction: float, keep
     deviations divided by their largest magnitude, then scaled back: their squares would
     overflow for values beyond ~1e19, where the deviation itself is finite (as torch computes)."""
     wide = _wide(tracer, value)
-    count = _element_count("var", value, dim)
+    count = element_count(tracer, value, dim, wide.dtype)
     mean = _mean(tracer, wide, dim, True, count)
     centered = apply_elementwise(tracer, "sub", wide, mean)
     scale = None
@@ -90,8 +73,11 @@ def variance(tracer: Tracer, value: TileValue, dim: Any, correction: float, keep
         centered = apply_elementwise(tracer, "truediv", centered, scale)
     squares = reduce(tracer, "sum", apply_elementwise(tracer, "mul", centered, centered), dim, keepdim)
     integral = int(correction) if float(correction).is_integer() else correction
-    denominator = count - integral
-    denominator = max(0, denominator) if isinstance(denominator, (int, float)) else sympy.Max(denominator, 0)
+    if isinstance(count, TileValue):  # over a tile: its valid lanes, counted per program
+        denominator = apply_elementwise(tracer, "maximum", apply_elementwise(tracer, "sub", count, integral), 0)
+    else:
+        denominator = count - integral
+        denominator = max(0, denominator) if isinstance(denominator, (int, float)) else sympy.Max(denominator, 0)
     result = apply_elementwise(tracer, "truediv", squares, denominator)
     if scale is None:
         return result
@@ -105,12 +91,13 @@ def _variance_rule(kind: str) -> Any:
     def rule(tracer: Tracer, value: TileValue, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
              correction: Any = None, out: Any = None) -> Any:
         value = only_tile_value(kind, value)
-        dim, corrected = _correction(dim, unbiased, correction)
+        dim, corrected = _correction(dim, unbiased, tracer.pinned_int(correction, f"torch.{kind} correction"))
         ask_torch(f"torch.{kind}", getattr(torch, kind), (value,), {"dim": dim, "correction": corrected})
         result = cast(tracer, variance(tracer, value, dim, corrected, keepdim, kind.startswith("std")), value.dtype)
         if not kind.endswith("_mean"):
             return result
-        mean = _mean(tracer, _wide(tracer, value), dim, keepdim, _element_count(kind, value, dim))
+        wide = _wide(tracer, value)
+        mean = _mean(tracer, wide, dim, keepdim, element_count(tracer, value, dim, wide.dtype))
         return result, cast(tracer, mean, value.dtype)
     return rule
 

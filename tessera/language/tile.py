@@ -19,7 +19,7 @@ from tessera.location import frame_site, is_internal_file, site_and_location, us
 from tessera.ir import interpreter
 from tessera.ir.tile_range import TileOffsets, TileRange, static_int
 from tessera.ir.primitive import defined_primitive
-from tessera.language.constexpr import BlockSizeInt, SpecializedInt
+from tessera.language.constexpr import BlockSizeInt, SpecializedInt, specialize_p
 from tessera.ir.tunables import ConfigFragment
 
 
@@ -52,6 +52,9 @@ class Tile(TileOffsets):
     range_end: int | None = None
     # hl.jagged_tile: the per-lane ends (lanes at or past theirs are left out: eager_lanes.py)
     jagged_ends: Any = dataclasses.field(default=None, compare=False, repr=False)
+    # shared by the tiles of one loop dim in one run of the loop: an accumulator's lanes, made in
+    # an earlier iteration, face this iteration's tile (one axis when traced; eager_lanes.same_tile)
+    dim_key: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def index(self) -> torch.Tensor:
@@ -225,11 +228,23 @@ def grid(begin_or_end: Any, end_or_none: Any = None, step: Any = None) -> TileRa
         steps = steps * len(ends)
     for extent in begins + ends:
         _check_extent(extent, "grid")
+    # a step the host knows per call (an int argument, a closure's int: a symbol when traced)
+    # is pinned, with a guard: the loop needs its value to count iterations
+    steps = [_host_step(size) for size in steps]
     for size in steps:
         if isinstance(size, bool) or not isinstance(size, (int, sympy.Integer)) or int(size) <= 0:
             raise exc.ConfigError(f"hl.grid step {size!r} is not a positive int", location=user_location(),
                                   hint="pass a step of 1 or more")
     return TileRange(begins, ends, steps, multi, True, *_site_and_location())
+
+
+def _host_step(step: Any) -> Any:
+    if isinstance(step, sympy.Basic) and not step.is_Integer:
+        try:
+            return specialize_p.bind(step)
+        except exc.TesseraError:  # a value loaded on the device: refused below
+            return step
+    return step
 
 
 def register_block_size(min_or_max: Any, max_or_none: Any = None) -> Any:

@@ -29,6 +29,8 @@ from tessera.language.elementwise import ELEMENTWISE_OPS
 from tessera.language.rng import LaunchSeeds
 from tessera.ir.tunables import tunable_value
 from tessera.language import eager_lanes
+from tessera.language.constexpr import BlockSizeInt
+from tessera.language.tail_fill import OTHER_VALUE, past_end_fill
 from tessera.language.tile import LANES_ATTRIBUTE, Tile
 from tessera.ir import interpreter
 from tessera.ir.aliasing import AccessLog
@@ -65,7 +67,7 @@ class EagerInterpreter:
                      "equivalent on the host (torch.zeros, tensor indexing, ...)")
         assert primitive.eager_rule is not None, f"{primitive} has no eager rule"
         tracking = self.loop_depth and eager_lanes.is_tracking()
-        if tracking:
+        if tracking and eager_lanes.jagged_allowed():
             args = eager_lanes.before_reduction(primitive.name, args, params)
         self.primitive_depth += 1
         try:
@@ -103,7 +105,7 @@ class EagerInterpreter:
 
     def iterate_tiles(self, tile_range: TileRange) -> Iterator[Any]:
         ends = tile_range.jagged_ends
-        if ends is not None and not eager_lanes.is_tracking():
+        if ends is not None and not eager_lanes.jagged_allowed():
             # the lanes of values are followed only for kernels whose own body calls hl.jagged_tile
             raise exc.UnsupportedOperationError(
                 "hl.jagged_tile in a function the kernel calls runs in interpret and compiled modes only",
@@ -118,7 +120,8 @@ class EagerInterpreter:
             if on_host and begin > end:
                 raise reversed_range_error(begin, end)
             count = max(-(-(end - begin) // block), 0)
-            per_dim.append([Tile(b, min(b + block, end), block, i, count, self.device, begin, end, ends)
+            dim_key = object()
+            per_dim.append([Tile(b, min(b + block, end), block, i, count, self.device, begin, end, ends, dim_key)
                             for i, b in enumerate(range(begin, end, block))])
         loop = self._loop(per_dim, tile_range.multi_dim)
         return loop if ends is None else self._jagged(loop)
@@ -246,10 +249,14 @@ class EagerTorchMode(TorchFunctionMode):
         tracking = self.eager.loop_depth and eager_lanes.is_tracking()
         if tracking:
             name = _primitive_name(func)
-            args = eager_lanes.before_reduction(name, args, kwargs)
+            if eager_lanes.jagged_allowed():
+                args = eager_lanes.before_reduction(name, args, kwargs)
+        elementwise = self.eager.loop_depth and _elementwise_name(func) in _ELEMENTWISE_NAMES
+        if tracking and (elementwise or func is torch.Tensor.expand_as):
+            args = _aligned_by_tile(func, args)
         original = args
         # (only ops that combine lane for lane carry tail marks: a view moves dims)
-        tails = self.eager.loop_depth and _elementwise_name(func) in _ELEMENTWISE_NAMES and tail_marks(args)
+        tails = elementwise and tail_marks(args)
         if tails:
             args = fit_to_block_sizes(func, args, tails)
         try:
@@ -273,14 +280,52 @@ def _primitive_name(func: Callable[..., Any]) -> str:
     return primitive.name if primitive is not None else getattr(func, "__name__", "").removesuffix("_")
 
 
+def _aligned_by_tile(func: Callable[..., Any], args: tuple) -> tuple:
+    """The operands of an elementwise op with Helion's broadcast by tile applied as the trace
+    applies it (`a[t0, t1] + b[t0]`: `b` stands along t0), where torch's right alignment would put
+    a tile against another dim (eager_lanes.placed_by_tile)."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if len(tensors) < 2:
+        return args
+    reference = max(tensors, key=lambda t: t.dim())  # the first of the highest rank
+    in_place = getattr(func, "__name__", "").endswith("_") or getattr(func, "__name__", "").startswith("__i")
+    aligned = []
+    for number, arg in enumerate(args):
+        if isinstance(arg, torch.Tensor) and arg is not reference and not (in_place and number == 0):
+            positions = eager_lanes.placed_by_tile(arg, eager_lanes.lanes_of(reference), reference.shape)
+            if positions is not None:
+                arg = placed_dims(arg, positions, reference.dim())
+        aligned.append(arg)
+    return tuple(aligned)
+
+
+def placed_dims(value: torch.Tensor, positions: list[int], rank: int) -> torch.Tensor:
+    """`value` viewed with size-1 dims inserted so that its dim d stands at `positions[d]` of
+    `rank` dims, its lanes, tail marks and tile-value mark following."""
+    own = eager_lanes.lanes_of(value)
+    shape, lanes = [1] * rank, [None] * rank
+    for d, position in enumerate(positions):
+        shape[position], lanes[position] = value.size(d), own[d]
+    placed = value.reshape(shape)
+    tails = getattr(value, _TAILS, None)
+    if tails:
+        setattr(placed, _TAILS, {rank - positions[value.dim() - p]: t for p, t in tails.items()})
+    eager_lanes.tag(placed, tuple(lanes))
+    return mark_tile_values(placed) if is_tile_value(value) else placed
+
+
 def _tag_lanes(name: str, args: tuple, kwargs: dict, result: Any) -> None:
     """Record which tiles the dims of a result run over (kernels with hl.jagged_tile only)."""
     for item in (result if isinstance(result, (tuple, list)) else (result,)):
         if isinstance(item, torch.Tensor) and not hasattr(item, LANES_ATTRIBUTE):
-            if name == "full":  # hl.zeros/hl.full([tile_b, 4]): the tiles of the shape
-                lanes = tuple(d if isinstance(d, Tile) else None for d in args[0])
+            if name == "full":  # hl.zeros/hl.full([tile_b, block]): the tiles (and block sizes) of the shape
+                lanes = tuple(d if isinstance(d, Tile) else eager_lanes.BLOCK if isinstance(d, BlockSizeInt) else None
+                              for d in args[0])
             else:
-                lanes = eager_lanes.result_lanes(name, args, kwargs, item)
+                try:
+                    lanes = eager_lanes.result_lanes(name, args, kwargs, item)
+                except (ValueError, IndexError, TypeError):  # operands by keyword, odd arities: not followed
+                    lanes = eager_lanes.LOST
             eager_lanes.tag(item, lanes)
 
 
@@ -298,10 +343,18 @@ def fit_to_block_sizes(func: Callable[..., Any], args: tuple, tails: dict[int, t
     if not targets:
         return args
     in_place = getattr(func, "__name__", "").endswith("_") or getattr(func, "__name__", "").startswith("__i")
+    name = _elementwise_name(func)
+    # torch.Tensor.where(x, condition, y): the operands in torch.where's order
+    roles = (1, 0, 2) if func is torch.Tensor.where else range(len(args))
     fitted = []
     for number, arg in enumerate(args):
         if isinstance(arg, torch.Tensor):
-            resized = _resized(arg, targets)
+            role = roles[number] if number < len(roles) else number
+            fill = past_end_fill(name, role, arg.dtype)
+            if fill is OTHER_VALUE:
+                other = args[roles.index(3 - role)] if func is torch.Tensor.where else args[3 - role]
+                fill = other
+            resized = _resized(arg, targets, fill)
             if resized is not arg and in_place and number == 0 and resized._base is None:
                 return args  # the updated tensor cannot grow: torch's error says so
             arg = mark_tile_values(resized) if is_tile_value(arg) else resized
@@ -311,7 +364,7 @@ def fit_to_block_sizes(func: Callable[..., Any], args: tuple, tails: dict[int, t
 
 # the ops that combine operands lane for lane (their in-place and operator spellings included)
 _ELEMENTWISE_NAMES = frozenset(function.__name__ for op in ELEMENTWISE_OPS for function in op.torch_functions) \
-    | {"truediv"}
+    | {"truediv", "logical_and", "logical_or", "logical_xor", "clamp", "lerp"}
 
 
 def _elementwise_name(func: Callable[..., Any]) -> str:
@@ -345,7 +398,9 @@ def mark_tails(result: Any, tails: dict[int, tuple[int, int, int]]) -> None:
             setattr(result, _TAILS, kept)
 
 
-def _resized(tensor: torch.Tensor, targets: dict[int, int]) -> torch.Tensor:
+def _resized(tensor: torch.Tensor, targets: dict[int, int], fill: Any = 0) -> torch.Tensor:
+    """`tensor` cut or padded to the `targets` lengths; padding takes `fill` (language/tail_fill.py:
+    the op's identity, or the lanes there of where's other value)."""
     marked = getattr(tensor, _TAILS, {})
     for position, length in targets.items():
         if tensor.dim() < position or tensor.size(-position) == length \
@@ -354,10 +409,21 @@ def _resized(tensor: torch.Tensor, targets: dict[int, int]) -> torch.Tensor:
         dim = tensor.dim() - position
         if tensor.size(dim) > length:
             tensor = tensor.narrow(dim, 0, length)
+            continue
+        shape = list(tensor.shape)
+        shape[dim] = length - tensor.size(dim)
+        if isinstance(fill, torch.Tensor) and position in getattr(fill, _TAILS, {}):
+            fill = 0  # where's other value is a tail tile's too: no lanes of its own there
+        if isinstance(fill, torch.Tensor):
+            padding = fill.to(tensor.dtype)
+            if padding.dim() >= position and padding.size(-position) == length:
+                padding = padding.narrow(padding.dim() - position, tensor.size(dim), shape[dim])
+            padded = list(torch.broadcast_shapes(shape, padding.shape))
+            whole = list(padded)
+            whole[-position] = tensor.size(dim)
+            tensor = torch.cat([tensor.expand(whole), padding.expand(padded)], len(padded) - position)
         else:
-            shape = list(tensor.shape)
-            shape[dim] = length - tensor.size(dim)
-            tensor = torch.cat([tensor, tensor.new_zeros(shape)], dim)
+            tensor = torch.cat([tensor, tensor.new_full(shape, fill)], dim)
     return tensor
 
 

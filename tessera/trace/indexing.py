@@ -295,6 +295,9 @@ def stored_value(tracer: Tracer, tensor: TensorProxy, shape: tuple[Axis, ...], v
         value = trace_load(tracer, value, (slice(None),) * value.dim())
     if isinstance(value, TileValue):
         value = align_to(tracer, value, shape)
+        if 0 < len(value.axes) < len(shape):  # right-aligned (`out[t0, t1] = b[t1]`): the missing dims lead
+            value = tracer.emit(Op.VIEW, [value.node], (UNIT,) * (len(shape) - len(value.axes)) + value.axes,
+                                value.dtype, what="store of a lower-rank value")
         target = tracer.broadcast([shape, value.axes], f"store into {tensor.name}")
         if len(target) != len(shape) or any(a is not tracer.canonical_axis(b) and b is not UNIT
                                                and not tracer.fits_block_axis(a, b) for a, b in zip(target, shape)):

@@ -180,6 +180,18 @@ class Tracer:
             axis = self._axis_alias[axis]
         return axis
 
+    def pinned_int(self, value: Any, what: str) -> Any:
+        """A host int that is a symbol when traced (an int argument, a closure's int) as this call's
+        value, guarded (a new value compiles another variant); other values unchanged."""
+        expr = self.symbols.canonical(value) if isinstance(value, sympy.Basic) else value
+        if not isinstance(expr, sympy.Basic) or expr.is_Integer or not expr.free_symbols <= set(self.symbols.values):
+            return int(expr) if isinstance(expr, sympy.Integer) else value
+        actual = int(self.symbols.evaluate(expr))
+        self.symbols.guard(sympy.Eq(expr, actual), f"{what}: {expr} == {actual}")
+        for symbol in expr.free_symbols if isinstance(expr, sympy.Symbol) else ():
+            self.symbols.replacements[symbol] = sympy.Integer(actual)
+        return actual
+
     def symbolic_value(self, expr: sympy.Basic) -> TileValue:
         """A 0-d device value computed from a symbolic expression over loop variables and loaded
         scalars (e.g. `tile.end - tile.begin > 2` on a runtime-bounded tile)."""
@@ -189,20 +201,45 @@ class Tracer:
     def tile_index(self, axis: Axis) -> TileValue:
         return self.emit(Op.TILE_INDEX, [], (axis,), torch.int32, axis=axis)
 
-    def onto_block_axes(self, value: TileValue, shape: tuple[Axis, ...]) -> TileValue:
+    def onto_block_axes(self, value: TileValue, shape: tuple[Axis, ...], fill: Any = 0) -> TileValue:
         """`value` (its dims aligned right with `shape`) with its dims renamed where `shape` holds a
         tile for a block-size allocation's dim or the other way round (`unify_axes`): a loop tile's
-        lanes past the loop's end become 0 (as eager mode pads them) as they join the allocation."""
-        offset = len(shape) - len(value.axes)
-        renamed = {position: shape[offset + position] for position, axis in enumerate(value.axes)
-                   if axis is not shape[offset + position]
-                   and (self.fits_block_axis(shape[offset + position], axis)
-                        or self.fits_block_axis(axis, shape[offset + position]))}
+        lanes past the loop's end take `fill` (a number, or a value over `shape`'s axes: see
+        language/tail_fill.py; eager mode pads them alike) as they join the allocation."""
+        renamed = self.block_renames(value, shape)
         if not renamed:
             return value
-        zeroed = self.zero_past_tile_ends(value, [value.axes[position] for position in renamed])
+        tiles = {position: value.axes[position] for position in renamed
+                 if value.axes[position].is_tile and value.axes[position].needs_mask}
         target_axes = tuple(renamed.get(i, a) for i, a in enumerate(value.axes))
-        return self.emit(Op.VIEW, [zeroed.node], target_axes, value.dtype, what="tile onto block-size axis")
+        moved = self.emit(Op.VIEW, [value.node], target_axes, value.dtype, what="tile onto block-size axis")
+        for position, axis in tiles.items():
+            inside = self.inside_tile(axis, target_axes, position)  # over the tile's lanes, renamed
+            other = fill
+            if isinstance(fill, TileValue):
+                other = fill.node if fill.dtype == value.dtype else \
+                    self.emit(Op.CAST, [fill.node], fill.axes, value.dtype).node
+            axes = self.broadcast([moved.axes, fill.axes], "a tail tile joining an allocation") \
+                if isinstance(fill, TileValue) else moved.axes
+            moved = self.emit(Op.ELEMENTWISE, [inside.node, moved.node, other], axes, value.dtype,
+                              fn="where", compute=value.dtype)
+        return moved
+
+    def block_renames(self, value: TileValue, shape: tuple[Axis, ...]) -> dict[int, Axis]:
+        """The dims of `value` (aligned right with `shape`) that `onto_block_axes` renames, and to what."""
+        offset = len(shape) - len(value.axes)
+        return {position: shape[offset + position] for position, axis in enumerate(value.axes)
+                if axis is not shape[offset + position]
+                and (self.fits_block_axis(shape[offset + position], axis)
+                     or self.fits_block_axis(axis, shape[offset + position]))}
+
+    def inside_tile(self, axis: Axis, axes: tuple[Axis, ...], position: int) -> TileValue:
+        """True where the lanes of tile `axis`, standing at `position` of `axes` (under that axis's
+        name: a block-size axis takes a tile's lanes as they are), are below the loop's end."""
+        index = self.emit(Op.VIEW, [self.tile_index(axis).node],
+                          tuple(a if i == position else UNIT for i, a in enumerate(axes)), torch.int32,
+                          what="tile lanes")
+        return self.emit(Op.ELEMENTWISE, [index.node, axis.end], index.axes, torch.bool, fn="lt", compute=torch.int64)
 
     def zero_past_tile_ends(self, value: TileValue, axes: list[Axis]) -> TileValue:
         """`value` with its lanes past the loop's end of each tile of `axes` (that needs a mask)
@@ -210,12 +247,7 @@ class Tracer:
         for axis in axes:
             if not (axis.is_tile and axis.needs_mask):
                 continue
-            position = value.axes.index(axis)
-            index = self.emit(Op.VIEW, [self.tile_index(axis).node],
-                              tuple(a if i == position else UNIT for i, a in enumerate(value.axes)),
-                              torch.int32, what="tile lanes")
-            inside = self.emit(Op.ELEMENTWISE, [index.node, axis.end], index.axes, torch.bool,
-                               fn="lt", compute=torch.int64)
+            inside = self.inside_tile(axis, value.axes, value.axes.index(axis))
             zero = False if value.dtype == torch.bool else 0
             value = self.emit(Op.ELEMENTWISE, [inside.node, value.node, zero], value.axes, value.dtype,
                               fn="where", compute=value.dtype)

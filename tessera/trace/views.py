@@ -141,6 +141,8 @@ def window_of(tracer: Tracer, item: slice) -> Window | None:
 
 def _slice_bounds(tracer: Tracer, item: slice, size: Any) -> tuple[Any, Any]:
     """(first, one past last) of a slice of a dimension, clipped into `[0, size]`."""
+    if item.step is not None:  # a host int step (an argument, a closure's int): this call's value
+        item = slice(item.start, item.stop, tracer.pinned_int(item.step, "slice step"))
     if item.step is not None and not (isinstance(item.step, int) and not isinstance(item.step, bool)
                                       and item.step > 0):
         raise exc.IndexingError(f"a slice with step {item.step!r} inside a tile loop: steps are positive "
