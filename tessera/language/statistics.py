@@ -20,7 +20,7 @@ from tessera.ir.primitive import torch_primitive
 from tessera.language.elementwise import apply_elementwise
 from tessera.language.operands import ask_torch
 from tessera.language.reductions import element_count, record_reduction as reduce
-from tessera.language.view import cast
+from tessera.language.view import cast, normalized_dims
 from tessera.location import user_location
 from tessera.trace.proxy import TileValue
 from tessera.trace.tracer import Tracer
