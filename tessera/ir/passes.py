@@ -15,6 +15,8 @@ import sympy
 
 from tessera import exc
 from tessera.ir.graph import UNIT, Axis, AxisKind, DimAccess, KernelIR, LoopDim, Node, substitute_axes, walk
+from tessera.ir.loop_peel import peel_loop_tails
+from tessera.ir.scale_fold import fold_scales_out_of_extrema
 from tessera.ir.rolling import NotLoopable, schedule, why_not_loopable
 from tessera.ir.verify import verify
 
@@ -57,6 +59,13 @@ def decide_masks(ir: KernelIR) -> KernelIR:
     return with_axes(ir, changed)
 
 
+def peel_tails(ir: KernelIR) -> KernelIR:
+    """Loops that reduce over a tile their block may not divide: whole tiles unmasked, then the
+    masked last tile in a loop of its own (ir/loop_peel.py)."""
+    offsets = _launch_offsets(ir)
+    return peel_loop_tails(ir, lambda axis: _needs_mask(axis, offsets))
+
+
 def _launch_offsets(ir: KernelIR) -> dict[sympy.Symbol, sympy.Expr]:
     """Each tile launch dim's offset symbol as `begin + block * p` (p a program number): a loop
     bounded by a tile's begin (causal attention's keys before the query tile) then provably
@@ -80,7 +89,7 @@ def _needs_mask(axis: Axis, offsets: Mapping[sympy.Symbol, sympy.Expr] = types.M
         return int(extent) % axis.block != 0
     if axis.kind is AxisKind.LOOP and offsets and extent.free_symbols <= set(offsets):
         return sympy.Mod(extent.xreplace(offsets), axis.block) != 0
-    return True
+    return sympy.Mod(extent, axis.block) != 0  # e.g. a peeled loop's whole tiles, `64 * (n // 64)`
 
 
 def is_chunked(axis: Axis) -> bool:
@@ -111,6 +120,9 @@ class Pass:
 PIPELINE: tuple[Pass, ...] = (
     Pass("settle_row_loop", settle_row_loop,
          "first: whether the row is chunked changes its block, which the masks depend on"),
+    Pass("fold_scales_out_of_extrema", fold_scales_out_of_extrema,
+         "before peeling, so both copies of a loop get it: one multiply per row, not per element"),
+    Pass("peel_tails", peel_tails, "before the masks: the whole tiles' loop then provably needs none"),
     Pass("decide_masks", decide_masks, "after every block is final; backends read `needs_mask`"),
     Pass("schedule_row_passes", schedule_row_passes, "last: it records nodes, which a later pass would rebuild"),
 )
