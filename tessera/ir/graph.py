@@ -304,6 +304,18 @@ def substitute_axes(block: Block, axes: Mapping[Axis, Axis]) -> Block:
     return _Substitution(axes).block(block)
 
 
+def with_axes(ir: KernelIR, axes: Mapping[Axis, Axis]) -> KernelIR:
+    """`ir` with the axes in `axes` replaced everywhere (body, axis lists, the row loop)."""
+    if not axes:
+        return ir
+    row = ir.row_loop
+    return ir.replace(
+        body=substitute_axes(ir.body, axes),
+        launch_axes=tuple(axes.get(a, a) for a in ir.launch_axes),
+        whole_axes=tuple(axes.get(a, a) for a in ir.whole_axes),
+        row_loop=dataclasses.replace(row, axis=axes.get(row.axis, row.axis)) if row is not None else None)
+
+
 def rewrite_block(block: Block, nodes: Mapping[Node, Node],
                   insert_after: Mapping[Node, tuple[Node, ...]] = types.MappingProxyType({})) -> Block:
     """`block` with every use of a node in `nodes` reading its replacement instead, and the nodes

@@ -13,8 +13,9 @@ attention's inner loop beside its exp2). Only the last tile can be partial, so t
 The second loop is a copy of the first (its nodes named `<name>_tail`) that carries on from the
 first loop's results; uses after the loop read the copy's. The iterations run in the same order
 as before, so results are bit for bit the same. Only loops with carried values and a reduction
-over the loop's tile are peeled: elsewhere a mask costs a predicate on a load, not a select per
-element, and a second copy of the body would only cost compile time.
+over the loop's tile, over an extent known only at run time, are peeled: elsewhere a mask costs a
+predicate on a load, not a select per element, and a second copy of the body would only cost
+compile time.
 
 >>> peel_loop_tails(ir, lambda axis: axis.needs_mask)   # doctest: +SKIP
 """
@@ -25,7 +26,7 @@ from typing import Callable
 
 import sympy
 
-from tessera.ir.graph import Axis, AxisKind, KernelIR, LoopDim, Node, Op, clone_node, rewrite_block, walk, walk_blocks
+from tessera.ir.graph import Axis, AxisKind, KernelIR, LoopDim, Node, Op, clone_node, rewrite_block, walk, walk_blocks, with_axes
 
 TAIL_SUFFIX = "_tail"
 
@@ -41,7 +42,6 @@ def peel_loop_tails(ir: KernelIR, needs_mask: Callable[[Axis], bool]) -> KernelI
         redirect.update(zip(loop.params["carried"], tail.params["carried"]))
         redirect.update((placeholder, placeholder) for placeholder in tail.params["carried"])
         body = rewrite_block(ir.body, redirect, insert_after={loop: (tail,)})
-        from tessera.ir.passes import with_axes  # passes imports this module for its pipeline
         ir = with_axes(ir.replace(body=body), {loop.params["loops"][0].axis: whole_axis})
     return ir
 
@@ -57,8 +57,8 @@ def _peelable(node: Node, needs_mask: Callable[[Axis], bool]) -> bool:
     axis = dim.axis
     if axis is None or axis.kind is not AxisKind.LOOP or dim.step != axis.block or not needs_mask(axis):
         return False
-    extent = sympy.sympify(dim.end - dim.begin)
-    if extent.is_Integer and int(extent) < axis.block:  # one partial tile: nothing to peel off
+    if sympy.sympify(dim.end - dim.begin).is_Integer:
+        # a static extent keeps one loop (static-shape kernels, which the TPU backend compiles, keep their code)
         return False
     if any(axis in placeholder.shape for placeholder in node.params["carried"]):
         return False
@@ -73,8 +73,9 @@ def _split(loop: Node) -> tuple[Axis, Node, Node]:
     dim: LoopDim = loop.params["loops"][0]
     axis = dim.axis
     whole_end = dim.begin + axis.block * sympy.floor(sympy.Max(dim.end - dim.begin, 0) / axis.block)
-    whole = dataclasses.replace(axis, end=whole_end, range_end=whole_end)
-    tail_axis = dataclasses.replace(axis, name=axis.name + TAIL_SUFFIX, range_begin=whole_end)
+    # both keep the loop's range: random numbers are numbered over it, whatever loop draws them
+    whole = dataclasses.replace(axis, end=whole_end)
+    tail_axis = dataclasses.replace(axis, name=axis.name + TAIL_SUFFIX)
     placeholders = {placeholder: dataclasses.replace(placeholder, inputs=(placeholder,),
                                                      name=placeholder.name + TAIL_SUFFIX)
                     for placeholder in loop.params["carried"]}

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Mapping
 import sympy
 
 from tessera import exc
-from tessera.ir.graph import UNIT, Axis, AxisKind, DimAccess, KernelIR, LoopDim, Node, substitute_axes, walk
+from tessera.ir.graph import UNIT, Axis, AxisKind, DimAccess, KernelIR, LoopDim, Node, walk, with_axes
 from tessera.ir.loop_peel import peel_loop_tails
 from tessera.ir.scale_fold import fold_scales_out_of_extrema
 from tessera.ir.rolling import NotLoopable, schedule, why_not_loopable
@@ -84,12 +84,14 @@ def _needs_mask(axis: Axis, offsets: Mapping[sympy.Symbol, sympy.Expr] = types.M
         if is_chunked(axis):
             return not (sympy.Mod(axis.end, axis.block) == 0)
         return not (sympy.Integer(axis.block) == axis.end)
+    if axis.end is not axis.range_end and sympy.Mod(sympy.sympify(axis.end - axis.range_begin), axis.block) == 0:
+        return False  # a peeled loop's whole tiles: it ends at `begin + 64 * (extent // 64)` (ir/loop_peel.py)
     extent = sympy.sympify(axis.range_end - axis.range_begin)
     if extent.is_Integer:
         return int(extent) % axis.block != 0
     if axis.kind is AxisKind.LOOP and offsets and extent.free_symbols <= set(offsets):
         return sympy.Mod(extent.xreplace(offsets), axis.block) != 0
-    return sympy.Mod(extent, axis.block) != 0  # e.g. a peeled loop's whole tiles, `64 * (n // 64)`
+    return True
 
 
 def is_chunked(axis: Axis) -> bool:
@@ -142,18 +144,6 @@ def run_passes(ir: KernelIR, log: bool = False) -> KernelIR:
             verify(result, after=step.name)
         ir = result
     return ir
-
-
-def with_axes(ir: KernelIR, axes: Mapping[Axis, Axis]) -> KernelIR:
-    """`ir` with the axes in `axes` replaced everywhere (body, axis lists, the row loop)."""
-    if not axes:
-        return ir
-    row = ir.row_loop
-    return ir.replace(
-        body=substitute_axes(ir.body, axes),
-        launch_axes=tuple(axes.get(a, a) for a in ir.launch_axes),
-        whole_axes=tuple(axes.get(a, a) for a in ir.whole_axes),
-        row_loop=dataclasses.replace(row, axis=axes.get(row.axis, row.axis)) if row is not None else None)
 
 
 def _axes(ir: KernelIR) -> Iterator[Axis]:
