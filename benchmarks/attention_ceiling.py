@@ -92,6 +92,20 @@ def run_probe(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, *
     return out
 
 
+def measure(case: str, impl: str, flops: float, function: Callable[[], Any], ref: torch.Tensor) -> dict[str, Any]:
+    """One printed row: `function`'s error against `ref`, its median time and TFLOP/s (or its error)."""
+    entry: dict[str, Any] = {"case": case, "impl": impl}
+    try:
+        result = function()
+        entry["rel_err"] = ((result.float() - ref).norm() / ref.norm()).item()
+        entry["ms"] = triton.testing.do_bench(function, warmup=10, rep=50, return_mode="median")
+        entry["tflops"] = flops / entry["ms"] / 1e9
+    except Exception as error:  # noqa: BLE001 - one failing variant must not hide the others
+        entry["error"] = f"{type(error).__name__}: {str(error)[:300]}"
+    print(json.dumps(entry), flush=True)
+    return entry
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=".")
@@ -110,16 +124,7 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
 
     def record(case: str, impl: str, flops: float, function: Callable[[], Any], ref: torch.Tensor) -> None:
-        entry: dict[str, Any] = {"case": case, "impl": impl}
-        try:
-            result = function()
-            entry["rel_err"] = ((result.float() - ref).norm() / ref.norm()).item()
-            entry["ms"] = triton.testing.do_bench(function, warmup=10, rep=50, return_mode="median")
-            entry["tflops"] = flops / entry["ms"] / 1e9
-        except Exception as error:  # noqa: BLE001 - one failing variant must not hide the others
-            entry["error"] = f"{type(error).__name__}: {str(error)[:300]}"
-        rows.append(entry)
-        print(json.dumps(entry), flush=True)
+        rows.append(measure(case, impl, flops, function, ref))
 
     variants = [(64, False, False, 3), (128, False, False, 3), (64, True, False, 3), (128, True, False, 3),
                 (128, True, True, 3), (64, True, True, 3), (128, True, False, 2), (128, True, True, 2)]

@@ -41,7 +41,8 @@ def test_attention_loads_every_operand_through_a_descriptor():
     assert "tl.load(" not in code and "tl.store(" not in code
     assert "block_shape=[1, 32, 16]" in code                      # q[b, tile_m, :]: the batch dim a box of 1
     assert "tl.permute(tl.reshape(desc_1.load(" in code           # k transposed: loaded as stored, then permuted
-    assert "tl.where(mask_t3[None, :], tl.permute(" in code       # the diagonal's keys past the tile masked
+    # the diagonal's keys past the tile masked: in its last (peeled) tile only
+    assert "tl.where(mask_t3_tail[None, :], tl.permute(" in code and "mask_t3[" not in code
 
 
 def test_transposed_store_falls_back_to_a_block_pointer():

@@ -78,7 +78,8 @@ def test_a_chunked_row_is_scheduled_into_passes() -> None:
 
 
 def test_the_pipeline_lists_its_passes_in_order() -> None:
-    assert [step.name for step in PIPELINE] == ["settle_row_loop", "decide_masks", "schedule_row_passes"]
+    assert [step.name for step in PIPELINE] == ["settle_row_loop", "fold_scales_out_of_extrema", "peel_tails",
+                                                "decide_masks", "schedule_row_passes"]
     assert all(step.why for step in PIPELINE)
 
 

@@ -193,8 +193,9 @@ def test_a_key_loop_ending_at_the_query_tile_is_unmasked_when_blocks_divide(bloc
     from examples.attention import attention, make_inputs
     q, k, v, causal = make_inputs(1, 2, 100, 100, 16, causal=True, dtype=torch.float32, device="cpu")
     code = attention.bind(q, k, v, causal).to_triton_code(tessera.Config(block_sizes=blocks))
-    before_diagonal = code.split("for tile_n in hl.tile(0,")[1].split("for tile_n in hl.tile(tile_m.begin")[0]
-    assert ("mask_t2 = " in before_diagonal) is masked
+    before_diagonal = code.split("for tile_n in hl.tile(0,", 1)[1].split("for tile_n in hl.tile(tile_m.begin")[0]
+    assert "mask_t2 = " not in before_diagonal  # whole tiles unmasked; a last partial tile peeled off
+    assert ("mask_t2_tail = " in before_diagonal) is masked
     with settings.override(mode="interpret"):
         out = tessera.kernel(attention.fn, config=tessera.Config(block_sizes=blocks))(q, k, v, causal)
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)

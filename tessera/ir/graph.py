@@ -290,6 +290,12 @@ def walk(block: Block) -> Iterator[Node]:
             yield from walk(inner)
 
 
+def walk_blocks(blocks: tuple[Block, ...]) -> Iterator[Node]:
+    """Every node of `blocks` (a node's loop or combine bodies), nested ones included, in order."""
+    for block in blocks:
+        yield from walk(block)
+
+
 def substitute_axes(block: Block, axes: Mapping[Axis, Axis]) -> Block:
     """`block` with every axis in `axes` replaced (shapes, params, accesses, loop dims); nodes
     that change are rebuilt and every use follows them."""
@@ -298,18 +304,72 @@ def substitute_axes(block: Block, axes: Mapping[Axis, Axis]) -> Block:
     return _Substitution(axes).block(block)
 
 
+def with_axes(ir: KernelIR, axes: Mapping[Axis, Axis]) -> KernelIR:
+    """`ir` with the axes in `axes` replaced everywhere (body, axis lists, the row loop)."""
+    if not axes:
+        return ir
+    row = ir.row_loop
+    return ir.replace(
+        body=substitute_axes(ir.body, axes),
+        launch_axes=tuple(axes.get(a, a) for a in ir.launch_axes),
+        whole_axes=tuple(axes.get(a, a) for a in ir.whole_axes),
+        row_loop=dataclasses.replace(row, axis=axes.get(row.axis, row.axis)) if row is not None else None)
+
+
+def rewrite_block(block: Block, nodes: Mapping[Node, Node],
+                  insert_after: Mapping[Node, tuple[Node, ...]] = types.MappingProxyType({})) -> Block:
+    """`block` with every use of a node in `nodes` reading its replacement instead, and the nodes
+    of `insert_after[n]` placed right after `n` wherever it stands (at any depth). Nodes that read
+    none of the replaced ones are kept as they are (same objects), and so are the keys of `nodes`
+    mapped to themselves: a pass can insert and redirect without touching the rest.
+
+    >>> rewrite_block(ir.body, {old_result: new_result}, {loop: (tail_loop,)})   # doctest: +SKIP
+    """
+    return _Substitution({}, nodes, insert_after=insert_after).block(block)
+
+
+def clone_node(node: Node, axes: Mapping[Axis, Axis], nodes: Mapping[Node, Node], suffix: str) -> Node:
+    """A copy of `node` and everything inside it (loop bodies, carried placeholders), each copy
+    named with `suffix`, `axes` replaced; nodes outside it are read, not copied, except those
+    in `nodes`, which the copy reads in their place.
+
+    >>> tail = clone_node(loop, {tile: tail_tile}, {}, "_tail")   # doctest: +SKIP
+    """
+    inside = list(walk_blocks(node.blocks))
+    scope = {node, *inside, *node.params.get("carried", ())}
+    for inner in inside:
+        scope.update(inner.params.get("carried", ()))
+    return _Substitution(axes, nodes, scope=scope, suffix=suffix).node(node)
+
+
 class _Substitution:
-    def __init__(self, axes: Mapping[Axis, Axis]) -> None:
+    """One rebuild of a block: axes and nodes replaced. `scope` (when given) limits which nodes
+    are rebuilt (others are read as they are), and `suffix` renames what is rebuilt (a copy)."""
+
+    def __init__(self, axes: Mapping[Axis, Axis], nodes: Mapping[Node, Node] = types.MappingProxyType({}),
+                 scope: set[Node] | None = None, suffix: str = "",
+                 insert_after: Mapping[Node, tuple[Node, ...]] = types.MappingProxyType({})) -> None:
         self.axes = axes
-        self.nodes: dict[Node, Node] = {}
+        self.nodes: dict[Node, Node] = dict(nodes)
+        self.scope = scope
+        self.suffix = suffix
+        self.insert_after = insert_after
 
     def block(self, block: Block) -> Block:
-        return Block(tuple(self.node(node) for node in block.nodes))
+        rebuilt = []
+        for node in block.nodes:
+            rebuilt.append(self.node(node))
+            rebuilt.extend(self.node(extra) for extra in self.insert_after.get(node, ()))
+        if all(a is b for a, b in zip(rebuilt, block.nodes)) and len(rebuilt) == len(block.nodes):
+            return block
+        return Block(tuple(rebuilt))
 
     def node(self, node: Node) -> Node:
         known = self.nodes.get(node)
         if known is not None:
             return known
+        if self.scope is not None and node not in self.scope:
+            return node
         # carried placeholders are referenced from inside the loop body: rebuild them first
         carried = tuple(self.node(c) for c in node.params.get("carried", ()))
         inputs = tuple(self.value(i) for i in node.inputs)
@@ -317,8 +377,12 @@ class _Substitution:
         params = {key: self.value(value) for key, value in node.params.items()}
         if carried:
             params["carried"] = carried
-        rebuilt = dataclasses.replace(node, inputs=inputs, shape=tuple(self.axis(a) for a in node.shape),
-                                      params=types.MappingProxyType(params), blocks=blocks)
+        shape = tuple(self.axis(a) for a in node.shape)
+        unchanged = (not self.suffix and _same(inputs, node.inputs) and _same(blocks, node.blocks)
+                     and _same(shape, node.shape) and all(params[k] is v for k, v in node.params.items()))
+        rebuilt = node if unchanged else dataclasses.replace(
+            node, inputs=inputs, shape=shape, params=types.MappingProxyType(params), blocks=blocks,
+            name=node.name + self.suffix if node.name else node.name)
         self.nodes[node] = rebuilt
         return rebuilt
 
@@ -331,13 +395,21 @@ class _Substitution:
         if isinstance(value, Axis):
             return self.axis(value)
         if isinstance(value, tuple):
-            return tuple(self.value(v) for v in value)
+            items = tuple(self.value(v) for v in value)
+            return value if _same(items, value) else items
         if isinstance(value, DimAccess):
-            return dataclasses.replace(value, axis=self.axis(value.axis) if value.axis is not None else None,
-                                       value=self.node(value.value) if value.value is not None else None)
+            axis = self.axis(value.axis) if value.axis is not None else None
+            index = self.node(value.value) if value.value is not None else None
+            return value if axis is value.axis and index is value.value else \
+                dataclasses.replace(value, axis=axis, value=index)
         if isinstance(value, LoopDim):
-            return dataclasses.replace(value, axis=self.axis(value.axis) if value.axis is not None else None)
+            axis = self.axis(value.axis) if value.axis is not None else None
+            return value if axis is value.axis else dataclasses.replace(value, axis=axis)
         return value
+
+
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 _SHORT_DTYPES = {

@@ -14,7 +14,9 @@ from typing import Any, Callable, Iterator, Mapping
 import sympy
 
 from tessera import exc
-from tessera.ir.graph import UNIT, Axis, AxisKind, DimAccess, KernelIR, LoopDim, Node, substitute_axes, walk
+from tessera.ir.graph import UNIT, Axis, AxisKind, DimAccess, KernelIR, LoopDim, Node, walk, with_axes
+from tessera.ir.loop_peel import peel_loop_tails
+from tessera.ir.scale_fold import fold_scales_out_of_extrema
 from tessera.ir.rolling import NotLoopable, schedule, why_not_loopable
 from tessera.ir.verify import verify
 
@@ -57,6 +59,13 @@ def decide_masks(ir: KernelIR) -> KernelIR:
     return with_axes(ir, changed)
 
 
+def peel_tails(ir: KernelIR) -> KernelIR:
+    """Loops that reduce over a tile their block may not divide: whole tiles unmasked, then the
+    masked last tile in a loop of its own (ir/loop_peel.py)."""
+    offsets = _launch_offsets(ir)
+    return peel_loop_tails(ir, lambda axis: _needs_mask(axis, offsets))
+
+
 def _launch_offsets(ir: KernelIR) -> dict[sympy.Symbol, sympy.Expr]:
     """Each tile launch dim's offset symbol as `begin + block * p` (p a program number): a loop
     bounded by a tile's begin (causal attention's keys before the query tile) then provably
@@ -77,6 +86,8 @@ def _needs_mask(axis: Axis, offsets: Mapping[sympy.Symbol, sympy.Expr] = types.M
         return not (sympy.Integer(axis.block) == axis.end)
     if axis.block == 1:  # one lane, at an index the loop or the grid only reaches below the extent
         return False
+    if axis.end is not axis.range_end and sympy.Mod(sympy.sympify(axis.end - axis.range_begin), axis.block) == 0:
+        return False  # a peeled loop's whole tiles: it ends at `begin + 64 * (extent // 64)` (ir/loop_peel.py)
     extent = sympy.sympify(axis.range_end - axis.range_begin)
     if extent.is_Integer:
         return int(extent) % axis.block != 0
@@ -113,6 +124,9 @@ class Pass:
 PIPELINE: tuple[Pass, ...] = (
     Pass("settle_row_loop", settle_row_loop,
          "first: whether the row is chunked changes its block, which the masks depend on"),
+    Pass("fold_scales_out_of_extrema", fold_scales_out_of_extrema,
+         "before peeling, so both copies of a loop get it: one multiply per row, not per element"),
+    Pass("peel_tails", peel_tails, "before the masks: the whole tiles' loop then provably needs none"),
     Pass("decide_masks", decide_masks, "after every block is final; backends read `needs_mask`"),
     Pass("schedule_row_passes", schedule_row_passes, "last: it records nodes, which a later pass would rebuild"),
 )
@@ -132,18 +146,6 @@ def run_passes(ir: KernelIR, log: bool = False) -> KernelIR:
             verify(result, after=step.name)
         ir = result
     return ir
-
-
-def with_axes(ir: KernelIR, axes: Mapping[Axis, Axis]) -> KernelIR:
-    """`ir` with the axes in `axes` replaced everywhere (body, axis lists, the row loop)."""
-    if not axes:
-        return ir
-    row = ir.row_loop
-    return ir.replace(
-        body=substitute_axes(ir.body, axes),
-        launch_axes=tuple(axes.get(a, a) for a in ir.launch_axes),
-        whole_axes=tuple(axes.get(a, a) for a in ir.whole_axes),
-        row_loop=dataclasses.replace(row, axis=axes.get(row.axis, row.axis)) if row is not None else None)
 
 
 def _axes(ir: KernelIR) -> Iterator[Axis]:

@@ -56,6 +56,7 @@ class Emitter(EmitterBase):
         self.prelude: list[str] = []    # lines at the kernel top (tensor descriptors)
         self._access_numbers: dict[Node, int] = {}  # load/store node -> its number, for per-access choices
         self._kind_numbers: dict[str, dict[Node, int]] = {}  # see numbered()
+        self.twins: dict[Node, Node] = {}  # a peeled tail loop's node -> its whole tiles' node (ir/loop_peel.py)
         self.lines: list[str] = []
         self.indent = 1
         self.int64_indexing = ir.int64_indexing
@@ -81,11 +82,11 @@ class Emitter(EmitterBase):
         """The position of `node` among the body's nodes of one kind ('load', 'loop'), in
         emission order: what Helion's per-load and per-loop Config lists are indexed by."""
         numbers = self._kind_numbers.setdefault(kind, {})
-        return numbers.setdefault(node, len(numbers))
+        return numbers.setdefault(self.twins.get(node, node), len(numbers))
 
     def access_number(self, node: Node) -> int:
         """The position of a load/store among the body's accesses (stable when code is re-emitted)."""
-        return self._access_numbers.setdefault(node, len(self._access_numbers))
+        return self._access_numbers.setdefault(self.twins.get(node, node), len(self._access_numbers))
 
     def evaluate(self, expr: Any) -> Any:
         """The value of a host expression in the call the IR was traced for."""

@@ -25,7 +25,7 @@ from tessera.backends.triton.loop_stages import loop_stages
 from tessera.backends.triton.printer import print_expr
 from tessera.backends.triton.split_loops import emit_split_loop
 from tessera.backends.triton.user_code import device_breakpoint, device_print, inline_asm, inline_triton
-from tessera.ir.graph import UNIT, AccessKind, Axis, Block, Node, Op
+from tessera.ir.graph import UNIT, AccessKind, Axis, Block, Node, Op, walk_blocks
 
 ELEMENTWISE_TEMPLATES: dict[str, str] = {
     **PYTHON_OPERATOR_TEMPLATES,
@@ -736,7 +736,12 @@ def _loop(emitter: Emitter, node: Node) -> None:
     placeholders = node.params["carried"]
     for placeholder in placeholders:
         _carried(emitter, placeholder)
-    options = _range_options(emitter, node)
+    whole_tiles = node.params.get("tail_of")
+    if whole_tiles is not None:  # a peeled last tile: its loads and loops keep the whole tiles' Config entries
+        emitter.twins.update(zip(walk_blocks(node.blocks), walk_blocks(whole_tiles.blocks)))
+        emitter.twins[node] = whole_tiles
+    # at most one iteration: nothing to pipeline
+    options = ", num_stages=1" if whole_tiles is not None else _range_options(emitter, node)
     plan = emitter.split_reduction if emitter.split_reduction is not None and node is emitter.split_reduction.loop else None
     for loop in node.params["loops"]:
         begin, end = (print_expr(loop.begin), print_expr(loop.end)) if plan is None else \
