@@ -33,6 +33,7 @@ from tessera.backends.config_space import KernelFacts
 from tessera.config import Config, default_block_size
 from tessera.runtime.call_keys import argument_key
 from tessera.runtime.exact_facts import Memo, exact_facts
+from tessera.runtime.fast_checks import facts_check
 
 if TYPE_CHECKING:
     from tessera.backends.base import Backend
@@ -105,11 +106,23 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
     if mode == "eager":
         return kernel.default_config()
     choices = kernel.config_choices
-    facts = exact_facts(args, mode) if not kwargs and choices.by_facts.wanted() else None
+    memo = choices.by_facts
+    if kwargs:
+        facts = None
+    else:
+        if memo.recent:
+            config = memo.quick(mode, args, None)
+            if config is not None:
+                return config
+        facts = exact_facts(args, mode) if memo.wanted() else None
     if facts is not None:
         facts = tuple(facts)
-        config = choices.by_facts.lookup(facts)
+        config = memo.lookup(facts)
         if config is not None:
+            if memo.check_wanted(facts):  # a repeated choice: later repeats take a fast check
+                check = facts_check(args)
+                if check is not None:
+                    memo.add_check(mode, check, config)
             return config
     fast_key = _fast_key(kernel, mode, args, kwargs)
     config = choices.by_key.get(fast_key)

@@ -1,0 +1,134 @@
+"""Tessera's host cost per cache-hit call for four kinds of kernel, launches stubbed (CPU only).
+
+    PYTHONPATH=. python benchmarks/dispatch_cases_cpu.py [--calls 2000] [--repeats 7] [--clock thread]
+        [--out DIR] [--name NAME] [--profile CASE]
+
+Each case is compiled by a first call in interpret mode; then every variant's loaded kernel is
+replaced by `_StubLaunch` (dispatch_overhead_cpu.py), whose direct launch is the compiled mode's
+generated one around a C launch call that does nothing. What is timed is Tessera's own host work
+on a hit, plus the kernel's host code (allocation etc.), which a hand-written wrapper also runs:
+
+- `add`: examples/add.py on [1, 16] (broadcast, promote, allocate, one launch);
+- `matmul`: examples/matmul.py on [16, 16] x [16, 16];
+- `matmul, closure epilogue per call`: a matmul kernel taking an epilogue function, called with a
+  new `lambda acc, tile: acc + bias[tile[1]]` on every call (a closure over `bias`);
+- `split-K matmul`: examples/matmul.py with `Config(split_k=4)` on [16, 128] x [128, 16], whose
+  launch takes scratch buffers.
+
+Per-call times are medians over `--repeats` runs of `--calls` back-to-back calls; `--clock
+thread` counts the thread's CPU time only (steadier on a shared machine). Writes `<name>.json`
+(default `dispatch_cases_cpu`) under `--out` (default benchmarks/results).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from typing import Any, Callable
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("TESSERA_MODE", "interpret")
+
+import torch  # noqa: E402
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(_HERE))
+sys.path.insert(0, _HERE)
+
+import dispatch_overhead_cpu as overhead  # noqa: E402
+import tessera  # noqa: E402
+import tessera.language as hl  # noqa: E402
+
+
+def keep(acc: torch.Tensor, tile: Any) -> torch.Tensor:
+    """The default epilogue: the accumulator as it is."""
+    return acc
+
+
+@tessera.kernel
+def matmul_epilogue(x: torch.Tensor, y: torch.Tensor, epilogue: Callable[..., torch.Tensor] = keep) -> torch.Tensor:
+    """A matmul whose epilogue is an argument (the form Helion's examples use)."""
+    m, k = x.size()
+    n = y.size(1)
+    out = torch.empty([m, n], dtype=torch.promote_types(x.dtype, y.dtype), device=x.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = epilogue(acc, (tile_m, tile_n)).to(out.dtype)
+    return out
+
+
+def cases() -> list[tuple[str, Any, Callable[[], Any], Callable[[], torch.Tensor]]]:
+    """(name, kernel, one call, its reference) per case."""
+    from examples.add import add
+    from examples.matmul import matmul
+    x, y = torch.randn(1, 16), torch.randn(1, 16)
+    a, b, bias = torch.randn(16, 16), torch.randn(16, 16), torch.randn(16)
+    tall_a, tall_b = torch.randn(16, 128), torch.randn(128, 16)
+    with_epilogue = matmul_epilogue
+    split = tessera.kernel(matmul.fn, config=tessera.Config(block_sizes=[16, 16, 32], split_k=4))
+    plain = tessera.kernel(matmul.fn)
+    return [
+        ("add", add, lambda: add(x, y), lambda: x + y),
+        ("matmul", plain, lambda: plain(a, b), lambda: a @ b),
+        ("matmul, closure epilogue per call", with_epilogue,
+         lambda: with_epilogue(a, b, lambda acc, tile: acc + bias[tile[1]]), lambda: a @ b + bias),
+        ("split-K matmul (split_k=4)", split, lambda: split(tall_a, tall_b), lambda: tall_a @ tall_b),
+    ]
+
+
+def measure(calls: int, repeats: int) -> list[dict[str, Any]]:
+    rows = []
+    for name, kernel, call, reference in cases():
+        torch.testing.assert_close(call(), reference(), rtol=1e-4, atol=1e-4)  # compiles, checks the answer
+        overhead._stub_variants(kernel)
+        before = overhead._StubLaunch.launches
+        call()
+        assert overhead._StubLaunch.launches == before + 1, f"{name}: a hit call must launch the stub once"
+        us = overhead.per_call_us(call, calls, repeats)
+        rows.append({"name": name, "us": round(us, 3), "cache_info": list(kernel.cache_info())})
+    return rows
+
+
+def profile(case: str, calls: int) -> str:
+    for name, kernel, call, reference in cases():
+        if name.startswith(case):
+            call()
+            overhead._stub_variants(kernel)
+            call()
+            from _profiling import top_functions
+            return top_functions(call, calls, 30)
+    raise SystemExit(f"no case {case!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000, help="back-to-back calls per sample")
+    parser.add_argument("--repeats", type=int, default=7, help="samples; the median is reported")
+    parser.add_argument("--clock", choices=sorted(overhead._CLOCKS), default="wall")
+    parser.add_argument("--out", default=os.path.join(_HERE, "results"), help="directory of the JSON result")
+    parser.add_argument("--name", default="dispatch_cases_cpu", help="JSON file name without .json")
+    parser.add_argument("--profile", default=None, help="print cProfile's view of the case starting with this")
+    args = parser.parse_args(argv)
+    overhead._clock = overhead._CLOCKS[args.clock]
+    if args.profile:
+        print(profile(args.profile, args.calls))
+        return 0
+    rows = measure(args.calls, args.repeats)
+    for row in rows:
+        print(f"{row['name']:<40} | {row['us']:8.2f} us   cache_info {row['cache_info']}")
+    result = {"rows": rows, "python": platform.python_version(), "torch": torch.__version__, "calls": args.calls,
+              "repeats": args.repeats, "clock": args.clock, "launch": "stubbed (interpret mode, direct launch generated)"}
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, f"{args.name}.json")
+    with open(path, "w") as handle:
+        json.dump(result, handle, indent=2)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
