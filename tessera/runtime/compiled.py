@@ -9,14 +9,13 @@ backend lowers and loads it. This module only dispatches.
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
 from typing import Any, Callable, Iterator
 
 import torch
 
 from tessera import backends, exc, settings
-from tessera.backends.base import LoweringOptions, ScratchBuffer
+from tessera.backends.base import LoweringOptions
 from tessera.compiler import LaunchRequest, carried_row_elements, compile_launch, flat_values, to_ir, whole_row_length
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
@@ -33,6 +32,7 @@ from tessera.runtime.exact_facts import launch_facts
 from tessera.runtime.fast_checks import facts_check
 from tessera.runtime.global_reads import GlobalReads
 from tessera.runtime.plan import LaunchRecord
+from tessera.runtime.scratch import scratch_arguments
 from tessera.runtime.variants import RememberedLaunch, Variant, VariantStore, refuse_partial_overlaps
 from tessera.runtime.written_tensors import note_writes, written_tensors
 
@@ -245,35 +245,6 @@ def seed_arguments(count: int, arguments: list[Any], host: Any) -> list[torch.Te
     return [seeds[i:i + 1] for i in range(count)]
 
 
-def scratch_arguments(buffers: tuple[ScratchBuffer, ...], grid: tuple[int, ...], arguments: list[Any],
-                      host: Any, keep: bool = True) -> list[torch.Tensor]:
-    """The trailing scratch arguments of a launch: each buffer at least large enough for every
-    program of `grid`, on the launch's device. On a GPU, with `keep`, buffers are kept per device,
-    stream, dtype and zeroing and only grow: launches on one stream run one after another, and a
-    zeroed buffer's kernel leaves it zeroed (split-K resets its counters), so reusing one costs no
-    allocation or memset per call. Fresh buffers instead: on the CPU (an interpreted launch that
-    raises half-way would leave counters set), for a plan (the tuner's workers may kill a
-    candidate mid-launch) and while a CUDA graph is captured (a zero fill recorded in a graph runs
-    only on replay)."""
-    device = next((a.device for a in arguments if isinstance(a, torch.Tensor)),
-                  host.device if host is not None else torch.device("cpu"))
-    programs = math.prod(grid)
-    fresh = device.type != "cuda" or not keep or torch.cuda.is_current_stream_capturing()
-    stream = 0 if fresh else torch.cuda.current_stream(device).stream_id
-    tensors = []
-    for buffer in buffers:
-        needed = max(programs * buffer.per_program, 1)
-        key = (device, stream, buffer.dtype, buffer.zeroed)
-        kept = None if fresh else _SCRATCH.get(key)
-        if kept is None or kept.numel() < needed:
-            kept = (torch.zeros if buffer.zeroed else torch.empty)(needed, dtype=buffer.dtype, device=device)
-            if not fresh:
-                _SCRATCH[key] = kept
-        tensors.append(kept)
-    return tensors
-
-
-_SCRATCH: dict[tuple, torch.Tensor] = {}  # scratch_arguments' buffers
 
 
 def _refuse_overlapping_outputs(kernel_name: str, variant: Variant, values: list[Any], names: tuple[str, ...]) -> None:

@@ -8,6 +8,7 @@ and Config, the exact-facts memo of `RememberedLaunch`es (exact_facts.py).
 from __future__ import annotations
 
 import dataclasses
+import math
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -20,6 +21,7 @@ from tessera.ir.graph import Op
 from tessera.ir.tunables import TunableDim
 from tessera.runtime.exact_facts import Memo, opened_closures
 from tessera.runtime.global_reads import GlobalReads
+from tessera.runtime.scratch import kept_scratch
 from tessera.runtime.written_tensors import note_writes, written_tensors
 from tessera.location import user_location
 
@@ -144,7 +146,7 @@ class RememberedLaunch:
     """
 
     __slots__ = ("variant", "grid", "arguments", "tensor_slots", "byte_slots", "direct", "asked", "opens_closures",
-                 "positions")
+                 "positions", "scratch", "device", "value_count")
 
     def __init__(self, variant: Variant, values: list[Any], arguments: list[Any], grid: tuple[int, ...],
                  names: tuple[str, ...] = ()) -> None:
@@ -169,6 +171,10 @@ class RememberedLaunch:
         self.byte_slots = tuple((position, index) for position, index in self.tensor_slots
                                 if values[index].dtype is torch.float4_e2m1fn_x2)
         self.arguments = template
+        # split-K's scratch buffers: a direct launch takes the kept ones (scratch.kept_scratch), after the values
+        self.scratch = variant.compiled.lowered.scratch
+        self.device = values[tensor_values[0]].device if tensor_values else None
+        self.value_count = len(values)
         self.direct: Callable[[list[Any]], bool] | None = None
         self.asked = False  # whether the backend was asked for a direct launch
 
@@ -196,8 +202,14 @@ class RememberedLaunch:
     def run(self, runner: "CompiledRunner", values: list[Any]) -> None:
         """Launch with `values`, the captured values with closures opened."""
         direct = self.direct
-        if direct is not None and direct(values):
-            return
+        if direct is not None:
+            if not self.scratch:
+                if direct(values):
+                    return
+            else:
+                kept = kept_scratch(self.scratch, math.prod(self.grid), self.device)
+                if kept is not None and direct([*values, *kept]):
+                    return
         arguments = self.arguments.copy()
         for position, index in self.tensor_slots:
             arguments[position] = values[index]
@@ -214,9 +226,16 @@ class RememberedLaunch:
         offer = getattr(self.variant.loaded, "direct_launch", None)
         if offer is None or self.byte_slots or runner.recorder is not None or min(self.grid) <= 0:
             return None
-        if self.variant.compiled.ir.random_seeds or self.variant.compiled.lowered.scratch:
-            return None  # torch.rand_like & co. take fresh seeds each launch, split-K fresh workspaces
-        return offer(self.grid, arguments, self.tensor_slots)
+        if self.variant.compiled.ir.random_seeds:
+            return None  # torch.rand_like & co. take fresh seeds each launch
+        slots = self.tensor_slots
+        if self.scratch:  # the kept buffers follow the arguments, and the values (see run)
+            kept = kept_scratch(self.scratch, math.prod(self.grid), self.device) if self.device is not None else None
+            if kept is None:
+                return None  # fresh buffers on every launch (CPU, a CUDA graph being captured)
+            slots = (*slots, *((len(arguments) + i, self.value_count + i) for i in range(len(kept))))
+            arguments = [*arguments, *kept]
+        return offer(self.grid, arguments, slots)
 
 
 @dataclasses.dataclass(frozen=True)
