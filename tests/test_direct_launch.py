@@ -355,3 +355,63 @@ def test_a_kernel_drawing_random_numbers_takes_fresh_seeds_on_every_repeat_call(
         torch.testing.assert_close(noisy(x), expected)
     draws = [noisy(x) for _ in range(3)]
     assert not torch.equal(draws[0], draws[1]) and not torch.equal(draws[1], draws[2])
+
+
+def _split_k_matmul() -> Any:
+    from examples.matmul import matmul
+    return tessera.kernel(matmul.fn, config=tessera.Config(block_sizes=[16, 16, 32], split_k=4), dot_precision="ieee")
+
+
+@pytest.fixture
+def kept_scratch(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Scratch buffers kept between launches as on a GPU (runtime/scratch.py), on a settable
+    stream (the list's one item); the CPU interpreter otherwise makes fresh ones per launch."""
+    from tessera.runtime import scratch
+    stream = [0]
+    monkeypatch.setattr(scratch, "keeps_scratch", lambda device: True)
+    monkeypatch.setattr(scratch, "stream_handle", lambda device: stream[0])
+    monkeypatch.setattr(scratch, "_SCRATCH", {})
+    return stream
+
+
+def test_split_k_repeat_calls_launch_directly_with_the_kept_scratch_buffers(driver: _Driver,
+                                                                            kept_scratch: list[int]) -> None:
+    split = _split_k_matmul()
+    x, y = torch.randn(16, 128), torch.randn(128, 16)
+    for _ in range(3):
+        torch.testing.assert_close(split(x, y), x @ y, rtol=1e-4, atol=1e-4)
+    generic = _count_generic_launches(split)
+    for _ in range(3):
+        torch.testing.assert_close(split(x, y), x @ y, rtol=1e-4, atol=1e-4)
+    assert generic[0] == 0  # direct launches, each passing the kept buffers after the arguments
+    from tessera.runtime import scratch
+    kept = {id(tensor) for tensor in scratch._SCRATCH.values()}
+    assert kept and kept <= {id(a) for a in driver.binary_calls[-1][4] if isinstance(a, torch.Tensor)}
+
+
+def test_split_k_on_another_stream_takes_that_streams_buffers(driver: _Driver, kept_scratch: list[int]) -> None:
+    split = _split_k_matmul()
+    x, y = torch.randn(16, 128), torch.randn(128, 16)
+    for _ in range(3):
+        split(x, y)
+    from tessera.runtime import scratch
+    first = dict(scratch._SCRATCH)
+    kept_scratch[0] = 1  # another current stream: its launches must not share the first stream's buffers
+    for _ in range(3):
+        torch.testing.assert_close(split(x, y), x @ y, rtol=1e-4, atol=1e-4)
+    on_second = [a for a in driver.binary_calls[-1][4] if isinstance(a, torch.Tensor)]
+    assert not {id(t) for t in first.values()} & {id(t) for t in on_second}
+
+
+def test_split_k_takes_fresh_buffers_where_none_are_kept(driver: _Driver, kept_scratch: list[int],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    split = _split_k_matmul()
+    x, y = torch.randn(16, 128), torch.randn(128, 16)
+    for _ in range(3):
+        split(x, y)
+    from tessera.runtime import scratch
+    monkeypatch.setattr(scratch, "keeps_scratch", lambda device: False)  # e.g. while a CUDA graph is captured
+    generic = _count_generic_launches(split)
+    for _ in range(2):
+        torch.testing.assert_close(split(x, y), x @ y, rtol=1e-4, atol=1e-4)
+    assert generic[0] == 2  # the keyed launch, which allocates fresh buffers

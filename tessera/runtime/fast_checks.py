@@ -11,8 +11,7 @@ comparing against constants instead:
   each graph; it also compares dispatch keys and requires_grad, which only makes it stricter),
   then its data pointer's 16-byte alignment and its `mark_static` dims in Python. Where that
   class is missing or fails a self-test, the same facts are read one by one in Python;
-- an int, float, bool, None, str or dtype: its exact type and value (a zero float, whose sign
-  the facts hold, takes the generic comparison);
+- an int, float, bool, None, str or dtype: its exact type and value (and a zero's sign);
 - plain data: its typed key (`constant_key`); a helper (builtin, class, module, enum member):
   itself; a Python function or closure: its code object, its defaults' key, then each filled
   cell's value, checked the same way;
@@ -29,6 +28,7 @@ cheap comparison (a typed bound, an empty closure cell), no check is built (None
 """
 from __future__ import annotations
 
+import math
 import types
 from typing import Any, Callable, Sequence
 
@@ -81,8 +81,12 @@ class _Builder:
         if kind == TENSOR:
             self._tensor(name, value)
             return True
-        if kind == FLOAT and (value == 0.0 or value != value):  # the sign of zero; NaN has no facts
+        if kind == FLOAT and value != value:  # NaN: no facts
             return False
+        if kind == FLOAT and value == 0.0:  # 0.0 == -0.0, yet a remembered launch bakes the value in
+            self.require(f"type({name}) is {self.constant(type(value))} and {name} == 0.0 and "
+                         f"copysign(1.0, {name}) == {math.copysign(1.0, value)}")
+            return True
         if kind in (INT, FLOAT, CONSTANT, SPECIALIZED):
             if value is None:
                 self.require(f"{name} is None")
@@ -178,7 +182,7 @@ def _factory(source: str) -> Callable[..., Check]:
     """The compiled factory of one check layout (constants are its parameters): compiled once."""
     factory = _FACTORIES.get(source)
     if factory is None:
-        namespace: dict[str, Any] = {"FunctionType": types.FunctionType, "constant_key": constant_key,
+        namespace: dict[str, Any] = {"FunctionType": types.FunctionType, "copysign": math.copysign, "constant_key": constant_key,
                                      "defaults_key": defaults_key}
         exec(compile(source, "<tessera fast check>", "exec"), namespace)
         factory = _FACTORIES[source] = namespace["make_check"]
