@@ -19,7 +19,8 @@ Other rows, for scale: torch eager `x + y` (issue 17's goal: tessera add <= 2x o
 host code alone (broadcast, promote, allocate: the part of that cost no launcher can remove);
 the Triton launch alone into a preallocated output;
 the add_same_shape pair with a new width (1..97) on every call, where Tessera's exact-facts memo
-misses; Tessera's launcher alone (the arguments captured from a real call: its keyed path, and the
+misses; a 16x16 matmul (examples/matmul.py), the same with a closure epilogue made on every call,
+and a split-K matmul, beside torch.mm; Tessera's launcher alone (the arguments captured from a real call: its keyed path, and the
 direct launch a memo hit calls), when the runtime has one.
 
 Method: after warm-up calls (compiles), each sample synchronizes, times `--calls` back-to-back
@@ -178,6 +179,18 @@ def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any
         turn = itertools.count()
         rows.append((name, lambda function=function, turn=turn: function(*widths[next(turn) % len(widths)]),
                      "informative"))
+    # Issue 17 item 7's other hit paths: a matmul, the same with a closure epilogue made on every
+    # call (Helion's examples' form), a split-K matmul (scratch buffers); torch.mm for scale
+    import _dispatch_kernels
+    small_a, small_b = torch.randn(16, 16, device=device), torch.randn(16, 16, device=device)
+    rows.append(("torch.mm (16x16x16)", lambda: torch.mm(small_a, small_b), "informative"))
+    for name, _, function, reference in _dispatch_kernels.matmul_cases(device):
+        for _ in range(warmup):  # compiles, and checks the product
+            result = function()
+        synchronize()
+        torch.testing.assert_close(result, reference(), rtol=1e-4, atol=1e-4)
+        rows.append((f"tessera {name}", function, "informative"))
+
     def add_host_code(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         a, b = torch.broadcast_tensors(a, b)  # examples/add.py's host code alone: no launch
         return torch.empty(a.shape, dtype=torch.promote_types(a.dtype, b.dtype), device=a.device)

@@ -38,46 +38,14 @@ sys.path.insert(0, os.path.dirname(_HERE))
 sys.path.insert(0, _HERE)
 
 import dispatch_overhead_cpu as overhead  # noqa: E402
-import tessera  # noqa: E402
-import tessera.language as hl  # noqa: E402
-
-
-def keep(acc: torch.Tensor, tile: Any) -> torch.Tensor:
-    """The default epilogue: the accumulator as it is."""
-    return acc
-
-
-@tessera.kernel
-def matmul_epilogue(x: torch.Tensor, y: torch.Tensor, epilogue: Callable[..., torch.Tensor] = keep) -> torch.Tensor:
-    """A matmul whose epilogue is an argument (the form Helion's examples use)."""
-    m, k = x.size()
-    n = y.size(1)
-    out = torch.empty([m, n], dtype=torch.promote_types(x.dtype, y.dtype), device=x.device)
-    for tile_m, tile_n in hl.tile([m, n]):
-        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-        for tile_k in hl.tile(k):
-            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
-        out[tile_m, tile_n] = epilogue(acc, (tile_m, tile_n)).to(out.dtype)
-    return out
+import _dispatch_kernels  # noqa: E402
 
 
 def cases() -> list[tuple[str, Any, Callable[[], Any], Callable[[], torch.Tensor]]]:
     """(name, kernel, one call, its reference) per case."""
     from examples.add import add
-    from examples.matmul import matmul
     x, y = torch.randn(1, 16), torch.randn(1, 16)
-    a, b, bias = torch.randn(16, 16), torch.randn(16, 16), torch.randn(16)
-    tall_a, tall_b = torch.randn(16, 128), torch.randn(128, 16)
-    with_epilogue = matmul_epilogue
-    split = tessera.kernel(matmul.fn, config=tessera.Config(block_sizes=[16, 16, 32], split_k=4))
-    plain = tessera.kernel(matmul.fn)
-    return [
-        ("add", add, lambda: add(x, y), lambda: x + y),
-        ("matmul", plain, lambda: plain(a, b), lambda: a @ b),
-        ("matmul, closure epilogue per call", with_epilogue,
-         lambda: with_epilogue(a, b, lambda acc, tile: acc + bias[tile[1]]), lambda: a @ b + bias),
-        ("split-K matmul (split_k=4)", split, lambda: split(tall_a, tall_b), lambda: tall_a @ tall_b),
-    ]
+    return [("add", add, lambda: add(x, y), lambda: x + y), *_dispatch_kernels.matmul_cases("cpu")]
 
 
 def _keep_scratch_as_on_a_gpu() -> None:

@@ -205,3 +205,20 @@ def test_a_write_into_a_tensor_that_requires_grad_is_refused_on_a_checked_hit() 
     assert out._version > version  # autograd sees the write
     with pytest.raises(tessera.exc.TesseraError, match="requires grad"):
         kernel(x, torch.empty(16, requires_grad=True))
+
+
+def test_a_check_with_disjoint_pairs_says_false_when_the_byte_ranges_meet() -> None:
+    base = torch.zeros(64)
+    extent = (0, 16 * 4)  # 16 float32s from the data pointer
+    # values [tensor, closure over (int, tensor)]: opened, the closure's tensor is at index 2
+    values = [base[:16], _made_pair(3, base[32:48])]
+    check = facts_check(values, None, [(0, extent, 2, extent)])
+    assert check is not None and check(values, None)
+    assert check([base[16:32], _made_pair(3, base[48:64])], None)
+    assert not check([base[32:48], _made_pair(3, base[32:48])], None)  # the same bytes
+    assert not check([base[36:52], _made_pair(3, base[32:48])], None)  # half-way over them
+    assert facts_check(values, None, [(0, extent, 1, extent)]) is None  # index 1 holds the int
+
+
+def _made_pair(number, tensor):
+    return lambda acc: acc * number + tensor

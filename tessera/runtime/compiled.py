@@ -111,18 +111,19 @@ class CompiledRunner:
             if known is not None and known.variant.global_reads is not None and not known.variant.global_reads.hold():
                 memo.recent.pop(site, None)  # a module global changed: the facts path decides afresh
                 known = None
+            checked = known is not None  # a fast check also found the written tensors apart from the others
             if known is None and memo.wanted():
                 facts = launch_facts(site, values, tile_range)
                 if facts is not None:
                     known = memo.lookup(facts)
                     if known is not None and memo.check_wanted(facts):  # repeated: a fast check next time
-                        check = facts_check(values, tile_range)
+                        check = facts_check(values, tile_range, known.disjoint_pairs())
                         if check is not None:
                             memo.add_check(site, check, known)
             # a variant whose body read a module global serves only while it keeps its value
             if known is not None and (known.variant.global_reads is None or known.variant.global_reads.hold()):
                 self.store.hits += 1
-                return known.hit(self, values, body.__code__.co_freevars)
+                return known.hit(self, values, body.__code__.co_freevars, checked)
         values_key, range_key, arguments = launch_inputs(values, tile_range, self.static_shapes)
         key = (body.__code__.co_firstlineno, self.mode, self.config_key, range_key, values_key)
         variants = self.store.variants.get(key)

@@ -42,9 +42,15 @@ from tessera.marking import STATIC_DIMS_ATTRIBUTE
 Check = Callable[[Sequence[Any], Any], bool]
 
 
-def facts_check(values: Sequence[Any], tile_range: Any = None) -> Check | None:
+def facts_check(values: Sequence[Any], tile_range: Any = None,
+                disjoint: Sequence[tuple[int, tuple[int, int], int, tuple[int, int]]] = ()) -> Check | None:
     """`check(values, tile_range)`: True only when their exact facts equal these values' (and
-    this range's) facts; None where no check can be built. Built once per remembered decision."""
+    this range's) facts; None where no check can be built. Built once per remembered decision.
+
+    `disjoint`: (a, extent of a, b, extent of b) per pair of tensors whose byte ranges must not
+    meet, by index in the values with closures opened (`opened_closures`); each extent is the
+    (lowest, past-highest) byte offset from the data pointer. The check then also says False
+    when they meet, reusing the data pointers it reads for alignment."""
     builder = _Builder()
     names = [f"v{index}" for index in range(len(values))]
     builder.lines.append(f"if len(values) != {len(values)}: return False")
@@ -55,6 +61,13 @@ def facts_check(values: Sequence[Any], tile_range: Any = None) -> Check | None:
             return None
     if tile_range is not None and not builder.tile_range(tile_range):
         return None
+    for a, (a_low, a_high), b, (b_low, b_high) in disjoint:
+        if not (a < len(builder.leaves) and b < len(builder.leaves)):
+            return None
+        pa, pb = f"p{builder.leaves[a]}", f"p{builder.leaves[b]}"
+        if pa not in builder.pointers or pb not in builder.pointers:
+            return None
+        builder.require(f"{pa} + {a_low} >= {pb} + {b_high} or {pb} + {b_low} >= {pa} + {a_high}", builder.after)
     return builder.finish()
 
 
@@ -67,6 +80,8 @@ class _Builder:
         self.constants: list[Any] = []
         self.tensors: list[tuple[str, torch.Tensor]] = []
         self.names = 0
+        self.leaves: list[str] = []  # variables of the values with closures opened (opened_closures' order)
+        self.pointers: set[str] = set()  # variables holding a tensor's data pointer
 
     def constant(self, value: Any) -> str:
         self.constants.append(value)
@@ -77,6 +92,8 @@ class _Builder:
 
     def value(self, name: str, value: Any) -> bool:
         """Lines checking the value held by variable `name`; False where none can be built."""
+        if type(value) is not types.FunctionType or not value.__closure__:
+            self.leaves.append(name)
         kind = kind_of(value)
         if kind == TENSOR:
             self._tensor(name, value)
@@ -112,7 +129,9 @@ class _Builder:
             self.require(f"{name}.dtype is {self.constant(tensor.dtype)} and {name}.shape == "
                          f"{self.constant(tensor.shape)} and {name}.stride() == {self.constant(tensor.stride())} "
                          f"and {name}.is_neg() is {tensor.is_neg()}")
-        self.require(f"{name}.data_ptr() & 15 == {tensor.data_ptr() & 15}", self.after)
+        self.after.append(f"p{name} = {name}.data_ptr()")
+        self.pointers.add(f"p{name}")
+        self.require(f"p{name} & 15 == {tensor.data_ptr() & 15}", self.after)
         marked = getattr(tensor, STATIC_DIMS_ATTRIBUTE, None)
         self.require(f"getattr({name}, {STATIC_DIMS_ATTRIBUTE!r}, None) == {self.constant(marked)}", self.after)
 

@@ -178,9 +178,10 @@ class RememberedLaunch:
         self.direct: Callable[[list[Any]], bool] | None = None
         self.asked = False  # whether the backend was asked for a direct launch
 
-    def hit(self, runner: "CompiledRunner", values: list[Any], names: tuple[str, ...]) -> None:
+    def hit(self, runner: "CompiledRunner", values: list[Any], names: tuple[str, ...], disjoint: bool = False) -> None:
         """Serve a launch whose exact facts are this decision's: the checks the facts cannot
-        settle (aliasing, autograd), then the launch."""
+        settle (aliasing, autograd), then the launch. `disjoint`: a fast check built with
+        `disjoint_pairs` passed, so the written tensors' byte ranges meet no other's."""
         opened = opened_closures(values) if self.opens_closures else values
         positions = self.positions
         if positions is None:  # positions not found once: the general checks
@@ -192,12 +193,21 @@ class RememberedLaunch:
                             written_tensors(variant.written_values, variant.written_direct, names, values),
                             variant.compiled.location)
         else:
-            if positions.pairs and positions.may_overlap(opened):
+            if positions.pairs and not disjoint and positions.may_overlap(opened):
                 refuse_partial_overlaps(self.variant, values, names)  # the exact test, for this rare case
             if positions.written:
                 note_writes(runner.kernel.fn.__name__, [opened[i] for i in positions.written],
                             self.variant.compiled.location)
         self.run(runner, opened)
+
+    def disjoint_pairs(self) -> list[tuple[int, tuple[int, int], int, tuple[int, int]]]:
+        """What a fast check of this decision's launches verifies so that `hit` need not
+        (`fast_checks.facts_check`'s `disjoint`); empty where `hit` checks them itself."""
+        positions = self.positions
+        if positions is None:
+            return []
+        return [(positions.accessed[a], positions.extents[a], positions.accessed[b], positions.extents[b])
+                for a, b in positions.pairs]
 
     def run(self, runner: "CompiledRunner", values: list[Any]) -> None:
         """Launch with `values`, the captured values with closures opened."""
