@@ -76,9 +76,11 @@ def interleaved_samples(functions: list[Callable[[], Any]], calls: int, repeats:
     return samples
 
 
-def _capture_tessera_launch(kernel: Any, args: tuple) -> tuple[Any, tuple, list, Any, list] | None:
-    """(launcher, grid, arguments, direct launch, captured values) of the single launch of
-    `kernel(*args)`, a memo hit, if its runtime has remembered launches with a launcher."""
+def _capture_tessera_launch(kernel: Any, args: tuple) -> tuple[Any, tuple, list, Any, list, Any] | None:
+    """(launcher, grid, arguments, direct launch, captured values, the direct launch given the
+    tensors' data pointers or None) of the single launch of `kernel(*args)`, a memo hit, if its
+    runtime has remembered launches with a launcher."""
+    import torch
     try:
         from tessera.runtime.variants import RememberedLaunch
     except ImportError:
@@ -86,9 +88,9 @@ def _capture_tessera_launch(kernel: Any, args: tuple) -> tuple[Any, tuple, list,
     captured: list[tuple[Any, list]] = []
     original = RememberedLaunch.run
 
-    def recording(self: Any, runner: Any, values: list) -> None:
+    def recording(self: Any, runner: Any, values: list, *rest: Any) -> None:
         captured.append((self, list(values)))
-        original(self, runner, values)
+        original(self, runner, values, *rest)
 
     RememberedLaunch.run = recording  # type: ignore[method-assign]
     try:
@@ -104,7 +106,10 @@ def _capture_tessera_launch(kernel: Any, args: tuple) -> tuple[Any, tuple, list,
     arguments = list(remembered.arguments)
     for position, index in remembered.tensor_slots:
         arguments[position] = values[index]
-    return launcher, remembered.grid, arguments, remembered.direct, values
+    pointer_direct = getattr(remembered, "pointer_direct", None)
+    pointers = tuple(value.data_ptr() for value in values if isinstance(value, torch.Tensor))
+    with_pointers = (lambda: pointer_direct(pointers)) if pointer_direct is not None else None
+    return launcher, remembered.grid, arguments, remembered.direct, values, with_pointers
 
 
 def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any]:
@@ -199,13 +204,16 @@ def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any
                  "the floor of tessera add without its launch"))
     launch = _capture_tessera_launch(add, (x, y))
     if launch is not None:
-        launcher, tessera_grid, arguments, direct, values = launch
+        launcher, tessera_grid, arguments, direct, values, with_pointers = launch
         rows.append(("tessera launcher only (binary key + launch)", lambda: launcher.launch(tessera_grid, arguments),
                      "no host code"))
         for _ in range(warmup):
             launcher.launch(tessera_grid, arguments)
         if direct is not None:
             rows.append(("tessera direct launch only", lambda: direct(values), "what a memo hit launches with"))
+        if with_pointers is not None:
+            rows.append(("tessera direct launch only, data pointers given", with_pointers,
+                         "what a checked hit launches with (fast_checks.py)"))
     results = []
     samples = interleaved_samples([function for _, function, _ in rows], calls, repeats, synchronize)
     for (name, _, note), taken in zip(rows, samples):

@@ -127,7 +127,7 @@ def test_a_memo_serves_repeats_from_its_checks_most_recent_first() -> None:
         memo.remember(key, answer)
         assert memo.check_wanted(key) and not memo.check_wanted(key)  # built once per facts
         memo.add_check("site", facts_check(values), answer)
-    assert memo.quick("site", [torch.ones(2)], None) == "a" and memo.recent["site"][0][1] == "a"
+    assert memo.quick("site", [torch.ones(2)], None) == ("a", True) and memo.recent["site"][0][1] == "a"
     assert memo.quick("site", [torch.ones(4)], None) is None and memo.quick("other", first, None) is None
     memo.clear()
     assert not memo.recent and memo.quick("site", first, None) is None
@@ -222,3 +222,14 @@ def test_a_check_with_disjoint_pairs_says_false_when_the_byte_ranges_meet() -> N
 
 def _made_pair(number, tensor):
     return lambda acc: acc * number + tensor
+
+
+def test_a_check_gives_data_pointers_only_for_tensors_on_the_named_device() -> None:
+    x, y = torch.randn(4), torch.randn(5)
+    values = [x, _made_pair(2, y)]
+    on_cpu = facts_check(values, None, (), torch.device("cpu"))
+    assert on_cpu(values, None) == (x.data_ptr(), y.data_ptr())  # opened order: x, then the closure's y
+    z = torch.randn(4)
+    assert on_cpu([z, _made_pair(2, y)], None) == (z.data_ptr(), y.data_ptr())
+    assert facts_check(values, None, (), torch.device("meta"))(values, None) is True  # elsewhere: no pointers
+    assert facts_check(values)(values, None) is True

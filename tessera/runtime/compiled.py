@@ -107,7 +107,8 @@ class CompiledRunner:
         if self.recorder is None:
             # id: a code object hashes its bytecode; the kernel holds its loop bodies, so ids stay unique
             memo, site = self.memo, id(body.__code__)
-            known = memo.quick(site, values, tile_range) if memo.recent else None
+            found = memo.quick(site, values, tile_range) if memo.recent else None
+            known, pointers = found if found is not None else (None, None)
             if known is not None and known.variant.global_reads is not None and not known.variant.global_reads.hold():
                 memo.recent.pop(site, None)  # a module global changed: the facts path decides afresh
                 known = None
@@ -117,13 +118,13 @@ class CompiledRunner:
                 if facts is not None:
                     known = memo.lookup(facts)
                     if known is not None and memo.check_wanted(facts):  # repeated: a fast check next time
-                        check = facts_check(values, tile_range, known.disjoint_pairs())
+                        check = facts_check(values, tile_range, known.disjoint_pairs(), known.device)
                         if check is not None:
                             memo.add_check(site, check, known)
             # a variant whose body read a module global serves only while it keeps its value
             if known is not None and (known.variant.global_reads is None or known.variant.global_reads.hold()):
                 self.store.hits += 1
-                return known.hit(self, values, body.__code__.co_freevars, checked)
+                return known.hit(self, values, body.__code__.co_freevars, checked, pointers)
         values_key, range_key, arguments = launch_inputs(values, tile_range, self.static_shapes)
         key = (body.__code__.co_firstlineno, self.mode, self.config_key, range_key, values_key)
         variants = self.store.variants.get(key)

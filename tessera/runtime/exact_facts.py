@@ -177,19 +177,21 @@ class Memo(dict):
         self.capacity = capacity
         self.misses_in_a_row = 0
         self.bypass_left = 0
-        self.recent: dict[Any, list[tuple[Callable[[Sequence[Any], Any], bool], Any]]] = {}
+        self.recent: dict[Any, list[tuple[Callable[[Sequence[Any], Any], Any], Any]]] = {}
         self.checked: set[Any] = set()  # facts keys whose check was built
 
-    def quick(self, site: Any, values: Sequence[Any], tile_range: Any) -> Any:
-        """The value remembered for these values' facts, if a fast check of `site` says they
-        are the facts of one; else None (the caller builds the facts)."""
+    def quick(self, site: Any, values: Sequence[Any], tile_range: Any) -> tuple[Any, Any] | None:
+        """(the value remembered for these values' facts, the check's answer: True or data
+        pointers) if a fast check of `site` says they are the facts of one; else None (the
+        caller builds the facts)."""
         entries = self.recent.get(site)
         if entries:
             for position, (check, value) in enumerate(entries):
-                if check(values, tile_range):
+                answer = check(values, tile_range)
+                if answer is not False:
                     if position:  # most recently used first
                         entries.insert(0, entries.pop(position))
-                    return value
+                    return value, answer
         return None
 
     def check_wanted(self, key: Any) -> bool:
@@ -199,7 +201,7 @@ class Memo(dict):
         self.checked.add(key)
         return True
 
-    def add_check(self, site: Any, check: Callable[[Sequence[Any], Any], bool], value: Any) -> None:
+    def add_check(self, site: Any, check: Callable[[Sequence[Any], Any], Any], value: Any) -> None:
         entries = self.recent.setdefault(site, [])
         entries.insert(0, (check, value))
         del entries[self.RECENT:]

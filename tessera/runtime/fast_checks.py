@@ -39,18 +39,24 @@ from tessera.runtime.constant_keys import constant_key, defaults_key
 from tessera.runtime.exact_facts import CODE_TYPES
 from tessera.marking import STATIC_DIMS_ATTRIBUTE
 
-Check = Callable[[Sequence[Any], Any], bool]
+Check = Callable[[Sequence[Any], Any], Any]  # False, else True or the tensors' data pointers
 
 
 def facts_check(values: Sequence[Any], tile_range: Any = None,
-                disjoint: Sequence[tuple[int, tuple[int, int], int, tuple[int, int]]] = ()) -> Check | None:
+                disjoint: Sequence[tuple[int, tuple[int, int], int, tuple[int, int]]] = (),
+                pointers_on: torch.device | None = None) -> Check | None:
     """`check(values, tile_range)`: True only when their exact facts equal these values' (and
     this range's) facts; None where no check can be built. Built once per remembered decision.
 
     `disjoint`: (a, extent of a, b, extent of b) per pair of tensors whose byte ranges must not
     meet, by index in the values with closures opened (`opened_closures`); each extent is the
     (lowest, past-highest) byte offset from the data pointer. The check then also says False
-    when they meet, reusing the data pointers it reads for alignment."""
+    when they meet, reusing the data pointers it reads for alignment.
+
+    `pointers_on`: where every tensor lies on this device now and TensorGuards checks each
+    one's device, a passing check returns the tensors' data pointers, in the order of the values
+    with closures opened, instead of True: a launch may pass them to the kernel as they are (no
+    second read, and no driver query of where the address lives: the tensors are on that device)."""
     builder = _Builder()
     names = [f"v{index}" for index in range(len(values))]
     builder.lines.append(f"if len(values) != {len(values)}: return False")
@@ -68,7 +74,7 @@ def facts_check(values: Sequence[Any], tile_range: Any = None,
         if pa not in builder.pointers or pb not in builder.pointers:
             return None
         builder.require(f"{pa} + {a_low} >= {pb} + {b_high} or {pb} + {b_low} >= {pa} + {a_high}", builder.after)
-    return builder.finish()
+    return builder.finish(pointers_on is not None and all(tensor.device == pointers_on for _, tensor in builder.tensors))
 
 
 class _Builder:
@@ -81,7 +87,7 @@ class _Builder:
         self.tensors: list[tuple[str, torch.Tensor]] = []
         self.names = 0
         self.leaves: list[str] = []  # variables of the values with closures opened (opened_closures' order)
-        self.pointers: set[str] = set()  # variables holding a tensor's data pointer
+        self.pointers: list[str] = []  # variables holding a tensor's data pointer, in visiting order
 
     def constant(self, value: Any) -> str:
         self.constants.append(value)
@@ -130,7 +136,7 @@ class _Builder:
                          f"{self.constant(tensor.shape)} and {name}.stride() == {self.constant(tensor.stride())} "
                          f"and {name}.is_neg() is {tensor.is_neg()}")
         self.after.append(f"p{name} = {name}.data_ptr()")
-        self.pointers.add(f"p{name}")
+        self.pointers.append(f"p{name}")
         self.require(f"p{name} & 15 == {tensor.data_ptr() & 15}", self.after)
         marked = getattr(tensor, STATIC_DIMS_ATTRIBUTE, None)
         self.require(f"getattr({name}, {STATIC_DIMS_ATTRIBUTE!r}, None) == {self.constant(marked)}", self.after)
@@ -173,7 +179,7 @@ class _Builder:
                 self.require(f"type({bound_name}) is int and {bound_name} == {bound}")
         return True
 
-    def finish(self) -> Check | None:
+    def finish(self, pointers: bool = False) -> Check | None:
         guards = None
         if self.tensors:
             guards = _tensor_guards([tensor for _, tensor in self.tensors])
@@ -181,7 +187,10 @@ class _Builder:
                 return None
             self.require(f"guards.check({', '.join(name for name, _ in self.tensors)})")
         self.lines += self.after
-        self.lines.append("return True")
+        if pointers and guards is not None:
+            self.lines.append(f"return ({''.join(name + ', ' for name in self.pointers)})")
+        else:
+            self.lines.append("return True")
         parameters = ", ".join(["guards", *(f"k{index}" for index in range(len(self.constants)))])
         body = "\n".join("        " + line for line in self.lines)
         source = (f"def make_check({parameters}):\n"

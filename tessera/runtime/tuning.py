@@ -111,9 +111,9 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
         facts = None
     else:
         if memo.recent:
-            config = memo.quick(mode, args, None)
-            if config is not None:
-                return config
+            found = memo.quick(mode, args, None)
+            if found is not None:
+                return found[0]
         facts = exact_facts(args, mode) if memo.wanted() else None
     if facts is not None:
         facts = tuple(facts)

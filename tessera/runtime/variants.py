@@ -146,7 +146,7 @@ class RememberedLaunch:
     """
 
     __slots__ = ("variant", "grid", "arguments", "tensor_slots", "byte_slots", "direct", "asked", "opens_closures",
-                 "positions", "scratch", "device", "value_count")
+                 "positions", "scratch", "device", "value_count", "pointer_direct")
 
     def __init__(self, variant: Variant, values: list[Any], arguments: list[Any], grid: tuple[int, ...],
                  names: tuple[str, ...] = ()) -> None:
@@ -176,12 +176,15 @@ class RememberedLaunch:
         self.device = values[tensor_values[0]].device if tensor_values else None
         self.value_count = len(values)
         self.direct: Callable[[list[Any]], bool] | None = None
+        self.pointer_direct: Callable[[Any], bool] | None = None
         self.asked = False  # whether the backend was asked for a direct launch
 
-    def hit(self, runner: "CompiledRunner", values: list[Any], names: tuple[str, ...], disjoint: bool = False) -> None:
+    def hit(self, runner: "CompiledRunner", values: list[Any], names: tuple[str, ...], disjoint: bool = False,
+            pointers: Any = None) -> None:
         """Serve a launch whose exact facts are this decision's: the checks the facts cannot
         settle (aliasing, autograd), then the launch. `disjoint`: a fast check built with
-        `disjoint_pairs` passed, so the written tensors' byte ranges meet no other's."""
+        `disjoint_pairs` passed, so the written tensors' byte ranges meet no other's;
+        `pointers`: its answer, the data pointers of the tensors it checked (or True)."""
         opened = opened_closures(values) if self.opens_closures else values
         positions = self.positions
         if positions is None:  # positions not found once: the general checks
@@ -198,7 +201,7 @@ class RememberedLaunch:
             if positions.written:
                 note_writes(runner.kernel.fn.__name__, [opened[i] for i in positions.written],
                             self.variant.compiled.location)
-        self.run(runner, opened)
+        self.run(runner, opened, pointers if type(pointers) is tuple else None)
 
     def disjoint_pairs(self) -> list[tuple[int, tuple[int, int], int, tuple[int, int]]]:
         """What a fast check of this decision's launches verifies so that `hit` need not
@@ -209,17 +212,13 @@ class RememberedLaunch:
         return [(positions.accessed[a], positions.extents[a], positions.accessed[b], positions.extents[b])
                 for a, b in positions.pairs]
 
-    def run(self, runner: "CompiledRunner", values: list[Any]) -> None:
-        """Launch with `values`, the captured values with closures opened."""
-        direct = self.direct
-        if direct is not None:
-            if not self.scratch:
-                if direct(values):
-                    return
-            else:
-                kept = kept_scratch(self.scratch, math.prod(self.grid), self.device)
-                if kept is not None and direct([*values, *kept]):
-                    return
+    def run(self, runner: "CompiledRunner", values: list[Any], pointers: tuple[int, ...] | None = None) -> None:
+        """Launch with `values`, the captured values with closures opened; `pointers`: the data
+        pointers of their tensors, in order, checked to lie where the remembered ones did."""
+        if pointers is not None and self.pointer_direct is not None and self._directly(self.pointer_direct, pointers):
+            return
+        if self.direct is not None and self._directly(self.direct, values):
+            return
         arguments = self.arguments.copy()
         for position, index in self.tensor_slots:
             arguments[position] = values[index]
@@ -229,8 +228,18 @@ class RememberedLaunch:
         if not self.asked:
             self.asked = True
             self.direct = self._direct_launch(runner, arguments)
+            if self.direct is not None:  # the same launch, given the tensors' data pointers
+                self.pointer_direct = self._direct_launch(runner, arguments, pointers=True)
 
-    def _direct_launch(self, runner: "CompiledRunner", arguments: list[Any]) -> Callable[[list[Any]], bool] | None:
+    def _directly(self, direct: Callable[[Any], bool], values: Any) -> bool:
+        """Launch through a direct launch function; False if it declined (nothing launched)."""
+        if not self.scratch:
+            return direct(values)
+        kept = kept_scratch(self.scratch, math.prod(self.grid), self.device)
+        return kept is not None and direct([*values, *kept])
+
+    def _direct_launch(self, runner: "CompiledRunner", arguments: list[Any],
+                       pointers: bool = False) -> Callable[[list[Any]], bool] | None:
         """The backend's direct launch of this decision, asked for once, when the decision is
         first repeated (a decision used once costs nothing); None where there is none."""
         offer = getattr(self.variant.loaded, "direct_launch", None)
@@ -238,14 +247,19 @@ class RememberedLaunch:
             return None
         if self.variant.compiled.ir.random_seeds:
             return None  # torch.rand_like & co. take fresh seeds each launch
-        slots = self.tensor_slots
+        slots, count = self.tensor_slots, self.value_count
+        if pointers:  # the k-th tensor value's pointer is the k-th pointer
+            if any(isinstance(value, torch.Tensor) and value.device != self.device for value in arguments):
+                return None  # fast checks give pointers of tensors on self.device only
+            rank = {index: k for k, index in enumerate(sorted(index for _, index in slots))}
+            slots, count = tuple((position, rank[index]) for position, index in slots), len(rank)
         if self.scratch:  # the kept buffers follow the arguments, and the values (see run)
             kept = kept_scratch(self.scratch, math.prod(self.grid), self.device) if self.device is not None else None
             if kept is None:
                 return None  # fresh buffers on every launch (CPU, a CUDA graph being captured)
-            slots = (*slots, *((len(arguments) + i, self.value_count + i) for i in range(len(kept))))
+            slots = (*slots, *((len(arguments) + i, count + i) for i in range(len(kept))))
             arguments = [*arguments, *kept]
-        return offer(self.grid, arguments, slots)
+        return offer(self.grid, arguments, slots, pointers=True) if pointers else offer(self.grid, arguments, slots)
 
 
 @dataclasses.dataclass(frozen=True)
