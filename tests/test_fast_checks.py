@@ -233,3 +233,23 @@ def test_a_check_gives_data_pointers_only_for_tensors_on_the_named_device() -> N
     assert on_cpu([z, _made_pair(2, y)], None) == (z.data_ptr(), y.data_ptr())
     assert facts_check(values, None, (), torch.device("meta"))(values, None) is True  # elsewhere: no pointers
     assert facts_check(values)(values, None) is True
+
+
+def test_keyword_arguments_take_the_memo_and_its_checks() -> None:
+    def scaled(x: torch.Tensor, *, factor: float = 1.0, shift: float = 0.0) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile in hl.tile(x.size(0)):
+            out[tile] = x[tile] * factor + shift
+        return out
+
+    kernel = tessera.kernel(scaled)  # the Config is chosen per call: by facts for keyword calls too
+    x = torch.randn(30)
+    for factor, shift in [(2.0, 0.0)] * 3 + [(3.0, 1.0)] * 3 + [(2.0, 0.0)]:
+        torch.testing.assert_close(kernel(x, factor=factor, shift=shift), x * factor + shift)
+        torch.testing.assert_close(kernel(x, shift=shift, factor=factor), x * factor + shift)
+    assert kernel.config_choices.by_facts.recent
+    torch.testing.assert_close(kernel(x, factor=-0.0), x * -0.0)  # another form: a new choice
+    with pytest.raises(tessera.exc.TesseraError, match="unexpected keyword|got an unexpected"):
+        kernel(x, scale=2.0)
+    with pytest.raises(tessera.exc.TesseraError):
+        kernel(x, 2.0)  # factor is keyword-only

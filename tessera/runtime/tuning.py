@@ -107,22 +107,21 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
         return kernel.default_config()
     choices = kernel.config_choices
     memo = choices.by_facts
-    if kwargs:
-        facts = None
-    else:
-        if memo.recent:
-            found = memo.quick(mode, args, None)
-            if found is not None:
-                return found[0]
-        facts = exact_facts(args, mode) if memo.wanted() else None
+    # keyword arguments: their names join the mode at the head of the facts
+    site, values = ((mode, tuple(kwargs)), (*args, *kwargs.values())) if kwargs else (mode, args)
+    if memo.recent:
+        found = memo.quick(site, values, None)
+        if found is not None:
+            return found[0]
+    facts = exact_facts(values, site) if memo.wanted() else None
     if facts is not None:
         facts = tuple(facts)
         config = memo.lookup(facts)
         if config is not None:
             if memo.check_wanted(facts):  # a repeated choice: later repeats take a fast check
-                check = facts_check(args)
+                check = facts_check(values)
                 if check is not None:
-                    memo.add_check(mode, check, config)
+                    memo.add_check(site, check, config)
             return config
     fast_key = _fast_key(kernel, mode, args, kwargs)
     config = choices.by_key.get(fast_key)
