@@ -253,3 +253,15 @@ def test_keyword_arguments_take_the_memo_and_its_checks() -> None:
         kernel(x, scale=2.0)
     with pytest.raises(tessera.exc.TesseraError):
         kernel(x, 2.0)  # factor is keyword-only
+
+
+def test_checks_hold_no_tensor() -> None:
+    import gc
+    import weakref
+    x, bias = torch.randn(4, 8), torch.randn(8)
+    check = facts_check([x, _made(bias)], None, (), torch.device("cpu"))
+    assert check([x, _made(bias)], None)
+    alive = [weakref.ref(x), weakref.ref(bias)]
+    del x, bias
+    gc.collect()
+    assert all(reference() is None for reference in alive)

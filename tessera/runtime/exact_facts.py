@@ -189,8 +189,11 @@ class Memo(dict):
             for position, (check, value) in enumerate(entries):
                 answer = check(values, tile_range)
                 if answer is not False:
-                    if position:  # most recently used first
-                        entries.insert(0, entries.pop(position))
+                    if position:  # most recently used first (another thread may have changed the list)
+                        try:
+                            entries.insert(0, entries.pop(position))
+                        except IndexError:
+                            pass
                     return value, answer
         return None
 
