@@ -19,7 +19,8 @@ Other rows, for scale: torch eager `x + y` (issue 17's goal: tessera add <= 2x o
 host code alone (broadcast, promote, allocate: the part of that cost no launcher can remove);
 the Triton launch alone into a preallocated output;
 the add_same_shape pair with a new width (1..97) on every call, where Tessera's exact-facts memo
-misses; Tessera's launcher alone (the arguments captured from a real call: its keyed path, and the
+misses; a 16x16 matmul (examples/matmul.py), the same with a closure epilogue made on every call,
+and a split-K matmul, beside torch.mm; Tessera's launcher alone (the arguments captured from a real call: its keyed path, and the
 direct launch a memo hit calls), when the runtime has one.
 
 Method: after warm-up calls (compiles), each sample synchronizes, times `--calls` back-to-back
@@ -75,9 +76,11 @@ def interleaved_samples(functions: list[Callable[[], Any]], calls: int, repeats:
     return samples
 
 
-def _capture_tessera_launch(kernel: Any, args: tuple) -> tuple[Any, tuple, list, Any, list] | None:
-    """(launcher, grid, arguments, direct launch, captured values) of the single launch of
-    `kernel(*args)`, a memo hit, if its runtime has remembered launches with a launcher."""
+def _capture_tessera_launch(kernel: Any, args: tuple) -> tuple[Any, tuple, list, Any, list, Any] | None:
+    """(launcher, grid, arguments, direct launch, captured values, the direct launch given the
+    tensors' data pointers or None) of the single launch of `kernel(*args)`, a memo hit, if its
+    runtime has remembered launches with a launcher."""
+    import torch
     try:
         from tessera.runtime.variants import RememberedLaunch
     except ImportError:
@@ -85,9 +88,9 @@ def _capture_tessera_launch(kernel: Any, args: tuple) -> tuple[Any, tuple, list,
     captured: list[tuple[Any, list]] = []
     original = RememberedLaunch.run
 
-    def recording(self: Any, runner: Any, values: list) -> None:
+    def recording(self: Any, runner: Any, values: list, *rest: Any) -> None:
         captured.append((self, list(values)))
-        original(self, runner, values)
+        original(self, runner, values, *rest)
 
     RememberedLaunch.run = recording  # type: ignore[method-assign]
     try:
@@ -103,7 +106,10 @@ def _capture_tessera_launch(kernel: Any, args: tuple) -> tuple[Any, tuple, list,
     arguments = list(remembered.arguments)
     for position, index in remembered.tensor_slots:
         arguments[position] = values[index]
-    return launcher, remembered.grid, arguments, remembered.direct, values
+    pointer_direct = getattr(remembered, "pointer_direct", None)
+    pointers = tuple(value.data_ptr() for value in values if isinstance(value, torch.Tensor))
+    with_pointers = (lambda: pointer_direct(pointers)) if pointer_direct is not None else None
+    return launcher, remembered.grid, arguments, remembered.direct, values, with_pointers
 
 
 def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any]:
@@ -178,6 +184,18 @@ def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any
         turn = itertools.count()
         rows.append((name, lambda function=function, turn=turn: function(*widths[next(turn) % len(widths)]),
                      "informative"))
+    # Issue 17 item 7's other hit paths: a matmul, the same with a closure epilogue made on every
+    # call (Helion's examples' form), a split-K matmul (scratch buffers); torch.mm for scale
+    import _dispatch_kernels
+    small_a, small_b = torch.randn(16, 16, device=device), torch.randn(16, 16, device=device)
+    rows.append(("torch.mm (16x16x16)", lambda: torch.mm(small_a, small_b), "informative"))
+    for name, _, function, reference in _dispatch_kernels.matmul_cases(device):
+        for _ in range(warmup):  # compiles, and checks the product
+            result = function()
+        synchronize()
+        torch.testing.assert_close(result, reference(), rtol=1e-4, atol=1e-4)
+        rows.append((f"tessera {name}", function, "informative"))
+
     def add_host_code(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         a, b = torch.broadcast_tensors(a, b)  # examples/add.py's host code alone: no launch
         return torch.empty(a.shape, dtype=torch.promote_types(a.dtype, b.dtype), device=a.device)
@@ -186,13 +204,16 @@ def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any
                  "the floor of tessera add without its launch"))
     launch = _capture_tessera_launch(add, (x, y))
     if launch is not None:
-        launcher, tessera_grid, arguments, direct, values = launch
+        launcher, tessera_grid, arguments, direct, values, with_pointers = launch
         rows.append(("tessera launcher only (binary key + launch)", lambda: launcher.launch(tessera_grid, arguments),
                      "no host code"))
         for _ in range(warmup):
             launcher.launch(tessera_grid, arguments)
         if direct is not None:
             rows.append(("tessera direct launch only", lambda: direct(values), "what a memo hit launches with"))
+        if with_pointers is not None:
+            rows.append(("tessera direct launch only, data pointers given", with_pointers,
+                         "what a checked hit launches with (fast_checks.py)"))
     results = []
     samples = interleaved_samples([function for _, function, _ in rows], calls, repeats, synchronize)
     for (name, _, note), taken in zip(rows, samples):

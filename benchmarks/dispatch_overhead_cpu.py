@@ -68,7 +68,7 @@ class _StubLaunch:
     def launch(self, grid: Any, arguments: Any) -> None:
         _StubLaunch.launches += 1
 
-    def direct_launch(self, grid: Any, arguments: Any, tensor_slots: Any) -> Callable[[Any], bool]:
+    def direct_launch(self, grid: Any, arguments: Any, tensor_slots: Any, pointers: bool = False) -> Callable[[Any], bool]:
         """The compiled mode's direct launch (backends/triton/launcher.py), generated as on a GPU,
         around a C launch function that does nothing and a driver that reports device -1 (a CPU
         tensor's) with no hooks installed."""
@@ -82,7 +82,8 @@ class _StubLaunch:
 
         launcher = TritonLauncher(self, 4, 2, key_pointers=False,
                                   driver=LaunchDriver(lambda: -1, lambda device: 0, _Hooks(), _Chain))
-        return direct_launch_function(launcher, (self._binary_call, ()), -1, grid, arguments, tensor_slots)
+        return direct_launch_function(launcher, (self._binary_call, ()), -1, grid, arguments, tensor_slots,
+                                      check_devices=not pointers)
 
     pre_run_hooks: list[Any] = []
 

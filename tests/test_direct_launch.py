@@ -50,6 +50,9 @@ class _Driver:
         self.hooks = _Hooks()
         self.binary_calls: list[tuple] = []
         self.failure: Exception | None = None  # raised by the next binary call
+        # direct launches given data pointers (fast_checks.py) are offered only when a test says
+        # which tensors those pointers are: the interpreter needs the tensors back
+        self.pointer_tensors: dict[int, torch.Tensor] | None = None
 
     def launch_driver(self) -> LaunchDriver:
         return LaunchDriver(lambda: self.device, lambda device: 0, self.hooks, _hook_chain())
@@ -71,6 +74,8 @@ class _Binary:
         assert (function, metadata, launch_metadata, enter_hook, exit_hook) == (1234, self.packed_metadata, None,
                                                                                 None, None)
         self._driver.binary_calls.append((gx, gy, gz, stream, arguments))
+        if self._driver.pointer_tensors is not None:
+            arguments = tuple(self._driver.pointer_tensors.get(a, a) if type(a) is int else a for a in arguments)
         if self._driver.failure is not None:
             raise self._driver.failure
         with triton_backend._INTERPRETER_LOCK:
@@ -110,6 +115,13 @@ def driver(monkeypatch: pytest.MonkeyPatch) -> _Driver:
                                        key_pointers=False, driver=stand_in.launch_driver())
 
     monkeypatch.setattr(triton_backend.TritonKernel, "_import", import_with_launcher)
+    offer = triton_backend.TritonKernel.direct_launch
+
+    def direct_launch(self: Any, grid: Any, arguments: Any, tensor_slots: Any, pointers: bool = False) -> Any:
+        return None if pointers and stand_in.pointer_tensors is None else offer(self, grid, arguments, tensor_slots,
+                                                                              pointers)
+
+    monkeypatch.setattr(triton_backend.TritonKernel, "direct_launch", direct_launch)
     return stand_in
 
 
@@ -355,3 +367,88 @@ def test_a_kernel_drawing_random_numbers_takes_fresh_seeds_on_every_repeat_call(
         torch.testing.assert_close(noisy(x), expected)
     draws = [noisy(x) for _ in range(3)]
     assert not torch.equal(draws[0], draws[1]) and not torch.equal(draws[1], draws[2])
+
+
+def _split_k_matmul() -> Any:
+    from examples.matmul import matmul
+    return tessera.kernel(matmul.fn, config=tessera.Config(block_sizes=[16, 16, 32], split_k=4), dot_precision="ieee")
+
+
+@pytest.fixture
+def kept_scratch(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Scratch buffers kept between launches as on a GPU (runtime/scratch.py), on a settable
+    stream (the list's one item); the CPU interpreter otherwise makes fresh ones per launch."""
+    from tessera.runtime import scratch
+    stream = [0]
+    monkeypatch.setattr(scratch, "keeps_scratch", lambda device: True)
+    monkeypatch.setattr(scratch, "stream_handle", lambda device: stream[0])
+    monkeypatch.setattr(scratch, "_SCRATCH", {})
+    return stream
+
+
+def test_split_k_repeat_calls_launch_directly_with_the_kept_scratch_buffers(driver: _Driver,
+                                                                            kept_scratch: list[int]) -> None:
+    split = _split_k_matmul()
+    x, y = torch.randn(16, 128), torch.randn(128, 16)
+    for _ in range(3):
+        torch.testing.assert_close(split(x, y), x @ y, rtol=1e-4, atol=1e-4)
+    generic = _count_generic_launches(split)
+    for _ in range(3):
+        torch.testing.assert_close(split(x, y), x @ y, rtol=1e-4, atol=1e-4)
+    assert generic[0] == 0  # direct launches, each passing the kept buffers after the arguments
+    from tessera.runtime import scratch
+    kept = {id(tensor) for tensor in scratch._SCRATCH.values()}
+    assert kept and kept <= {id(a) for a in driver.binary_calls[-1][4] if isinstance(a, torch.Tensor)}
+
+
+def test_split_k_on_another_stream_takes_that_streams_buffers(driver: _Driver, kept_scratch: list[int]) -> None:
+    split = _split_k_matmul()
+    x, y = torch.randn(16, 128), torch.randn(128, 16)
+    for _ in range(3):
+        split(x, y)
+    from tessera.runtime import scratch
+    first = dict(scratch._SCRATCH)
+    kept_scratch[0] = 1  # another current stream: its launches must not share the first stream's buffers
+    for _ in range(3):
+        torch.testing.assert_close(split(x, y), x @ y, rtol=1e-4, atol=1e-4)
+    on_second = [a for a in driver.binary_calls[-1][4] if isinstance(a, torch.Tensor)]
+    assert not {id(t) for t in first.values()} & {id(t) for t in on_second}
+
+
+def test_split_k_takes_fresh_buffers_where_none_are_kept(driver: _Driver, kept_scratch: list[int],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    split = _split_k_matmul()
+    x, y = torch.randn(16, 128), torch.randn(128, 16)
+    for _ in range(3):
+        split(x, y)
+    from tessera.runtime import scratch
+    monkeypatch.setattr(scratch, "keeps_scratch", lambda device: False)  # e.g. while a CUDA graph is captured
+    generic = _count_generic_launches(split)
+    for _ in range(2):
+        torch.testing.assert_close(split(x, y), x @ y, rtol=1e-4, atol=1e-4)
+    assert generic[0] == 2  # the keyed launch, which allocates fresh buffers
+
+
+def test_a_checked_repeat_launch_passes_the_data_pointers_of_its_tensors(driver: _Driver) -> None:
+    @tessera.kernel(config=tessera.Config(block_sizes=[16]))
+    def doubled_into(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        for tile in hl.tile(x.size(0)):
+            out[tile] = x[tile] * 2
+        return out
+
+    x, out = torch.randn(40), torch.empty(40)
+    driver.pointer_tensors = {x.data_ptr(): x, out.data_ptr(): out}
+    for _ in range(5):
+        out.zero_()
+        torch.testing.assert_close(doubled_into(x, out), x * 2)
+    keyed, last = driver.binary_calls[0][4], driver.binary_calls[-1][4]
+    assert len(keyed) == len(last)
+    for through_key, given in zip(keyed, last):
+        if isinstance(through_key, torch.Tensor):  # the checked launch passes the very address
+            assert type(given) is int and given == through_key.data_ptr()
+        else:
+            assert type(given) is type(through_key) and given == through_key
+    y = torch.randn(40)  # another tensor with the same facts: its own address
+    driver.pointer_tensors[y.data_ptr()] = y
+    torch.testing.assert_close(doubled_into(y, out), y * 2)
+    assert y.data_ptr() in driver.binary_calls[-1][4]

@@ -91,7 +91,9 @@ class LoadedKernel(Protocol):
         `f(values) -> bool` that repeats this launch with the tensors taken from `values` at the
         slots' indexes and every other argument unchanged, returning False (nothing launched)
         when it cannot (the caller then calls `launch`); or None. The runtime asks for one when
-        it has proved the non-tensor arguments fixed (exact_facts.py).
+        it has proved the non-tensor arguments fixed (exact_facts.py). With `pointers=True` the
+        values at those indexes are the tensors' data pointers, which the caller has checked lie
+        on the device the launch's tensors are on now (fast_checks.py); None where that cannot be.
         """
 
 

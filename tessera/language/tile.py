@@ -101,6 +101,26 @@ def _site_and_location() -> tuple[tuple[str, int, int] | None, Any]:
 
 _SIZE_TYPES = (list, tuple, torch.Size)
 
+# (id(code), instruction) -> (code, (site, location)) of hl.tile calls made from a user's line
+# (a kernel's host code); the code object is held, so its id is not reused
+_USER_SITES: dict[tuple[int, int], tuple[Any, tuple]] = {}
+
+
+def _remember_site(frame: FrameType) -> tuple[Any, tuple]:
+    """`_site_and_location` of an hl.tile call from `frame`, remembered where the frame is the
+    user's own (not a helper of ours, nor a rewritten loop body, whose location is found through
+    its callers)."""
+    code = frame.f_code
+    if is_internal_file(code.co_filename):
+        frame = _caller_frame()
+        return (None, site_and_location(frame) if frame is not None else (None, None))
+    known = (code, site_and_location(frame))
+    if not code.co_name.startswith("_tessera_"):
+        if len(_USER_SITES) >= 4096:
+            _USER_SITES.clear()
+        _USER_SITES[(id(code), frame.f_lasti)] = known
+    return known
+
 
 def _check_extent(value: Any, function: str) -> None:
     """A loop bound must be an integer: a host int, a size, or an integer scalar of the device.
@@ -179,7 +199,11 @@ def tile(begin_or_end: Any, end_or_none: Any = None, block_size: Any = None) -> 
             if type(end) is not int:  # a host int is a valid bound: the check is for everything else
                 _check_extent(end, "tile")
         count = len(ends)
-        return TileRange([0] * count, ends, [None] * count, True, False, *_site_and_location())
+        frame = sys._getframe(1)  # the usual caller, a kernel's own line: its site is remembered here
+        known = _USER_SITES.get((id(frame.f_code), frame.f_lasti))
+        if known is None or known[0] is not frame.f_code:
+            known = _remember_site(frame)
+        return TileRange([0] * count, ends, [None] * count, True, False, *known[1])
     begins, ends, multi = _normalize_range(begin_or_end, end_or_none, "tile")
     if block_size is None:
         sizes, multi_b = [None] * len(ends), False

@@ -336,7 +336,8 @@ def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
     return found
 
 
-_PLAIN_SCALARS = frozenset({int, float, bool, type(None), str, torch.dtype})
+# a plain function (an epilogue lambda) too: like a scalar, neither check looks into it
+_PLAIN_SCALARS = frozenset({int, float, bool, type(None), str, torch.dtype, types.FunctionType})
 
 
 def plain_call_device(args: tuple) -> torch.device | None:

@@ -9,19 +9,17 @@ backend lowers and loads it. This module only dispatches.
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
 from typing import Any, Callable, Iterator
 
 import torch
 
 from tessera import backends, exc, settings
-from tessera.backends.base import LoweringOptions, ScratchBuffer
+from tessera.backends.base import LoweringOptions
 from tessera.compiler import LaunchRequest, carried_row_elements, compile_launch, flat_values, to_ir, whole_row_length
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.ir import interpreter
-from tessera.ir.aliasing import overlap_error, partial_overlap
 from tessera.ir.graph import KernelIR
 from tessera.ir.split_reduction import split_reduction
 from tessera.ir.tile_range import TileRange
@@ -31,9 +29,11 @@ from tessera.location import user_location
 from tessera.runtime.call_keys import config_key, device_type, launch_inputs, needs_int64, overlaps_itself
 from tessera.runtime.eager import EagerInterpreter
 from tessera.runtime.exact_facts import launch_facts
+from tessera.runtime.fast_checks import facts_check
 from tessera.runtime.global_reads import GlobalReads
 from tessera.runtime.plan import LaunchRecord
-from tessera.runtime.variants import RememberedLaunch, Variant, VariantStore
+from tessera.runtime.scratch import scratch_arguments
+from tessera.runtime.variants import RememberedLaunch, Variant, VariantStore, refuse_partial_overlaps
 from tessera.runtime.written_tensors import note_writes, written_tensors
 
 
@@ -103,19 +103,28 @@ class CompiledRunner:
         checks the guards and launches: no tracing, no sympy.
         """
         values = [cell.cell_contents for cell in body.__closure__ or ()]
-        # id: a code object hashes its bytecode; the kernel holds its loop bodies, so ids stay unique
-        memo = self.memo
-        facts = launch_facts(id(body.__code__), values, tile_range) if self.recorder is None and memo.wanted() else None
-        if facts is not None:
-            known = memo.lookup(facts)
+        facts = None
+        if self.recorder is None:
+            # id: a code object hashes its bytecode; the kernel holds its loop bodies, so ids stay unique
+            memo, site = self.memo, id(body.__code__)
+            found = memo.quick(site, values, tile_range) if memo.recent else None
+            known, pointers = found if found is not None else (None, None)
+            if known is not None and known.variant.global_reads is not None and not known.variant.global_reads.hold():
+                memo.recent.pop(site, None)  # a module global changed: the facts path decides afresh
+                known = None
+            checked = known is not None  # a fast check also found the written tensors apart from the others
+            if known is None and memo.wanted():
+                facts = launch_facts(site, values, tile_range)
+                if facts is not None:
+                    known = memo.lookup(facts)
+                    if known is not None and memo.check_wanted(facts):  # repeated: a fast check next time
+                        check = facts_check(values, tile_range, known.disjoint_pairs(), known.device)
+                        if check is not None:
+                            memo.add_check(site, check, known)
             # a variant whose body read a module global serves only while it keeps its value
             if known is not None and (known.variant.global_reads is None or known.variant.global_reads.hold()):
                 self.store.hits += 1
-                if known.variant.accessed_values:  # the facts hold no pointers: aliasing may differ
-                    _refuse_partial_overlaps(known.variant, values, body.__code__.co_freevars)
-                if known.variant.written_values:
-                    self._note_writes(known.variant, values, body)
-                return known.run(self, values)
+                return known.hit(self, values, body.__code__.co_freevars, checked, pointers)
         values_key, range_key, arguments = launch_inputs(values, tile_range, self.static_shapes)
         key = (body.__code__.co_firstlineno, self.mode, self.config_key, range_key, values_key)
         variants = self.store.variants.get(key)
@@ -127,7 +136,7 @@ class CompiledRunner:
         if variant.stored_values:
             _refuse_overlapping_outputs(self.kernel.fn.__name__, variant, values, body.__code__.co_freevars)
         if variant.accessed_values:
-            _refuse_partial_overlaps(variant, values, body.__code__.co_freevars)
+            refuse_partial_overlaps(variant, values, body.__code__.co_freevars)
         if variant.written_values and self.recorder is None:
             self._note_writes(variant, values, body)
         grid = variant.grid(*arguments)
@@ -136,7 +145,7 @@ class CompiledRunner:
             return  # not remembered: a remembered launch takes its tensors from the captured values
         self.run_variant(variant, arguments, grid)
         if facts is not None:  # ran: the next launch with these facts repeats this decision
-            self.memo.remember(facts, RememberedLaunch(variant, values, arguments, grid))
+            self.memo.remember(facts, RememberedLaunch(variant, values, arguments, grid, body.__code__.co_freevars))
 
     def _note_writes(self, variant: Variant, values: list[Any], body: Callable[..., Any]) -> None:
         tensors = written_tensors(variant.written_values, variant.written_direct, body.__code__.co_freevars, values)
@@ -238,35 +247,6 @@ def seed_arguments(count: int, arguments: list[Any], host: Any) -> list[torch.Te
     return [seeds[i:i + 1] for i in range(count)]
 
 
-def scratch_arguments(buffers: tuple[ScratchBuffer, ...], grid: tuple[int, ...], arguments: list[Any],
-                      host: Any, keep: bool = True) -> list[torch.Tensor]:
-    """The trailing scratch arguments of a launch: each buffer at least large enough for every
-    program of `grid`, on the launch's device. On a GPU, with `keep`, buffers are kept per device,
-    stream, dtype and zeroing and only grow: launches on one stream run one after another, and a
-    zeroed buffer's kernel leaves it zeroed (split-K resets its counters), so reusing one costs no
-    allocation or memset per call. Fresh buffers instead: on the CPU (an interpreted launch that
-    raises half-way would leave counters set), for a plan (the tuner's workers may kill a
-    candidate mid-launch) and while a CUDA graph is captured (a zero fill recorded in a graph runs
-    only on replay)."""
-    device = next((a.device for a in arguments if isinstance(a, torch.Tensor)),
-                  host.device if host is not None else torch.device("cpu"))
-    programs = math.prod(grid)
-    fresh = device.type != "cuda" or not keep or torch.cuda.is_current_stream_capturing()
-    stream = 0 if fresh else torch.cuda.current_stream(device).stream_id
-    tensors = []
-    for buffer in buffers:
-        needed = max(programs * buffer.per_program, 1)
-        key = (device, stream, buffer.dtype, buffer.zeroed)
-        kept = None if fresh else _SCRATCH.get(key)
-        if kept is None or kept.numel() < needed:
-            kept = (torch.zeros if buffer.zeroed else torch.empty)(needed, dtype=buffer.dtype, device=device)
-            if not fresh:
-                _SCRATCH[key] = kept
-        tensors.append(kept)
-    return tensors
-
-
-_SCRATCH: dict[tuple, torch.Tensor] = {}  # scratch_arguments' buffers
 
 
 def _refuse_overlapping_outputs(kernel_name: str, variant: Variant, values: list[Any], names: tuple[str, ...]) -> None:
@@ -282,21 +262,6 @@ def _refuse_overlapping_outputs(kernel_name: str, variant: Variant, values: list
                 "the stores would race", location=variant.compiled.location or user_location(),
                 hint="store into a tensor that owns its memory (torch.empty(...), or .clone() / .contiguous() "
                      "the expanded one first); torch refuses in-place writes into it too")
-
-
-def _refuse_partial_overlaps(variant: Variant, values: list[Any], names: tuple[str, ...]) -> None:
-    """Refuse a launch writing into a tensor that shares memory with another one it accesses
-    without being the same view (ir/aliasing.py): programs would race, as torch refuses."""
-    flat = flat_values(names, values) if not variant.written_direct else None
-    def value(position: int) -> tuple[str, Any]:
-        return flat[position] if flat is not None else (names[position], values[position])
-    for written in variant.written_values:
-        name, target = value(written)
-        storage = target.untyped_storage().data_ptr()  # runs on every launch: this settles most pairs
-        for other in variant.accessed_values:
-            other_name, tensor = value(other)
-            if other != written and tensor.untyped_storage().data_ptr() == storage and partial_overlap(target, tensor):
-                raise overlap_error(name, other_name, variant.compiled.location or user_location())
 
 
 def _recompile_reason(variants: list[Variant]) -> str:

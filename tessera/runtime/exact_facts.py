@@ -32,7 +32,7 @@ from __future__ import annotations
 import enum
 import math
 import types
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from tessera.compiler import captured_cells
 from tessera.language.control import UNDEFINED
@@ -43,7 +43,7 @@ from tessera.marking import STATIC_DIMS_ATTRIBUTE
 # Values that are code, not data: a memo may hold them (they hold no user tensors, in practice).
 # `UNDEFINED` is the rewrite's marker of a name not bound yet, which every loop body captures: a
 # singleton (without it no kernel with a carried name ever took the memo: 84 us a GEMM call on the H100).
-_CODE_TYPES = (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType, enum.Enum, type(UNDEFINED))
+CODE_TYPES = (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType, enum.Enum, type(UNDEFINED))
 
 
 class _NegativeZero:
@@ -94,7 +94,7 @@ def exact_facts(values: Sequence[Any], head: Any = None) -> list[Any] | None:
                 if not _closure_facts(value, cells or [], facts):
                     return None
                 continue
-            if not isinstance(value, _CODE_TYPES) or getattr(value, "__closure__", None):
+            if not isinstance(value, CODE_TYPES) or getattr(value, "__closure__", None):
                 return None  # an object (it may hold tensors): keyed path
         append(type(value))
         append(value)
@@ -162,16 +162,52 @@ class Memo(dict):
     `MISSES_BEFORE_BYPASS` misses in a row the memo is bypassed for the next `BYPASS_CALLS`
     calls (`wanted()` is False: the caller takes the keyed path without reading facts), then
     tried again.
+
+    In front of it, per site (a loop body's code, a call's mode), sit up to `RECENT` fast checks
+    (fast_checks.py) of decisions that repeated, most recently used first: `quick` answers from
+    them without building facts. A check is built once per facts key (`check_wanted`).
     """
 
     MISSES_BEFORE_BYPASS = 16
     BYPASS_CALLS = 256
+    RECENT = 4
 
     def __init__(self, capacity: int = 1024) -> None:
         super().__init__()
         self.capacity = capacity
         self.misses_in_a_row = 0
         self.bypass_left = 0
+        self.recent: dict[Any, list[tuple[Callable[[Sequence[Any], Any], Any], Any]]] = {}
+        self.checked: set[Any] = set()  # facts keys whose check was built
+
+    def quick(self, site: Any, values: Sequence[Any], tile_range: Any) -> tuple[Any, Any] | None:
+        """(the value remembered for these values' facts, the check's answer: True or data
+        pointers) if a fast check of `site` says they are the facts of one; else None (the
+        caller builds the facts)."""
+        entries = self.recent.get(site)
+        if entries:
+            for position, (check, value) in enumerate(entries):
+                answer = check(values, tile_range)
+                if answer is not False:
+                    if position:  # most recently used first (another thread may have changed the list)
+                        try:
+                            entries.insert(0, entries.pop(position))
+                        except IndexError:
+                            pass
+                    return value, answer
+        return None
+
+    def check_wanted(self, key: Any) -> bool:
+        """Whether a fast check for facts `key` (just looked up and found) should be built now."""
+        if key in self.checked or len(self.checked) >= self.capacity:
+            return False
+        self.checked.add(key)
+        return True
+
+    def add_check(self, site: Any, check: Callable[[Sequence[Any], Any], Any], value: Any) -> None:
+        entries = self.recent.setdefault(site, [])
+        entries.insert(0, (check, value))
+        del entries[self.RECENT:]
 
     def wanted(self) -> bool:
         """Whether this call should read its facts and look them up."""
@@ -190,9 +226,16 @@ class Memo(dict):
         if self.misses_in_a_row >= self.MISSES_BEFORE_BYPASS:
             self.misses_in_a_row = 0
             self.bypass_left = self.BYPASS_CALLS
+            self.recent.clear()  # their checks fail too: each would cost a call a check
         return None
 
     def remember(self, key: Any, value: Any) -> None:
         if len(self) >= self.capacity:
             self.clear()
         self[key] = value
+        self.checked.discard(key)  # a check built for the decision this replaces may be built anew
+
+    def clear(self) -> None:
+        super().clear()
+        self.recent.clear()
+        self.checked.clear()

@@ -92,6 +92,7 @@ class Kernel:
         kernel_defined(self)  # a kernel that will likely tune starts the tuning workers now (never raises)
         self.backward_rule: BackwardRule | None = None  # set by @kernel.backward (autograd.py)
         self.torch_ops: dict[Any, Any] = {}  # custom ops by argument structure (torch_library.py)
+        self._binding_forms: set[tuple] = set()  # (argument count, keyword names...) that bound (_check_arguments)
         announce(self)  # torch.compile keeps its calls whole (torch_library.py)
 
     @property
@@ -135,7 +136,7 @@ class Kernel:
             self._check_arguments(args, kwargs)
             if self.backward_rule is not None and needs_grad(args, kwargs):
                 return call_with_backward(self, self.backward_rule, args, kwargs)
-            device = plain_call_device(args) if not kwargs else None  # the usual call: one pass
+            device = plain_call_device((*args, *kwargs.values()) if kwargs else args)  # the usual call: one pass
             if device is None:
                 if any(isinstance(value, TileValue) for value in (*args, *kwargs.values())):
                     # called on tile values inside another kernel's tile loop: a kernel with tile
@@ -351,8 +352,14 @@ class Kernel:
         arity = self._positional_arity
         if not kwargs and arity is not None and arity[0] <= len(args) <= arity[1]:
             return  # binds for sure; signature.bind costs ~3 us per call
+        # whether arguments bind depends only on their count and keyword names: a form that bound once binds again
+        form = (len(args), *kwargs) if kwargs else None
+        if form is not None and form in self._binding_forms:
+            return
         try:
             self.signature.bind(*args, **kwargs)
+            if form is not None and len(self._binding_forms) < 64:
+                self._binding_forms.add(form)
         except TypeError as error:
             # the counts first, in the words Helion's message uses (tests match them)
             counts = (f"Too many arguments passed to the kernel, expected: {arity[1]} got: {len(args)}. "

@@ -33,6 +33,7 @@ from tessera.backends.config_space import KernelFacts
 from tessera.config import Config, default_block_size
 from tessera.runtime.call_keys import argument_key
 from tessera.runtime.exact_facts import Memo, exact_facts
+from tessera.runtime.fast_checks import facts_check
 
 if TYPE_CHECKING:
     from tessera.backends.base import Backend
@@ -105,11 +106,22 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
     if mode == "eager":
         return kernel.default_config()
     choices = kernel.config_choices
-    facts = exact_facts(args, mode) if not kwargs and choices.by_facts.wanted() else None
+    memo = choices.by_facts
+    # keyword arguments: their names join the mode at the head of the facts
+    site, values = ((mode, tuple(kwargs)), (*args, *kwargs.values())) if kwargs else (mode, args)
+    if memo.recent:
+        found = memo.quick(site, values, None)
+        if found is not None:
+            return found[0]
+    facts = exact_facts(values, site) if memo.wanted() else None
     if facts is not None:
         facts = tuple(facts)
-        config = choices.by_facts.lookup(facts)
+        config = memo.lookup(facts)
         if config is not None:
+            if memo.check_wanted(facts):  # a repeated choice: later repeats take a fast check
+                check = facts_check(values)
+                if check is not None:
+                    memo.add_check(site, check, config)
             return config
     fast_key = _fast_key(kernel, mode, args, kwargs)
     config = choices.by_key.get(fast_key)

@@ -8,6 +8,7 @@ and Config, the exact-facts memo of `RememberedLaunch`es (exact_facts.py).
 from __future__ import annotations
 
 import dataclasses
+import math
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -15,10 +16,14 @@ import torch
 
 from tessera.backends.base import LoadedKernel
 from tessera.compiler import CompiledLaunch, captured_cells, flat_values, holds_tensors
+from tessera.ir.aliasing import overlap_error, partial_overlap
 from tessera.ir.graph import Op
 from tessera.ir.tunables import TunableDim
 from tessera.runtime.exact_facts import Memo, opened_closures
 from tessera.runtime.global_reads import GlobalReads
+from tessera.runtime.scratch import kept_scratch
+from tessera.runtime.written_tensors import note_writes, written_tensors
+from tessera.location import user_location
 
 if TYPE_CHECKING:
     from tessera.runtime.compiled import CompiledRunner
@@ -134,17 +139,24 @@ class RememberedLaunch:
     arguments built in can launch from the captured values alone. Until then, and whenever the
     direct launch declines (hooks installed, another device current), the variant's own
     `launch` runs.
+
+    The checks a hit still makes (written tensors must not partially overlap another one the
+    launch accesses; autograd must see the writes) read tensors at positions fixed by the facts,
+    so those positions are found once here (`_Positions`): a hit reads each tensor directly.
     """
 
-    __slots__ = ("variant", "grid", "arguments", "tensor_slots", "byte_slots", "direct", "asked", "opens_closures")
+    __slots__ = ("variant", "grid", "arguments", "tensor_slots", "byte_slots", "direct", "asked", "opens_closures",
+                 "positions", "scratch", "device", "value_count", "pointer_direct")
 
-    def __init__(self, variant: Variant, values: list[Any], arguments: list[Any], grid: tuple[int, ...]) -> None:
+    def __init__(self, variant: Variant, values: list[Any], arguments: list[Any], grid: tuple[int, ...],
+                 names: tuple[str, ...] = ()) -> None:
         self.variant = variant
         self.grid = grid
         # a captured closure's tensors are arguments too: slots index the values with closures opened
         self.opens_closures = any(captured_cells(value) is not None for value in values)
-        if self.opens_closures:
-            values = opened_closures(values)
+        opened = opened_closures(values) if self.opens_closures else values
+        self.positions = _Positions.of(variant, names, values, opened)
+        values = opened
         template = list(arguments)
         tensor_positions = []
         for position, value in enumerate(arguments):
@@ -159,14 +171,53 @@ class RememberedLaunch:
         self.byte_slots = tuple((position, index) for position, index in self.tensor_slots
                                 if values[index].dtype is torch.float4_e2m1fn_x2)
         self.arguments = template
+        # split-K's scratch buffers: a direct launch takes the kept ones (scratch.kept_scratch), after the values
+        self.scratch = variant.compiled.lowered.scratch
+        self.device = values[tensor_values[0]].device if tensor_values else None
+        self.value_count = len(values)
         self.direct: Callable[[list[Any]], bool] | None = None
+        self.pointer_direct: Callable[[Any], bool] | None = None
         self.asked = False  # whether the backend was asked for a direct launch
 
-    def run(self, runner: "CompiledRunner", values: list[Any]) -> None:
-        if self.opens_closures:
-            values = opened_closures(values)
-        direct = self.direct
-        if direct is not None and direct(values):
+    def hit(self, runner: "CompiledRunner", values: list[Any], names: tuple[str, ...], disjoint: bool = False,
+            pointers: Any = None) -> None:
+        """Serve a launch whose exact facts are this decision's: the checks the facts cannot
+        settle (aliasing, autograd), then the launch. `disjoint`: a fast check built with
+        `disjoint_pairs` passed, so the written tensors' byte ranges meet no other's;
+        `pointers`: its answer, the data pointers of the tensors it checked (or True)."""
+        opened = opened_closures(values) if self.opens_closures else values
+        positions = self.positions
+        if positions is None:  # positions not found once: the general checks
+            variant = self.variant
+            if variant.accessed_values:
+                refuse_partial_overlaps(variant, values, names)
+            if variant.written_values:
+                note_writes(runner.kernel.fn.__name__,
+                            written_tensors(variant.written_values, variant.written_direct, names, values),
+                            variant.compiled.location)
+        else:
+            if positions.pairs and not disjoint and positions.may_overlap(opened):
+                refuse_partial_overlaps(self.variant, values, names)  # the exact test, for this rare case
+            if positions.written:
+                note_writes(runner.kernel.fn.__name__, [opened[i] for i in positions.written],
+                            self.variant.compiled.location)
+        self.run(runner, opened, pointers if type(pointers) is tuple else None)
+
+    def disjoint_pairs(self) -> list[tuple[int, tuple[int, int], int, tuple[int, int]]]:
+        """What a fast check of this decision's launches verifies so that `hit` need not
+        (`fast_checks.facts_check`'s `disjoint`); empty where `hit` checks them itself."""
+        positions = self.positions
+        if positions is None:
+            return []
+        return [(positions.accessed[a], positions.extents[a], positions.accessed[b], positions.extents[b])
+                for a, b in positions.pairs]
+
+    def run(self, runner: "CompiledRunner", values: list[Any], pointers: tuple[int, ...] | None = None) -> None:
+        """Launch with `values`, the captured values with closures opened; `pointers`: the data
+        pointers of their tensors, in order, checked to lie where the remembered ones did."""
+        if pointers is not None and self.pointer_direct is not None and self._directly(self.pointer_direct, pointers):
+            return
+        if self.direct is not None and self._directly(self.direct, values):
             return
         arguments = self.arguments.copy()
         for position, index in self.tensor_slots:
@@ -177,13 +228,108 @@ class RememberedLaunch:
         if not self.asked:
             self.asked = True
             self.direct = self._direct_launch(runner, arguments)
+            if self.direct is not None:  # the same launch, given the tensors' data pointers
+                self.pointer_direct = self._direct_launch(runner, arguments, pointers=True)
 
-    def _direct_launch(self, runner: "CompiledRunner", arguments: list[Any]) -> Callable[[list[Any]], bool] | None:
+    def _directly(self, direct: Callable[[Any], bool], values: Any) -> bool:
+        """Launch through a direct launch function; False if it declined (nothing launched)."""
+        if not self.scratch:
+            return direct(values)
+        kept = kept_scratch(self.scratch, math.prod(self.grid), self.device)
+        return kept is not None and direct([*values, *kept])
+
+    def _direct_launch(self, runner: "CompiledRunner", arguments: list[Any],
+                       pointers: bool = False) -> Callable[[list[Any]], bool] | None:
         """The backend's direct launch of this decision, asked for once, when the decision is
         first repeated (a decision used once costs nothing); None where there is none."""
         offer = getattr(self.variant.loaded, "direct_launch", None)
         if offer is None or self.byte_slots or runner.recorder is not None or min(self.grid) <= 0:
             return None
-        if self.variant.compiled.ir.random_seeds or self.variant.compiled.lowered.scratch:
-            return None  # torch.rand_like & co. take fresh seeds each launch, split-K fresh workspaces
-        return offer(self.grid, arguments, self.tensor_slots)
+        if self.variant.compiled.ir.random_seeds:
+            return None  # torch.rand_like & co. take fresh seeds each launch
+        slots, count = self.tensor_slots, self.value_count
+        if pointers:  # the k-th tensor value's pointer is the k-th pointer
+            if any(isinstance(value, torch.Tensor) and value.device != self.device for value in arguments):
+                return None  # fast checks give pointers of tensors on self.device only
+            rank = {index: k for k, index in enumerate(sorted(index for _, index in slots))}
+            slots, count = tuple((position, rank[index]) for position, index in slots), len(rank)
+        if self.scratch:  # the kept buffers follow the arguments, and the values (see run)
+            kept = kept_scratch(self.scratch, math.prod(self.grid), self.device) if self.device is not None else None
+            if kept is None:
+                return None  # fresh buffers on every launch (CPU, a CUDA graph being captured)
+            slots = (*slots, *((len(arguments) + i, count + i) for i in range(len(kept))))
+            arguments = [*arguments, *kept]
+        return offer(self.grid, arguments, slots, pointers=True) if pointers else offer(self.grid, arguments, slots)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Positions:
+    """Where, in a launch's captured values with closures opened, are the tensors a variant
+    writes and accesses, and the byte extents the facts fix for the accessed ones.
+
+    `written`: indices of the written tensors. `accessed`: indices of every accessed tensor,
+    with `extents` (lowest, past-highest byte offset from the data pointer); `pairs`: (written,
+    other) pairs of positions in `accessed` that must not partially overlap. Two tensors whose
+    byte ranges are disjoint cannot overlap, which settles almost every launch with one data
+    pointer read per tensor; any other pair goes to the exact test.
+    """
+
+    written: tuple[int, ...]
+    accessed: tuple[int, ...]
+    extents: tuple[tuple[int, int], ...]
+    pairs: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def of(cls, variant: Variant, names: tuple[str, ...], values: list[Any], opened: list[Any]) -> _Positions | None:
+        """None where a position cannot be told apart (one tensor object at two places)."""
+        if not variant.written_values:
+            return cls((), (), (), ())
+        if variant.accessed_values and not set(variant.written_values) <= set(variant.accessed_values):
+            return None
+        flat = flat_values(names, values)
+        slots = {}
+        for position in {*variant.written_values, *variant.accessed_values}:
+            found = [index for index, value in enumerate(opened) if value is flat[position][1]]
+            if len(found) != 1:
+                return None
+            slots[position] = found[0]
+        accessed = tuple(slots[position] for position in variant.accessed_values)
+        pairs = tuple((variant.accessed_values.index(w), b) for w in variant.written_values if variant.accessed_values
+                      for b in range(len(accessed)) if variant.accessed_values[b] != w)
+        return cls(tuple(slots[position] for position in variant.written_values), accessed,
+                   tuple(_byte_extent(opened[index]) for index in accessed), pairs)
+
+    def may_overlap(self, opened: list[Any]) -> bool:
+        """Whether some (written, other) pair's byte ranges meet."""
+        pointers = [opened[index].data_ptr() for index in self.accessed]
+        extents = self.extents
+        for a, b in self.pairs:
+            (a_low, a_high), (b_low, b_high) = extents[a], extents[b]
+            if pointers[a] + a_low < pointers[b] + b_high and pointers[b] + b_low < pointers[a] + a_high:
+                return True
+        return False
+
+
+def _byte_extent(tensor: torch.Tensor) -> tuple[int, int]:
+    """(lowest, past-highest) byte offset a tensor's elements lie at from its data pointer."""
+    if tensor.numel() == 0:
+        return (0, 0)
+    low = sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()) if stride < 0)
+    high = sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()) if stride > 0)
+    size = tensor.element_size()
+    return (low * size, (high + 1) * size)
+
+
+def refuse_partial_overlaps(variant: Variant, values: list[Any], names: tuple[str, ...]) -> None:
+    """Refuse a launch writing into a tensor that shares memory with another one it accesses
+    without being the same view (ir/aliasing.py): programs would race, as torch refuses."""
+    flat = flat_values(names, values) if not variant.written_direct else None
+    def value(position: int) -> tuple[str, Any]:
+        return flat[position] if flat is not None else (names[position], values[position])
+    for written in variant.written_values:
+        name, target = value(written)
+        storage = target.untyped_storage().data_ptr()  # runs on every launch: this settles most pairs
+        for other in variant.accessed_values:
+            other_name, tensor = value(other)
+            if other != written and tensor.untyped_storage().data_ptr() == storage and partial_overlap(target, tensor):
+                raise overlap_error(name, other_name, variant.compiled.location or user_location())

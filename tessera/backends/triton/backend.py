@@ -63,14 +63,14 @@ class TritonKernel:
         else:
             self._launch(grid, arguments)
 
-    def direct_launch(self, grid: tuple[int, ...], arguments: list[Any],
-                      tensor_slots: tuple[tuple[int, int], ...]) -> Callable[[list[Any]], bool] | None:
+    def direct_launch(self, grid: tuple[int, ...], arguments: list[Any], tensor_slots: tuple[tuple[int, int], ...],
+                      pointers: bool = False) -> Callable[[list[Any]], bool] | None:
         """A function that launches this exact launch again (see `TritonLauncher.direct`), for a
         caller that fixes every non-tensor argument; None in interpret mode, with index checks
         (each launch needs its flags tensor), or before the first launch."""
         if self.launcher is None or not self.launched or self.lowered.index_checks:
             return None
-        return self.launcher.direct(grid, arguments, tensor_slots)
+        return self.launcher.direct(grid, arguments, tensor_slots, pointers)
 
     def _launch(self, grid: tuple[int, ...], arguments: list[Any]) -> None:
         if self.launched and self.launcher is not None:  # the hit path

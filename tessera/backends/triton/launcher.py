@@ -195,8 +195,8 @@ class TritonLauncher:
         if binary is None or not self._call_binary(binary, device, grid, arguments):
             self._launch_through_triton(grid, arguments, key)
 
-    def direct(self, grid: tuple[int, ...], arguments: Sequence[Any],
-               tensor_slots: Sequence[tuple[int, int]]) -> Callable[[Sequence[Any]], bool] | None:
+    def direct(self, grid: tuple[int, ...], arguments: Sequence[Any], tensor_slots: Sequence[tuple[int, int]],
+               pointers: bool = False) -> Callable[[Sequence[Any]], bool] | None:
         """A function launching this launch again, or None where there is no fast path (yet).
 
         `arguments` are a launch's arguments as just launched; `tensor_slots` are (argument
@@ -205,6 +205,13 @@ class TritonLauncher:
         launching nothing, when hooks are installed or the device is not the one of the binary
         (the caller then calls `launch`). The binary is the one `launch` chose for these
         arguments: their ints pick it, and the caller guarantees they do not change.
+
+        `pointers`: `values` will hold each tensor's data pointer (an int) instead of the tensor,
+        and the caller guarantees each is a tensor on the device this launch's tensors are on now.
+        Triton's C launch function takes an int as the address itself; given a tensor it calls
+        `data_ptr()` and asks the driver whether the address is device memory (to refuse a CPU
+        tensor), which the caller's device check makes redundant. None unless every tensor is on
+        the binary's device.
         """
         if self._key is None or not 1 <= len(grid) <= 3:
             return None
@@ -216,7 +223,9 @@ class TritonLauncher:
             return None
         if binary is None:
             return None
-        return direct_launch_function(self, binary, device, grid, arguments, tensor_slots)
+        if pointers and any(isinstance(value, torch.Tensor) and value.get_device() != device for value in arguments):
+            return None
+        return direct_launch_function(self, binary, device, grid, arguments, tensor_slots, check_devices=not pointers)
 
     def _call_binary(self, binary: tuple[Callable[..., Any], tuple], device: int, grid: tuple[int, ...],
                      arguments: Sequence[Any]) -> bool:
@@ -261,21 +270,23 @@ class TritonLauncher:
 
 
 def direct_launch_function(launcher: TritonLauncher, binary: tuple[Callable[..., Any], tuple], device: int,
-                           grid: tuple[int, ...], arguments: Sequence[Any],
-                           tensor_slots: Sequence[tuple[int, int]]) -> Callable[[Sequence[Any]], bool]:
-    """`launcher.direct`'s function for `binary` (a `binary_entry`) loaded on `device`."""
+                           grid: tuple[int, ...], arguments: Sequence[Any], tensor_slots: Sequence[tuple[int, int]],
+                           check_devices: bool = True) -> Callable[[Sequence[Any]], bool]:
+    """`launcher.direct`'s function for `binary` (a `binary_entry`) loaded on `device`;
+    `check_devices=False`: the values are data pointers the caller checked (see `direct`)."""
     call, prefix = binary
     tensors = dict(tensor_slots)
     constants = [value for position, value in enumerate(arguments) if position not in tensors]
-    factory = _direct_factory(len(prefix), tuple(tensors.get(p) for p in range(len(arguments))))
+    factory = _direct_factory(len(prefix), tuple(tensors.get(p) for p in range(len(arguments))), check_devices)
     return factory(launcher, launcher.driver, call, launcher.function.pre_run_hooks, device,
                    *grid, *_GRID_PADDING[len(grid)], *prefix, *constants)
 
 
-_DIRECT_FACTORIES: dict[tuple[int, tuple[int | None, ...]], Callable[..., Callable[[Sequence[Any]], bool]]] = {}
+_DIRECT_FACTORIES: dict[tuple[int, tuple[int | None, ...], bool], Callable[..., Callable[[Sequence[Any]], bool]]] = {}
 
 
-def _direct_factory(prefix_length: int, value_indexes: tuple[int | None, ...]) -> Callable[..., Any]:
+def _direct_factory(prefix_length: int, value_indexes: tuple[int | None, ...],
+                    check_devices: bool = True) -> Callable[..., Any]:
     """The factory of direct launch functions of one argument layout, generated once per layout.
 
     `value_indexes[p]` is the index into `values` of argument `p` when it is a tensor, else None
@@ -283,20 +294,21 @@ def _direct_factory(prefix_length: int, value_indexes: tuple[int | None, ...]) -
     current device, the first tensor's device and the stream: everything else is a constant of
     its closure, so one launch costs one Python frame and the C launch call.
     """
-    key = (prefix_length, value_indexes)
+    key = (prefix_length, value_indexes, check_devices)
     factory = _DIRECT_FACTORIES.get(key)
     if factory is None:
-        factory = _DIRECT_FACTORIES[key] = _compile_direct_factory(prefix_length, value_indexes)
+        factory = _DIRECT_FACTORIES[key] = _compile_direct_factory(prefix_length, value_indexes, check_devices)
     return factory
 
 
-def _compile_direct_factory(prefix_length: int, value_indexes: tuple[int | None, ...]) -> Callable[..., Any]:
+def _compile_direct_factory(prefix_length: int, value_indexes: tuple[int | None, ...],
+                            check_devices: bool = True) -> Callable[..., Any]:
     prefix = [f"p{i}" for i in range(prefix_length)]
     constants = [f"c{p}" for p, index in enumerate(value_indexes) if index is None]
     arguments = [f"c{p}" if index is None else f"values[{index}]" for p, index in enumerate(value_indexes)]
     tensors = [index for index in value_indexes if index is not None]
     # the tensors' device: a binary is loaded on one device, and a tensor of another must not reach it
-    device_check = f" or values[{tensors[0]}].get_device() != device" if tensors else ""
+    device_check = f" or values[{tensors[0]}].get_device() != device" if tensors and check_devices else ""
     parameters = ", ".join(["launcher", "driver", "call", "pre_run_hooks", "device", "gx", "gy", "gz",
                             *prefix, *constants])
     # LaunchDriver.hooks_idle, inlined: a call costs as much as the check
