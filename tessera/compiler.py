@@ -26,7 +26,7 @@ from tessera.ir.loop_split import split_axis_names
 from tessera.ir.passes import run_passes
 from tessera.ir.rolling import why_not_loopable
 from tessera.ir.tile_range import TileRange
-from tessera.ir.tunables import TunableDim
+from tessera.ir.tunables import LoadedTile, TunableDim
 from tessera.language.constexpr import BlockSizeInt, SpecializedInt
 from tessera.language.operands import check_dtype
 from tessera.location import SourceLocation, user_location
@@ -269,6 +269,7 @@ class CompiledLaunch:
     loopable_row: int               # length of the whole row reduction_loops may chunk (0: none)
     location: SourceLocation | None
     whole_elements: int = 1         # elements of one program's whole dims (x[tile, :]), padded to powers of two
+    pipelined_loads: tuple[tuple[LoadedTile, ...], ...] = ()  # per product loop: its loads (pipelined_loads())
 
 
 def trace(request: LaunchRequest) -> tuple[KernelIR, LaunchBinding, Tracer]:
@@ -306,7 +307,34 @@ def compile_launch(request: LaunchRequest, backend: Backend) -> CompiledLaunch:
     return CompiledLaunch(
         ir=ir, lowered=lowered, loaded=loaded, guard=guard_function(order, guards), grid=grid_function(order, lowered.grid),
         guard_text=tuple(reason for _, reason in guards), tunables=tuple(tracer.tunable_dims(split_axis_names(ir))),
-        loopable_row=loopable_row_length(ir), location=location, whole_elements=whole_elements(ir))
+        loopable_row=loopable_row_length(ir), location=location, whole_elements=whole_elements(ir),
+        pipelined_loads=pipelined_loads(ir, {axis.name: index for index, axis, _ in tracer.tunable_axes()}))
+
+
+def pipelined_loads(ir: KernelIR, slot_of: dict[str, int]) -> tuple[tuple[LoadedTile, ...], ...]:
+    """Per innermost loop of `ir` that computes a product (Triton software-pipelines those by
+    itself, keeping `num_stages` copies of each load's tile in shared memory), the tiles its
+    loads bring in per iteration; `slot_of` maps a tunable axis's name to its block_sizes entry.
+    Loops without a product are pipelined only as backends/triton/loop_stages.py allows."""
+    loops = []
+    for node in walk(ir.body):
+        if node.op is not Op.LOOP:
+            continue
+        body = [inner for block in node.blocks for inner in walk(block)]
+        if any(inner.op is Op.LOOP for inner in body) or not any(inner.op is Op.DOT for inner in body):
+            continue
+        tiles = []
+        for load in (inner for inner in body if inner.op is Op.LOAD):
+            fixed, slots = 1, []
+            for axis in load.shape:
+                if axis.name in slot_of:
+                    slots.append(slot_of[axis.name])
+                else:
+                    fixed *= axis.block
+            tiles.append(LoadedTile(load.params["tensor"].dtype.itemsize, fixed, tuple(slots)))
+        if tiles:
+            loops.append(tuple(tiles))
+    return tuple(loops)
 
 
 def whole_elements(ir: KernelIR) -> int:

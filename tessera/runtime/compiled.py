@@ -94,6 +94,7 @@ class CompiledRunner:
         self.carried_rows: dict[int, int] = {}  # per launch: whole-row elements its loops carry
         self.split_reductions: dict[int, bool] = {}  # per launch: whether split_k applies (ir/split_reduction.py)
         self.unit_dims: dict[int, tuple[int, ...]] = {}  # per launch: grid dims of one index per program
+        self.pipelined_loads: dict[int, tuple[Any, ...]] = {}  # per launch: its product loops' loaded tiles
 
     def launch(self, tile_range: TileRange, body: Callable[..., Any], launch_index: int = 0) -> None:
         """Run one top-level tile loop: the first variant under its key whose guards hold, else a new one.
@@ -212,6 +213,7 @@ class CompiledRunner:
         self.launch_sources[variant.launch_index] = variant.path
         self.carried_rows[variant.launch_index] = carried_row_elements(variant.compiled.ir)
         self.split_reductions[variant.launch_index] = split_reduction(variant.compiled.ir) is not None
+        self.pipelined_loads[variant.launch_index] = variant.compiled.pipelined_loads
         self.unit_dims[variant.launch_index] = tuple(
             position for position, dim in enumerate(variant.compiled.ir.grid) if dim.step == 1)
         for dim in variant.tunables:  # only plans report tunables

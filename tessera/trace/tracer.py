@@ -406,6 +406,10 @@ class Tracer:
                                          location=user_location(), hint="index one element of it")
         return sympy.sympify(value) if not isinstance(value, sympy.Basic) else value
 
+    def tunable_axes(self) -> list[tuple[int, Axis, str]]:
+        """(block_sizes entry, axis, role) of each tile axis whose block a Config sets."""
+        return list(self._tunable_axes)
+
     def tunable_dims(self, split_axes: frozenset[str] = frozenset()) -> list[TunableDim]:
         """What this trace learned about each block_sizes entry it used (for the autotuner).
         `split_axes` names the axes of a loop the backend may spread over programs: their role

@@ -22,7 +22,7 @@ Config(block_sizes=[4, 1024], num_warps=8, num_stages=1, ...)
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -69,6 +69,8 @@ def heuristic_config(space: ConfigSpace) -> Config:
         wanted = _merge_launches([_wanted(launch) for launch in facts.launches], facts.launches)
     else:
         wanted = _wanted(facts)
+    if not facts.interpreted:  # the interpreter has no shared memory
+        _fit_pipelined_loads(facts, wanted, {axis.name: axis.default for axis in space.axes})
     values = {axis.name: _snap(axis, wanted.get(axis.name, axis.default)) for axis in space.axes}
     return space.to_config(values)
 
@@ -333,6 +335,50 @@ def dot_shared_memory(facts: KernelFacts, wanted: dict[str, Any]) -> tuple[int, 
     return pipeline, epilogue
 
 
+def pipelined_load_bytes(facts: KernelFacts, blocks: Sequence[int], stages: int) -> int:
+    """Shared memory (bytes) of the software-pipelined loops under these block_sizes: Triton keeps
+    `stages` copies of each tile a product loop loads per iteration (checked against the compiler
+    for sm_90, tests/test_shared_memory.py: Helion's gdn_fwd_h at block 64 and 3 stages, three
+    256 x 64 bf16 loads, 288 KB estimated, 290 KB compiled); the loops run one at a time."""
+    if stages < 2:
+        return 0
+    return max((stages * sum(tile.size_under(blocks) for tile in loop) for loop in facts.pipelined_loads), default=0)
+
+
+def config_fits_shared_memory(facts: KernelFacts, config: Config) -> bool:
+    """Whether `config`'s pipelined loops fit the device's shared memory (the tuner skips those that
+    do not: they fail to compile or run out of resources at launch)."""
+    blocks = list(config.get("block_sizes") or [])
+    stages = int(config.get("num_stages", 1) or 1)
+    return pipelined_load_bytes(facts, blocks, stages) <= shared_memory_limit(facts.on_gpu)
+
+
+def _fit_pipelined_loads(facts: KernelFacts, wanted: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """Shrink `wanted` until its pipelined loops fit the device's shared memory (with margin):
+    fewer stages down to 2, then the widest tunable block the loops load (down to 16 or its
+    smallest legal block), then one stage (no pipelining)."""
+    if not facts.pipelined_loads:
+        return
+    limit = int(shared_memory_limit(facts.on_gpu) * SHARED_MEMORY_MARGIN)
+    slots = len(facts.tunables) and max(d.index for d in facts.tunables) + 1
+    floors = {d.index: max(16 if d.min_block >= 16 else 1, d.min_block) for d in facts.tunables}
+    loaded = {slot for loop in facts.pipelined_loads for tile in loop for slot in tile.slots}
+
+    def blocks() -> list[int]:
+        return [int(wanted.get(f"block_sizes[{i}]", defaults.get(f"block_sizes[{i}]", 1)) or 1) for i in range(slots)]
+    while pipelined_load_bytes(facts, blocks(), int(wanted.get("num_stages", 1))) > limit:
+        stages = int(wanted.get("num_stages", 1))
+        shrinkable = [i for i in loaded if i in floors and blocks()[i] > floors[i]]
+        if stages > 2:
+            wanted["num_stages"] = stages - 1
+        elif shrinkable:
+            widest = max(shrinkable, key=lambda i: (blocks()[i], -i))
+            wanted[f"block_sizes[{widest}]"] = blocks()[widest] // 2
+        else:
+            wanted["num_stages"] = 1
+            return
+
+
 def _fit_shared_memory(facts: KernelFacts, wanted: dict[str, Any]) -> None:
     """Shrink `wanted` until `dot_shared_memory` fits the device (an H100 has 227 KB a program):
     the epilogue tile by a smaller M block; the pipeline by fewer stages, then a shallower K loop,
@@ -454,4 +500,4 @@ def _clamp_pow2(value: int, low: int, high: int) -> int:
     return min(max(_floor_pow2(max(value, 1)), low), high)
 
 
-__all__ = ["heuristic_config"]
+__all__ = ["config_fits_shared_memory", "heuristic_config", "pipelined_load_bytes"]
