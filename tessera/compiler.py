@@ -341,7 +341,7 @@ def whole_elements(ir: KernelIR) -> int:
     """The most elements one value of the kernel holds along whole dims (`x[tile, :]`, `w[:, :]`),
     each padded to a power of two as its block is: what the heuristics size a program by."""
     padded: dict[Any, int] = {}
-    for axis in ir.whole_axes:
+    for axis in held_whole_axes(ir):
         try:
             length = int(sympy.sympify(axis.end).xreplace(dict(ir.example)))
         except (TypeError, ValueError):
@@ -360,14 +360,36 @@ def loopable_row_length(ir: KernelIR) -> int:
     return whole_row_length(ir)
 
 
-def whole_row_length(ir: KernelIR) -> int:
-    """The length of the launch's first whole row in the traced call (0: none), e.g. attention's head_dim."""
-    if not ir.whole_axes:
+def whole_row_length(ir: KernelIR, axes: tuple[Any, ...] | None = None) -> int:
+    """The length of the launch's first whole row in the traced call (0: none), e.g. attention's
+    head_dim; of the first of `axes` (whole axes too) when given."""
+    axes = ir.whole_axes if axes is None else axes
+    if not axes:
         return 0
     try:
-        return int(sympy.sympify(ir.whole_axes[0].end).xreplace(dict(ir.example)))
+        return int(sympy.sympify(axes[0].end).xreplace(dict(ir.example)))
     except (TypeError, ValueError):
         return 0
+
+
+def held_whole_axes(ir: KernelIR) -> tuple[Any, ...]:
+    """The whole axes that size a program's tiles for the heuristics: all but those only ever
+    summed over by a product (its K: `x[t, 2*k0 : 2*k0 + 2*bk] @ w[tile_k, tile_n]` in Helion's
+    int4_gemm, a window whose length follows a block size) inside a loop. Counted as a whole row, such a K made
+    a plain GEMM look like one holding a row (M block cut to 16, 25x slower than torch.compile).
+    In a kernel with products, whole axes shorter than a product's dims (16) are left out too:
+    a stacked pair (int4_gemm's nibbles, `torch.stack([lo, hi], dim=1)`) folded into K."""
+    dots = [node for node in walk(ir.body) if node.op is Op.DOT]
+    if not dots:
+        return ir.whole_axes
+    # a K summed per iteration of a loop is one chunk of the operands (a product at the top holds
+    # its whole K operands at once: `x[t, :] @ w[:, :]`, whose size the heuristics must see)
+    looped = [node for loop in walk(ir.body) if loop.op is Op.LOOP
+              for block in loop.blocks for node in walk(block) if node.op is Op.DOT]
+    summed = {node.params.get("k_axis") for node in looped}
+    produced = {axis for node in dots for axis in node.shape}
+    return tuple(axis for axis in ir.whole_axes
+                 if (axis not in summed or axis in produced) and not (axis.block < 16 and axis not in produced))
 
 
 def carried_row_elements(ir: KernelIR) -> int:

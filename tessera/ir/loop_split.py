@@ -51,6 +51,7 @@ def splittable_loop(ir: KernelIR) -> Node | None:
         if node.params.get("atomic"):
             continue
         indexed = {access.axis.name for access in node.params["accesses"] if access.kind is AccessKind.AXIS}
+        indexed |= {_shifted_axis(access.value) for access in node.params["accesses"] if access.kind is AccessKind.VALUE}
         if not names <= indexed:
             return None
     if any(node.params["tensor"].name in stored for node in walk(ir.body) if node.op is Op.LOAD):
@@ -69,6 +70,29 @@ def split_axis_names(ir: KernelIR) -> frozenset[str]:
 def memory_nodes(loop: Node) -> Iterator[Node]:
     """The loads and stores inside `loop`, nested loops included."""
     return (node for node in walk(Block((loop,))) if node.op in (Op.LOAD, Op.STORE))
+
+
+def _shifted_axis(value: Node | None) -> str | None:
+    """The axis whose indices `value` is, shifted by one value the same for every lane (`start +
+    tile.index`, Helion's grouped_gemm rows: distinct tiles, distinct rows), else None."""
+    while value is not None and value.op is Op.CAST and value.dtype is not None and not value.dtype.is_floating_point:
+        value = value.inputs[0]
+    if value is None:
+        return None
+    if value.op is Op.TILE_INDEX:
+        return value.params["axis"].name
+    if value.op is Op.ELEMENTWISE and value.params.get("fn") in ("add", "sub") and len(value.inputs) == 2:
+        index, shift = value.inputs
+        if value.params["fn"] == "add" and not _lane_invariant(shift):
+            index, shift = shift, index
+        if _lane_invariant(shift) and isinstance(index, Node):
+            return _shifted_axis(index)
+    return None
+
+
+def _lane_invariant(value: object) -> bool:
+    """A value the same in every lane: a constant, a host symbol or a node of no dims."""
+    return not isinstance(value, Node) or len(value.shape) == 0
 
 
 def _free_symbols(value: object) -> set:

@@ -22,6 +22,7 @@ class TunableDim:
     extent: int
     min_block: int
     role: str
+    registered: bool = False  # an hl.register_block_size entry (its role: what the loops it blocks are)
 
 
 @dataclasses.dataclass(frozen=True)

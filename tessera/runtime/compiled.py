@@ -17,7 +17,8 @@ import torch
 
 from tessera import backends, exc, settings
 from tessera.backends.base import LoweringOptions, ScratchBuffer
-from tessera.compiler import LaunchRequest, carried_row_elements, compile_launch, flat_values, to_ir, whole_row_length
+from tessera.compiler import (LaunchRequest, carried_row_elements, compile_launch, flat_values, held_whole_axes, to_ir,
+                              whole_row_length)
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.ir import interpreter
@@ -206,7 +207,7 @@ class CompiledRunner:
     def _record(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...]) -> None:
         self.launch_dims[variant.launch_index] = variant.launch_ndim
         self.loopable_rows[variant.launch_index] = variant.loopable_row
-        self.whole_rows[variant.launch_index] = whole_row_length(variant.compiled.ir)
+        self.whole_rows[variant.launch_index] = whole_row_length(variant.compiled.ir, held_whole_axes(variant.compiled.ir))
         self.whole_elements[variant.launch_index] = variant.compiled.whole_elements
         used = {*self.launch_tunables.get(variant.launch_index, ()), *(dim.index for dim in variant.tunables)}
         self.launch_tunables[variant.launch_index] = tuple(sorted(used))
@@ -224,7 +225,8 @@ class CompiledRunner:
             # the trace knows what an hl.register_block_size slot tiles ("register" is only the host's view)
             role = dim.role if known.role == "register" else known.role
             self.tunables[dim.index] = dataclasses.replace(
-                known, extent=max(known.extent, dim.extent), min_block=max(known.min_block, dim.min_block), role=role)
+                known, extent=max(known.extent, dim.extent), min_block=max(known.min_block, dim.min_block), role=role,
+                registered=known.registered or dim.registered)
         launch_options = variant.compiled.lowered.launch_options
         self.recorder.append(LaunchRecord(variant.path, variant.loaded.function_name, tuple(arguments), grid,
                                           int(launch_options.get("num_warps", 4)),
@@ -344,7 +346,8 @@ class _HostInterpreter(EagerInterpreter):
         first = self.slots.first_slot(site, count)
         for offset, (low, high) in enumerate(bounds):
             minimum = 1 << max(int(low) - 1, 0).bit_length()
-            self.runner.tunables.setdefault(first + offset, TunableDim(first + offset, int(high or low), minimum, "register"))
+            self.runner.tunables.setdefault(first + offset, TunableDim(first + offset, int(high or low), minimum, "register",
+                                                                       registered=True))
         return chosen
 
     def tunable(self, name: str, fragment: Any) -> Any:

@@ -124,7 +124,7 @@ def _widen_for_interpreter(facts: KernelFacts, wanted: dict[str, Any]) -> None:
             if f"block_sizes[{d.index}]" in wanted and d.role != "split"}
     # whole dims a program holds (`x[tile, :]`); with hl.register_block_size dims they were measured
     # at the planning blocks (`hl.zeros([tile, block])`), so the blocks alone stand for them
-    whole = 1 if any(d.role == "register" for d in facts.tunables) else max(facts.whole_elements, 1)
+    whole = 1 if any(d.registered or d.role == "register" for d in facts.tunables) else max(facts.whole_elements, 1)
     for dim in sorted((d for d in facts.tunables if d.index in keys), key=lambda d: d.role in _OUTPUT_ROLES):
         key = keys[dim.index]
         others = math.prod(wanted[k] for k in keys.values() if k != key) * whole
@@ -290,7 +290,18 @@ def _fit_block_elements(facts: KernelFacts, wanted: dict[str, Any]) -> None:
 
     def largest() -> int:
         if not facts.uses_dot:
-            return math.prod(wanted[k] for k in keys) * facts.whole_elements
+            # inner loops over one extent are passes over a row (_row_kernel): one held at a time
+            passes: dict[int, int] = {}
+            tile = 1
+            for dim in facts.tunables:
+                key = f"block_sizes[{dim.index}]"
+                if key not in wanted:
+                    continue
+                if dim.role in _OUTPUT_ROLES or dim.role == "register":
+                    tile *= wanted[key]
+                else:
+                    passes[dim.extent] = max(wanted[key], passes.get(dim.extent, 1))
+            return tile * math.prod(passes.values()) * facts.whole_elements
         # a dot kernel's tensors are output tile x whole dims (attention's accumulator) or output
         # tile x inner blocks (its scores), never all three at once
         tile = math.prod(wanted[k] for k in keys if k in outer)
@@ -403,20 +414,25 @@ def _fit_shared_memory(facts: KernelFacts, wanted: dict[str, Any]) -> None:
 
 def _row_kernel(facts: KernelFacts) -> dict[str, Any]:
     """Rows of `row` elements reduced per program: few whole rows, or chunks of one long row."""
-    launch = [d for d in facts.tunables if d.role == "launch"]
-    registered = [d for d in facts.tunables if d.role == "register"]
-    inner = [d for d in facts.tunables if d.role not in ("launch", "register")]
+    registered = _blocked_row_dims(facts)
     if registered:
+        inner = [d for d in facts.tunables if d not in registered and d.role not in ("launch", "register")]
         return _blocked_rows_kernel(facts, registered, inner)
+    launch = [d for d in facts.tunables if d.role == "launch"]
+    inner = [d for d in facts.tunables if d.role not in ("launch", "register")]
     row = _row_length(facts, launch, inner)
     if row > CHUNK_ROWS_ABOVE and any(facts.reduction_extents):
         row = REDUCTION_CHUNK  # the row streams through a chunk loop: a chunk is what registers hold
     wanted: dict[str, Any] = {}
-    inner_block = 1
+    passes: dict[int, int] = {}  # extent -> block: loops over one extent are passes over the row
     for dim in inner:
         block = min(_ceil_pow2(dim.extent), ROW_ELEMENTS_PER_PROGRAM)
         wanted[f"block_sizes[{dim.index}]"] = block
-        inner_block *= block
+        passes[dim.extent] = max(block, passes.get(dim.extent, 1))
+    # a program holds one pass's chunk at a time: two passes over a row (Helion's welford, layer
+    # norms: statistics, then the output) are not a 2-D tile. Multiplied, 1024 x 1024 left one row
+    # per program on 16 warps (welford 3x slower than torch.compile on the H100)
+    inner_block = math.prod(passes.values())
     elements = inner_block if inner else row  # held by one program at a time
     rows = max(1, _floor_pow2(ROW_ELEMENTS_PER_PROGRAM // elements))
     for dim in launch:
@@ -430,6 +446,23 @@ def _row_kernel(facts: KernelFacts) -> dict[str, Any]:
     for position, extent in enumerate(facts.reduction_extents):
         wanted[f"reduction_loops[{position}]"] = REDUCTION_CHUNK if extent > CHUNK_ROWS_ABOVE else None
     return wanted
+
+
+def _blocked_row_dims(facts: KernelFacts) -> list[TunableDim]:
+    """The hl.register_block_size entries that block rows for the host (seed 003: a block of rows
+    per program, partial results per block, an inner loop of the kernel's own over its rows); []
+    for a kernel that merely names its block sizes (Helion's jsd: `hl.tile(BT, block_size=bm)`
+    over rows and `hl.tile(V, block_size=bn)` over a row's chunks), which is a row kernel like any
+    other: treated as blocked rows it got 32 x 256 tiles on one warp, 25x slower than
+    torch.compile on the H100. Entries no loop tiles count as blocked rows, as before."""
+    untiled = [d for d in facts.tunables if d.role == "register"]
+    launch = [d for d in facts.tunables if d.registered and d.role == "launch"]
+    inner = [d for d in facts.tunables if d.role not in ("launch", "register")]
+    if untiled:
+        return untiled + launch
+    if launch and inner and not any(d.registered for d in inner):
+        return launch
+    return []
 
 
 def _blocked_rows_kernel(facts: KernelFacts, registered: list[TunableDim], inner: list[TunableDim]) -> dict[str, Any]:
