@@ -177,3 +177,28 @@ def test_two_passes_over_a_row_are_not_a_2d_tile() -> None:
     config = heuristic_for(two_pass_center.bind(torch.empty(262144, 1024)))
     rows, first, second = config["block_sizes"]
     assert first == second == 1024 and rows >= 2 and config["num_warps"] <= 8
+
+
+@tessera.kernel
+def rows_from_tile_start(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """Every tile of a group writes rows start.. of `out` (a shift computed inside the loop):
+    the tiles' writes overlap, so their programs must not be spread (the last tile's rows win)."""
+    for g in hl.grid(x.size(0) // 8):
+        for tile_m in hl.tile(8 * g, 8 * g + 8, block_size=4):
+            shift = tile_m.begin - 8 * g
+            out[tile_m.index - shift] = x[tile_m]
+    return out
+
+
+def test_a_shift_that_follows_the_tiles_does_not_split_the_loop() -> None:
+    x = torch.arange(16, dtype=torch.float32)
+    ir = rows_from_tile_start.bind(x, torch.zeros(16)).to_ir(Config())
+    assert not split_axis_names(ir)
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+def test_rows_from_tile_start_keep_the_last_tile(mode: str) -> None:
+    x = torch.arange(16, dtype=torch.float32)
+    result = tessera.kernel(rows_from_tile_start.fn, mode=mode)(x, torch.zeros(16))
+    expected = torch.tensor([4., 5, 6, 7, 0, 0, 0, 0, 12, 13, 14, 15, 0, 0, 0, 0])
+    torch.testing.assert_close(result, expected)
