@@ -122,9 +122,7 @@ def _widen_for_interpreter(facts: KernelFacts, wanted: dict[str, Any]) -> None:
     4096 loop iterations, 128-wide ones 64. Never narrower than the GPU's choice."""
     keys = {d.index: f"block_sizes[{d.index}]" for d in facts.tunables
             if f"block_sizes[{d.index}]" in wanted and d.role != "split"}
-    # whole dims a program holds (`x[tile, :]`); with hl.register_block_size dims they were measured
-    # at the planning blocks (`hl.zeros([tile, block])`), so the blocks alone stand for them
-    whole = 1 if any(d.registered or d.role == "register" for d in facts.tunables) else max(facts.whole_elements, 1)
+    whole = _row_whole_elements(facts)
     for dim in sorted((d for d in facts.tunables if d.index in keys), key=lambda d: d.role in _OUTPUT_ROLES):
         key = keys[dim.index]
         others = math.prod(wanted[k] for k in keys.values() if k != key) * whole
@@ -301,7 +299,7 @@ def _fit_block_elements(facts: KernelFacts, wanted: dict[str, Any]) -> None:
                     tile *= wanted[key]
                 else:
                     passes[dim.extent] = max(wanted[key], passes.get(dim.extent, 1))
-            return tile * math.prod(passes.values()) * facts.whole_elements
+            return tile * math.prod(passes.values()) * _row_whole_elements(facts)
         # a dot kernel's tensors are output tile x whole dims (attention's accumulator) or output
         # tile x inner blocks (its scores), never all three at once
         tile = math.prod(wanted[k] for k in keys if k in outer)
@@ -316,6 +314,16 @@ def _fit_block_elements(facts: KernelFacts, wanted: dict[str, Any]) -> None:
         if wanted[widest] == 1:
             return
         wanted[widest] //= 2
+
+
+def _row_whole_elements(facts: KernelFacts) -> int:
+    """The elements a program of a kernel without products holds along whole dims (`x[tile, :]`).
+    With hl.register_block_size dims they were measured at the planning blocks (`hl.zeros([tile,
+    block])`), so the blocks alone stand for them: counted, Helion's long_sum (`hl.zeros([tile_m,
+    block_n])`, a 32768 planning block) had its chunks cut to 32 elements."""
+    if any(d.registered or d.role == "register" for d in facts.tunables):
+        return 1
+    return max(facts.whole_elements, 1)
 
 
 def shared_memory_limit(on_gpu: bool) -> int:
