@@ -26,7 +26,7 @@ from tessera.ir.loop_split import split_axis_names
 from tessera.ir.passes import run_passes
 from tessera.ir.rolling import why_not_loopable
 from tessera.ir.tile_range import TileRange
-from tessera.ir.tunables import TunableDim
+from tessera.ir.tunables import LoadedTile, TunableDim
 from tessera.language.constexpr import BlockSizeInt, SpecializedInt
 from tessera.language.operands import check_dtype
 from tessera.location import SourceLocation, user_location
@@ -269,6 +269,7 @@ class CompiledLaunch:
     loopable_row: int               # length of the whole row reduction_loops may chunk (0: none)
     location: SourceLocation | None
     whole_elements: int = 1         # elements of one program's whole dims (x[tile, :]), padded to powers of two
+    pipelined_loads: tuple[tuple[LoadedTile, ...], ...] = ()  # per product loop: its loads (pipelined_loads())
 
 
 def trace(request: LaunchRequest) -> tuple[KernelIR, LaunchBinding, Tracer]:
@@ -306,14 +307,41 @@ def compile_launch(request: LaunchRequest, backend: Backend) -> CompiledLaunch:
     return CompiledLaunch(
         ir=ir, lowered=lowered, loaded=loaded, guard=guard_function(order, guards), grid=grid_function(order, lowered.grid),
         guard_text=tuple(reason for _, reason in guards), tunables=tuple(tracer.tunable_dims(split_axis_names(ir))),
-        loopable_row=loopable_row_length(ir), location=location, whole_elements=whole_elements(ir))
+        loopable_row=loopable_row_length(ir), location=location, whole_elements=whole_elements(ir),
+        pipelined_loads=pipelined_loads(ir, {axis.name: index for index, axis, _ in tracer.tunable_axes()}))
+
+
+def pipelined_loads(ir: KernelIR, slot_of: dict[str, int]) -> tuple[tuple[LoadedTile, ...], ...]:
+    """Per innermost loop of `ir` that computes a product (Triton software-pipelines those by
+    itself, keeping `num_stages` copies of each load's tile in shared memory), the tiles its
+    loads bring in per iteration; `slot_of` maps a tunable axis's name to its block_sizes entry.
+    Loops without a product are pipelined only as backends/triton/loop_stages.py allows."""
+    loops = []
+    for node in walk(ir.body):
+        if node.op is not Op.LOOP:
+            continue
+        body = [inner for block in node.blocks for inner in walk(block)]
+        if any(inner.op is Op.LOOP for inner in body) or not any(inner.op is Op.DOT for inner in body):
+            continue
+        tiles = []
+        for load in (inner for inner in body if inner.op is Op.LOAD):
+            fixed, slots = 1, []
+            for axis in load.shape:
+                if axis.name in slot_of:
+                    slots.append(slot_of[axis.name])
+                else:
+                    fixed *= axis.block
+            tiles.append(LoadedTile(load.params["tensor"].dtype.itemsize, fixed, tuple(slots)))
+        if tiles:
+            loops.append(tuple(tiles))
+    return tuple(loops)
 
 
 def whole_elements(ir: KernelIR) -> int:
     """The most elements one value of the kernel holds along whole dims (`x[tile, :]`, `w[:, :]`),
     each padded to a power of two as its block is: what the heuristics size a program by."""
     padded: dict[Any, int] = {}
-    for axis in ir.whole_axes:
+    for axis in held_whole_axes(ir):
         try:
             length = int(sympy.sympify(axis.end).xreplace(dict(ir.example)))
         except (TypeError, ValueError):
@@ -332,14 +360,36 @@ def loopable_row_length(ir: KernelIR) -> int:
     return whole_row_length(ir)
 
 
-def whole_row_length(ir: KernelIR) -> int:
-    """The length of the launch's first whole row in the traced call (0: none), e.g. attention's head_dim."""
-    if not ir.whole_axes:
+def whole_row_length(ir: KernelIR, axes: tuple[Any, ...] | None = None) -> int:
+    """The length of the launch's first whole row in the traced call (0: none), e.g. attention's
+    head_dim; of the first of `axes` (whole axes too) when given."""
+    axes = ir.whole_axes if axes is None else axes
+    if not axes:
         return 0
     try:
-        return int(sympy.sympify(ir.whole_axes[0].end).xreplace(dict(ir.example)))
+        return int(sympy.sympify(axes[0].end).xreplace(dict(ir.example)))
     except (TypeError, ValueError):
         return 0
+
+
+def held_whole_axes(ir: KernelIR) -> tuple[Any, ...]:
+    """The whole axes that size a program's tiles for the heuristics: all but those only ever
+    summed over by a product (its K: `x[t, 2*k0 : 2*k0 + 2*bk] @ w[tile_k, tile_n]` in Helion's
+    int4_gemm, a window whose length follows a block size) inside a loop. Counted as a whole row, such a K made
+    a plain GEMM look like one holding a row (M block cut to 16, 25x slower than torch.compile).
+    In a kernel with products, whole axes shorter than a product's dims (16) are left out too:
+    a stacked pair (int4_gemm's nibbles, `torch.stack([lo, hi], dim=1)`) folded into K."""
+    dots = [node for node in walk(ir.body) if node.op is Op.DOT]
+    if not dots:
+        return ir.whole_axes
+    # a K summed per iteration of a loop is one chunk of the operands (a product at the top holds
+    # its whole K operands at once: `x[t, :] @ w[:, :]`, whose size the heuristics must see)
+    looped = [node for loop in walk(ir.body) if loop.op is Op.LOOP
+              for block in loop.blocks for node in walk(block) if node.op is Op.DOT]
+    summed = {node.params.get("k_axis") for node in looped}
+    produced = {axis for node in dots for axis in node.shape}
+    return tuple(axis for axis in ir.whole_axes
+                 if (axis not in summed or axis in produced) and not (axis.block < 16 and axis not in produced))
 
 
 def carried_row_elements(ir: KernelIR) -> int:

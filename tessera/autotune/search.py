@@ -76,11 +76,11 @@ class _Search:
         return self.clock() >= self.deadline
 
     def fresh(self, configs: Iterable[Config], limit: int | None = None) -> list[Config]:
-        """Configs not tried yet, normalized and within the register budget, in order."""
+        """Configs not tried yet, normalized and within the device's register and shared memory budgets, in order."""
         batch: list[Config] = []
         for config in configs:
             config = self.space.normalize(config)
-            if config in self.seen or config in batch or not self.space.fits_registers(config):
+            if config in self.seen or config in batch or not self.space.fits_device(config):
                 continue
             batch.append(config)
             if limit is not None and len(batch) >= limit:

@@ -22,7 +22,7 @@ import torch
 
 from tessera.config import IGNORED_KEYS, Config, default_block_size
 from tessera.exc import ConfigError
-from tessera.ir.tunables import TunableDim
+from tessera.ir.tunables import LoadedTile, TunableDim
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +57,9 @@ class KernelFacts:
     unit_dims: tuple[tuple[int, ...], ...] = ()  # per top-level tile loop: its dims of one index per program
     split_reduction: bool = False  # a launch's K loop may be split over programs (ir/split_reduction.py: split_k)
     interpreted: bool = False  # the call runs in Triton's CPU interpreter (interpret mode), not on a GPU
+    # per software-pipelined loop (of any launch): the tiles its loads bring in per iteration
+    # (ir/tunables.py LoadedTile); the backend keeps num_stages copies of each in shared memory
+    pipelined_loads: tuple[tuple[LoadedTile, ...], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,10 +116,12 @@ class ConfigSpace:
     program (the product of its launch dims' blocks) may hold; None for no limit.
     """
 
-    def __init__(self, axes: list[Axis], facts: KernelFacts, max_tile_elements: int | None = None) -> None:
+    def __init__(self, axes: list[Axis], facts: KernelFacts, max_tile_elements: int | None = None,
+                 fits_device: Callable[[Config], bool] | None = None) -> None:
         self.axes = axes
         self.facts = facts
         self.max_tile_elements = max_tile_elements
+        self._fits_device = fits_device  # the backend's check of a Config against the device (shared memory)
         self._by_name = {axis.name: axis for axis in axes}
 
     def axis(self, name: str) -> Axis:
@@ -238,7 +243,7 @@ class ConfigSpace:
         for _ in range(20):
             values = {axis.name: axis.choices[rng.randrange(len(axis.choices))] for axis in self.axes}
             config = self.to_config(values)
-            if self.fits_registers(config):
+            if self.fits_device(config):
                 return config
         return config
 
@@ -260,6 +265,11 @@ class ConfigSpace:
         """Each axis value from one parent or the other."""
         a, b = self.values_of(first), self.values_of(second)
         return self.to_config({name: (a if rng.random() < 0.5 else b)[name] for name in a}, extra=first)
+
+    def fits_device(self, config: Config) -> bool:
+        """Whether `config` fits the device's memories: the register budget and what the backend
+        checks beyond it (Triton: the shared memory of its pipelined loops)."""
+        return self.fits_registers(config) and (self._fits_device is None or self._fits_device(config))
 
     def fits_registers(self, config: Config) -> bool:
         """Whether the tile a program holds (the product of its launch dims' blocks) fits the budget.

@@ -51,6 +51,8 @@ def splittable_loop(ir: KernelIR) -> Node | None:
         if node.params.get("atomic"):
             continue
         indexed = {access.axis.name for access in node.params["accesses"] if access.kind is AccessKind.AXIS}
+        indexed |= {_shifted_axis(access.value, inside, variables) for access in node.params["accesses"]
+                    if access.kind is AccessKind.VALUE}
         if not names <= indexed:
             return None
     if any(node.params["tensor"].name in stored for node in walk(ir.body) if node.op is Op.LOAD):
@@ -69,6 +71,34 @@ def split_axis_names(ir: KernelIR) -> frozenset[str]:
 def memory_nodes(loop: Node) -> Iterator[Node]:
     """The loads and stores inside `loop`, nested loops included."""
     return (node for node in walk(Block((loop,))) if node.op in (Op.LOAD, Op.STORE))
+
+
+def _shifted_axis(value: Node | None, inside: set[Node], variables: set) -> str | None:
+    """The axis whose indices `value` is, shifted by one value the same for every lane and every
+    iteration of the loop (`start + tile.index`, Helion's grouped_gemm rows, `start` loaded
+    before the loop: distinct tiles, distinct rows), else None. A shift computed inside the loop
+    may follow its tiles (`tile.index - tile.begin`: every tile the same rows), so it is not one."""
+    while value is not None and value.op is Op.CAST and value.dtype is not None and not value.dtype.is_floating_point:
+        value = value.inputs[0]
+    if value is None:
+        return None
+    if value.op is Op.TILE_INDEX:
+        return value.params["axis"].name
+    if value.op is Op.ELEMENTWISE and value.params.get("fn") in ("add", "sub") and len(value.inputs) == 2:
+        index, shift = value.inputs
+        if value.params["fn"] == "add" and not _loop_invariant(shift, inside, variables):
+            index, shift = shift, index
+        if _loop_invariant(shift, inside, variables) and isinstance(index, Node):
+            return _shifted_axis(index, inside, variables)
+    return None
+
+
+def _loop_invariant(value: object, inside: set[Node], variables: set) -> bool:
+    """A value the same in every lane and every iteration of the loop: a constant, a host
+    expression without the loop's variables, or a node of no dims computed before the loop."""
+    if isinstance(value, Node):
+        return len(value.shape) == 0 and value not in inside
+    return not (_free_symbols(value) & variables)
 
 
 def _free_symbols(value: object) -> set:

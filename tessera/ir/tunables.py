@@ -22,6 +22,30 @@ class TunableDim:
     extent: int
     min_block: int
     role: str
+    registered: bool = False  # an hl.register_block_size entry (its role: what the loops it blocks are)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedTile:
+    """The tile one load of a software-pipelined loop brings in per iteration: `itemsize` bytes
+    times `fixed` elements (its dims of fixed block: whole dims, fixed block sizes) times the
+    blocks of the block_sizes entries `slots`. Triton keeps `num_stages` copies of it in shared
+    memory (backends/triton/heuristics.py sizes Configs by it).
+
+    >>> LoadedTile(2, 64, (0,)).size_under([128])
+    16384
+    """
+
+    itemsize: int
+    fixed: int
+    slots: tuple[int, ...]
+
+    def size_under(self, blocks: "list[int] | tuple[int, ...]") -> int:
+        """Bytes of the tile under these block_sizes (a slot the Config lacks counts 1)."""
+        size = self.itemsize * self.fixed
+        for slot in self.slots:
+            size *= int(blocks[slot]) if slot < len(blocks) and blocks[slot] else 1
+        return size
 
 
 # -- hl.register_tunable's value ranges (Helion's config fragments, same names) -----------------

@@ -284,7 +284,14 @@ def register_block_size(min_or_max: Any, max_or_none: Any = None) -> Any:
     low, high = (1, min_or_max) if max_or_none is None else (min_or_max, max_or_none)
     # a compile-time int, as after hl.specialize: usable as a register size (hl.zeros([block]),
     # hl.arange(block)); the Config that chose it already tells its variants apart
-    return BlockSizeInt(active.registered_block_size(_call_site(), static_int(low) or 1, static_int(high)))
+    site = _call_site()
+    value = BlockSizeInt(active.registered_block_size(site, static_int(low) or 1, static_int(high)))
+    slots = getattr(active, "slots", None)
+    if slots is not None:
+        # the block_sizes entry it is: a tile loop given it as its block is tuned through it
+        # (the trace records that loop's axis under this entry: its role, what it loads)
+        value.slot = slots.first_slot(site, 1)
+    return value
 
 
 def register_tunable(name: str, fragment: ConfigFragment) -> Any:

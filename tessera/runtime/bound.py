@@ -133,7 +133,8 @@ class BoundKernel:
                           launch_sources=tuple(runner.launch_sources[i] for i in sorted(runner.launch_sources)),
                           carried_rows=tuple(runner.carried_rows[i] for i in sorted(runner.carried_rows)),
                           split_reductions=tuple(runner.split_reductions[i] for i in sorted(runner.split_reductions)),
-                          unit_dims=tuple(runner.unit_dims[i] for i in sorted(runner.unit_dims)))
+                          unit_dims=tuple(runner.unit_dims[i] for i in sorted(runner.unit_dims)),
+                          pipelined_loads=tuple(runner.pipelined_loads[i] for i in sorted(runner.pipelined_loads)))
 
     def to_ir(self, config: Config | dict[str, Any] | None = None) -> KernelIR | tuple[KernelIR, ...]:
         """The IR each launch of this call lowers under `config`, after the passes: one

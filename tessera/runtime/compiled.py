@@ -16,7 +16,8 @@ import torch
 
 from tessera import backends, exc, settings
 from tessera.backends.base import LoweringOptions
-from tessera.compiler import LaunchRequest, carried_row_elements, compile_launch, flat_values, to_ir, whole_row_length
+from tessera.compiler import (LaunchRequest, carried_row_elements, compile_launch, flat_values, held_whole_axes, to_ir,
+                              whole_row_length)
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.ir import interpreter
@@ -94,6 +95,7 @@ class CompiledRunner:
         self.carried_rows: dict[int, int] = {}  # per launch: whole-row elements its loops carry
         self.split_reductions: dict[int, bool] = {}  # per launch: whether split_k applies (ir/split_reduction.py)
         self.unit_dims: dict[int, tuple[int, ...]] = {}  # per launch: grid dims of one index per program
+        self.pipelined_loads: dict[int, tuple[Any, ...]] = {}  # per launch: its product loops' loaded tiles
 
     def launch(self, tile_range: TileRange, body: Callable[..., Any], launch_index: int = 0) -> None:
         """Run one top-level tile loop: the first variant under its key whose guards hold, else a new one.
@@ -214,13 +216,14 @@ class CompiledRunner:
     def _record(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...]) -> None:
         self.launch_dims[variant.launch_index] = variant.launch_ndim
         self.loopable_rows[variant.launch_index] = variant.loopable_row
-        self.whole_rows[variant.launch_index] = whole_row_length(variant.compiled.ir)
+        self.whole_rows[variant.launch_index] = whole_row_length(variant.compiled.ir, held_whole_axes(variant.compiled.ir))
         self.whole_elements[variant.launch_index] = variant.compiled.whole_elements
         used = {*self.launch_tunables.get(variant.launch_index, ()), *(dim.index for dim in variant.tunables)}
         self.launch_tunables[variant.launch_index] = tuple(sorted(used))
         self.launch_sources[variant.launch_index] = variant.path
         self.carried_rows[variant.launch_index] = carried_row_elements(variant.compiled.ir)
         self.split_reductions[variant.launch_index] = split_reduction(variant.compiled.ir) is not None
+        self.pipelined_loads[variant.launch_index] = variant.compiled.pipelined_loads
         self.unit_dims[variant.launch_index] = tuple(
             position for position, dim in enumerate(variant.compiled.ir.grid) if dim.step == 1)
         for dim in variant.tunables:  # only plans report tunables
@@ -231,7 +234,8 @@ class CompiledRunner:
             # the trace knows what an hl.register_block_size slot tiles ("register" is only the host's view)
             role = dim.role if known.role == "register" else known.role
             self.tunables[dim.index] = dataclasses.replace(
-                known, extent=max(known.extent, dim.extent), min_block=max(known.min_block, dim.min_block), role=role)
+                known, extent=max(known.extent, dim.extent), min_block=max(known.min_block, dim.min_block), role=role,
+                registered=known.registered or dim.registered)
         launch_options = variant.compiled.lowered.launch_options
         self.recorder.append(LaunchRecord(variant.path, variant.loaded.function_name, tuple(arguments), grid,
                                           int(launch_options.get("num_warps", 4)),
@@ -307,7 +311,8 @@ class _HostInterpreter(EagerInterpreter):
         first = self.slots.first_slot(site, count)
         for offset, (low, high) in enumerate(bounds):
             minimum = 1 << max(int(low) - 1, 0).bit_length()
-            self.runner.tunables.setdefault(first + offset, TunableDim(first + offset, int(high or low), minimum, "register"))
+            self.runner.tunables.setdefault(first + offset, TunableDim(first + offset, int(high or low), minimum, "register",
+                                                                       registered=True))
         return chosen
 
     def tunable(self, name: str, fragment: Any) -> Any:

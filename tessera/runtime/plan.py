@@ -60,6 +60,7 @@ class KernelPlan:
     split_reductions: tuple[bool, ...] = ()  # per launch: whether its K loop may be split (split_k)
     unit_dims: tuple[tuple[int, ...], ...] = ()  # per launch: its grid dims of step 1 (a batch index per program)
     user_tunables: tuple[tuple[str, Any], ...] = ()  # hl.register_tunable: (name, fragment), first use first
+    pipelined_loads: tuple[tuple[Any, ...], ...] = ()  # per launch: per product loop, its LoadedTiles
 
     def __repr__(self) -> str:
         """One line per launch; tensors as dtype and shape, never their (maybe unwritten) contents."""

@@ -77,6 +77,7 @@ class Tracer:
         self.dot_axes: set[Axis] = set()
         self.predicate: Node | None = None  # condition of the device `if` branch being traced
         self._tunable_axes: list[tuple[int, Axis, str]] = []  # (block_sizes index, axis, role)
+        self._registered_slots: set[int] = set()  # block_sizes entries of hl.register_block_size values
         self.row_loop: RowLoop | None = None  # the whole row processed in chunks (reduction_loops)
         self._row_requested = False  # the Config asked for the chunks (else the row is merely long)
         self.location: Any = None  # the top-level loop's line
@@ -380,6 +381,11 @@ class Tracer:
                 blocks[i] = block
             first = self.slots.first_slot(tile_range.site, len(tunable))
             slot_of = {dim: first + j for j, dim in enumerate(tunable)}
+        for dim, block in enumerate(tile_range.block_sizes):
+            registered = getattr(block, "slot", None)  # an hl.register_block_size value (tile.py)
+            if block is not None and registered is not None:
+                slot_of[dim] = registered
+                self._registered_slots.add(registered)
         proxies = []
         for dim, (begin, end, block) in enumerate(zip(tile_range.begins, tile_range.ends, blocks)):
             begin, end = self.symbols.canonical(self.scalar_expr(begin)), self.symbols.canonical(self.scalar_expr(end))
@@ -438,6 +444,10 @@ class Tracer:
                                          location=user_location(), hint="index one element of it")
         return sympy.sympify(value) if not isinstance(value, sympy.Basic) else value
 
+    def tunable_axes(self) -> list[tuple[int, Axis, str]]:
+        """(block_sizes entry, axis, role) of each tile axis whose block a Config sets."""
+        return list(self._tunable_axes)
+
     def tunable_dims(self, split_axes: frozenset[str] = frozenset()) -> list[TunableDim]:
         """What this trace learned about each block_sizes entry it used (for the autotuner).
         `split_axes` names the axes of a loop the backend may spread over programs: their role
@@ -457,7 +467,7 @@ class Tracer:
             known = found.get(index)
             if known is not None:
                 extent, minimum = max(extent, known.extent), max(minimum, known.min_block)
-            found[index] = TunableDim(index, extent, minimum, role)
+            found[index] = TunableDim(index, extent, minimum, role, registered=index in self._registered_slots)
         return [found[i] for i in sorted(found)]
 
     def trace_launch(self, name: str, parameters: tuple[str, ...], tile_range: TileRange,

@@ -22,7 +22,7 @@ Config(block_sizes=[4, 1024], num_warps=8, num_stages=1, ...)
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -72,6 +72,8 @@ def heuristic_config(space: ConfigSpace) -> Config:
         wanted = _merge_launches([_wanted(launch) for launch in facts.launches], facts.launches)
     else:
         wanted = _wanted(facts)
+    if not facts.interpreted:  # the interpreter has no shared memory
+        _fit_pipelined_loads(facts, wanted, {axis.name: axis.default for axis in space.axes})
     values = {axis.name: _snap(axis, wanted.get(axis.name, axis.default)) for axis in space.axes}
     return space.to_config(values)
 
@@ -123,9 +125,7 @@ def _widen_for_interpreter(facts: KernelFacts, wanted: dict[str, Any]) -> None:
     4096 loop iterations, 128-wide ones 64. Never narrower than the GPU's choice."""
     keys = {d.index: f"block_sizes[{d.index}]" for d in facts.tunables
             if f"block_sizes[{d.index}]" in wanted and d.role != "split"}
-    # whole dims a program holds (`x[tile, :]`); with hl.register_block_size dims they were measured
-    # at the planning blocks (`hl.zeros([tile, block])`), so the blocks alone stand for them
-    whole = 1 if any(d.role == "register" for d in facts.tunables) else max(facts.whole_elements, 1)
+    whole = _row_whole_elements(facts)
     for dim in sorted((d for d in facts.tunables if d.index in keys), key=lambda d: d.role in _OUTPUT_ROLES):
         key = keys[dim.index]
         others = math.prod(wanted[k] for k in keys.values() if k != key) * whole
@@ -291,7 +291,18 @@ def _fit_block_elements(facts: KernelFacts, wanted: dict[str, Any]) -> None:
 
     def largest() -> int:
         if not facts.uses_dot:
-            return math.prod(wanted[k] for k in keys) * facts.whole_elements
+            # inner loops over one extent are passes over a row (_row_kernel): one held at a time
+            passes: dict[int, int] = {}
+            tile = 1
+            for dim in facts.tunables:
+                key = f"block_sizes[{dim.index}]"
+                if key not in wanted:
+                    continue
+                if dim.role in _OUTPUT_ROLES or dim.role == "register":
+                    tile *= wanted[key]
+                else:
+                    passes[dim.extent] = max(wanted[key], passes.get(dim.extent, 1))
+            return tile * math.prod(passes.values()) * _row_whole_elements(facts)
         # a dot kernel's tensors are output tile x whole dims (attention's accumulator) or output
         # tile x inner blocks (its scores), never all three at once
         tile = math.prod(wanted[k] for k in keys if k in outer)
@@ -306,6 +317,16 @@ def _fit_block_elements(facts: KernelFacts, wanted: dict[str, Any]) -> None:
         if wanted[widest] == 1:
             return
         wanted[widest] //= 2
+
+
+def _row_whole_elements(facts: KernelFacts) -> int:
+    """The elements a program of a kernel without products holds along whole dims (`x[tile, :]`).
+    With hl.register_block_size dims they were measured at the planning blocks (`hl.zeros([tile,
+    block])`), so the blocks alone stand for them: counted, Helion's long_sum (`hl.zeros([tile_m,
+    block_n])`, a 32768 planning block) had its chunks cut to 32 elements."""
+    if any(d.registered or d.role == "register" for d in facts.tunables):
+        return 1
+    return max(facts.whole_elements, 1)
 
 
 def shared_memory_limit(on_gpu: bool) -> int:
@@ -336,6 +357,50 @@ def dot_shared_memory(facts: KernelFacts, wanted: dict[str, Any]) -> tuple[int, 
     return pipeline, epilogue
 
 
+def pipelined_load_bytes(facts: KernelFacts, blocks: Sequence[int], stages: int) -> int:
+    """Shared memory (bytes) of the software-pipelined loops under these block_sizes: Triton keeps
+    `stages` copies of each tile a product loop loads per iteration (checked against the compiler
+    for sm_90, tests/test_shared_memory.py: Helion's gdn_fwd_h at block 64 and 3 stages, three
+    256 x 64 bf16 loads, 288 KB estimated, 290 KB compiled); the loops run one at a time."""
+    if stages < 2:
+        return 0
+    return max((stages * sum(tile.size_under(blocks) for tile in loop) for loop in facts.pipelined_loads), default=0)
+
+
+def config_fits_shared_memory(facts: KernelFacts, config: Config) -> bool:
+    """Whether `config`'s pipelined loops fit the device's shared memory (the tuner skips those that
+    do not: they fail to compile or run out of resources at launch)."""
+    blocks = list(config.get("block_sizes") or [])
+    stages = int(config.get("num_stages", 1) or 1)
+    return pipelined_load_bytes(facts, blocks, stages) <= shared_memory_limit(facts.on_gpu)
+
+
+def _fit_pipelined_loads(facts: KernelFacts, wanted: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """Shrink `wanted` until its pipelined loops fit the device's shared memory (with margin):
+    fewer stages down to 2, then the widest tunable block the loops load (down to 16 or its
+    smallest legal block), then one stage (no pipelining)."""
+    if not facts.pipelined_loads:
+        return
+    limit = int(shared_memory_limit(facts.on_gpu) * SHARED_MEMORY_MARGIN)
+    slots = len(facts.tunables) and max(d.index for d in facts.tunables) + 1
+    floors = {d.index: max(16 if d.min_block >= 16 else 1, d.min_block) for d in facts.tunables}
+    loaded = {slot for loop in facts.pipelined_loads for tile in loop for slot in tile.slots}
+
+    def blocks() -> list[int]:
+        return [int(wanted.get(f"block_sizes[{i}]", defaults.get(f"block_sizes[{i}]", 1)) or 1) for i in range(slots)]
+    while pipelined_load_bytes(facts, blocks(), int(wanted.get("num_stages", 1))) > limit:
+        stages = int(wanted.get("num_stages", 1))
+        shrinkable = [i for i in loaded if i in floors and blocks()[i] > floors[i]]
+        if stages > 2:
+            wanted["num_stages"] = stages - 1
+        elif shrinkable:
+            widest = max(shrinkable, key=lambda i: (blocks()[i], -i))
+            wanted[f"block_sizes[{widest}]"] = blocks()[widest] // 2
+        else:
+            wanted["num_stages"] = 1
+            return
+
+
 def _fit_shared_memory(facts: KernelFacts, wanted: dict[str, Any]) -> None:
     """Shrink `wanted` until `dot_shared_memory` fits the device (an H100 has 227 KB a program):
     the epilogue tile by a smaller M block; the pipeline by fewer stages, then a shallower K loop,
@@ -360,20 +425,25 @@ def _fit_shared_memory(facts: KernelFacts, wanted: dict[str, Any]) -> None:
 
 def _row_kernel(facts: KernelFacts) -> dict[str, Any]:
     """Rows of `row` elements reduced per program: few whole rows, or chunks of one long row."""
-    launch = [d for d in facts.tunables if d.role == "launch"]
-    registered = [d for d in facts.tunables if d.role == "register"]
-    inner = [d for d in facts.tunables if d.role not in ("launch", "register")]
+    registered = _blocked_row_dims(facts)
     if registered:
+        inner = [d for d in facts.tunables if d not in registered and d.role not in ("launch", "register")]
         return _blocked_rows_kernel(facts, registered, inner)
+    launch = [d for d in facts.tunables if d.role == "launch"]
+    inner = [d for d in facts.tunables if d.role not in ("launch", "register")]
     row = _row_length(facts, launch, inner)
     if row > CHUNK_ROWS_ABOVE and any(facts.reduction_extents):
         row = REDUCTION_CHUNK  # the row streams through a chunk loop: a chunk is what registers hold
     wanted: dict[str, Any] = {}
-    inner_block = 1
+    passes: dict[int, int] = {}  # extent -> block: loops over one extent are passes over the row
     for dim in inner:
         block = min(_ceil_pow2(dim.extent), ROW_ELEMENTS_PER_PROGRAM)
         wanted[f"block_sizes[{dim.index}]"] = block
-        inner_block *= block
+        passes[dim.extent] = max(block, passes.get(dim.extent, 1))
+    # a program holds one pass's chunk at a time: two passes over a row (Helion's welford, layer
+    # norms: statistics, then the output) are not a 2-D tile. Multiplied, 1024 x 1024 left one row
+    # per program on 16 warps (welford 3x slower than torch.compile on the H100)
+    inner_block = math.prod(passes.values())
     elements = inner_block if inner else row  # held by one program at a time
     rows = max(1, _floor_pow2(ROW_ELEMENTS_PER_PROGRAM // elements))
     for dim in launch:
@@ -387,6 +457,23 @@ def _row_kernel(facts: KernelFacts) -> dict[str, Any]:
     for position, extent in enumerate(facts.reduction_extents):
         wanted[f"reduction_loops[{position}]"] = REDUCTION_CHUNK if extent > CHUNK_ROWS_ABOVE else None
     return wanted
+
+
+def _blocked_row_dims(facts: KernelFacts) -> list[TunableDim]:
+    """The hl.register_block_size entries that block rows for the host (seed 003: a block of rows
+    per program, partial results per block, an inner loop of the kernel's own over its rows); []
+    for a kernel that merely names its block sizes (Helion's jsd: `hl.tile(BT, block_size=bm)`
+    over rows and `hl.tile(V, block_size=bn)` over a row's chunks), which is a row kernel like any
+    other: treated as blocked rows it got 32 x 256 tiles on one warp, 25x slower than
+    torch.compile on the H100. Entries no loop tiles count as blocked rows, as before."""
+    untiled = [d for d in facts.tunables if d.role == "register"]
+    launch = [d for d in facts.tunables if d.registered and d.role == "launch"]
+    inner = [d for d in facts.tunables if d.role not in ("launch", "register")]
+    if untiled:
+        return untiled + launch
+    if launch and inner and not any(d.registered for d in inner):
+        return launch
+    return []
 
 
 def _blocked_rows_kernel(facts: KernelFacts, registered: list[TunableDim], inner: list[TunableDim]) -> dict[str, Any]:
@@ -457,4 +544,4 @@ def _clamp_pow2(value: int, low: int, high: int) -> int:
     return min(max(_floor_pow2(max(value, 1)), low), high)
 
 
-__all__ = ["heuristic_config"]
+__all__ = ["config_fits_shared_memory", "heuristic_config", "pipelined_load_bytes"]

@@ -19,6 +19,7 @@ import functools
 import itertools
 from typing import Any, Iterable
 
+from tessera.backends.triton import heuristics
 from tessera.backends.config_space import Axis, ConfigSpace, KernelFacts, next_power_of_two, powers_of_two
 from tessera.config import INDEXING_STRATEGIES, _is_power_of_two
 from tessera.ir.tunables import TunableDim
@@ -80,7 +81,8 @@ def config_space(facts: KernelFacts, enabled: Iterable[str] = ENABLED_KEYS) -> C
     # every backend searches the user's own tunables (hl.register_tunable)
     axes += [Axis(name, None, fragment.choices(), fragment.default(), f"hl.register_tunable({name!r})",
                   ordered=fragment.ordered(), accepts=fragment.allows) for name, fragment in facts.user_tunables]
-    return ConfigSpace(axes, facts, max_tile_elements=MAX_BLOCK_ELEMENTS)
+    return ConfigSpace(axes, facts, max_tile_elements=MAX_BLOCK_ELEMENTS,
+                       fits_device=functools.partial(heuristics.config_fits_shared_memory, facts))
 
 
 def _block_axis(dim: TunableDim) -> Axis:
