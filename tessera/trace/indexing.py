@@ -296,6 +296,8 @@ def stored_value(tracer: Tracer, tensor: TensorProxy, shape: tuple[Axis, ...], v
     if isinstance(value, TileValue):
         value = align_to(tracer, value, shape)
         target = tracer.broadcast([shape, value.axes], f"store into {tensor.name}")
+        if any(tracer.fits_padded_axis(a, b) for a, b in zip(value.axes[::-1], shape[::-1])):
+            value = tracer.onto_block_axes(value, shape)  # a padded allocation stored into its row
         if len(target) != len(shape) or any(a is not tracer.canonical_axis(b) and b is not UNIT
                                                and not tracer.fits_block_axis(a, b) for a, b in zip(target, shape)):
             raise exc.ShapeMismatchError(
