@@ -10,9 +10,8 @@ import torch
 
 import tessera
 import tessera.language as hl
+from tests.test_specialize_pins_sizes import MODES, T
 
-T = torch.Tensor
-MODES = ("eager", "interpret")
 SHAPES = [(1, 3), (33, 5), (9, 16), (7, 100)]
 
 
@@ -48,29 +47,20 @@ def padded_sums(x: T) -> T:
     return out
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("shape", SHAPES)
-def test_padded_allocation_accumulates_a_row(mode, shape):
-    x = torch.randn(*shape)
-    kernel = tessera.kernel(padded_accumulator, mode=mode, config=tessera.Config(block_sizes=[16]))
-    torch.testing.assert_close(kernel(x), x + 1)
+CASES = [
+    (padded_accumulator, lambda x: x + 1),
+    (padded_product, lambda x: x + 2),
+    (padded_sums, lambda x: x.sum(-1) + tessera.next_power_of_2(x.size(1))),
+]
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("shape", SHAPES)
-def test_padded_allocation_through_a_product(mode, shape):
+@pytest.mark.parametrize("fn, reference", CASES, ids=[case[0].__name__ for case in CASES])
+def test_padded_allocation_combines_with_its_row(mode, shape, fn, reference):
     x = torch.randn(*shape)
-    kernel = tessera.kernel(padded_product, mode=mode, config=tessera.Config(block_sizes=[16]))
-    torch.testing.assert_close(kernel(x), x + 2)
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("shape", SHAPES)
-def test_padded_allocation_reductions(mode, shape):
-    x = torch.randn(*shape)
-    kernel = tessera.kernel(padded_sums, mode=mode, config=tessera.Config(block_sizes=[16]))
-    expected = x.sum(-1) + tessera.next_power_of_2(shape[1])
-    torch.testing.assert_close(kernel(x), expected, atol=1e-5, rtol=1e-5)
+    kernel = tessera.kernel(fn, mode=mode, config=tessera.Config(block_sizes=[16]))
+    torch.testing.assert_close(kernel(x), reference(x), atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -76,3 +76,23 @@ def test_unspecialized_size_still_refused_as_register_size():
     kernel = tessera.kernel(rows, mode="interpret", config=tessera.Config(block_sizes=[16]))
     with pytest.raises(tessera.exc.DynamicAllocationError, match="hl.specialize"):
         kernel(torch.randn(4, 6))
+
+
+def test_config_spec_lists_reduction_loops():
+    def row_sums(x: T) -> T:
+        hl.specialize(x.size(1))
+        out = x.new_empty([x.size(0)])
+        for tile in hl.tile(x.size(0)):
+            out[tile] = x[tile, :].sum(-1)
+        return out
+
+    def copy(x: T) -> T:
+        out = torch.empty_like(x)
+        for tile in hl.tile(x.size(0)):
+            out[tile] = x[tile]
+        return out
+
+    x = torch.randn(6, 50)
+    spec = tessera.kernel(row_sums, mode="interpret").bind((x,)).config_spec
+    assert [axis.key for axis in spec.reduction_loops] == ["reduction_loops"]
+    assert tessera.kernel(copy, mode="interpret").bind((x,)).config_spec.reduction_loops == []
