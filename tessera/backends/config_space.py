@@ -144,7 +144,7 @@ class ConfigSpace:
     def reduction_loops(self) -> list[Axis]:
         """Helion's per-reduction loop choices: one axis per whole row that may be reduced in
         chunks (`Config.reduction_loops[i]`), empty when no reduction may loop."""
-        return [axis for axis in self.axes if axis.key == "reduction_loops"]
+        return [axis for axis in self.axes if axis.key == "reduction_loops" and axis.choices != (None,)]
 
     @staticmethod
     def unsupported_config_keys(config: Mapping[str, Any]) -> list[str]:
