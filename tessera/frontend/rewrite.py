@@ -40,6 +40,7 @@ import torch
 from tessera import exc
 from tessera.location import SourceLocation
 from tessera.frontend.source import KernelSource
+from tessera.frontend.host_constants import HOST_CONSTANT, constant_locals, host_constant, wrap_constants
 from tessera.frontend.specialized import PINNED_SIZE, SizePins, pinned_size
 from tessera.language.constexpr import specialize
 from tessera.language.math import dot as hl_dot
@@ -228,7 +229,9 @@ class _Rewriter:
         self.counter = 0
         self.launch_counter = 0
         tree = source.tree
-        self.size_pins = SizePins(tree, source.resolver()) if isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        is_function = isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef))
+        self.size_pins = SizePins(tree, source.resolver()) if is_function else None
+        self.constants = constant_locals(tree) if is_function else set()
 
     def _location(self, node: ast.AST) -> SourceLocation:
         return SourceLocation(self.source.filename, node.lineno, node.col_offset,  # type: ignore[attr-defined]
@@ -294,7 +297,7 @@ class _Rewriter:
                     if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt) \
                             and not isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
                         setattr(statement, field, self.host_block(inner, bound))
-                statement = self._specialize_in_place(statement)
+                statement = wrap_constants(self._specialize_in_place(statement), self.constants)
                 result.append(self.size_pins.visit(statement) if self.size_pins is not None else statement)
             bound.extend(_assigned_names([statement]))
         return result
@@ -613,7 +616,8 @@ def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool
     # the logical helpers are Python's own `and` / `or` / `not` for host values
     helpers = {COMPARE: _python_compare, RANGE: _python_range, MINMAX: _python_minmax, LOGICAL: logical_helper,
                CHAIN: chain_helper, NOT: not_helper, PRINT: _python_print, BREAKPOINT: _python_call,
-               STATIC_RANGE: _python_static_range, PINNED_SIZE: pinned_size, **helpers, UNDEFINED_NAME: UNDEFINED}
+               STATIC_RANGE: _python_static_range, PINNED_SIZE: pinned_size,
+               HOST_CONSTANT: host_constant, **helpers, UNDEFINED_NAME: UNDEFINED}
     factory_params = list(freevars) + list(helpers)
     factory = ast.FunctionDef("_tessera_factory",
                               ast.arguments([], [ast.arg(n) for n in factory_params], None, [], [], None, []),

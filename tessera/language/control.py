@@ -277,8 +277,9 @@ def _holds_tile_values(values: Any) -> bool:
     return isinstance(values, (tuple, list)) and any(_holds_tile_values(value) for value in values)
 
 
-# made inside a tile loop, these are tile values even from plain ints (`torch.arange(tile.block_size)`)
-_TILE_FACTORIES = frozenset({torch.arange})
+# made inside a tile loop, these are tile values even from plain ints (`torch.arange(tile.block_size)`,
+# `torch.zeros(block_m, block_n)` with host constants): registers, as hl.zeros makes them
+_TILE_FACTORIES = frozenset({torch.arange, torch.zeros, torch.ones, torch.empty, torch.full})
 
 
 def device_if_helper(condition: Any, then_body: Callable[..., tuple], else_body: Callable[..., tuple],
