@@ -44,7 +44,7 @@ from tessera.frontend.host_constants import HOST_CONSTANT, constant_locals, host
 from tessera.frontend.specialized import PINNED_SIZE, SizePins, pinned_size
 from tessera.language.constexpr import specialize
 from tessera.language.math import dot as hl_dot
-from tessera.language.control import UNDEFINED, chain_helper, logical_helper, not_helper
+from tessera.language.control import UNDEFINED, bitwise_helper, chain_helper, logical_helper, not_helper
 
 LAUNCH = "_tessera_launch"
 DEVICE_LOOP = "_tessera_device_loop"
@@ -60,6 +60,7 @@ NOT = "_tessera_not"  # (value) -> `not value`, or the negated condition
 STATIC_RANGE = "_tessera_static_range"  # (the name `range`, *arguments) -> whether the loop is unrolled in Python
 DEVICE_RANGE = "_tessera_device_range"  # (the name `range`, *arguments) -> hl.grid over the same indices
 PRINT = "_tessera_print"  # (the name `print` as the kernel sees it, *arguments, **keywords) -> a device print or Python's
+BITWISE = "_tessera_bitwise"  # ("rshift" | "lshift" | "and" | "or" | "xor", a, b) -> Python's, or on symbolic ints
 BREAKPOINT = "_tessera_breakpoint"  # (the name `breakpoint` as the kernel sees it) -> hl.breakpoint, or the call
 
 
@@ -125,6 +126,9 @@ def _on_torch_module(function: ast.expr) -> bool:
 
 _OPERATOR_NAMES = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge",
                    ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
+
+
+_BITWISE_NAMES = {ast.RShift: "rshift", ast.LShift: "lshift", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor"}
 
 
 def _thunk(value: ast.expr) -> ast.Lambda:
@@ -200,6 +204,16 @@ class _DeviceExpressions(ast.NodeTransformer):
         kind = "and" if isinstance(node.op, ast.And) else "or"
         call = ast.Call(ast.Name(LOGICAL, ast.Load()), [ast.Constant(kind), *map(_thunk, node.values)], [])
         return ast.copy_location(call, node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
+        """`a >> b`, `a << b`, `a & b`, `a | b`, `a ^ b` -> `_tessera_bitwise("rshift", a, b)`:
+        sympy has no bitwise operators, and a tile's bounds are symbolic ints while tracing."""
+        self.generic_visit(node)
+        kind = _BITWISE_NAMES.get(type(node.op))
+        if kind is None:
+            return node
+        return ast.copy_location(ast.Call(ast.Name(BITWISE, ast.Load()), [ast.Constant(kind), node.left, node.right], []),
+                                 node)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
         self.generic_visit(node)
@@ -615,7 +629,7 @@ def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool
     # function sees them while reading the user's module globals live (not a copy).
     # the logical helpers are Python's own `and` / `or` / `not` for host values
     helpers = {COMPARE: _python_compare, RANGE: _python_range, MINMAX: _python_minmax, LOGICAL: logical_helper,
-               CHAIN: chain_helper, NOT: not_helper, PRINT: _python_print, BREAKPOINT: _python_call,
+               CHAIN: chain_helper, NOT: not_helper, BITWISE: bitwise_helper, PRINT: _python_print, BREAKPOINT: _python_call,
                STATIC_RANGE: _python_static_range, PINNED_SIZE: pinned_size,
                HOST_CONSTANT: host_constant, **helpers, UNDEFINED_NAME: UNDEFINED}
     factory_params = list(freevars) + list(helpers)
