@@ -258,7 +258,7 @@ class EagerTorchMode(TorchFunctionMode):
         except (RuntimeError, TypeError, ValueError, IndexError, ArithmeticError) as error:
             if not self.eager.loop_depth or isinstance(error, exc.TesseraError):
                 raise  # host code is plain Python: its torch errors are the user's own
-            fitted = fit_padded_rows(func, args)
+            fitted = fit_padded_rows(func, args) or fit_tail_reshape(func, args)
             if fitted is None:
                 raise _located_torch_error(func, error) from error
             result = self.__torch_function__(func, types, fitted, kwargs)
@@ -329,6 +329,24 @@ def fit_padded_rows(func: Callable[..., Any], args: tuple) -> tuple | None:
         return None
     return tuple(cut_padded_rows(a, [rows.get(a.dim() - d, a.size(d)) for d in range(a.dim())])
                  if isinstance(a, torch.Tensor) else a for a in args)
+
+
+_RESHAPES = frozenset({torch.Tensor.reshape, torch.Tensor.view, torch.reshape})
+
+
+def fit_tail_reshape(func: Callable[..., Any], args: tuple) -> tuple | None:
+    """`v.reshape([tile.block_size, n])` of a tail tile's value (fewer rows than the block), as the
+    compiled code reshapes the whole block: the size that names the block is the tile's length
+    here. None when the value has no tail dim the sizes name by its block."""
+    if func not in _RESHAPES or not args or not isinstance(args[0], torch.Tensor):
+        return None
+    marks = getattr(args[0], _TAILS, None)
+    sizes = list(args[1]) if len(args) == 2 and isinstance(args[1], (tuple, list, torch.Size)) else list(args[1:])
+    if not marks or len(sizes) != args[0].dim():
+        return None
+    fitted = [marks[len(sizes) - d][1] if len(sizes) - d in marks and size == marks[len(sizes) - d][0] else size
+              for d, size in enumerate(sizes)]
+    return None if fitted == sizes else (args[0], fitted)
 
 
 # the ops that combine operands lane for lane (their in-place and operator spellings included)
