@@ -70,3 +70,20 @@ def test_which_locals_are_constants():
         return x
 
     assert _locals_of(kernel) == ["a", "b"]
+
+
+def _closure_kernel(block: int):
+    def rows_of_block(x: T) -> T:
+        out = torch.zeros(x.size(0) // block, block, device=x.device)
+        for g in hl.grid(x.size(0) // block):
+            out[g, :] = x[g * block + hl.arange(block)] + hl.zeros([block])
+        return out
+    return rows_of_block
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("block, rows", [(1, 1), (4, 3), (8, 5)])
+def test_closure_ints_are_constants(mode, block, rows):
+    x = torch.randn(block * rows)
+    kernel = tessera.kernel(_closure_kernel(block), mode=mode)
+    torch.testing.assert_close(kernel(x), x.view(rows, block))

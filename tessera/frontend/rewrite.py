@@ -640,7 +640,8 @@ def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool
     code = compile(module, source.filename, "exec")
     factory_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
     make = types.FunctionType(factory_code, fn.__globals__, "_tessera_factory")
-    closure_values = [cell.cell_contents for cell in (fn.__closure__ or ())]
+    # the closure's ints are read once, here: compile-time constants, as Helion reads them
+    closure_values = [host_constant(cell.cell_contents) for cell in (fn.__closure__ or ())]
     rewritten = make(*closure_values, *helpers.values())
     rewritten.__defaults__ = fn.__defaults__
     rewritten.__kwdefaults__ = fn.__kwdefaults__
