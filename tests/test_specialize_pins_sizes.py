@@ -97,3 +97,10 @@ def test_config_spec_lists_reduction_loops():
     assert [axis.key for axis in spec.reduction_loops] == ["reduction_loops"]
     flat = x.reshape(-1)  # no whole row to chunk
     assert tessera.kernel(copy, mode="interpret").bind((flat,)).config_spec.reduction_loops == []
+
+
+def test_rewriting_keeps_the_source_forms_that_pin_sizes():
+    kernel = tessera.kernel(rows_plus_one_statement, mode="eager", config=tessera.Config(block_sizes=[16]))
+    kernel(torch.randn(3, 5))  # rewrites the kernel
+    assert kernel.specialized_arguments == (("x", 1),)
+    assert tessera.kernel(rows_plus_one_alias).specialized_arguments == (("x", 1),)

@@ -311,8 +311,10 @@ class _Rewriter:
                     if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt) \
                             and not isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
                         setattr(statement, field, self.host_block(inner, bound))
-                statement = wrap_constants(self._specialize_in_place(statement), self.constants)
-                result.append(self.size_pins.visit(statement) if self.size_pins is not None else statement)
+                statement = self._specialize_in_place(statement)
+                if self.size_pins is not None:  # on a copy: the kernel's source tree is read again (specialized.py)
+                    statement = wrap_constants(self.size_pins.visit(copy.deepcopy(statement)), self.constants)
+                result.append(statement)
             bound.extend(_assigned_names([statement]))
         return result
 
