@@ -145,6 +145,12 @@ class ConfigSpace:
         to one flat program id already (config.py names the `flatten_loops` key as ignored)."""
         return []
 
+    @property
+    def reduction_loops(self) -> list[Axis]:
+        """Helion's per-reduction loop choices: one axis per whole row that may be reduced in
+        chunks (`Config.reduction_loops[i]`), empty when no reduction may loop."""
+        return [axis for axis in self.axes if axis.key == "reduction_loops" and axis.choices != (None,)]
+
     @staticmethod
     def unsupported_config_keys(config: Mapping[str, Any]) -> list[str]:
         """Helion's name: the keys of `config` that Tessera accepts but does not honour (each

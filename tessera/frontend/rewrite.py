@@ -40,9 +40,11 @@ import torch
 from tessera import exc
 from tessera.location import SourceLocation
 from tessera.frontend.source import KernelSource
+from tessera.frontend.host_constants import HOST_CONSTANT, constant_locals, host_constant, wrap_constants
+from tessera.frontend.specialized import PINNED_SIZE, SizePins, pinned_size
 from tessera.language.constexpr import specialize
 from tessera.language.math import dot as hl_dot
-from tessera.language.control import UNDEFINED, chain_helper, logical_helper, not_helper
+from tessera.language.control import UNDEFINED, bitwise_helper, chain_helper, logical_helper, not_helper
 
 LAUNCH = "_tessera_launch"
 DEVICE_LOOP = "_tessera_device_loop"
@@ -58,6 +60,7 @@ NOT = "_tessera_not"  # (value) -> `not value`, or the negated condition
 STATIC_RANGE = "_tessera_static_range"  # (the name `range`, *arguments) -> whether the loop is unrolled in Python
 DEVICE_RANGE = "_tessera_device_range"  # (the name `range`, *arguments) -> hl.grid over the same indices
 PRINT = "_tessera_print"  # (the name `print` as the kernel sees it, *arguments, **keywords) -> a device print or Python's
+BITWISE = "_tessera_bitwise"  # ("rshift" | "lshift" | "and" | "or" | "xor", a, b) -> Python's, or on symbolic ints
 BREAKPOINT = "_tessera_breakpoint"  # (the name `breakpoint` as the kernel sees it) -> hl.breakpoint, or the call
 
 
@@ -123,6 +126,9 @@ def _on_torch_module(function: ast.expr) -> bool:
 
 _OPERATOR_NAMES = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge",
                    ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
+
+
+_BITWISE_NAMES = {ast.RShift: "rshift", ast.LShift: "lshift", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor"}
 
 
 def _thunk(value: ast.expr) -> ast.Lambda:
@@ -199,6 +205,16 @@ class _DeviceExpressions(ast.NodeTransformer):
         call = ast.Call(ast.Name(LOGICAL, ast.Load()), [ast.Constant(kind), *map(_thunk, node.values)], [])
         return ast.copy_location(call, node)
 
+    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
+        """`a >> b`, `a << b`, `a & b`, `a | b`, `a ^ b` -> `_tessera_bitwise("rshift", a, b)`:
+        sympy has no bitwise operators, and a tile's bounds are symbolic ints while tracing."""
+        self.generic_visit(node)
+        kind = _BITWISE_NAMES.get(type(node.op))
+        if kind is None:
+            return node
+        return ast.copy_location(ast.Call(ast.Name(BITWISE, ast.Load()), [ast.Constant(kind), node.left, node.right], []),
+                                 node)
+
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
         self.generic_visit(node)
         if not isinstance(node.op, ast.Not):
@@ -226,6 +242,10 @@ class _Rewriter:
         self.is_tile_call = is_tile_call
         self.counter = 0
         self.launch_counter = 0
+        tree = source.tree
+        is_function = isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef))
+        self.size_pins = SizePins(tree, source.resolver()) if is_function else None
+        self.constants = constant_locals(tree) if is_function else set()
 
     def _location(self, node: ast.AST) -> SourceLocation:
         return SourceLocation(self.source.filename, node.lineno, node.col_offset,  # type: ignore[attr-defined]
@@ -291,7 +311,10 @@ class _Rewriter:
                     if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt) \
                             and not isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
                         setattr(statement, field, self.host_block(inner, bound))
-                result.append(self._specialize_in_place(statement))
+                statement = self._specialize_in_place(statement)
+                if self.size_pins is not None:  # on a copy: the kernel's source tree is read again (specialized.py)
+                    statement = wrap_constants(self.size_pins.visit(copy.deepcopy(statement)), self.constants)
+                result.append(statement)
             bound.extend(_assigned_names([statement]))
         return result
 
@@ -608,8 +631,9 @@ def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool
     # function sees them while reading the user's module globals live (not a copy).
     # the logical helpers are Python's own `and` / `or` / `not` for host values
     helpers = {COMPARE: _python_compare, RANGE: _python_range, MINMAX: _python_minmax, LOGICAL: logical_helper,
-               CHAIN: chain_helper, NOT: not_helper, PRINT: _python_print, BREAKPOINT: _python_call,
-               STATIC_RANGE: _python_static_range, **helpers, UNDEFINED_NAME: UNDEFINED}
+               CHAIN: chain_helper, NOT: not_helper, BITWISE: bitwise_helper, PRINT: _python_print, BREAKPOINT: _python_call,
+               STATIC_RANGE: _python_static_range, PINNED_SIZE: pinned_size,
+               HOST_CONSTANT: host_constant, **helpers, UNDEFINED_NAME: UNDEFINED}
     factory_params = list(freevars) + list(helpers)
     factory = ast.FunctionDef("_tessera_factory",
                               ast.arguments([], [ast.arg(n) for n in factory_params], None, [], [], None, []),
@@ -618,7 +642,8 @@ def rewrite_kernel(source: KernelSource, is_tile_call: Callable[[ast.expr], bool
     code = compile(module, source.filename, "exec")
     factory_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
     make = types.FunctionType(factory_code, fn.__globals__, "_tessera_factory")
-    closure_values = [cell.cell_contents for cell in (fn.__closure__ or ())]
+    # the closure's ints are read once, here: compile-time constants, as Helion reads them
+    closure_values = [host_constant(cell.cell_contents) for cell in (fn.__closure__ or ())]
     rewritten = make(*closure_values, *helpers.values())
     rewritten.__defaults__ = fn.__defaults__
     rewritten.__kwdefaults__ = fn.__kwdefaults__

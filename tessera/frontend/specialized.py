@@ -20,7 +20,10 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable
 
+import torch
+
 from tessera.frontend.source import KernelSource
+from tessera.ir import interpreter
 from tessera.language.constexpr import specialize
 
 # (parameter name, dim): a tensor parameter's size along dim; (parameter name, None): an int parameter
@@ -118,3 +121,83 @@ def pinned_values(pinned: tuple[Pinned, ...], names: tuple[str, ...], args: tupl
         except (AttributeError, IndexError, TypeError, ValueError, RuntimeError):
             values.append(None)
     return tuple(values)
+
+
+def pinned_size(tensor: Any, dim: int | None, value: Any) -> Any:
+    """`value` (`tensor.size(dim)`, all sizes when dim is None) for `hl.specialize(x.size(d))`,
+    which the frontend rewrites to `hl.specialize(pinned_size(x, d, x.size(d)))` (also for
+    `n = x.size(d); ...; hl.specialize(n)`): Helion pins the size itself, so every use of it in
+    the kernel (`x.size(d)` inside the loop, the dims unified with it) is the constant, not only
+    the int the call returns. The host interpreter of a compiled call pins the dim on the tensor
+    for that call (while its size still equals `value`); eager mode needs no pin.
+
+    >>> hl.specialize(pinned_size(x, 1, x.size(1)))    # doctest: +SKIP
+    """
+    pin = getattr(interpreter.active(), "pin_dims", None)
+    if pin is not None and isinstance(tensor, torch.Tensor):
+        if _matches(tensor, dim, value):
+            pin(tensor, tuple(range(tensor.dim())) if dim is None else (dim % max(tensor.dim(), 1),))
+    return value
+
+
+def _matches(tensor: torch.Tensor, dim: int | None, value: Any) -> bool:
+    try:
+        return tuple(tensor.size()) == tuple(value) if dim is None else tensor.size(dim) == value
+    except (TypeError, IndexError, RuntimeError):
+        return False
+
+
+PINNED_SIZE = "_tessera_pinned_size"  # the rewritten host code's name for `pinned_size`
+
+
+class SizePins(ast.NodeTransformer):
+    """Host statements with `hl.specialize(x.size(d))`, `hl.specialize(x.shape[d])`,
+    `hl.specialize(x.shape)` and `hl.specialize(n)` (n bound once to a parameter's size) routed
+    through `pinned_size`, so the size is pinned where it is traced, not only where it is returned.
+    Functions nested in the statements (launch bodies, helpers) are not entered."""
+
+    def __init__(self, function: ast.FunctionDef, resolve: Callable[[ast.expr], Any]) -> None:
+        parameters = {arg.arg for arg in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)}
+        rebound = {node.id for node in ast.walk(function) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+        self.aliases = {name: pinned for name, pinned in _size_aliases(function, parameters).items()
+                        if pinned[0] not in rebound}
+        self.resolve = resolve
+
+    def visit_FunctionDef(self, node: ast.AST) -> ast.AST:
+        return node
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if len(node.args) != 1 or node.keywords or self.resolve(node.func) is not specialize:
+            return node
+        argument = node.args[0]
+        pinned = _size_of_name(argument)
+        if pinned is None and isinstance(argument, ast.Name) and argument.id in self.aliases:
+            pinned = self.aliases[argument.id]
+        if pinned is None:
+            return node
+        owner, dim = pinned
+        call = ast.Call(ast.Name(PINNED_SIZE, ast.Load()),
+                        [ast.Name(owner, ast.Load()), ast.Constant(dim), argument], [])
+        node.args = [ast.copy_location(call, argument)]
+        return node
+
+
+def _size_of_name(node: ast.expr) -> Pinned | None:
+    """(n, d) for `n.size(d)` / `n.shape[d]` with a constant d, (n, None) for `n.size()` / `n.shape`."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
+            and not node.keywords and len(node.args) <= 1:
+        owner, dim = node.func.value, (_constant_int(node.args[0]) if node.args else None)
+        if node.args and dim is None:
+            return None
+    elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+        owner, dim = node.value.value, _constant_int(node.slice)
+        if dim is None:
+            return None
+    elif isinstance(node, ast.Attribute) and node.attr == "shape":
+        owner, dim = node.value, None
+    else:
+        return None
+    return (owner.id, dim) if isinstance(owner, ast.Name) else None

@@ -274,14 +274,36 @@ def torch_call_helper(function: Any, *args: Any, **kwargs: Any) -> Any:
     return function(*args, **kwargs)
 
 
+_BITWISE = {"rshift": operator.rshift, "lshift": operator.lshift, "and": operator.and_, "or": operator.or_,
+            "xor": operator.xor}
+
+
+def bitwise_helper(kind: str, left: Any, right: Any) -> Any:
+    """What a rewritten `a >> b` (`<<`, `&`, `|`, `^`) inside a tile loop calls: Python's operator,
+    unless a side is a symbolic int (`tile.begin >> 7`, `x.size(0) & 3`), which sympy has no
+    bitwise operators for: a shift by a constant stays symbolic (floor division or product by a
+    power of two, Python's meaning for negative ints too); any other is computed on the device
+    from the expression's value (a 0-d int32 value, as `tile.begin` holds in the program)."""
+    symbolic = [isinstance(v, sympy.Expr) and not isinstance(v, HostScalar) and bool(v.free_symbols)
+                for v in (left, right)]
+    if not any(symbolic):
+        return _BITWISE[kind](left, right)
+    if kind in ("rshift", "lshift") and not symbolic[1] and isinstance(right, int) and 0 <= right < 63:
+        return sympy.floor(left / 2 ** right) if kind == "rshift" else left * 2 ** right
+    tracer = current_tracer()
+    left, right = (tracer.symbolic_value(v) if is_symbolic else v for v, is_symbolic in zip((left, right), symbolic))
+    return _BITWISE[kind](left, right)
+
+
 def _holds_tile_values(values: Any) -> bool:
     if isinstance(values, TileValue):
         return True
     return isinstance(values, (tuple, list)) and any(_holds_tile_values(value) for value in values)
 
 
-# made inside a tile loop, these are tile values even from plain ints (`torch.arange(tile.block_size)`)
-_TILE_FACTORIES = frozenset({torch.arange})
+# made inside a tile loop, these are tile values even from plain ints (`torch.arange(tile.block_size)`,
+# `torch.zeros(block_m, block_n)` with host constants): registers, as hl.zeros makes them
+_TILE_FACTORIES = frozenset({torch.arange, torch.zeros, torch.ones, torch.empty, torch.full})
 
 
 def device_if_helper(condition: Any, then_body: Callable[..., tuple], else_body: Callable[..., tuple],

@@ -117,6 +117,9 @@ def shape_axes(tracer: Tracer, shape: tuple) -> tuple[Axis, ...]:
     int a whole-dimension axis of that size (1: the unit axis)."""
     axes = []
     for position, dim in enumerate(shape):
+        if isinstance(dim, sympy.Basic) and not isinstance(dim, BlockSizeInt):
+            dim = tracer.symbols.canonical(dim)  # a size pinned by hl.specialize / static shapes is an int
+            dim = int(dim) if dim.is_Integer else dim
         if isinstance(dim, TileProxy):
             axes.append(dim.axis)
         elif isinstance(dim, AxisSize):

@@ -6,7 +6,7 @@ lane, is an error here, exactly the accesses the compiled kernel masks or would 
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -116,6 +116,23 @@ def _cut_to_tiles(value: Any, index: Any) -> Any:
         dim = value.dim() - len(tiles) + position
         if value.size(dim) == tile.block_size > len(tile):
             value = value.narrow(dim, 0, len(tile))
+    return value
+
+
+def is_padded_row(padded: int, row: int) -> bool:
+    """Whether `padded` lanes are a row of `row` padded to the next power of two, as Helion holds
+    a whole row (`hl.zeros([tile, next_power_of_2(n)])` combines with an n-wide row)."""
+    return 1 < row < padded and padded == 1 << (row - 1).bit_length()
+
+
+def cut_padded_rows(value: Any, shape: Sequence[int]) -> Any:
+    """`value` with each trailing dim of padded lanes (`is_padded_row`) where `shape` has the row
+    cut to the row: the lanes the compiled code masks."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    for position in range(1, min(value.dim(), len(shape)) + 1):
+        if is_padded_row(value.size(-position), int(shape[-position])):
+            value = value.narrow(value.dim() - position, 0, int(shape[-position]))
     return value
 
 
@@ -314,6 +331,8 @@ def store(tensor: torch.Tensor, index: Any, value: Any, mask: Any = None, accumu
     value = _cut_to_tiles(value, index)
     index = normalize_index(tensor, index)
     tensor_dims = _tensor_dims(tensor, index)
+    if not tensor_dims and isinstance(value, torch.Tensor) and value.dim():
+        value = cut_padded_rows(value, tensor[index].shape)  # a view: no copy
     if tensor_dims:
         _check_unmasked(_in_bounds(tensor, index, tensor_dims), mask)
         index = _clamped(tensor, index, tensor_dims)

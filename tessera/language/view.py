@@ -223,6 +223,8 @@ def reshape_value(tracer: Tracer, value: TileValue, shape: tuple) -> TileValue:
     sizes = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)) else list(shape)
     source = [axis for axis in value.axes if axis is not UNIT]
     wanted = [size for size in sizes if not _is_one(size)]
+    if len(wanted) < len(source):  # a tile of block 1 named by its size 1 (`[tile.block_size, n]`): a unit dim
+        source = [axis for axis in source if not (axis.is_tile and axis.block == 1)] or source
 
     def refuse(why: str) -> exc.UnsupportedOperationError:
         return exc.UnsupportedOperationError(
@@ -257,6 +259,9 @@ def _regroup(tracer: Tracer, source: list[Any], wanted: list[Any]) -> tuple[list
     whole power-of-two dims, and in a merge also tiles (`[tile, 2, n] -> [2 * tile.block_size, n]`,
     Helion's int4 unpacking), whose lanes past the loop's end become zeros of the merged dim.
     Row-major order then survives tl.reshape; every other tile stays where it is."""
+    wanted = _resolve_minus_one(tracer, source, wanted)
+    if wanted is None:
+        return None
     result: list[Any] = []
     zeroed: list[Any] = []
     i = j = 0
@@ -286,9 +291,11 @@ def _regroup(tracer: Tracer, source: list[Any], wanted: list[Any]) -> tuple[list
             if extent is None:
                 return None
             merged.append(extent)
-        if _product(pieces) == have and not axis.is_tile:
+        if _product(pieces) == have:
             if any(piece & (piece - 1) for piece in pieces):
                 return None
+            if axis.is_tile:  # a tile split into whole dims (`v.view(tile.block_size // 2, 2)`)
+                zeroed.append(axis)
             result += [UNIT if piece == 1 else _split_axis(tracer, wanted[j + k], piece)
                        for k, piece in enumerate(pieces)]
             i, j = i + 1, j + len(pieces)
@@ -300,6 +307,25 @@ def _regroup(tracer: Tracer, source: list[Any], wanted: list[Any]) -> tuple[list
         else:
             return None
     return (result, zeroed) if i == len(source) and j == len(wanted) else None
+
+
+def _resolve_minus_one(tracer: Tracer, source: list[Any], wanted: list[Any]) -> list[Any] | None:
+    """`wanted` with its -1 (if any) as the lanes the other sizes leave (`v.reshape(tile0, -1)` of
+    [tile0, tile1, tile2] merges the last two tiles' blocks), or None when they cannot be counted."""
+    if not any(_is_minus_one(size) for size in wanted):
+        return wanted
+    extents = [_merge_extent(tracer, axis) for axis in source]
+    known = []
+    for size in wanted:
+        if _is_minus_one(size):
+            continue
+        named = getattr(size, "axis", None)
+        known.append(_merge_extent(tracer, tracer.canonical_axis(named)) if named is not None
+                     else _static_size(tracer, size))
+    if None in extents or None in known or _product(extents) % _product(known):  # type: ignore[arg-type]
+        return None
+    rest = _product(extents) // _product(known)  # type: ignore[arg-type]
+    return [rest if _is_minus_one(size) else size for size in wanted]
 
 
 def _split_axis(tracer: Tracer, size: Any, extent: int) -> Any:

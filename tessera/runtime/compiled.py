@@ -27,6 +27,7 @@ from tessera.ir.tile_range import TileRange
 from tessera.ir.tunables import TunableDim
 from tessera.language.rng import draw_seeds
 from tessera.location import user_location
+from tessera.marking import STATIC_DIMS_ATTRIBUTE
 from tessera.runtime.call_keys import config_key, device_type, launch_inputs, needs_int64, overlaps_itself
 from tessera.runtime.eager import EagerInterpreter
 from tessera.runtime.exact_facts import launch_facts
@@ -305,6 +306,24 @@ class _HostInterpreter(EagerInterpreter):
                  runner: CompiledRunner) -> None:
         super().__init__(slots, config, device)  # type: ignore[arg-type]  (a LazySlotTable acts as one)
         self.runner = runner
+        self.pinned: list[tuple[torch.Tensor, Any]] = []  # (tensor, its marks before this call)
+
+    def pin_dims(self, tensor: torch.Tensor, dims: tuple[int, ...]) -> None:
+        """`hl.specialize(x.size(d))` in the host code: x's dim d is a constant for this call's
+        launches, as `tessera.mark_static` makes it (the launches' keys and traces read the mark);
+        `unpin` gives the tensor its own marks back when the call ends."""
+        before = getattr(tensor, STATIC_DIMS_ATTRIBUTE, None)
+        if not set(dims) <= set(before or ()):
+            self.pinned.append((tensor, before))
+            setattr(tensor, STATIC_DIMS_ATTRIBUTE, tuple(sorted({*(before or ()), *dims})))
+
+    def unpin(self) -> None:
+        while self.pinned:
+            tensor, before = self.pinned.pop()  # newest first: the first entry holds the user's own marks
+            if before is None:
+                delattr(tensor, STATIC_DIMS_ATTRIBUTE)
+            else:
+                setattr(tensor, STATIC_DIMS_ATTRIBUTE, before)
 
     def block_sizes(self, site: Any, count: int, bounds: list[tuple[int, int | None]]) -> list[int]:
         chosen = super().block_sizes(site, count, bounds)
@@ -412,6 +431,8 @@ def _run_host_code(kernel: Any, host: _HostInterpreter, args: tuple, kwargs: dic
         return (kernel._rewritten or kernel.rewritten()).function(*args, **kwargs)
     finally:
         interpreter.pop()
+        if host.pinned:
+            host.unpin()
 
 
 def _launch_device(values: list[Any], host: Any) -> torch.device:

@@ -24,7 +24,7 @@ from tessera.location import user_location
 import tessera.language  # noqa: F401  (defines the primitives whose eager rules _OVERRIDES reads)
 from tessera.ir.primitive import ALL_PRIMITIVES, TORCH_FUNCTIONS, Primitive
 from tessera.ir.tile_range import TileRange, reversed_range_error, static_bounds
-from tessera.language.eager_indexing import is_tile_value, mark_tile_values
+from tessera.language.eager_indexing import cut_padded_rows, is_padded_row, is_tile_value, mark_tile_values
 from tessera.language.elementwise import ELEMENTWISE_OPS
 from tessera.language.rng import LaunchSeeds
 from tessera.ir.tunables import tunable_value
@@ -267,7 +267,11 @@ class EagerTorchMode(TorchFunctionMode):
         except (RuntimeError, TypeError, ValueError, IndexError, ArithmeticError) as error:
             if not self.eager.loop_depth or isinstance(error, exc.TesseraError):
                 raise  # host code is plain Python: its torch errors are the user's own
-            raise _located_torch_error(func, error) from error
+            fitted = fit_padded_rows(func, args) or fit_tail_reshape(func, args)
+            if fitted is None:
+                raise _located_torch_error(func, error) from error
+            result = self.__torch_function__(func, types, fitted, kwargs)
+            return args[0] if result is fitted[0] and fitted[0] is not args[0] else result  # in place: the whole
         if tracking:
             _tag_lanes(name, args, kwargs, result)
         if self.eager.loop_depth and _makes_tile_value(func, args, kwargs, result):
@@ -360,6 +364,44 @@ def fit_to_block_sizes(func: Callable[..., Any], args: tuple, tails: dict[int, t
             arg = mark_tile_values(resized) if is_tile_value(arg) else resized
         fitted.append(arg)
     return tuple(fitted)
+
+
+def fit_padded_rows(func: Callable[..., Any], args: tuple) -> tuple | None:
+    """The operands of an elementwise op whose sizes differ only where one is a row of n lanes and
+    another that row padded to the next power of two (`hl.zeros([tile, next_power_of_2(n)])`),
+    the padded ones cut to n as the compiled code masks them; None when that is not the case."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if _elementwise_name(func) not in _ELEMENTWISE_NAMES or len(tensors) < 2:
+        return None
+    rows: dict[int, int] = {}  # position from the right -> the row's length
+    for position in range(1, max(t.dim() for t in tensors) + 1):
+        sizes = {t.size(-position) for t in tensors if t.dim() >= position} - {1}
+        if len(sizes) == 2 and is_padded_row(max(sizes), min(sizes)):
+            rows[position] = min(sizes)
+        elif len(sizes) > 1:
+            return None
+    if not rows:
+        return None
+    return tuple(cut_padded_rows(a, [rows.get(a.dim() - d, a.size(d)) for d in range(a.dim())])
+                 if isinstance(a, torch.Tensor) else a for a in args)
+
+
+_RESHAPES = frozenset({torch.Tensor.reshape, torch.Tensor.view, torch.reshape})
+
+
+def fit_tail_reshape(func: Callable[..., Any], args: tuple) -> tuple | None:
+    """`v.reshape([tile.block_size, n])` of a tail tile's value (fewer rows than the block), as the
+    compiled code reshapes the whole block: the size that names the block is the tile's length
+    here. None when the value has no tail dim the sizes name by its block."""
+    if func not in _RESHAPES or not args or not isinstance(args[0], torch.Tensor):
+        return None
+    marks = getattr(args[0], _TAILS, None)
+    sizes = list(args[1]) if len(args) == 2 and isinstance(args[1], (tuple, list, torch.Size)) else list(args[1:])
+    if not marks or len(sizes) != args[0].dim():
+        return None
+    fitted = [marks[len(sizes) - d][1] if len(sizes) - d in marks and size == marks[len(sizes) - d][0] else size
+              for d, size in enumerate(sizes)]
+    return None if fitted == sizes else (args[0], fitted)
 
 
 # the ops that combine operands lane for lane (their in-place and operator spellings included)

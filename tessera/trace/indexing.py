@@ -299,6 +299,8 @@ def stored_value(tracer: Tracer, tensor: TensorProxy, shape: tuple[Axis, ...], v
             value = tracer.emit(Op.VIEW, [value.node], (UNIT,) * (len(shape) - len(value.axes)) + value.axes,
                                 value.dtype, what="store of a lower-rank value")
         target = tracer.broadcast([shape, value.axes], f"store into {tensor.name}")
+        if any(tracer.fits_padded_axis(a, b) for a, b in zip(value.axes[::-1], shape[::-1])):
+            value = tracer.onto_block_axes(value, shape)  # a padded allocation stored into its row
         if len(target) != len(shape) or any(a is not tracer.canonical_axis(b) and b is not UNIT
                                                and not tracer.fits_block_axis(a, b) for a, b in zip(target, shape)):
             raise exc.ShapeMismatchError(

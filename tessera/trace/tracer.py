@@ -232,7 +232,8 @@ class Tracer:
         return {position: shape[offset + position] for position, axis in enumerate(value.axes)
                 if axis is not shape[offset + position]
                 and (self.fits_block_axis(shape[offset + position], axis)
-                     or self.fits_block_axis(axis, shape[offset + position]))}
+                     or self.fits_block_axis(axis, shape[offset + position])
+                     or self.fits_padded_axis(axis, shape[offset + position]))}
 
     def inside_tile(self, axis: Axis, axes: tuple[Axis, ...], position: int) -> TileValue:
         """True where the lanes of tile `axis`, standing at `position` of `axes` (under that axis's
@@ -298,6 +299,20 @@ class Tracer:
         `acc = hl.zeros([tile_m, block]); for t in hl.tile(n, block_size=block): acc += x[tile_m, t]`)."""
         return block_axis in self.block_size_axes and tile_axis.is_tile and tile_axis.block == block_axis.block
 
+    def fits_padded_axis(self, padded: Axis, row: Axis) -> bool:
+        """Whether a whole dim of exactly a power of two P lanes (`hl.zeros([tile, P])`) combines
+        lane for lane with a whole row of n < P lanes held in one block of P: Helion pads a row
+        to next_power_of_2(n) lanes, so `hl.zeros([tile, next_power_of_2(n)]) + x[tile, :]` is
+        the row (its lanes past n are masked, as the row's are)."""
+        full = self._full_axes
+        if padded is row or padded not in full or row not in full or padded.block != row.block:
+            return False
+        if self.row_loop is not None and row is self.row_loop.axis:  # a chunked row: its block is the chunk
+            return False
+        extent = sympy.sympify(padded.end)
+        return (extent.is_Integer and int(extent) == padded.block > 1 and sympy.sympify(row.begin) == 0
+                and not self.symbols.on_device(row.end) and self.symbols.evaluate(row.end) < padded.block)
+
     def _guard_block_bucket(self, extent: Any, block: int) -> None:
         if isinstance(extent, sympy.Basic) and not extent.is_Integer:
             self.symbols.guard(whole_dim_bucket(extent, block), f"whole dimension of size {extent} fits block {block}")
@@ -343,6 +358,8 @@ class Tracer:
             # tile takes the allocation's lanes (its masks cover the lanes past its end)
             block, tile = (a, b) if a in self.block_size_axes else (b, a)
             return tile if tile.kind is AxisKind.LAUNCH else block
+        if self.fits_padded_axis(a, b) or self.fits_padded_axis(b, a):
+            return b if self.fits_padded_axis(a, b) else a  # the row: its mask drops the padding lanes
         full = self._full_axes
         if a in full and b in full and self.symbols.evaluate(a.end) == self.symbols.evaluate(b.end):
             self.symbols.guard_equal(a.end, b.end, f"{what}: sizes {a.end} and {b.end} are equal")
