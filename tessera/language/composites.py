@@ -30,6 +30,12 @@ T = torch.Tensor
 def masked_fill_p(tracer: Tracer, value: TileValue, mask: Any, fill: Any) -> TileValue:
     value = only_tile_value("torch.masked_fill", value)
     answer = ask_torch("torch.masked_fill", torch.masked_fill, (value, mask, fill), {})
+    # torch converts the fill to the tensor's dtype first (-1.5 into int64 is -1); a select in a
+    # wider dtype would round large int64 values
+    if isinstance(fill, TileValue):
+        fill = cast(tracer, fill, value.dtype)
+    elif isinstance(fill, (bool, int, float)):
+        fill = torch.tensor(fill).to(value.dtype).item()
     filled = apply_elementwise(tracer, "where", mask, fill, value)
     return filled if filled.dtype == answer.dtype else cast(tracer, filled, answer.dtype)
 
