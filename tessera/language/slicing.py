@@ -197,3 +197,54 @@ def glu_p(tracer: Tracer, value: Any, dim: int = -1) -> TileValue:
     first = slice_dim(tracer, value, position, slice(0, half))
     second = slice_dim(tracer, value, position, slice(half, 2 * half))
     return apply_elementwise(tracer, "mul", first, apply_elementwise(tracer, "sigmoid", second))
+
+
+def _pieces(tracer: Tracer, value: TileValue, dim: int, sizes: list[int]) -> tuple[TileValue, ...]:
+    pieces, start = [], 0
+    for size in sizes:
+        pieces.append(slice_dim(tracer, value, dim, slice(start, start + size)))
+        start += size
+    return tuple(pieces)
+
+
+def _known(tracer: Tracer, size: Any) -> int:
+    """A section size (`v.size(1)` of a whole dim included) as this call's int, guarded."""
+    size = sympy.sympify(size.number("torch.split") if hasattr(size, "number") else size)
+    if size.is_Integer:
+        return int(size)
+    known = int(tracer.symbols.evaluate(size))
+    tracer.symbols.guard(sympy.Eq(size, known), f"torch.split section {size} is {known}")
+    return known
+
+
+@torch_primitive("torch_split", torch.split, T.split)
+def torch_split_p(tracer: Tracer, value: Any, split_size_or_sections: Any, dim: int = 0) -> tuple[TileValue, ...]:
+    value = only_tile_value("torch.split", value)
+    position = dim % value.dim()
+    size = whole_extent(tracer, value, position, "torch.split")
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        sizes = [min(step, size - start) for start in range(0, size, step)]
+    else:
+        sizes = [_known(tracer, s) for s in split_size_or_sections]
+        if sum(sizes) != size:
+            raise exc.ShapeMismatchError(f"torch.split sections {sizes} do not add up to the dim's size {size}",
+                                         location=user_location(), hint="torch refuses them too")
+    return _pieces(tracer, value, position, sizes)
+
+
+@torch_primitive("chunk", torch.chunk, T.chunk)
+def chunk_p(tracer: Tracer, value: Any, chunks: int, dim: int = 0) -> tuple[TileValue, ...]:
+    value = only_tile_value("torch.chunk", value)
+    position = dim % value.dim()
+    size = whole_extent(tracer, value, position, "torch.chunk")
+    step = -(-size // chunks)  # torch's chunk size: the ceiling, so there may be fewer chunks
+    return _pieces(tracer, value, position, [min(step, size - start) for start in range(0, size, step)])
+
+
+@torch_primitive("unbind", torch.unbind, T.unbind)
+def unbind_p(tracer: Tracer, value: Any, dim: int = 0) -> tuple[TileValue, ...]:
+    value = only_tile_value("torch.unbind", value)
+    position = dim % value.dim()
+    size = whole_extent(tracer, value, position, "torch.unbind")
+    return tuple(slice_dim(tracer, value, position, k) for k in range(size))
