@@ -399,7 +399,7 @@ class _Rewriter:
         become functional branches. `bound` (names bound so far) grows as statements bind names."""
         result: list[ast.stmt] = []
         for statement in body:
-            statement = _InPlaceRebinding().visit(statement)
+            statement = _InPlaceRebinding(bound).visit(statement)
             names = self._level_names([statement])
             if self._is_tile_loop(statement):
                 result.extend(self.device_loop(statement, bound))  # type: ignore[arg-type]
@@ -550,7 +550,11 @@ class _InPlaceRebinding(ast.NodeTransformer):
     """`v.mul_(2)` -> `(v := v.mul_(2))` for torch's in-place methods on a name, wherever the call
     stands in a tile loop (`u = v.clamp_(0, 1) * 2` too): a tile value is a copy in registers, so
     the name must see the new value (a tensor's in-place method returns the tensor itself, so
-    eager code means the same). Nested functions, lambdas and comprehensions keep their own scope."""
+    eager code means the same). Only names bound inside the loop are rebound (a tensor argument's
+    name stays the host's). Nested functions, lambdas and comprehensions keep their own scope."""
+
+    def __init__(self, bound: list[str]) -> None:
+        self.bound = bound
 
     def _own_scope(self, node: ast.AST) -> ast.AST:
         return node
@@ -576,7 +580,7 @@ class _InPlaceRebinding(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.expr:
         self.generic_visit(node)
         name = self._in_place_name(node)
-        if name is None:
+        if name is None or name not in self.bound:
             return node
         return ast.copy_location(ast.NamedExpr(target=ast.Name(name, ast.Store()), value=node), node)
 

@@ -44,9 +44,7 @@ def _copysign(e: Ops, magnitude: Any, sign: Any) -> TileValue:
     if not isinstance(sign, TileValue):  # a scalar sign: its own sign bit, known now
         negative = math.copysign(1.0, sign) < 0
         return e.neg(e.abs(magnitude)) if negative else e.abs(magnitude)
-    if not isinstance(magnitude, TileValue):
-        magnitude = e.add(e.mul(sign, 0), abs(magnitude))
-    return e.copysign(magnitude, sign)
+    return e.copysign(magnitude, sign)  # (torch takes no scalar magnitude)
 
 
 def _signbit(e: Ops, x: TileValue) -> TileValue:
