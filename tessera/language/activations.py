@@ -99,6 +99,7 @@ formula_primitive("relu6", "F.relu6", (F.relu6,), _relu6, integers_as_is=True)
 formula_primitive("hardsigmoid", "F.hardsigmoid", (F.hardsigmoid,), _hardsigmoid)
 formula_primitive("hardswish", "F.hardswish", (F.hardswish,), _hardswish)
 formula_primitive("logsigmoid", "F.logsigmoid", (F.logsigmoid,), _logsigmoid)
-formula_primitive("softsign", "F.softsign", (F.softsign,), _softsign)
+# torch's F.softsign is three tensor ops, each rounding to the input's dtype (ints wrap): so here too
+formula_primitive("softsign", "F.softsign", (F.softsign,), _softsign, widen=False)
 torch_primitive("nan_to_num", torch.nan_to_num, torch.Tensor.nan_to_num)(_nan_to_num)
 torch_primitive("normalize", F.normalize)(_normalize)

@@ -212,6 +212,10 @@ def _trace_rule(name: str) -> Callable[..., Any]:
         answer = ask_torch(f"torch.{op.torch_functions[0].__name__}", op.torch_functions[0], args, kwargs)
         if name in _ROUNDINGS and isinstance(args[0], TileValue) and not args[0].dtype.is_floating_point:
             return args[0]
+        if name == "fmod" and any(isinstance(a, TileValue) and a.dtype == torch.bool for a in args[1:2]) \
+                and not answer.dtype.is_floating_point:  # a False divisor raises in torch: refused whole
+            raise exc.DtypeError("torch.fmod of bool values (torch raises ZeroDivisionError for a False divisor)",
+                                 location=user_location(), hint="convert to an integer dtype first: v.to(torch.int32)")
         if name == "pow" and not answer.dtype.is_floating_point:
             return _integer_pow(tracer, args[0], args[1], answer.dtype)
         if name == "gelu" and kwargs.pop("approximate", "none") == "tanh":

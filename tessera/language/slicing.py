@@ -187,7 +187,9 @@ def diff_p(tracer: Tracer, value: Any, n: int = 1, dim: int = -1, prepend: Any =
 @torch_primitive("glu", F.glu)
 def glu_p(tracer: Tracer, value: Any, dim: int = -1) -> TileValue:
     value = only_tile_value("F.glu", value)
-    ask_torch("F.glu", torch.sigmoid, (value,), {})  # (torch's F.glu would refuse the stand-in's odd dim)
+    if not value.dtype.is_floating_point:
+        raise exc.DtypeError(f"F.glu of a {value.dtype} tile value: torch computes it for floating-point values only",
+                             location=user_location(), hint="convert first: v.to(torch.float32)")
     position = dim % value.dim()
     size = whole_extent(tracer, value, position, "F.glu")
     if size % 2:
