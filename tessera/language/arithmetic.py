@@ -23,6 +23,8 @@ def _rsub(e: Ops, x: Any, other: Any, alpha: Any = 1) -> TileValue:
 
 
 def _addcmul(e: Ops, x: Any, first: Any, second: Any, value: Any = 1) -> TileValue:
+    if not x.dtype.is_floating_point and isinstance(value, float):
+        value = int(value)  # torch truncates the scale for integer tensors (value=0.5 scales by 0)
     return e.add(x, e.mul(e.mul(first, value), second))
 
 
