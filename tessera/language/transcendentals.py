@@ -100,10 +100,11 @@ def _asinh(e: Ops, x: TileValue) -> TileValue:
 
 
 def _acosh(e: Ops, x: TileValue) -> TileValue:
-    """log1p(t + sqrt(t (t + 2))) with t = x - 1 (exact near 1); x < 1 is NaN (sqrt)."""
+    """log1p(t + sqrt(t (t + 2))) with t = x - 1 (exact near 1); x < 1 is NaN."""
     t = e.sub(x, 1)
     near = e.log1p(e.add(t, e.sqrt(e.mul(t, e.add(t, 2)))))
-    return e.where(e.gt(x, _HUGE), e.add(e.log(x), _LN2), near)
+    result = e.where(e.gt(x, _HUGE), e.add(e.log(x), _LN2), near)
+    return e.where(e.lt(x, 1), float("nan"), result)  # (for large negative x the sum cancels to a number)
 
 
 def _atanh(e: Ops, x: TileValue) -> TileValue:
