@@ -62,9 +62,22 @@ def test_stack_and_cat_of_two_values(shape: tuple[int, int], device: torch.devic
         torch.testing.assert_close(joined.cpu(), torch.cat([x, y * 2], dim=1), msg=lambda text: f"{mode}: {text}")
 
 
-def test_cat_along_a_padded_row_is_refused_with_a_way_around() -> None:
-    with pytest.raises(exc.UnsupportedOperationError, match="a tile's padding would land in the middle"):
-        tessera.kernel(cat_rows, mode="interpret", config=CONFIG)(torch.randn(3, 5), torch.randn(3, 5))
+def test_cat_along_a_padded_row_picks_lanes() -> None:
+    x, y = torch.randn(3, 5), torch.randn(3, 5)
+    joined = tessera.kernel(cat_rows, mode="interpret", config=CONFIG)(x, y)
+    torch.testing.assert_close(joined, torch.cat([x, y * 2], dim=1))
+
+
+def cat_tiles(x: T) -> T:
+    out = torch.empty(2 * x.size(0), x.size(1), dtype=x.dtype, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = torch.cat([x[tile, :], x[tile, :]], dim=0)[:1]
+    return out
+
+
+def test_cat_along_a_tile_dim_is_refused_with_a_way_around() -> None:
+    with pytest.raises(exc.UnsupportedOperationError, match="which is a tile"):
+        tessera.kernel(cat_tiles, mode="interpret", config=CONFIG)(torch.randn(3, 5))
 
 
 def two_phases(x: T) -> T:

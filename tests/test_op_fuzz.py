@@ -43,7 +43,7 @@ TOLERANCES = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 1e-2}
 # CPU and CUDA kernels disagree, so those rows see finite, in-range values only
 _FINITE_ONLY = frozenset({"int", "long", "type_as"})
 # integer x // 0 raises in torch, INT_MIN // -1 traps (the rows of torch.div with a rounding_mode too)
-_DIVISIONS = frozenset({"floordiv", "mod"})
+_DIVISIONS = frozenset({"floordiv", "mod", "fmod"})
 # a float sum's value depends on its order once partial sums overflow or cancel huge terms: summing
 # rows see huge values no 37 of which overflow, and allow the summation error bound n * eps * sum|x|
 _SUMMING = frozenset({"sum", "mean"})

@@ -295,6 +295,66 @@ OPS: tuple[OpCase, ...] = (
     OpCase("isfinite", lambda x, y, z: torch.where(torch.isfinite(torch.log(x) / (y > 0)), y, z)),
     OpCase("softplus", lambda x, y, z: F.softplus(x * 30), tolerance=1e-4),
     OpCase("softplus", lambda x, y, z: F.softplus(x, beta=2.0, threshold=1.0), tolerance=1e-4),
+    # activations (language/activations.py): torch's formulas, fp32 inside for 16-bit inputs
+    OpCase("leaky_relu", lambda x, y, z: F.leaky_relu(x, 0.2)),
+    OpCase("leaky_relu", lambda x, y, z: F.leaky_relu(x), dtype=torch.bfloat16),
+    OpCase("elu", lambda x, y, z: F.elu(x * 4, alpha=0.5), tolerance=1e-5),
+    OpCase("selu", lambda x, y, z: F.selu(x * 4), tolerance=1e-5),
+    OpCase("celu", lambda x, y, z: F.celu(x * 4, 2.0), dtype=torch.float16, tolerance=1e-3),
+    OpCase("mish", lambda x, y, z: F.mish(x * 10), tolerance=1e-5),
+    OpCase("hardtanh", lambda x, y, z: F.hardtanh(x, -0.5, 0.25)),
+    OpCase("hardtanh", lambda x, y, z: F.hardtanh(x, -3, 2), dtype=torch.int32, domain="small_int"),
+    OpCase("relu6", lambda x, y, z: F.relu6(x * 5)),
+    OpCase("hardsigmoid", lambda x, y, z: F.hardsigmoid(x * 5)),
+    OpCase("hardswish", lambda x, y, z: F.hardswish(x * 5), dtype=torch.bfloat16, tolerance=1e-2),
+    OpCase("logsigmoid", lambda x, y, z: F.logsigmoid(x * 30), tolerance=1e-5),
+    OpCase("softsign", lambda x, y, z: F.softsign(x)),
+    OpCase("gelu", lambda x, y, z: F.gelu(x * 3, approximate="tanh"), tolerance=1e-5),
+    OpCase("gelu", lambda x, y, z: F.gelu(x, approximate="tanh"), dtype=torch.float16, tolerance=1e-3),
+    OpCase("nan_to_num", lambda x, y, z: torch.nan_to_num(torch.log(x) / (y > 0))),
+    OpCase("nan_to_num", lambda x, y, z: (torch.log(x) / (y > 0)).nan_to_num(1.5, 2.0, -3.0), dtype=torch.bfloat16),
+    OpCase("normalize", lambda v: F.normalize(v, dim=1), layout="row_to_row", tolerance=1e-5),
+    OpCase("normalize", lambda v: F.normalize(v, 1.0, -1) * 0 + F.normalize(v * 0, dim=-1), layout="row_to_row"),
+    # arithmetic (language/arithmetic.py)
+    OpCase("rsub", lambda x, y, z: torch.rsub(x, y, alpha=2) + torch.rsub(x, 1.5)),
+    OpCase("addcmul", lambda x, y, z: torch.addcmul(x, y, z, value=0.5)),
+    OpCase("addcmul", lambda x, y, z: x.addcmul(y, z), dtype=torch.bfloat16, tolerance=1e-2),
+    OpCase("addcdiv", lambda x, y, z: torch.addcdiv(x, y, z, value=-2), domain="nonzero", tolerance=1e-5),
+    OpCase("fmax", lambda x, y, z: torch.fmax(torch.log(x), y)),
+    OpCase("fmin", lambda x, y, z: torch.fmin(x, torch.log(y)) + torch.fmin(x * 4, y * 4).float().int().float(),
+           dtype=torch.float16),
+    OpCase("fmin", lambda x, y, z: torch.fmin(x, y), dtype=torch.int32, domain="small_int"),
+    OpCase("copysign", lambda x, y, z: torch.copysign(x, y * (y > 0.5)) + torch.copysign(y, -0.0)),
+    OpCase("signbit", lambda x, y, z: torch.where(torch.signbit(x * (x > 0.5) * -1.0), y, z)),
+    OpCase("signbit", lambda x, y, z: torch.where(x.signbit(), y, z), dtype=torch.bfloat16),
+    OpCase("heaviside", lambda x, y, z: torch.heaviside(torch.round(x), y)),
+    OpCase("xlogy", lambda x, y, z: torch.xlogy(x * (x > 0.5), y.abs()) + torch.xlogy(2, y.abs()), tolerance=1e-5),
+    OpCase("float_power", lambda x, y, z: torch.float_power(x, 3) + x.float_power(y), domain="positive",
+           tolerance=1e-6),
+    OpCase("round", lambda x, y, z: torch.round(x * 4) + torch.round(x * 5 + 0.5)),
+    OpCase("round", lambda x, y, z: torch.round(x * 40, decimals=1) + x.round(decimals=-1), tolerance=1e-5),
+    OpCase("round", lambda x, y, z: torch.round(x * 4), dtype=torch.bfloat16),
+    OpCase("frac", lambda x, y, z: torch.frac(x * 7), tolerance=1e-6),
+    OpCase("fmod", lambda x, y, z: torch.fmod(x * 8, y), domain="nonzero"),
+    OpCase("fmod", lambda x, y, z: torch.fmod(x, y) + x.fmod(-3), dtype=torch.int32, domain="nonzero"),
+    OpCase("fmod", lambda x, y, z: torch.fmod(x * 8, 1.5), dtype=torch.bfloat16),
+    OpCase("square", lambda x, y, z: torch.square(x) + y.square()),
+    OpCase("clamp_min", lambda x, y, z: x.clamp_min(0.1) + torch.clamp_min(x, y)),
+    OpCase("clamp_max", lambda x, y, z: x.clamp_max(0.1) + torch.clamp_max(x, y)),
+    # transcendentals (language/transcendentals.py): fp32 within 1e-5 relative of torch
+    OpCase("expm1", lambda x, y, z: torch.expm1(x * 1e-4) * 1e4 + torch.expm1(x * 20) * 1e-8, tolerance=1e-5),
+    OpCase("log10", lambda x, y, z: torch.log10(x), domain="positive", tolerance=1e-5),
+    OpCase("atan", lambda x, y, z: torch.atan(x * 5) + torch.atan(x * 1e-3) * 1e3, tolerance=1e-5),
+    OpCase("asin", lambda x, y, z: torch.asin(torch.clamp(x * 0.45, -1, 1)) + torch.asin(x * 1e-3) * 1e3, tolerance=1e-5),
+    OpCase("acos", lambda x, y, z: torch.acos(torch.clamp(x * 0.45, -1, 1)), tolerance=1e-5),
+    OpCase("atan2", lambda x, y, z: torch.atan2(x, y) + torch.atan2(x * (x > 0), -0.0 * y), tolerance=1e-5),
+    OpCase("sinh", lambda x, y, z: torch.sinh(x * 10) * 1e-4 + torch.sinh(x * 1e-3) * 1e3, tolerance=1e-5),
+    OpCase("cosh", lambda x, y, z: torch.cosh(x * 10) * 1e-4, tolerance=1e-5),
+    OpCase("asinh", lambda x, y, z: torch.asinh(x * 100) + torch.asinh(x * 1e-3) * 1e3, tolerance=1e-5),
+    OpCase("acosh", lambda x, y, z: torch.acosh(x * 100), domain="positive", tolerance=1e-5),
+    OpCase("atanh", lambda x, y, z: torch.atanh(torch.clamp(x * 0.3, -0.999, 0.999)) + torch.atanh(x * 1e-3) * 1e3, tolerance=1e-5),
+    OpCase("erfc", lambda x, y, z: torch.erfc(x * 4) + torch.log(torch.erfc(x.abs() * 1.5 + 3)), tolerance=1e-5),
+    OpCase("erfc", lambda x, y, z: torch.erfc(x), dtype=torch.bfloat16, tolerance=1e-2),
     OpCase("clamp", lambda x, y, z: torch.clamp(x, -0.5, 0.5)),
     OpCase("lerp", lambda x, y, z: torch.lerp(x, y, z)),
     OpCase("lerp", lambda x, y, z: x.lerp(y, 0.75), dtype=torch.float16, tolerance=1e-3),
@@ -305,6 +365,26 @@ OPS: tuple[OpCase, ...] = (
     OpCase("long", lambda x, y, z: (x * 4).long()), OpCase("bool", lambda x, y, z: (x > 0).int().bool()),
     OpCase("double", lambda x, y, z: x.double()), OpCase("type_as", lambda x, y, z: (x * 4).int().type_as(y)),
     OpCase("getitem", lambda v: v[:, None].sum(1), layout="row_to_row"),
+    # copies and masks (language/copies.py): tril/triu count rows within the tile (block 4), as eager's block does
+    OpCase("clone", lambda x, y, z: x.clone() + torch.clone(y)),
+    OpCase("contiguous", lambda x, y, z: x.contiguous() * 2), OpCase("detach", lambda x, y, z: x.detach() - y),
+    OpCase("flatten", lambda v: v.unsqueeze(2).flatten(1) + torch.flatten(v[:, None, :], 1, 2), layout="row_to_row"),
+    OpCase("tril", lambda v: torch.tril(v) + v.tril(-1), layout="row_to_row",
+           reference=lambda v: torch.cat([torch.tril(c) + c.tril(-1) for c in v.split(4)])),
+    OpCase("triu", lambda v: torch.triu(v, 2), layout="row_to_row", dtype=torch.bfloat16,
+           reference=lambda v: torch.cat([torch.triu(c, 2) for c in v.split(4)])),
+    # constant slices and ints of whole dims (language/slicing.py)
+    OpCase("getitem", lambda v: v[:, ::2].sum(1) + v[..., -1] * 2, layout="row_to_value", tolerance=1e-5),
+    OpCase("getitem", lambda v: v[:, :1] * v + v[:, 0:1], layout="row_to_row", dtype=torch.bfloat16),
+    OpCase("cat", lambda v: torch.cat([v[:, -1:], v, v[:, :1] * 2], 1).sum(1), layout="row_to_value", tolerance=1e-5),
+    OpCase("diff", lambda v: torch.diff(v, dim=1, prepend=v[:, :1]), layout="row_to_row"),
+    OpCase("diff", lambda v: torch.diff(torch.cat([v, v * v, v], 1), 2).sum(1), layout="row_to_value",
+           dtype=torch.float16, tolerance=1e-2),
+    OpCase("torch_split", lambda v: torch.cat(list(reversed(torch.split(torch.cat([v, v * 2, v * 3], 1), [v.size(1), 2 * v.size(1)], 1))), 1).sum(1), layout="row_to_value", tolerance=1e-5),
+    OpCase("chunk", lambda v: torch.cat(list(reversed(v.chunk(3, 1))), 1), layout="row_to_row",
+           dtype=torch.bfloat16),
+    OpCase("unbind", lambda v: sum(torch.unbind(v * 2, 1)), layout="row_to_value", tolerance=1e-5),
+    OpCase("glu", lambda v: F.glu(torch.cat([v, v * 3], 1), 1), layout="row_to_row"),
     OpCase("unsqueeze", lambda v: v.unsqueeze(1).sum(1), layout="row_to_row"),
     OpCase("squeeze", lambda v: v.amax(-1, keepdim=True).squeeze(-1), layout="row_to_value"),
     OpCase("expand", lambda v: v.amax(-1, keepdim=True).expand_as(v), layout="row_to_row"),
@@ -497,3 +577,15 @@ def test_every_primitive_has_an_eager_rule_and_a_trace_rule() -> None:
     missing = [f"{name}: {rule}" for name, primitive in sorted(ALL_PRIMITIVES.items())
                for rule in ("eager_rule", "trace_rule") if getattr(primitive, rule) is None]
     assert missing == []
+
+
+def test_negative_zero_constant_keeps_its_sign() -> None:
+    """Triton reads a -0.0 constant as +0.0; `-0.0 * y` must still give torch's signed zeros."""
+    def kernel(y: T, out: T) -> T:
+        for tile in hl.tile(y.size(0)):
+            out[tile] = -0.0 * y[tile]
+        return out
+    y = torch.tensor([0.0, -0.0, 1.0, -1.0, 2.0])
+    for mode in ("eager", "interpret"):
+        got = tessera.kernel(kernel, mode=mode)(y, torch.empty(5))
+        assert torch.equal(torch.signbit(got), torch.signbit(-0.0 * y)), mode

@@ -422,6 +422,7 @@ class _Rewriter:
         become functional branches. `bound` (names bound so far) grows as statements bind names."""
         result: list[ast.stmt] = []
         for statement in body:
+            statement = _InPlaceRebinding(bound).visit(statement)
             names = self._level_names([statement])
             if self._is_tile_loop(statement):
                 result.extend(self.device_loop(statement, bound))  # type: ignore[arg-type]
@@ -566,6 +567,45 @@ class _Rewriter:
                                   kwonlyargs=[], kw_defaults=[], defaults=[])
         function = ast.FunctionDef(name, arguments, body, [], None)
         return ast.fix_missing_locations(ast.copy_location(function, block[0] if block else where))
+
+
+class _InPlaceRebinding(ast.NodeTransformer):
+    """`v.mul_(2)` -> `(v := v.mul_(2))` for torch's in-place methods on a name, wherever the call
+    stands in a tile loop (`u = v.clamp_(0, 1) * 2` too): a tile value is a copy in registers, so
+    the name must see the new value (a tensor's in-place method returns the tensor itself, so
+    eager code means the same). Only names bound inside the loop are rebound (a tensor argument's
+    name stays the host's). Nested functions, lambdas and comprehensions keep their own scope."""
+
+    def __init__(self, bound: list[str]) -> None:
+        self.bound = bound
+
+    def _own_scope(self, node: ast.AST) -> ast.AST:
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = _own_scope  # type: ignore
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _own_scope  # type: ignore
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> ast.expr:
+        if isinstance(node.value, ast.Call) and self._in_place_name(node.value) == node.target.id:
+            self.generic_visit(node.value)  # rebound already (a nested block is visited again)
+            return node
+        self.generic_visit(node)
+        return node
+
+    @staticmethod
+    def _in_place_name(node: ast.Call) -> str | None:
+        method = node.func
+        if isinstance(method, ast.Attribute) and isinstance(method.value, ast.Name) and method.attr.endswith("_") \
+                and not method.attr.startswith("_") and hasattr(torch.Tensor, method.attr):
+            return method.value.id
+        return None
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)
+        name = self._in_place_name(node)
+        if name is None or name not in self.bound:
+            return node
+        return ast.copy_location(ast.NamedExpr(target=ast.Name(name, ast.Store()), value=node), node)
 
 
 def _make_function(name: str, target: ast.expr, extra: list[str], body: list[ast.stmt],

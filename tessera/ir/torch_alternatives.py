@@ -37,9 +37,6 @@ class Alternative:
 ALTERNATIVES: tuple[Alternative, ...] = (
     Alternative("torch.argsort(x, dim)", (torch.argsort, T.argsort),
                 "sort with its indices: torch.sort(x, dim).indices"),
-    Alternative("torch.cat of more than two values", (),
-                "join two values at a time, or store each part into its own slice of the output "
-                "(`out[tile, 0] = a` and `out[tile, 1] = b`)"),
     Alternative("torch.index_select / x.index_select", (torch.index_select, T.index_select),
                 "index the tensor argument with an index tile: `x[hl.load(idx, [tile]), :]`"),
     Alternative("torch.einsum", (torch.einsum,),
@@ -48,11 +45,9 @@ ALTERNATIVES: tuple[Alternative, ...] = (
                 "load with a computed index, e.g. `hl.load(x, [n - 1 - tile.index])`"),
     Alternative("F.dropout", (F.dropout,),
                 "write the mask with torch.rand_like(v) > p (or hl.rand with an explicit seed)"),
-    Alternative("torch.chunk / torch.split / torch.unbind / torch.tensor_split",
-                (torch.chunk, T.chunk, torch.split, T.split, torch.unbind, T.unbind, torch.tensor_split,
-                 T.tensor_split),
-                "split the last dimension of size 2 with hl.split(v) (-> two values), or index the parts "
-                "of the tensor argument with their own tiles", error=exc.UnsupportedSplitOperation),
+    Alternative("torch.tensor_split", (torch.tensor_split, T.tensor_split),
+                "use torch.split(v, sizes, dim) along a whole dim, or index the parts of the tensor argument with "
+                "their own tiles", error=exc.UnsupportedSplitOperation),
     Alternative("torch.nonzero / torch.masked_select / x[bool_mask]",
                 (torch.nonzero, T.nonzero, torch.masked_select, T.masked_select, torch.argwhere, T.argwhere),
                 "the result's shape would depend on the data: keep the shape and select with "

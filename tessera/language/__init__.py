@@ -40,5 +40,9 @@ from tessera.language import sorting as _sorting  # noqa: E402,F401
 from tessera.language import reductions as _reductions  # noqa: E402,F401
 from tessera.language import statistics as _statistics  # noqa: E402,F401
 from tessera.language import composites as _composites  # noqa: E402,F401
+from tessera.language import activations as _activations  # noqa: E402,F401
+from tessera.language import arithmetic as _arithmetic  # noqa: E402,F401
+from tessera.language import transcendentals as _transcendentals  # noqa: E402,F401
+from tessera.language import copies as _copies  # noqa: E402,F401
 from tessera.language import gather as _gather  # noqa: E402,F401
 from tessera.language import view as _view  # noqa: E402,F401

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import sympy
 import torch
 
 from tessera import exc
@@ -38,10 +39,24 @@ def is_tile_value(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and getattr(value, _TILE_VALUE_MARK, False)
 
 
+def is_constant_index(item: Any) -> bool:
+    """An int, or a slice of constant ints other than `:`: lanes of a whole dim a tile value gives
+    up (language/slicing.py)."""
+    if isinstance(item, bool):
+        return False
+    if isinstance(item, (int, sympy.Integer)):
+        return True
+    return isinstance(item, slice) and item != slice(None) and all(
+        part is None or (isinstance(part, (int, sympy.Integer)) and not isinstance(part, bool))
+        for part in (item.start, item.stop, item.step))
+
+
 def check_tile_value_index(index: Any) -> None:
-    """What a tile value can be indexed with in every mode: `:`, None and `...` (views)."""
+    """What a tile value can be indexed with in every mode: `:`, None and `...` (views), and
+    constant slices and ints (of whole dims when traced)."""
     for item in (index if isinstance(index, tuple) else (index,)):
-        if not (item is None or item is Ellipsis or (isinstance(item, slice) and item == slice(None))):
+        if not (item is None or item is Ellipsis or (isinstance(item, slice) and item == slice(None))
+                or is_constant_index(item)):
             raise exc.IndexingError(
                 f"indexing a tile value with {item!r} is not supported", location=user_location(),
                 hint="index the tensor in memory instead (x[tile, i]), or use `:` and None on tile values")

@@ -47,6 +47,7 @@ ELEMENTWISE_OPS: tuple[ElementwiseOp, ...] = (
     ElementwiseOp("truediv", 2, "divide", (torch.div, torch.true_divide, T.div)),
     ElementwiseOp("floordiv", 2, "arith", (torch.floor_divide,)),
     ElementwiseOp("mod", 2, "arith", (torch.remainder,)),
+    ElementwiseOp("fmod", 2, "arith", (torch.fmod, T.fmod)),  # C's remainder: the dividend's sign
     ElementwiseOp("pow", 2, "float", (torch.pow, T.pow)),
     ElementwiseOp("maximum", 2, "arith", (torch.maximum, T.maximum)),
     ElementwiseOp("minimum", 2, "arith", (torch.minimum, T.minimum)),
@@ -224,11 +225,14 @@ def _trace_rule(name: str) -> Callable[..., Any]:
         answer = ask_torch(f"torch.{op.torch_functions[0].__name__}", op.torch_functions[0], args, kwargs)
         if name in _ROUNDINGS and isinstance(args[0], TileValue) and not args[0].dtype.is_floating_point:
             return args[0]
+        if name == "fmod" and any(isinstance(a, TileValue) and a.dtype == torch.bool for a in args[1:2]) \
+                and not answer.dtype.is_floating_point:  # a False divisor raises in torch: refused whole
+            raise exc.DtypeError("torch.fmod of bool values (torch raises ZeroDivisionError for a False divisor)",
+                                 location=user_location(), hint="convert to an integer dtype first: v.to(torch.int32)")
         if name == "pow" and not answer.dtype.is_floating_point:
             return _integer_pow(tracer, args[0], args[1], answer.dtype)
-        if name == "gelu" and kwargs.pop("approximate", "none") != "none":
-            raise _unsupported_form("F.gelu(approximate='tanh')",
-                                    "use F.gelu(x) (the erf form), or write the tanh formula with torch.tanh")
+        if name == "gelu" and kwargs.pop("approximate", "none") == "tanh":
+            return _tanh_gelu(tracer, args[0], answer.dtype)
         if name == "truediv" and kwargs.get("rounding_mode") is not None:
             return _rounded_division(tracer, args, kwargs.pop("rounding_mode"), answer.dtype)
         if kwargs.get("alpha", 1) != 1 and name in ("add", "sub"):
@@ -250,6 +254,17 @@ def _trace_rule(name: str) -> Callable[..., Any]:
         return result
     rule.__name__ = f"_{name}_trace"
     return rule
+
+
+def _tanh_gelu(tracer: Tracer, x: TileValue, dtype: torch.dtype) -> TileValue:
+    """F.gelu(x, approximate='tanh') as torch's kernel evaluates it, in fp32 for 16-bit inputs."""
+    def e(name: str, *operands: Any) -> TileValue:
+        return apply_elementwise(tracer, name, *operands)
+    wide = tracer.emit(Op.CAST, [x.node], x.axes, _compute_dtype(dtype)) if x.dtype != _compute_dtype(dtype) else x
+    cube = e("mul", e("mul", e("mul", wide, wide), wide), 0.044715)
+    inner = e("mul", e("add", wide, cube), 0.7978845608028654)  # sqrt(2 / pi)
+    result = e("mul", e("mul", wide, 0.5), e("add", e("tanh", inner), 1))
+    return result if result.dtype == dtype else tracer.emit(Op.CAST, [result.node], result.axes, dtype)
 
 
 def _integer_pow(tracer: Tracer, base: Any, exponent: Any, dtype: torch.dtype) -> TileValue:

@@ -18,6 +18,7 @@ from tessera import exc
 from tessera.ir.graph import UNIT, Op
 from tessera.ir.primitive import Primitive, defined_primitive
 from tessera.language.elementwise import apply_elementwise
+from tessera.language.slicing import cat_values
 from tessera.location import user_location
 from tessera.trace.proxy import TileValue
 from tessera.trace.tracer import Tracer
@@ -125,12 +126,21 @@ def _move_last(tracer: Tracer, value: TileValue, position: int) -> TileValue:
     return tracer.emit(Op.PERMUTE, [value.node], tuple(value.axes[i] for i in order), value.dtype, order=tuple(order))
 
 
+def _joins_halves(tracer: Tracer, values: list[TileValue], position: int) -> bool:
+    """Two values whose dim is held whole in one power-of-two block of the same size: a join."""
+    sizes = [tracer.exact_extent(tracer.canonical_axis(v.axes[position]), "torch.cat") for v in values]
+    return len(values) == 2 and sizes[0] is not None and sizes[0] == sizes[1]
+
+
 def _cat_trace(tracer: Tracer, tensors: Any, dim: int = 0, *, out: Any = None) -> TileValue:
     values = _tile_values(tensors, "torch.cat")
     if len(values) == 1:
         return values[0]
+    rank = values[0].dim()
+    if all(v.dim() == rank for v in values) and isinstance(dim, int) and -rank <= dim < rank \
+            and not _joins_halves(tracer, values, dim % rank):
+        return cat_values(tracer, list(values), dim % rank)  # lanes picked one by one (slicing.py)
     first, second = values[0], values[1] if len(values) == 2 else None
-    rank = first.dim()
     if second is None or second.dim() != rank or not isinstance(dim, int) or not -rank <= dim < rank:
         raise exc.UnsupportedOperationError(
             f"torch.cat of {len(values)} tile values along dim={dim!r}: Tessera concatenates two values of one "

@@ -14,6 +14,7 @@ from tessera import exc
 from tessera.ir.primitive import Primitive
 from tessera.language import eager_indexing
 from tessera.language.stack import StackTensor
+from tessera.language.slicing import constant_picks
 from tessera.language.view import subscript_value
 from tessera.location import user_location
 from tessera.trace.indexing import tensor_getitem, tensor_setitem, trace_load, trace_store
@@ -236,7 +237,7 @@ getitem_p.def_eager(_getitem_eager)  # tiles index like slices, with bounds chec
 @getitem_p.def_trace
 def _getitem_trace(tracer: Tracer, value: Any, index: Any) -> Any:
     if isinstance(value, TileValue):
-        return subscript_value(tracer, value, index)
+        return subscript_value(tracer, *constant_picks(tracer, value, index))
     if isinstance(value, TensorProxy):
         return tensor_getitem(tracer, value, index)
     raise exc.IndexingError(f"cannot index {type(value).__name__} inside a tile loop", location=user_location())

@@ -223,7 +223,8 @@ def _refused_on_tile_values(func: Callable[..., Any], args: tuple, kwargs: dict)
     # `Tensor.mul_`): the trace maps them through its own tables to the primitive of the same
     # name (an augmented assignment rebinds), or refuses them
     name = getattr(func, "__name__", "").removesuffix("_")
-    if func in TORCH_FUNCTIONS or name in _TILE_VALUE_ATTRIBUTES or name.startswith("__") or name in _primitive_names():
+    if func in TORCH_FUNCTIONS or name in _TILE_VALUE_ATTRIBUTES or name.startswith("__") or name in _primitive_names() \
+            or name in ("zero", "fill"):  # v.zero_() / v.fill_(x): zeros_like / full_like, rebound
         return False
     return _reads_tile_value(args, kwargs)
 

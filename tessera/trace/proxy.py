@@ -133,6 +133,8 @@ class TileValue(_TorchLike):
         # Tensor methods (`v.sum(1)`, `v.to(dtype)`, `v.exp()`) route through the same table
         # as the torch functions.
         method = getattr(torch.Tensor, name, None)
+        if method is not None and name.endswith("_") and not name.startswith("_"):
+            return self._in_place_method(name)
         if method is None:
             if name.startswith("__"):
                 # Python's own protocol probes (copy, pickle, numpy) expect a plain AttributeError
@@ -149,6 +151,26 @@ class TileValue(_TorchLike):
 
         def bound(*args: Any, **kwargs: Any) -> Any:
             return _dispatch(method, (self, *args), kwargs)
+        return bound
+
+    def _in_place_method(self, name: str) -> Callable[..., Any]:
+        """`v.mul_(2)`, `v.exp_()`, `v.zero_()`: torch's out-of-place op, cast back into v's dtype
+        and shape (as `v *= 2`). The kernel's frontend rebinds the name (`v = v.mul_(2)`): a tile
+        value is a copy, so nothing is written through to a tensor."""
+        fills = {"zero_": (torch.zeros_like, ()), "fill_": (torch.full_like, None)}
+        if name in fills:
+            function, fixed = fills[name]
+
+            def filled(*args: Any) -> Any:
+                return _in_place(self, _dispatch(function, (self, *(args if fixed is None else fixed)), None))
+            return filled
+        method = getattr(torch.Tensor, name[:-1], None)
+        if method not in TORCH_FUNCTIONS:
+            error = unsupported_operation(getattr(torch.Tensor, name))
+            raise exc.UnsupportedMethodError(error.detail, location=error.location, hint=error.hint)
+
+        def bound(*args: Any, **kwargs: Any) -> Any:
+            return _in_place(self, _dispatch(method, (self, *args), kwargs))
         return bound
 
     def __bool__(self) -> bool:

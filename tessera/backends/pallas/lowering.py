@@ -23,6 +23,7 @@ ELEMENTWISE_TEMPLATES: dict[str, str] = {
     **PYTHON_OPERATOR_TEMPLATES,
     "floordiv": "jnp.floor_divide({0}, {1})",
     "mod": "jnp.remainder({0}, {1})",
+    "fmod": "jnp.fmod({0}, {1})",
     "pow": "jnp.power({0}, {1})",
     "maximum": "jnp.maximum({0}, {1})",   # NaN propagates, as in torch
     "minimum": "jnp.minimum({0}, {1})",

@@ -8,6 +8,7 @@ is variable `v7` (`v7_p1` when a chunk pass computes it again), axis `t0` has in
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import sympy
@@ -111,6 +112,10 @@ class Emitter(EmitterBase):
         if isinstance(value, Node):
             name = self.name_of(value)
             return self.cast(name, value.dtype, dtype) if dtype is not None else name
+        if isinstance(value, float) and value == 0 and math.copysign(1.0, value) < 0:
+            # Triton turns a -0.0 constant into +0.0 (`-0.0 * x` was `0.0 * x`): make it at run time
+            wide = dtype if dtype in (torch.float32, torch.float64) else torch.float32
+            return self.cast(f"(tl.full([], 0.0, {TRITON_DTYPES[wide]}) * -1.0)", wide, dtype)
         if self.interpret and dtype == torch.bfloat16 and not isinstance(value, sympy.Basic):
             # Triton 3.6's interpreter has no bf16 constants (`tl.where(c, float('-inf'), v_bf16)`):
             # make the constant in fp32 and round it

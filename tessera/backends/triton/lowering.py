@@ -31,6 +31,7 @@ ELEMENTWISE_TEMPLATES: dict[str, str] = {
     **PYTHON_OPERATOR_TEMPLATES,
     "floordiv": "floordiv",
     "mod": "mod",
+    "fmod": "fmod",
     "pow": "libdevice.pow({0}, {1})",
     "maximum": "tl.maximum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)",
     "minimum": "tl.minimum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)",
@@ -78,6 +79,8 @@ _DIVISION_TEMPLATES: dict[tuple[str, bool], tuple[str, str | None]] = {
     ("floordiv", False): (numerics.INT_FLOORDIV, None),
     ("mod", True): (numerics.FLOAT_REMAINDER, "float_remainder"),
     ("mod", False): (numerics.INT_REMAINDER, None),
+    ("fmod", True): ("exact_fmod({0}, {1})", ""),
+    ("fmod", False): ("({0} % {1})", None),  # Triton's integer % truncates, as C's does
 }
 
 # `~` on bool is logical not; on uint8 Triton xors with -1, which uint8 cannot hold: flip the bits
@@ -130,10 +133,11 @@ def _elementwise(emitter: Emitter, node: Node) -> None:
         helper, template = INTERPRETED_TEMPLATES[fn]
         emitter.helpers.add(helper)
         operands = _blocks(emitter, node, operands, compute)
-    if template in ("floordiv", "mod"):
+    if template in ("floordiv", "mod", "fmod"):
         division, helper = _DIVISION_TEMPLATES[template, compute.is_floating_point]
         if helper is not None:
-            emitter.helpers.update((helper, "exact_fmod_interpreted" if emitter.interpret else "exact_fmod"))
+            fmod = "exact_fmod_interpreted" if emitter.interpret else "exact_fmod"
+            emitter.helpers.update(name for name in (helper, fmod) if name)
             operands = _blocks(emitter, node, operands, compute)
         text = division.format(*operands)
     elif template == "invert":
