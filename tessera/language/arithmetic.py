@@ -29,7 +29,9 @@ def _addcmul(e: Ops, x: Any, first: Any, second: Any, value: Any = 1) -> TileVal
 
 
 def _addcdiv(e: Ops, x: Any, first: Any, second: Any, value: Any = 1) -> TileValue:
-    return e.add(x, e.mul(e.truediv(first, second), value))
+    # torch's CPU kernel scales the numerator first, `x + value * first / second` (inf * 0 /
+    # second is NaN there, where (first / second) * 0 would not be)
+    return e.add(x, e.truediv(e.mul(first, value), second))
 
 
 def _nan_ignoring(name: str) -> Any:
