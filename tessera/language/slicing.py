@@ -69,8 +69,16 @@ def pick_lanes(tracer: Tracer, value: TileValue, dim: int, axis: Axis, wanted: A
     else:
         positions = view_axes(tracer, tracer.tile_index(lanes_axis), (UNIT,) * rank + (lanes_axis,), "slice lanes")
         hit = apply_elementwise(tracer, "eq", wanted, positions)
-    wide = source if source.dtype != torch.bool else cast(tracer, source, torch.int32)
-    picked = apply_elementwise(tracer, "where", hit, wide, 0)
+    # the one picked lane is summed in a 32-bit (or wider) dtype: 8- and 16-bit sums compiled for
+    # the GPU gave wrong values (int8 off by 256, bf16 rows); the other lanes add -0.0 to a float,
+    # which keeps every value (and a -0.0) exactly
+    wide_dtype = source.dtype
+    if source.dtype in (torch.bool, torch.int8, torch.uint8, torch.int16):
+        wide_dtype = torch.int32
+    elif source.dtype in (torch.float16, torch.bfloat16) or source.dtype.is_floating_point and source.dtype.itemsize < 2:
+        wide_dtype = torch.float32
+    wide = source if source.dtype == wide_dtype else cast(tracer, source, wide_dtype)
+    picked = apply_elementwise(tracer, "where", hit, wide, -0.0 if wide_dtype.is_floating_point else 0)
     total = record_reduction(tracer, "sum", picked, rank, False, dtype=wide.dtype)
     return cast(tracer, total, value.dtype) if total.dtype != value.dtype else total
 
