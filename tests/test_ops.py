@@ -369,7 +369,8 @@ OPS: tuple[OpCase, ...] = (
            reference=lambda v: torch.cat([torch.triu(c, 2) for c in v.split(4)])),
     # constant slices and ints of whole dims (language/slicing.py)
     OpCase("getitem", lambda v: v[:, ::2].sum(1) + v[..., -1] * 2, layout="row_to_value", tolerance=1e-5),
-    OpCase("getitem", lambda v: v[:, :1] * v + v[:, 0:1], layout="row_to_row", dtype=torch.bfloat16),
+    OpCase("getitem", lambda v: v[:, :1] * v + v[:, 0:1], layout="row_to_row", dtype=torch.bfloat16,
+           tolerance=1e-2),  # the GPU may contract v * v + w into one rounding (1 bf16 ulp)
     OpCase("cat", lambda v: torch.cat([v[:, -1:], v, v[:, :1] * 2], 1).sum(1), layout="row_to_value", tolerance=1e-5),
     OpCase("diff", lambda v: torch.diff(v, dim=1, prepend=v[:, :1]), layout="row_to_row"),
     OpCase("diff", lambda v: torch.diff(torch.cat([v, v * v, v], 1), 2).sum(1), layout="row_to_value",
