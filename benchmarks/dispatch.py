@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import platform
 import statistics
 import sys
 import time
 from typing import Any, Callable
+
+from _results import write_json  # benchmarks/, the script's folder
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(_HERE)
@@ -301,12 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         print(_profile(device, calls))
     print(f"device: {result['device']}; tessera cache_info {result['cache_info']}"
           + (f"; launcher {result['launcher']}" if "launcher" in result else "; no fast launcher in this runtime"))
-    os.makedirs(args.out, exist_ok=True)
-    name = args.name or ("dispatch_cpu_smoke" if args.smoke else "dispatch_" + _device_tag(result["device"]))
-    path = os.path.join(args.out, f"{name}.json")
-    with open(path, "w") as handle:
-        json.dump(result, handle, indent=2)
-    print(f"wrote {path}")
+    write_json(result, args.out,
+               args.name or ("dispatch_cpu_smoke" if args.smoke else "dispatch_" + _device_tag(result["device"])))
     return 0
 
 

@@ -22,7 +22,6 @@ thread` counts the thread's CPU time only (steadier on a shared machine). Writes
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -32,6 +31,8 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("TESSERA_MODE", "interpret")
 
 import torch  # noqa: E402
+
+from _results import write_json  # noqa: E402 - benchmarks/, the script's folder
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_HERE))
@@ -105,11 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['name']:<40} | {row['us']:8.2f} us   cache_info {row['cache_info']}")
     result = {"rows": rows, "python": platform.python_version(), "torch": torch.__version__, "calls": args.calls,
               "repeats": args.repeats, "clock": args.clock, "launch": "stubbed (interpret mode, direct launch generated)"}
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, f"{args.name}.json")
-    with open(path, "w") as handle:
-        json.dump(result, handle, indent=2)
-    print(f"wrote {path}")
+    write_json(result, args.out, args.name)
     return 0
 
 

@@ -18,7 +18,6 @@ the thread waits for a core is not counted). Writes
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -31,6 +30,8 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("TESSERA_MODE", "interpret")
 
 import torch  # noqa: E402
+
+from _results import write_json  # noqa: E402 - benchmarks/, the script's folder
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -251,11 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ntessera / hand-written host time: {result['tessera_over_handwritten']}x")
     if args.profile:
         print(profile(args.calls))
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "dispatch_overhead_cpu.json")
-    with open(path, "w") as handle:
-        json.dump(result, handle, indent=2)
-    print(f"wrote {path}")
+    write_json(result, args.out, "dispatch_overhead_cpu")
     return 0
 
 
