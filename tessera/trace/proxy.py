@@ -311,28 +311,27 @@ class HostScalar(sympy.Symbol):
         # the rewrite does not see (a helper function, a lambda) would branch on that silently.
         # Against a Python number it is decided for the call being traced and guarded, as a
         # rewritten `if x.size(1) == 16:` is; sympy's own comparisons (with sympy objects) are kept.
-        if isinstance(other, (int, float)) and not isinstance(other, bool) and _called_by_user_code():
-            decided = _decided_while_tracing(self, other)
-            if decided is not None:
-                return decided
-        return super().__eq__(other)
+        decided = _user_equality(self, other)
+        return super().__eq__(other) if decided is None else decided
 
     def __ne__(self, other: Any) -> bool:
-        if isinstance(other, (int, float)) and not isinstance(other, bool) and _called_by_user_code():
-            decided = _decided_while_tracing(self, other)
-            if decided is not None:
-                return not decided
-        return super().__ne__(other)
+        decided = _user_equality(self, other)
+        return super().__ne__(other) if decided is None else not decided
 
     __hash__ = sympy.Symbol.__hash__
 
 
-def _called_by_user_code() -> bool:
-    """Whether the caller of `==` is the user's code, not sympy's or Tessera's own: sympy caches
-    what it simplifies by structure, so a value-dependent answer given to sympy would be reused for
-    a later call with another value."""
-    module = sys._getframe(2).f_globals.get("__name__", "")
-    return not module.startswith(("sympy", "tessera.", "torch"))
+def _user_equality(symbol: sympy.Symbol, other: Any) -> bool | None:
+    """`symbol == other` decided for the traced call when the user's code compares it with a Python
+    number; None (structural equality) otherwise. Only the user's code: sympy caches what it
+    simplifies by structure, so a value-dependent answer given to sympy (or to Tessera's own shape
+    code) would be reused for a later call with another value."""
+    if not isinstance(other, (int, float)) or isinstance(other, bool):
+        return None
+    caller = sys._getframe(2).f_globals.get("__name__", "")  # the frame that wrote `==` / `!=`
+    if caller.startswith(("sympy", "tessera.", "torch")):
+        return None
+    return _decided_while_tracing(symbol, other)
 
 
 def _decided_while_tracing(expression: sympy.Expr, number: int | float) -> bool | None:
