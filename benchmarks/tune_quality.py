@@ -8,7 +8,8 @@ Per case (bf16, issue-17 sizes; one process, a fresh tuning each time, no disk c
 1. the default Config: the heuristic one, what an untuned call runs;
 2. quick tuning (`effort="quick"`): its wall time, and the heuristic's time in its own final round
    (`TuneResult.default_ms`: the tuned Config is never slower than that, by construction);
-3. a long search (`effort="full"` with `--long` seconds, seeded with the heuristic), or with
+3. a long search (`effort="full"` with `--long` seconds: the quick search, then mutants, random
+   points, pattern moves and crossover), or with
    `--long-from JSON` the long searches' winners of an earlier run, timed again here.
 Then the three Configs are timed side by side (`--rounds` rounds, alternating order, the mean of
 each one's medians) and each checked against the case's float32 reference at the benchmark size.
@@ -142,13 +143,14 @@ def run_case(case: Case, args: argparse.Namespace, earlier: dict[str, Any]) -> d
     started = time.perf_counter()
     quick = tune(bound, effort="quick", budget_seconds=args.quick_budget, options=options)
     row.update(quick_s=time.perf_counter() - started, quick=repr(quick.config), quick_candidates=len(quick.search.trials),
-               quick_failed=sum(quick.failures.values()), quick_default_ms=quick.default_ms, quick_ms=quick.time_ms)
+               quick_failed=sum(quick.failures.values()), quick_failures=quick.failures,
+               quick_default_ms=quick.default_ms, quick_ms=quick.time_ms, quick_phases=quick.phases)
     configs = {"default": default, "quick": quick.config}
     if args.long > 0:
         started = time.perf_counter()
         long = tune(bound, effort="full", budget_seconds=args.long, options=options)
         row.update(long_s=time.perf_counter() - started, long=repr(long.config), long_candidates=len(long.search.trials),
-                   long_failed=sum(long.failures.values()),
+                   long_failed=sum(long.failures.values()), long_failures=long.failures,
                    long_top=[(repr(t.config), t.time_ms) for t in long.search.ranked()[:5]])
         configs["long"] = long.config
     elif case.name in earlier:

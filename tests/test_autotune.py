@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import random
+import time
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ import torch
 import tessera
 import tessera.language as hl
 from tessera import backends, exc, settings
-from tessera.autotune import compile_pool, disk_cache, host_finish, prewarm
+from tessera.autotune import bench_worker, compile_pool, disk_cache, host_finish, prewarm
 from tessera.autotune import forking, pool
 from tessera.autotune.bench_worker import BenchResult, BenchSession, BenchTask, BenchWorkerSpec, accuracy_error, bench_worker_setup
 from tessera.autotune.compile_pool import CompileWorkerSpec
@@ -213,6 +214,34 @@ def test_quick_search_sends_a_single_seed_out_with_its_neighbours_in_one_batch()
     assert len(batches[0]) > 8
 
 
+def test_a_full_search_begins_with_the_quick_search_and_never_ends_worse():
+    quick, full = _run_search("quick", seed=0), _run_search("full", seed=0)
+    assert [t.config for t in full.trials[:len(quick.trials)]] == [t.config for t in quick.trials]
+    assert full.best_ms <= quick.best_ms and len(full.trials) > len(quick.trials)
+
+
+def test_a_full_search_population_holds_mutants_of_the_best_beside_random_points():
+    space = TRITON.config_space(matmul_facts(), enabled={"block_sizes", "num_warps", "num_stages"})
+    batches = []
+
+    def evaluate(configs, deadline):
+        batches.append(configs)
+        return [_bowl(c) for c in configs]
+
+    quick_trials = len(_run_search("quick", seed=0).trials)
+    search(space, evaluate, effort="full", seeds=[TRITON.heuristic_config(space)], budget_seconds=1e9, seed=0)
+    done = 0
+    for number, batch in enumerate(batches):  # find the population: the batch after the quick search's
+        done += len(batch)
+        if done == quick_trials:
+            population = batches[number + 1]
+            break
+    best = min((c for b in batches[:number + 1] for c in b), key=_bowl)
+    near = [c for c in population if sum(a != b for a, b in zip(space.values_of(c).values(),
+                                                                    space.values_of(best).values())) <= 2]
+    assert len(near) >= 2 and len(population) >= 8
+
+
 def test_search_stops_when_the_budget_is_spent():
     result = _run_search("full", seed=0, budget=3)  # the fake clock ticks once per batch
     assert len(result.trials) < len(_run_search("full", seed=0).trials)
@@ -402,6 +431,28 @@ def test_the_budget_never_cancels_the_heuristic_config(interpreter_workers):
                   options=options)
     assert result.failures == {} and {t.config["num_warps"]: t.time_ms for t in result.search.trials} == {4: 2.0, 8: 1.0}
     assert result.config["num_warps"] == 4 and result.default_ms == 1.0
+
+
+def test_a_candidate_slower_than_the_cutoff_on_its_first_run_is_not_timed_further():
+    calls = []
+
+    def slow_run():
+        calls.append(1)
+        time.sleep(0.02)
+
+    assert bench_worker._time_wall(slow_run, rep_ms=1e6, flush=None, cutoff_ms=1.0) >= 20 and len(calls) == 1
+    calls.clear()
+    bench_worker._time_wall(slow_run, rep_ms=1e6, flush=None)
+    assert len(calls) == 3
+
+
+def test_the_cutoff_is_a_few_times_the_fastest_candidate_timed_so_far():
+    runner = CandidateRunner(add.bind(torch.randn(4, 4), torch.randn(4, 4)), TuneOptions(progress=False), "add")
+    assert runner._cutoff_ms() is None
+    runner.candidates = {0: _Candidate(Config(num_warps=4), time_ms=2.0, status="ok"),
+                         1: _Candidate(Config(num_warps=8), time_ms=None, status="wrong"),
+                         2: _Candidate(Config(num_warps=2), time_ms=5.0, status="ok")}
+    assert runner._cutoff_ms() == 2.0 * tessera.autotune.pipeline.PRUNE_FACTOR
 
 
 class _FakeTimedBench:

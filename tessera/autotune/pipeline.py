@@ -55,6 +55,10 @@ from tessera.config import Config
 from tessera.runtime.eager import run_eager
 from tessera.runtime.tuning import BACKEND, config_space_for
 
+PRUNE_FACTOR = 3.0
+"""A candidate whose first timed run is this many times slower than the fastest so far is not
+timed further (bench_worker.py: `cutoff_ms`); the final round times the leaders in full."""
+
 BASELINE_MARGIN = 0.01
 """A tuned Config must beat the heuristic one by more than this fraction of its time in the final
 round to be chosen (timing noise between two runs of one Config is about 0.5% on an H100)."""
@@ -474,7 +478,8 @@ class CandidateRunner:
         if candidate.status != "pending":
             return
         if not candidate.host_finished:
-            self.bench.submit(number, bench_task(candidate.plan, check=True, rep_ms=self.options.rep_ms))
+            self.bench.submit(number, bench_task(candidate.plan, check=True, rep_ms=self.options.rep_ms,
+                                                 cutoff_ms=self._cutoff_ms()))
             return
         try:
             error, finished = self._host_result_error(candidate)
@@ -515,7 +520,8 @@ class CandidateRunner:
             self._fail(number, "wrong", f"accuracy gate: the host-finished result is off by {error:.3g} tolerances")
             return
         assert self.bench is not None
-        self.bench.submit(number, bench_task(candidate.plan, check=False, rep_ms=self.options.rep_ms))
+        self.bench.submit(number, bench_task(candidate.plan, check=False, rep_ms=self.options.rep_ms,
+                                             cutoff_ms=self._cutoff_ms()))
 
     def _finish(self, outcome: Outcome) -> None:
         candidate = self.candidates[outcome.task_id]
@@ -537,6 +543,12 @@ class CandidateRunner:
         candidate.status, candidate.time_ms, candidate.plan = kind, None, None
         progress.log(f"candidate {number} skipped ({kind}): {candidate.config}: {message}")
         self._report()
+
+    def _cutoff_ms(self) -> float | None:
+        """PRUNE_FACTOR times the fastest time so far (None before any): a candidate slower than
+        that on its first timed run cannot win, so it is not timed in full."""
+        times = [c.time_ms for c in self.candidates.values() if c.status == "ok" and c.time_ms is not None]
+        return PRUNE_FACTOR * min(times) if times else None
 
     def _is_baseline(self, task_id: Any) -> bool:
         """Whether a task (a candidate's number, or ("gate", number)) is the baseline's."""
