@@ -199,19 +199,41 @@ def test_quick_search_stays_small_and_improves_on_the_seed():
     assert result.best_ms < _bowl(result.trials[0].config)
 
 
-def test_quick_search_sends_a_single_seed_out_with_its_neighbours_in_one_batch():
-    space = TRITON.config_space(matmul_facts(), enabled={"block_sizes", "num_warps", "num_stages"})
+def _batches_of(effort: str, space, seed: int = 0) -> list[list[Config]]:
+    """The batches a search from the heuristic sends out under the bowl cost."""
     batches = []
 
     def evaluate(configs, deadline):
         batches.append(configs)
         return [_bowl(c) for c in configs]
 
+    search(space, evaluate, effort=effort, seeds=[TRITON.heuristic_config(space)], budget_seconds=1e9, seed=seed)
+    return batches
+
+
+def test_quick_search_sends_a_single_seed_out_with_its_neighbours_in_one_batch():
+    space = TRITON.config_space(matmul_facts(), enabled={"block_sizes", "num_warps", "num_stages"})
+    batches = _batches_of("quick", space)
     seed = TRITON.heuristic_config(space)
-    search(space, evaluate, effort="quick", seeds=[seed], budget_seconds=1e9)
     assert batches[0][0] == space.normalize(seed)
-    assert batches[0][1:] == [space.normalize(c) for c in space.neighbors(seed)][:len(batches[0]) - 1]
+    assert batches[0][1:] == [space.normalize(c) for c in space.neighbors_interleaved(seed)][:len(batches[0]) - 1]
     assert len(batches[0]) > 8
+
+
+def test_the_first_ring_of_a_quick_search_moves_every_axis_of_a_matmul_space():
+    space = TRITON.config_space(matmul_facts())
+    seed = space.normalize(TRITON.heuristic_config(space))
+    assert len(list(space.neighbors(seed))) > 16  # more one-step moves than the first ring holds
+    ring = _batches_of("quick", space)[0][1:]
+    moved = {name for config in ring for name, value in space.values_of(config).items()
+             if value != space.values_of(seed)[name]}
+    assert moved == {axis.name for axis in space.axes if len(axis.choices) > 1}
+
+
+def test_interleaved_neighbours_are_the_same_moves_in_another_order():
+    space = TRITON.config_space(matmul_facts())
+    seed = TRITON.heuristic_config(space)
+    assert sorted(map(repr, space.neighbors_interleaved(seed))) == sorted(map(repr, space.neighbors(seed)))
 
 
 def test_a_full_search_begins_with_the_quick_search_and_never_ends_worse():
@@ -222,14 +244,8 @@ def test_a_full_search_begins_with_the_quick_search_and_never_ends_worse():
 
 def test_a_full_search_population_holds_mutants_of_the_best_beside_random_points():
     space = TRITON.config_space(matmul_facts(), enabled={"block_sizes", "num_warps", "num_stages"})
-    batches = []
-
-    def evaluate(configs, deadline):
-        batches.append(configs)
-        return [_bowl(c) for c in configs]
-
+    batches = _batches_of("full", space)
     quick_trials = len(_run_search("quick", seed=0).trials)
-    search(space, evaluate, effort="full", seeds=[TRITON.heuristic_config(space)], budget_seconds=1e9, seed=0)
     done = 0
     for number, batch in enumerate(batches):  # find the population: the batch after the quick search's
         done += len(batch)

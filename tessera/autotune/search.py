@@ -6,8 +6,9 @@ compile-and-benchmark pipeline. Candidates go out in batches so the pipeline can
 in parallel. Every random choice comes from one `random.Random(seed)`; with a deterministic
 `evaluate` the same seed visits the same configs in the same order.
 
-- "quick": the heuristic (and user) seeds, then the one-step neighbours of the best, then of
-  the new best if it moved: about 10-30 candidates. With a single seed its neighbours go out in
+- "quick": the heuristic (and user) seeds, then the one-step neighbours of the best (every
+  axis's first move before any axis's second, so each axis is tried), then of the new best if
+  it moved: about 10-30 candidates. With a single seed its neighbours go out in
   the seed's batch: they do not depend on its time, and the compile workers would otherwise
   idle while it alone compiles and runs.
 - "full": the quick search first (so a full search never ends worse than a quick one: on the
@@ -129,16 +130,16 @@ def _quick(state: _Search, seeds: list[Config]) -> None:
     first = state.fresh(seeds)
     if len(first) == 1:
         center = first[0]
-        improved = state.run_batch(state.fresh(itertools.chain(first, state.space.neighbors(center)),
+        improved = state.run_batch(state.fresh(itertools.chain(first, state.space.neighbors_interleaved(center)),
                                                1 + QUICK_NEIGHBORS))
     else:
         state.run_batch(first)
         if state.best is None:
             return
         center = state.best
-        improved = state.run_batch(state.fresh(state.space.neighbors(center), QUICK_NEIGHBORS))
+        improved = state.run_batch(state.fresh(state.space.neighbors_interleaved(center), QUICK_NEIGHBORS))
     if improved and state.best is not None and state.best != center:
-        state.run_batch(state.fresh(state.space.neighbors(state.best), QUICK_SECOND_RING))
+        state.run_batch(state.fresh(state.space.neighbors_interleaved(state.best), QUICK_SECOND_RING))
 
 
 def _full(state: _Search, rng: random.Random) -> None:
