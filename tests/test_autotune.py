@@ -28,7 +28,7 @@ from tessera.autotune.pipeline import (CandidateRunner, TuneOptions, _Candidate,
 from tessera.autotune.search import SearchResult, Trial, search
 from tessera.autotune.workers import Outcome
 from tessera.backends.config_space import KernelFacts
-from tessera.backends.triton import worker_support
+from tessera.backends.triton import modules, worker_support
 from tessera.config import Config
 from tessera.runtime import tuning
 from tessera.ir.tunables import TunableDim
@@ -469,6 +469,30 @@ def test_the_cutoff_is_a_few_times_the_fastest_candidate_timed_so_far():
                          1: _Candidate(Config(num_warps=8), time_ms=None, status="wrong"),
                          2: _Candidate(Config(num_warps=2), time_ms=5.0, status="ok")}
     assert runner._cutoff_ms() == 2.0 * tessera.autotune.pipeline.PRUNE_FACTOR
+
+
+_DESCRIPTOR_SOURCE = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def loads_through_a_descriptor(pointer):  # {tag}
+    descriptor = tl.make_tensor_descriptor(pointer, shape=[16], strides=[1], block_shape=[16])
+    descriptor.load([0])
+"""
+
+
+@pytest.mark.parametrize("interpreted", [False, True])
+def test_a_bench_worker_sets_the_descriptor_allocator_before_loading_a_compiled_tma_candidate(monkeypatch,
+                                                                                               interpreted):
+    # on the H100 every tensor_descriptor candidate failed in the bench worker: "no allocator was set"
+    calls = []
+    monkeypatch.setattr(worker_support, "triton_interpreted", lambda: interpreted)
+    monkeypatch.setattr(worker_support, "ensure_descriptor_allocator", lambda: calls.append(1))
+    source = _DESCRIPTOR_SOURCE.format(tag=f"interpreted={interpreted}")
+    path = modules.write_generated("descriptor_probe", source, interpret=True)
+    assert worker_support.load_function(path, "loads_through_a_descriptor") is not None
+    assert calls == ([] if interpreted else [1])
 
 
 class _FakeTimedBench:
