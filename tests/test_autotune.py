@@ -216,8 +216,9 @@ def test_quick_search_sends_a_single_seed_out_with_its_neighbours_in_one_batch()
     batches = _batches_of("quick", space)
     seed = TRITON.heuristic_config(space)
     assert batches[0][0] == space.normalize(seed)
-    assert batches[0][1:] == [space.normalize(c) for c in space.neighbors_interleaved(seed)][:len(batches[0]) - 1]
-    assert len(batches[0]) > 8
+    fitting = [space.normalize(c) for c in space.neighbors_interleaved(seed) if space.fits_device(c)]
+    assert batches[0][1:] == fitting[:len(batches[0]) - 1]
+    assert len(batches[0]) >= 8
 
 
 def test_the_first_ring_of_a_quick_search_moves_every_axis_of_a_matmul_space():
@@ -228,6 +229,37 @@ def test_the_first_ring_of_a_quick_search_moves_every_axis_of_a_matmul_space():
     moved = {name for config in ring for name, value in space.values_of(config).items()
              if value != space.values_of(seed)[name]}
     assert moved == {axis.name for axis in space.axes if len(axis.choices) > 1}
+
+
+def test_a_dot_tile_that_leaves_a_thread_more_than_128_accumulator_elements_is_not_tried():
+    space = TRITON.config_space(matmul_facts())
+    heuristic = TRITON.heuristic_config(space)  # 128 x 256 with 8 warps: 128 per thread
+    assert space.fits_device(heuristic)
+    assert not space.fits_device(heuristic.merged(num_warps=4))  # 256 per thread: spills
+    assert space.fits_device(heuristic.merged(block_sizes=[128, 128, 64], num_warps=4))
+    ring = _batches_of("quick", space)[0]
+    assert all(space.fits_device(config) for config in ring)
+
+
+def test_a_seed_is_timed_even_when_it_does_not_fit_the_tuners_register_budget():
+    space = TRITON.config_space(matmul_facts())
+    spilling = TRITON.heuristic_config(space).merged(num_warps=4)
+    batches = []
+    search(space, lambda configs, deadline: batches.append(configs) or [1.0] * len(configs), effort="quick",
+           seeds=[spilling], budget_seconds=1e9)
+    assert batches[0][0] == space.normalize(spilling) and not space.fits_device(spilling)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_the_attention_heuristic_fits_the_tuners_register_budget(head_dim):
+    # the heuristic is the search's first seed; at D128 it holds 256 query rows (128 per thread)
+    from examples.attention import attention
+    q, k, v = (torch.empty(2, 32, 4096, head_dim, dtype=torch.bfloat16) for _ in range(3))
+    bound = attention.bind(q, k, v, False)
+    space = tuning.config_space_for(bound.plan(Config()))
+    assert space.fits_device(tuning.heuristic_for(bound))
+    matmul_space = TRITON.config_space(matmul_facts())
+    assert matmul_space.fits_device(TRITON.heuristic_config(matmul_space))
 
 
 def test_interleaved_neighbours_are_the_same_moves_in_another_order():

@@ -24,7 +24,6 @@ in parallel. Every random choice comes from one `random.Random(seed)`; with a de
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import random
 import time
@@ -79,12 +78,14 @@ class _Search:
     def out_of_time(self) -> bool:
         return self.clock() >= self.deadline
 
-    def fresh(self, configs: Iterable[Config], limit: int | None = None) -> list[Config]:
-        """Configs not tried yet, normalized and within the device's register and shared memory budgets, in order."""
+    def fresh(self, configs: Iterable[Config], limit: int | None = None, seeds: bool = False) -> list[Config]:
+        """Configs not tried yet, normalized and within the device's register and shared memory
+        budgets, in order. `seeds` (the heuristic Config, the user's configs=) skip the budget
+        check: what a call runs untuned is always timed, and a given Config fails by its own error."""
         batch: list[Config] = []
         for config in configs:
             config = self.space.normalize(config)
-            if config in self.seen or config in batch or not self.space.fits_device(config):
+            if config in self.seen or config in batch or not (seeds or self.space.fits_device(config)):
                 continue
             batch.append(config)
             if limit is not None and len(batch) >= limit:
@@ -122,16 +123,15 @@ def search(space: ConfigSpace, evaluate: Evaluate, *, effort: str, seeds: list[C
         _quick(state, seeds)
         _full(state, rng)
         return state.result()
-    state.run_batch(state.fresh(seeds))
+    state.run_batch(state.fresh(seeds, seeds=True))
     return state.result()
 
 
 def _quick(state: _Search, seeds: list[Config]) -> None:
-    first = state.fresh(seeds)
+    first = state.fresh(seeds, seeds=True)
     if len(first) == 1:
         center = first[0]
-        improved = state.run_batch(state.fresh(itertools.chain(first, state.space.neighbors_interleaved(center)),
-                                               1 + QUICK_NEIGHBORS))
+        improved = state.run_batch(first + state.fresh(state.space.neighbors_interleaved(center), QUICK_NEIGHBORS))
     else:
         state.run_batch(first)
         if state.best is None:
