@@ -660,6 +660,17 @@ def test_quick_tuning_runs_end_to_end_on_the_cpu_interpreter(interpreter_workers
     torch.testing.assert_close(add.bind(x, y).run(result.config), x + y)
 
 
+def test_full_tuning_runs_end_to_end_on_the_cpu_interpreter_and_reports_the_default_time(interpreter_workers):
+    x, y = torch.randn(16, 32), torch.randn(16, 32)
+    options = TuneOptions(compile_workers=1, rep_ms=1, final_rep_ms=1, progress=False)
+    result = tune(add.bind(x, y), effort="full", budget_seconds=2, options=options)
+    heuristic = tuning.heuristic_for(add.bind(x, y))
+    assert result.search.trials[0].config["block_sizes"] == heuristic["block_sizes"]  # the quick search first
+    assert result.search.trials[0].time_ms is not None and result.default_ms is not None
+    assert result.time_ms <= result.default_ms
+    torch.testing.assert_close(add.bind(x, y).run(result.config), x + y)
+
+
 # ---------------------------------------------------------------------------------------------
 # Accuracy gate
 # ---------------------------------------------------------------------------------------------
