@@ -8,7 +8,8 @@ function here is module level. A candidate's fault is chosen by its launch setti
     num_stages=4 -> wrong result (caught by the accuracy gate); for a plan whose results host
                     code finishes, wrong scratch (partial sums) instead
 
-`timed_bench_setup` (bound to a table with functools.partial) reports fake times by num_warps.
+`timed_bench_setup` (bound to a table with functools.partial) reports fake times by num_warps;
+`heuristic_compiles_slowly_setup` delays the compile of 4-warp candidates (add's heuristic).
 
 `echo_setup` and `session_echo_setup` drive WorkerGroup directly (tasks "crash", "hang", "raise");
 `warm_echo_setup` has a warm-up that works, kills its process or hangs.
@@ -42,6 +43,17 @@ def faulty_compile_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
             raise SyntaxError("injected compile error")
         if warps == 2:
             time.sleep(3600)
+        return real(launches)
+    return handle
+
+
+def heuristic_compiles_slowly_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
+    """Candidates of 4 warps (add's heuristic Config) take 3 s to compile; the others compile at once."""
+    real = compile_worker_setup(spec)
+
+    def handle(launches: list[Any]) -> Any:
+        if launches[0].num_warps == 4:
+            time.sleep(3)
         return real(launches)
     return handle
 

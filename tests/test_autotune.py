@@ -9,6 +9,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+import random
+import time
+from typing import Any
 
 import pytest
 import torch
@@ -16,16 +19,16 @@ import torch
 import tessera
 import tessera.language as hl
 from tessera import backends, exc, settings
-from tessera.autotune import compile_pool, disk_cache, host_finish, prewarm
+from tessera.autotune import bench_worker, compile_pool, disk_cache, host_finish, prewarm
 from tessera.autotune import forking, pool
 from tessera.autotune.bench_worker import BenchResult, BenchSession, BenchTask, BenchWorkerSpec, accuracy_error, bench_worker_setup
 from tessera.autotune.compile_pool import CompileWorkerSpec
 from tessera.autotune.pipeline import (CandidateRunner, TuneOptions, _Candidate, _eager_reference, decorator_line,
                                        reference_config, tune)
-from tessera.autotune.search import search
+from tessera.autotune.search import SearchResult, Trial, search
 from tessera.autotune.workers import Outcome
 from tessera.backends.config_space import KernelFacts
-from tessera.backends.triton import worker_support
+from tessera.backends.triton import modules, worker_support
 from tessera.config import Config
 from tessera.runtime import tuning
 from tessera.ir.tunables import TunableDim
@@ -196,19 +199,95 @@ def test_quick_search_stays_small_and_improves_on_the_seed():
     assert result.best_ms < _bowl(result.trials[0].config)
 
 
-def test_quick_search_sends_a_single_seed_out_with_its_neighbours_in_one_batch():
-    space = TRITON.config_space(matmul_facts(), enabled={"block_sizes", "num_warps", "num_stages"})
+def _batches_of(effort: str, space, seed: int = 0) -> list[list[Config]]:
+    """The batches a search from the heuristic sends out under the bowl cost."""
     batches = []
 
     def evaluate(configs, deadline):
         batches.append(configs)
         return [_bowl(c) for c in configs]
 
+    search(space, evaluate, effort=effort, seeds=[TRITON.heuristic_config(space)], budget_seconds=1e9, seed=seed)
+    return batches
+
+
+def test_quick_search_sends_a_single_seed_out_with_its_neighbours_in_one_batch():
+    space = TRITON.config_space(matmul_facts(), enabled={"block_sizes", "num_warps", "num_stages"})
+    batches = _batches_of("quick", space)
     seed = TRITON.heuristic_config(space)
-    search(space, evaluate, effort="quick", seeds=[seed], budget_seconds=1e9)
     assert batches[0][0] == space.normalize(seed)
-    assert batches[0][1:] == [space.normalize(c) for c in space.neighbors(seed)][:len(batches[0]) - 1]
-    assert len(batches[0]) > 8
+    fitting = [space.normalize(c) for c in space.neighbors_interleaved(seed) if space.fits_device(c)]
+    assert batches[0][1:] == fitting[:len(batches[0]) - 1]
+    assert len(batches[0]) >= 8
+
+
+def test_the_first_ring_of_a_quick_search_moves_every_axis_of_a_matmul_space():
+    space = TRITON.config_space(matmul_facts())
+    seed = space.normalize(TRITON.heuristic_config(space))
+    assert len(list(space.neighbors(seed))) > 16  # more one-step moves than the first ring holds
+    ring = _batches_of("quick", space)[0][1:]
+    moved = {name for config in ring for name, value in space.values_of(config).items()
+             if value != space.values_of(seed)[name]}
+    assert moved == {axis.name for axis in space.axes if len(axis.choices) > 1}
+
+
+def test_a_dot_tile_that_leaves_a_thread_more_than_128_accumulator_elements_is_not_tried():
+    space = TRITON.config_space(matmul_facts())
+    heuristic = TRITON.heuristic_config(space)  # 128 x 256 with 8 warps: 128 per thread
+    assert space.fits_device(heuristic)
+    assert not space.fits_device(heuristic.merged(num_warps=4))  # 256 per thread: spills
+    assert space.fits_device(heuristic.merged(block_sizes=[128, 128, 64], num_warps=4))
+    ring = _batches_of("quick", space)[0]
+    assert all(space.fits_device(config) for config in ring)
+
+
+def test_a_seed_is_timed_even_when_it_does_not_fit_the_tuners_register_budget():
+    space = TRITON.config_space(matmul_facts())
+    spilling = TRITON.heuristic_config(space).merged(num_warps=4)
+    batches = []
+    search(space, lambda configs, deadline: batches.append(configs) or [1.0] * len(configs), effort="quick",
+           seeds=[spilling], budget_seconds=1e9)
+    assert batches[0][0] == space.normalize(spilling) and not space.fits_device(spilling)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_the_attention_heuristic_fits_the_tuners_register_budget(head_dim):
+    # the heuristic is the search's first seed; at D128 it holds 256 query rows (128 per thread)
+    from examples.attention import attention
+    q, k, v = (torch.empty(2, 32, 4096, head_dim, dtype=torch.bfloat16) for _ in range(3))
+    bound = attention.bind(q, k, v, False)
+    space = tuning.config_space_for(bound.plan(Config()))
+    assert space.fits_device(tuning.heuristic_for(bound))
+    matmul_space = TRITON.config_space(matmul_facts())
+    assert matmul_space.fits_device(TRITON.heuristic_config(matmul_space))
+
+
+def test_interleaved_neighbours_are_the_same_moves_in_another_order():
+    space = TRITON.config_space(matmul_facts())
+    seed = TRITON.heuristic_config(space)
+    assert sorted(map(repr, space.neighbors_interleaved(seed))) == sorted(map(repr, space.neighbors(seed)))
+
+
+def test_a_full_search_begins_with_the_quick_search_and_never_ends_worse():
+    quick, full = _run_search("quick", seed=0), _run_search("full", seed=0)
+    assert [t.config for t in full.trials[:len(quick.trials)]] == [t.config for t in quick.trials]
+    assert full.best_ms <= quick.best_ms and len(full.trials) > len(quick.trials)
+
+
+def test_a_full_search_population_holds_mutants_of_the_best_beside_random_points():
+    space = TRITON.config_space(matmul_facts(), enabled={"block_sizes", "num_warps", "num_stages"})
+    batches = _batches_of("full", space)
+    quick_trials = len(_run_search("quick", seed=0).trials)
+    done = 0
+    for number, batch in enumerate(batches):  # find the population: the batch after the quick search's
+        done += len(batch)
+        if done == quick_trials:
+            population = batches[number + 1]
+            break
+    best = min((c for b in batches[:number + 1] for c in b), key=_bowl)
+    near = [c for c in population if sum(a != b for a, b in zip(space.values_of(c).values(),
+                                                                    space.values_of(best).values())) <= 2]
+    assert len(near) >= 2 and len(population) >= 8
 
 
 def test_search_stops_when_the_budget_is_spent():
@@ -378,6 +457,128 @@ def test_a_config_faster_than_the_heuristic_in_the_final_timing_wins(interpreter
     assert result.config["num_warps"] == 8 and result.time_ms == 1.5
 
 
+def test_a_config_within_the_noise_margin_of_the_heuristic_loses_to_it(interpreter_workers):
+    result, heuristic = _tune_add_against_its_heuristic({"search": {4: 2.0, 8: 1.0}, "final": {4: 2.0, 8: 1.99}})
+    assert result.config["num_warps"] == 4 and result.time_ms == result.default_ms == 2.0
+
+
+def test_the_result_reports_the_heuristic_time_of_its_own_final_round(interpreter_workers):
+    result, heuristic = _tune_add_against_its_heuristic({"search": {4: 2.0, 8: 1.0}, "final": {4: 3.0, 8: 1.5}})
+    assert result.default_ms == 3.0 and result.time_ms == 1.5
+
+
+def test_the_budget_never_cancels_the_heuristic_config(interpreter_workers):
+    # the heuristic compiles for longer than the whole budget; the other seed is timed in time
+    x, y = torch.randn(64, 64), torch.randn(64, 64)
+    heuristic = tuning.heuristic_for(add.bind(x, y))
+    times = {"search": {4: 2.0, 8: 1.0}, "final": {4: 1.0, 8: 3.0}}
+    options = TuneOptions(compile_workers=2, rep_ms=1, final_rep_ms=1, progress=False, warm_pool=False,
+                          compile_setup=autotune_fakes.heuristic_compiles_slowly_setup,
+                          bench_setup=functools.partial(autotune_fakes.timed_bench_setup, times))
+    result = tune(add.bind(x, y), effort="none", budget_seconds=1, seeds=[heuristic.merged(num_warps=8)],
+                  options=options)
+    assert result.failures == {} and {t.config["num_warps"]: t.time_ms for t in result.search.trials} == {4: 2.0, 8: 1.0}
+    assert result.config["num_warps"] == 4 and result.default_ms == 1.0
+
+
+def test_a_candidate_slower_than_the_cutoff_on_its_first_run_is_not_timed_further():
+    calls = []
+
+    def slow_run():
+        calls.append(1)
+        time.sleep(0.02)
+
+    assert bench_worker._time_wall(slow_run, rep_ms=1e6, flush=None, cutoff_ms=1.0) >= 20 and len(calls) == 1
+    calls.clear()
+    bench_worker._time_wall(slow_run, rep_ms=1e6, flush=None)
+    assert len(calls) == 3
+
+
+def test_the_cutoff_is_a_few_times_the_fastest_candidate_timed_so_far():
+    runner = CandidateRunner(add.bind(torch.randn(4, 4), torch.randn(4, 4)), TuneOptions(progress=False), "add")
+    assert runner._cutoff_ms() is None
+    runner.candidates = {0: _Candidate(Config(num_warps=4), time_ms=2.0, status="ok"),
+                         1: _Candidate(Config(num_warps=8), time_ms=None, status="wrong"),
+                         2: _Candidate(Config(num_warps=2), time_ms=5.0, status="ok")}
+    assert runner._cutoff_ms() == 2.0 * tessera.autotune.pipeline.PRUNE_FACTOR
+
+
+_DESCRIPTOR_SOURCE = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def loads_through_a_descriptor(pointer):  # {tag}
+    descriptor = tl.make_tensor_descriptor(pointer, shape=[16], strides=[1], block_shape=[16])
+    descriptor.load([0])
+"""
+
+
+@pytest.mark.parametrize("interpreted", [False, True])
+def test_a_bench_worker_sets_the_descriptor_allocator_before_loading_a_compiled_tma_candidate(monkeypatch,
+                                                                                               interpreted):
+    # on the H100 every tensor_descriptor candidate failed in the bench worker: "no allocator was set"
+    calls = []
+    monkeypatch.setattr(worker_support, "triton_interpreted", lambda: interpreted)
+    monkeypatch.setattr(worker_support, "ensure_descriptor_allocator", lambda: calls.append(1))
+    source = _DESCRIPTOR_SOURCE.format(tag=f"interpreted={interpreted}")
+    path = modules.write_generated("descriptor_probe", source, interpret=True)
+    assert worker_support.load_function(path, "loads_through_a_descriptor") is not None
+    assert calls == ([] if interpreted else [1])
+
+
+class _FakeTimedBench:
+    """The bench worker group of a final round: a plan's time is `times[num_warps]`, or in round
+    r `times[num_warps][r]` when that is a tuple."""
+
+    def __init__(self, times: dict[int, Any]) -> None:
+        self.times, self.submitted = times, []
+
+    def submit(self, task_id: Any, task: Any) -> None:
+        self.submitted.append((task_id, task.launches[0].num_warps))
+
+    def wait_all(self) -> list[Outcome]:
+        def time_of(task_id, warps):
+            given = self.times[warps]
+            return given[task_id[1]] if isinstance(given, tuple) else given
+        return [Outcome(task_id, "ok", BenchResult(time_of(task_id, warps), 0.0, "")) for task_id, warps in self.submitted]
+
+
+def _final_round(times: dict[int, Any], search_times: dict[int, float], top: int | None = None):
+    """The final round of add's heuristic (4 warps) against other warp counts under fake times."""
+    working = tessera.autotune.pipeline._bind_on_copies(add.bind(torch.randn(64, 64), torch.randn(64, 64)))
+    heuristic = tuning.heuristic_for(working)
+    configs = {warps: heuristic.merged(num_warps=warps) for warps in times}
+    result = SearchResult(None, 0.0, [Trial(configs[warps], search_times[warps]) for warps in times])
+    runner = CandidateRunner(working, TuneOptions(progress=False), "add")
+    runner.bench = _FakeTimedBench(times)
+    return runner, configs, runner.final_timing(result, top=top or len(times), rep_ms=1, baseline=configs[4])
+
+
+def test_a_lead_smaller_than_the_spread_between_two_rounds_of_one_config_goes_to_the_heuristic():
+    # 8 warps leads by 4%, but its own two rounds differ by 10%: noise, the heuristic stays
+    runner, configs, (best, best_ms, default_ms) = _final_round({4: (2.0, 2.0), 8: (1.82, 2.02)}, {4: 2.0, 8: 1.0})
+    assert best == configs[4] and default_ms == 2.0
+
+
+def test_a_lead_larger_than_the_spread_between_rounds_wins():
+    runner, configs, (best, best_ms, default_ms) = _final_round({4: (2.0, 2.02), 8: (1.5, 1.52)}, {4: 2.0, 8: 1.0})
+    assert best == configs[8] and best_ms == 1.51
+
+
+@pytest.mark.parametrize("draw", range(20))
+def test_the_final_round_never_picks_a_config_slower_than_the_heuristic(draw):
+    # a fake timer: random search times, and two random final rounds, for the heuristic (4 warps)
+    # and three others; only two of them lead the search
+    rng = random.Random(draw)
+    final = {warps: tuple(rng.choice([1.0, 1.005, 1.05, 1.5, 2.0]) for _ in range(2)) for warps in (1, 2, 4, 8)}
+    runner, configs, (best, best_ms, default_ms) = _final_round(final, {w: rng.uniform(1, 2) for w in final}, top=2)
+    assert default_ms == sum(final[4]) / 2 and best_ms <= default_ms
+    if best != configs[4]:
+        assert best_ms < default_ms * (1 - tessera.autotune.pipeline.BASELINE_MARGIN)
+    assert {warps for _, warps in runner.bench.submitted} >= {4}  # the heuristic ran in the final round
+
+
 def test_pipeline_raises_a_clear_error_when_every_candidate_fails(monkeypatch):
     def every_candidate_fails(self, configs, deadline):
         for config in configs:
@@ -399,7 +600,10 @@ def test_a_second_tuning_in_the_process_reuses_the_warm_workers(interpreter_work
     pids = {w.process.pid for name in ("compile", "bench") for w in pool._pools[name].workers}
     result = tune(softmax.bind(torch.randn(8, 16)), effort="none", budget_seconds=60, options=options)
     assert {w.process.pid for name in ("compile", "bench") for w in pool._pools[name].workers} == pids
-    assert result.phases["bench_worker_ready"] < 0.01 and result.phases["compile_worker_ready"] < 0.01
+    # found ready when the run began: marked before the kernel was traced, not after a start-up
+    assert result.phases["bench_workers"] == result.phases["compile_workers"] == "warm"
+    assert result.phases["bench_worker_ready"] <= result.phases["traced"]
+    assert result.phases["compile_worker_ready"] <= result.phases["traced"]
     assert result.phases["first_timed"] <= result.phases["final_done"]  # phases are rounded to milliseconds
     expected = "fork" if forking.fork_hazard() is None else "forkserver"  # fork: no CUDA on a CI machine
     assert result.phases["compile_started_by"] == result.phases["bench_started_by"] == expected
@@ -453,6 +657,17 @@ def test_quick_tuning_runs_end_to_end_on_the_cpu_interpreter(interpreter_workers
     result = tune(add.bind(x, y), effort="quick", budget_seconds=60, options=options)
     assert result.failures.get("wrong", 0) == 0
     assert len(result.search.trials) > 3
+    torch.testing.assert_close(add.bind(x, y).run(result.config), x + y)
+
+
+def test_full_tuning_runs_end_to_end_on_the_cpu_interpreter_and_reports_the_default_time(interpreter_workers):
+    x, y = torch.randn(16, 32), torch.randn(16, 32)
+    options = TuneOptions(compile_workers=1, rep_ms=1, final_rep_ms=1, progress=False)
+    result = tune(add.bind(x, y), effort="full", budget_seconds=2, options=options)
+    heuristic = tuning.heuristic_for(add.bind(x, y))
+    assert result.search.trials[0].config["block_sizes"] == heuristic["block_sizes"]  # the quick search first
+    assert result.search.trials[0].time_ms is not None and result.default_ms is not None
+    assert result.time_ms <= result.default_ms
     torch.testing.assert_close(add.bind(x, y).run(result.config), x + y)
 
 

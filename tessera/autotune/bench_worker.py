@@ -9,7 +9,10 @@ the worker writes the parent sees.
 
 Per candidate: restore the inputs, run once, compare with the reference (`accuracy_error`),
 then time with CUDA events as `triton.testing.do_bench` does: warm-up, a 256 MB write before
-each run so every run starts with a cold L2, median of the runs. In interpret mode (CPU) the
+each run so every run starts with a cold L2, median of the runs. A task may carry a cutoff (a
+few times the fastest candidate of the run so far): a candidate whose first timed run exceeds it
+reports that run's time without the rest, since it cannot win (on the H100 a slow grouped-GEMM
+candidate took most of a 30 s quick budget to time in full). In interpret mode (CPU) the
 same path uses wall-clock time and few runs, so CI exercises it end to end.
 
 A kernel whose results host code finishes after its launches (partial sums per block, summed
@@ -82,6 +85,7 @@ class BenchTask:
     check: bool                   # run the accuracy gate first
     rep_ms: float                 # how long to spend timing
     run_only: bool = False        # restore the inputs, run once and return: the parent checks (host-finished plans)
+    cutoff_ms: float | None = None  # a first timed run slower than this is the result (it cannot win)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,12 +95,14 @@ class BenchResult:
     detail: str = ""
 
 
-def bench_task(plan: KernelPlan, *, check: bool, rep_ms: float, run_only: bool = False) -> BenchTask:
+def bench_task(plan: KernelPlan, *, check: bool, rep_ms: float, run_only: bool = False,
+               cutoff_ms: float | None = None) -> BenchTask:
     """What the worker needs to run and time one candidate's plan (`run_only`: run it once, for
-    the parent's accuracy check of a plan whose results host code finishes)."""
+    the parent's accuracy check of a plan whose results host code finishes; `cutoff_ms`: see
+    the module docstring)."""
     launches = [RunLaunch(launch.source_path, launch.function_name, tuple(launch.arguments), tuple(launch.grid),
                           launch.num_warps, launch.num_stages) for launch in plan.launches]
-    return BenchTask(launches, flatten_tensors(plan.result), check, rep_ms, run_only)
+    return BenchTask(launches, flatten_tensors(plan.result), check, rep_ms, run_only, cutoff_ms)
 
 
 def flatten_tensors(value: Any) -> list[torch.Tensor]:
@@ -248,7 +254,7 @@ def _check_and_time(backend: Backend, mode: str, session: BenchSession, task: Be
     else:
         run()
     timer = _time_cuda if mode == "compiled" else _time_wall
-    return BenchResult(timer(run, task.rep_ms, flush), error, detail)
+    return BenchResult(timer(run, task.rep_ms, flush, task.cutoff_ms), error, detail)
 
 
 def _synchronize(mode: str) -> None:
@@ -256,11 +262,21 @@ def _synchronize(mode: str) -> None:
         torch.cuda.synchronize()
 
 
-def _time_cuda(run: Callable[[], None], rep_ms: float, flush: torch.Tensor | None) -> float:
-    """Median ms of `run` with a cold L2, from CUDA events around each run."""
+def _time_cuda(run: Callable[[], None], rep_ms: float, flush: torch.Tensor | None,
+               cutoff_ms: float | None = None) -> float:
+    """Median ms of `run` with a cold L2, from CUDA events around each run; the time of one run
+    when that exceeds `cutoff_ms`."""
     assert flush is not None
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if cutoff_ms is not None:
+        flush.zero_()
+        start.record()
+        run()
+        end.record()
+        torch.cuda.synchronize()
+        if start.elapsed_time(end) > cutoff_ms:
+            return start.elapsed_time(end)
     start.record()
     for _ in range(3):
         flush.zero_()
@@ -280,15 +296,19 @@ def _time_cuda(run: Callable[[], None], rep_ms: float, flush: torch.Tensor | Non
     return statistics.median(begin.elapsed_time(finish) for begin, finish in zip(starts, ends))
 
 
-def _time_wall(run: Callable[[], None], rep_ms: float, flush: torch.Tensor | None) -> float:
-    """Median wall-clock ms (interpret mode: the CPU smoke path, a handful of runs)."""
-    samples = []
+def _time_wall(run: Callable[[], None], rep_ms: float, flush: torch.Tensor | None,
+               cutoff_ms: float | None = None) -> float:
+    """Median wall-clock ms (interpret mode: the CPU smoke path, a handful of runs); the time of
+    the first run when that exceeds `cutoff_ms`."""
+    samples: list[float] = []
     spent = 0.0
     while len(samples) < 3 and (not samples or spent < rep_ms):
         start = time.perf_counter()
         run()
         samples.append((time.perf_counter() - start) * 1e3)
         spent += samples[-1]
+        if cutoff_ms is not None and samples[0] > cutoff_ms:
+            break
     return statistics.median(samples)
 
 

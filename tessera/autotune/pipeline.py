@@ -5,8 +5,9 @@
                                    │                     └─> bench worker (1 process: gate + timing)
                                    └── times <───────────────────────────────┘
     then the fastest few and the heuristic Config are timed again, side by side and longer; the
-    fastest wins only if it beat the heuristic there (ties go to the heuristic): tuning never
-    returns a Config measured slower than what the call would run untuned.
+    fastest wins only if it beat the heuristic there by more than the noise margin (1%, or the
+    spread between two rounds of one contestant; ties and noise go to the heuristic): tuning never returns a Config measured slower than what the call would
+    run untuned. The heuristic is always timed: the budget never cancels it.
 
 What a run waits for is start-up, so the order is chosen to overlap it: the worker groups are
 leased first (warm ones from an earlier run in this process, else they start in the background),
@@ -54,6 +55,14 @@ from tessera.config import Config
 from tessera.runtime.eager import run_eager
 from tessera.runtime.tuning import BACKEND, config_space_for
 
+PRUNE_FACTOR = 3.0
+"""A candidate whose first timed run is this many times slower than the fastest so far is not
+timed further (bench_worker.py: `cutoff_ms`); the final round times the leaders in full."""
+
+BASELINE_MARGIN = 0.01
+"""A tuned Config must beat the heuristic one by more than this fraction of its time in the final
+round to be chosen (timing noise between two runs of one Config is about 0.5% on an H100)."""
+
 REFERENCE_TILES = 256
 """The eager reference runs with blocks grown until about this many tiles remain: eager mode
 costs Python time per tile (an 8192 x 8192 add in 32 x 32 tiles is 65536 iterations)."""
@@ -84,6 +93,7 @@ class TuneResult:
     failures: dict[str, int]
     seconds: float
     phases: dict[str, float | str] = dataclasses.field(default_factory=dict)  # see Timeline
+    default_ms: float | None = None  # the heuristic Config's time in the final round (None: not a contestant)
 
 
 @dataclasses.dataclass
@@ -102,8 +112,9 @@ class Timeline:
     bench_worker_ready, compile_worker_warm / bench_worker_warm (its warm-up done), first_compiled,
     first_timed, search_done, final_done; plus durations (`*_s`: planning, reference; and
     `*_pool_head_start_s`: how long before the run its group was prestarted, see prewarm.py),
-    and `compile_started_by` / `bench_started_by`: how its workers were started ('fork',
-    'forkserver', 'spawn', or several joined by '+').
+    `compile_started_by` / `bench_started_by`: how its workers were started ('fork',
+    'forkserver', 'spawn', or several joined by '+'), and `compile_workers` / `bench_workers`:
+    'warm' when the run found one ready (a warm pool), else 'starting'.
     """
 
     def __init__(self, name: str) -> None:
@@ -148,16 +159,17 @@ def tune(bound: Any, *, effort: str, budget_seconds: float, seeds: list[Config] 
             space.validate(config)
         heuristic = backends.get(backend).heuristic_config(space)
         starts = list(seeds or []) if only_seeds else [heuristic] + list(seeds or [])
-        runner.attach(working, reference_config(space, heuristic), heuristic)
+        # the heuristic is what the call would run untuned: the tuned Config must beat it (not so
+        # with only_seeds: the user's configs= are the only choices)
+        baseline = None if only_seeds else space.normalize(heuristic)
+        runner.attach(working, reference_config(space, heuristic), heuristic, baseline=baseline)
         runner.timeline.mark("traced")
         result = search(space, runner.evaluate, effort="none" if only_seeds else effort, seeds=starts,
                         budget_seconds=budget_seconds, seed=settings.get("autotune_seed") if seed is None else seed,
                         clock=runner.clock)
         runner.timeline.mark("search_done", detail=f"{len(result.trials)} candidates")
-        # the heuristic is what the call would run untuned: the tuned Config must beat it (not so
-        # with only_seeds: the user's configs= are the only choices)
-        baseline = None if only_seeds else space.normalize(heuristic)
-        best, best_ms = runner.final_timing(result, options.final_top, options.final_rep_ms, baseline=baseline)
+        best, best_ms, default_ms = runner.final_timing(result, options.final_top, options.final_rep_ms,
+                                                        baseline=baseline)
         runner.timeline.mark("final_done")
     finally:
         runner.close()
@@ -170,7 +182,21 @@ def tune(bound: Any, *, effort: str, budget_seconds: float, seeds: list[Config] 
                                 hint="run with TESSERA_LOG=autotune to see each failure, or pass config= to skip tuning")
     overrides = bound.kernel.settings.autotune_config_overrides
     return TuneResult(best.merged(**overrides) if overrides else best, best_ms, result, failures, seconds,
-                      dict(runner.timeline.phases))
+                      dict(runner.timeline.phases), default_ms)
+
+
+def noise_margin(samples: dict[Any, list[float]]) -> float:
+    """How much faster than the heuristic a Config must be in the final round to replace it: the
+    larger of BASELINE_MARGIN and the widest spread between two rounds of one contestant (its
+    max minus min over their mean). On the H100 one attention Config measured 2.157 and 2.104 ms
+    in two tuning runs, and a 3.7% lead in one final round was a 9% loss in a later timing.
+
+    >>> round(noise_margin({0: [2.0, 2.0], 1: [1.0, 1.05]}), 4)
+    0.0488
+    """
+    spreads = [(max(values) - min(values)) / (sum(values) / len(values)) for values in samples.values()
+               if len(values) > 1 and sum(values) > 0]
+    return max([BASELINE_MARGIN] + spreads)
 
 
 def decorator_line(config: Config) -> str:
@@ -250,6 +276,7 @@ class CandidateRunner:
         self.bench: WorkerGroup | None = None
         self.reference_config: Config | None = None
         self.fallback_config: Config | None = None
+        self.baseline: Config | None = None  # the heuristic Config as searched: always timed, never cancelled
         self._session_sent = False
         self.reference: list[torch.Tensor] | None = None  # the accuracy reference (final results)
         self._held: list[int] = []  # compiled before the bench session was sent
@@ -268,6 +295,8 @@ class CandidateRunner:
         for group in (self.compile_pool, self.bench):
             if group.head_start is not None:
                 self.timeline.add(f"{group.name}_pool_head_start_s", group.head_start)
+            # whether the run found a worker of the group ready (leased warm) or had to wait for one
+            self.timeline.note(f"{group.name}_workers", "warm" if group.has_ready_worker() else "starting")
             if group.has_ready_worker():
                 self.timeline.mark(f"{group.name}_worker_ready", detail=f"warm, started by {group.start_methods()}")
                 self.timeline.note(f"{group.name}_started_by", group.start_methods())
@@ -281,10 +310,13 @@ class CandidateRunner:
         group.start()
         return group
 
-    def attach(self, working: Any, reference_config: Config | None, fallback: Config | None = None) -> None:
-        """The bound kernel on tuning copies, the Config its eager reference runs with, and the
-        Config whose compiled result is the reference when eager would take too long."""
+    def attach(self, working: Any, reference_config: Config | None, fallback: Config | None = None,
+               baseline: Config | None = None) -> None:
+        """The bound kernel on tuning copies, the Config its eager reference runs with, the
+        Config whose compiled result is the reference when eager would take too long, and the
+        Config the budget never cancels (the heuristic: the final round compares with it)."""
         self.fallback_config = fallback
+        self.baseline = baseline
         self.bound = working
         self.reference_config = reference_config
 
@@ -311,25 +343,30 @@ class CandidateRunner:
         self.timeline.mark("first_batch_planned", detail=f"{len(configs)} candidates")
         self._send_session()
         while any(self.candidates[i].status == "pending" for i in ids):
-            if self.clock() >= deadline:
-                # the budget is spent: stop waiting for compiles and runs still in flight
+            overdue = self.clock() >= deadline
+            if overdue:
+                # the budget is spent: stop waiting for compiles and runs still in flight, but the
+                # baseline's (its compile and run timeouts bound the wait)
                 self._cancel_queued()
                 for number in ids:
-                    if self.candidates[number].status == "pending":
+                    if self.candidates[number].status == "pending" and not self._is_baseline(number):
                         self._fail(number, "budget", "the time budget ran out before it was timed")
-                break
+                if not any(self.candidates[i].status == "pending" for i in ids):
+                    break
             starting = not self._workers_ready()
             waited = time.monotonic()
-            wait_for(self.compile_pool, self.bench, until=None if starting else deadline + self.stalled)
+            wait_for(self.compile_pool, self.bench, until=None if starting or overdue else deadline + self.stalled)
             if starting:
                 self.stalled += time.monotonic() - waited
             self._pump()
         return [self.candidates[i].time_ms for i in ids]
 
     def final_timing(self, result: SearchResult, top: int, rep_ms: float,
-                     baseline: Config | None = None) -> tuple[Config | None, float]:
+                     baseline: Config | None = None) -> tuple[Config | None, float, float | None]:
         """Time the fastest few again, longer, together with `baseline` (the heuristic Config);
-        the fastest wins, but only if it beat the baseline in this same timing (ties go to it).
+        the fastest wins, but only if it beat the baseline in this same timing by more than
+        `noise_margin` (ties and noise go to it). Returns the winner, its time, and the
+        baseline's time (None when it was no contestant).
 
         Search times are short and taken minutes apart, so a candidate can lead by noise or by
         drift (clocks, temperature): the H100 once tuned attention to a Config slower than its
@@ -347,7 +384,8 @@ class CandidateRunner:
                 leaders.append(trial)
                 base = len(leaders) - 1
         if len(leaders) <= 1:
-            return (leaders[0].config, leaders[0].time_ms) if leaders else (None, math.inf)
+            alone = leaders[0].time_ms if base is not None else None
+            return (leaders[0].config, leaders[0].time_ms, alone) if leaders else (None, math.inf, None)
         assert self.bench is not None
         order = list(range(len(leaders)))
         for round_, numbers in enumerate((order, order[::-1])):
@@ -361,13 +399,15 @@ class CandidateRunner:
                 samples.setdefault(task_id[2], []).append(outcome.value.time_ms)
         times = {number: sum(values) / len(values) for number, values in samples.items()}
         if not times:
-            return leaders[0].config, leaders[0].time_ms
+            return leaders[0].config, leaders[0].time_ms, None
         winner = min(times, key=lambda number: (times[number], number != base))
-        if base is not None and base in times and not times[winner] < times[base]:
+        margin = noise_margin(samples)
+        if base is not None and base in times and not times[winner] < times[base] * (1 - margin):
             winner = base
-        progress.log("final timing: " + ", ".join(f"{leaders[n].config}{' (heuristic)' if n == base else ''}: {t:.4g} ms"
-                                                  for n, t in sorted(times.items())))
-        return leaders[winner].config, times[winner]
+        progress.log(f"final timing (margin {margin:.1%}): "
+                     + ", ".join(f"{leaders[n].config}{' (heuristic)' if n == base else ''}: {t:.4g} ms"
+                                 for n, t in sorted(times.items())))
+        return leaders[winner].config, times[winner], times.get(base) if base is not None else None
 
     def failure_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -454,7 +494,8 @@ class CandidateRunner:
         if candidate.status != "pending":
             return
         if not candidate.host_finished:
-            self.bench.submit(number, bench_task(candidate.plan, check=True, rep_ms=self.options.rep_ms))
+            self.bench.submit(number, bench_task(candidate.plan, check=True, rep_ms=self.options.rep_ms,
+                                                 cutoff_ms=self._cutoff_ms()))
             return
         try:
             error, finished = self._host_result_error(candidate)
@@ -495,7 +536,8 @@ class CandidateRunner:
             self._fail(number, "wrong", f"accuracy gate: the host-finished result is off by {error:.3g} tolerances")
             return
         assert self.bench is not None
-        self.bench.submit(number, bench_task(candidate.plan, check=False, rep_ms=self.options.rep_ms))
+        self.bench.submit(number, bench_task(candidate.plan, check=False, rep_ms=self.options.rep_ms,
+                                             cutoff_ms=self._cutoff_ms()))
 
     def _finish(self, outcome: Outcome) -> None:
         candidate = self.candidates[outcome.task_id]
@@ -518,9 +560,22 @@ class CandidateRunner:
         progress.log(f"candidate {number} skipped ({kind}): {candidate.config}: {message}")
         self._report()
 
+    def _cutoff_ms(self) -> float | None:
+        """PRUNE_FACTOR times the fastest time so far (None before any): a candidate slower than
+        that on its first timed run cannot win, so it is not timed in full."""
+        times = [c.time_ms for c in self.candidates.values() if c.status == "ok" and c.time_ms is not None]
+        return PRUNE_FACTOR * min(times) if times else None
+
+    def _is_baseline(self, task_id: Any) -> bool:
+        """Whether a task (a candidate's number, or ("gate", number)) is the baseline's."""
+        number = task_id[1] if isinstance(task_id, tuple) and task_id[0] == "gate" else task_id
+        return (self.baseline is not None and isinstance(number, int) and number in self.candidates
+                and self.candidates[number].config == self.baseline)
+
     def _cancel_queued(self) -> None:
         assert self.compile_pool is not None and self.bench is not None
-        for number in self.compile_pool.cancel_queued() + self.bench.cancel_queued():
+        for number in (self.compile_pool.cancel_queued(keep=self._is_baseline)
+                       + self.bench.cancel_queued(keep=self._is_baseline)):
             if isinstance(number, tuple) and number[0] == "gate":
                 number = number[1]
             if isinstance(number, int) and self.candidates[number].status == "pending":

@@ -404,10 +404,10 @@ class WorkerGroup:
         self.queue.append((task_id, task))
         self._dispatch()
 
-    def cancel_queued(self) -> list[Any]:
-        """Drop tasks no worker has started; return their ids."""
-        dropped = [task_id for task_id, _ in self.queue]
-        self.queue.clear()
+    def cancel_queued(self, keep: Callable[[Any], bool] | None = None) -> list[Any]:
+        """Drop tasks no worker has started, but those whose id `keep` accepts; return the dropped ids."""
+        dropped = [task_id for task_id, _ in self.queue if keep is None or not keep(task_id)]
+        self.queue = deque(entry for entry in self.queue if keep is not None and keep(entry[0]))
         return dropped
 
     def busy(self) -> bool:

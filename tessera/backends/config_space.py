@@ -234,15 +234,28 @@ class ConfigSpace:
 
     def neighbors(self, config: Config, step: int = 1) -> Iterator[Config]:
         """Configs one axis away (`step` positions up and down its ordered choices), in axis order."""
+        for moves in self._moves_by_axis(config, step):
+            yield from moves
+
+    def neighbors_interleaved(self, config: Config) -> Iterator[Config]:
+        """The one-step neighbours, each axis's first move before any axis's second: a search
+        that takes only the first few still moves along every axis (in axis order, the last
+        axes, e.g. `indexing`, were cut off for a matmul)."""
+        rounds = self._moves_by_axis(config, 1)
+        for number in range(max((len(moves) for moves in rounds), default=0)):
+            yield from (moves[number] for moves in rounds if number < len(moves))
+
+    def _moves_by_axis(self, config: Config, step: int) -> list[list[Config]]:
         values = self.values_of(config)
+        moves = []
         for axis in self.axes:
             position = _position(axis, values[axis.name])
             if axis.ordered:
                 targets = [p for p in (position - step, position + step) if 0 <= p < len(axis.choices)]
             else:
                 targets = [p for p in range(len(axis.choices)) if p != position] if step == 1 else []
-            for moved in targets:
-                yield self.to_config({**values, axis.name: axis.choices[moved]}, extra=config)
+            moves.append([self.to_config({**values, axis.name: axis.choices[moved]}, extra=config) for moved in targets])
+        return moves
 
     def random_config(self, rng: random.Random) -> Config:
         """A uniformly drawn point (block sizes biased to fit the register budget)."""

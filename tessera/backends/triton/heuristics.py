@@ -60,6 +60,7 @@ LOOP_STAGES = 3
 # chunk loops of whole rows (`reduction_loops`): cross-entropy 4096 x 32000 with the per-chunk max
 # (results/issue17/reductions_session10.md) ran 2-3% faster at 4 than at 3, in two device calls
 CHUNK_STAGES = 4
+MAX_ACCUMULATOR_PER_THREAD = 128  # fp32 accumulator elements per thread of a dot kernel; more spills
 SHARED_MEMORY_MARGIN = 0.9   # the estimate leaves out Triton's own scratch (barriers, layout conversions)
 INTERPRETER_BLOCK = 128      # interpret mode: the widest block _widen_for_interpreter gives a dim
 INTERPRETER_ELEMENTS = 16384  # interpret mode: the most elements of a program's tile it widens to
@@ -375,6 +376,26 @@ def config_fits_shared_memory(facts: KernelFacts, config: Config) -> bool:
     return pipelined_load_bytes(facts, blocks, stages) <= shared_memory_limit(facts.on_gpu)
 
 
+def config_fits_device(facts: KernelFacts, config: Config) -> bool:
+    """Whether the tuner should try `config` at all: its pipelined loops fit the shared memory,
+    and a dot kernel's fp32 accumulator fits its threads' registers (`accumulator_fits_registers`)."""
+    return config_fits_shared_memory(facts, config) and accumulator_fits_registers(facts, config)
+
+
+def accumulator_fits_registers(facts: KernelFacts, config: Config) -> bool:
+    """Whether a one-launch dot kernel's fp32 output tile (its output blocks times the whole row
+    it accumulates, as `_dot_kernel` counts it) leaves each thread at most
+    MAX_ACCUMULATOR_PER_THREAD elements. More spills: on the H100 the grouped GEMM's 128 x 256
+    tile with 4 warps (256 per thread) ran 1.34 ms against 0.17 ms with 8 warps and took 11.9 s
+    to compile, the longest wait of its quick tuning."""
+    if not facts.uses_dot or facts.launches:
+        return True
+    blocks = list(config.get("block_sizes") or [])
+    output = math.prod(blocks[d.index] for d in facts.tunables if d.role in _OUTPUT_ROLES and d.index < len(blocks))
+    threads = 32 * int(config.get("num_warps") or 4)
+    return output * max(facts.whole_row, 1) <= MAX_ACCUMULATOR_PER_THREAD * threads
+
+
 def _fit_pipelined_loads(facts: KernelFacts, wanted: dict[str, Any], defaults: dict[str, Any]) -> None:
     """Shrink `wanted` until its pipelined loops fit the device's shared memory (with margin):
     fewer stages down to 2, then the widest tunable block the loops load (down to 16 or its
@@ -544,4 +565,5 @@ def _clamp_pow2(value: int, low: int, high: int) -> int:
     return min(max(_floor_pow2(max(value, 1)), low), high)
 
 
-__all__ = ["config_fits_shared_memory", "heuristic_config", "pipelined_load_bytes"]
+__all__ = ["accumulator_fits_registers", "config_fits_device", "config_fits_shared_memory", "heuristic_config",
+           "pipelined_load_bytes"]

@@ -64,11 +64,22 @@ def _ensure_triton(interpret: bool) -> None:
                  "set TRITON_INTERPRET=1 before importing triton for interpret mode")
 
 
+def triton_interpreted() -> bool:
+    """Whether this process imported Triton with its interpreter (importing it if need be, in
+    whatever mode TRITON_INTERPRET says)."""
+    if _triton_interpreted is not None:
+        return _triton_interpreted
+    import triton.language.standard as standard
+    from triton.runtime.interpreter import InterpretedFunction
+    return isinstance(standard.cdiv, InterpretedFunction)
+
+
 _allocator_set = False
 
 
-def _ensure_descriptor_allocator() -> None:
-    """Device-side TMA descriptors need scratch memory; Triton asks the host for it."""
+def ensure_descriptor_allocator() -> None:
+    """Device-side TMA descriptors need scratch memory; Triton asks the host for it (in every
+    process that launches them: the user's and the autotuner's bench worker)."""
     global _allocator_set
     if not _allocator_set:
         import triton
@@ -144,7 +155,7 @@ def import_generated(path: str, name: str, source: str, interpret: bool) -> Any:
     """
     _ensure_triton(interpret)
     if not interpret and "make_tensor_descriptor" in source:
-        _ensure_descriptor_allocator()
+        ensure_descriptor_allocator()
     try:
         ensure_source_file(path, source)
     except OSError:

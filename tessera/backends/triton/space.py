@@ -82,7 +82,7 @@ def config_space(facts: KernelFacts, enabled: Iterable[str] = ENABLED_KEYS) -> C
     axes += [Axis(name, None, fragment.choices(), fragment.default(), f"hl.register_tunable({name!r})",
                   ordered=fragment.ordered(), accepts=fragment.allows) for name, fragment in facts.user_tunables]
     return ConfigSpace(axes, facts, max_tile_elements=MAX_BLOCK_ELEMENTS,
-                       fits_device=functools.partial(heuristics.config_fits_shared_memory, facts))
+                       fits_device=functools.partial(heuristics.config_fits_device, facts))
 
 
 def _block_axis(dim: TunableDim) -> Axis:

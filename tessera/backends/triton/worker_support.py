@@ -36,7 +36,8 @@ import torch
 
 from tessera import settings
 from tessera.backends.candidates import CompileLaunch, RunLaunch, TensorStandIn
-from tessera.backends.triton.modules import load_module_function, verified_source, write_atomically
+from tessera.backends.triton.modules import (ensure_descriptor_allocator, load_module_function, triton_interpreted,
+                                             verified_source, write_atomically)
 
 WARM_UP_NAME = "tessera_warm_up"
 WARM_UP_SOURCE = '''# Written by Tessera: each autotuning worker compiles it once when it starts (worker_support.py).
@@ -79,6 +80,10 @@ def load_function(source_path: str, function_name: str) -> Any:
         # checked against its name's digest: a damaged file fails this candidate, named, not
         # with a SyntaxError from its middle (or, edited, silently computing something else)
         source = verified_source(source_path)
+        if "make_tensor_descriptor" in source and not triton_interpreted():
+            # without it every tensor_descriptor candidate failed on the H100 ("no allocator was
+            # set"): the tuner could never pick TMA loads for a matmul or attention
+            ensure_descriptor_allocator()
         _functions[key] = load_module_function(source_path, function_name, source, "tessera_candidate_")
     return _functions[key]
 
