@@ -22,11 +22,14 @@ import dataclasses
 import types
 from typing import Any
 
-from tessera.ir.graph import AccessKind, Axis, AxisKind, DimAccess, KernelIR, Node, Op, _Substitution, walk
+from tessera.ir.graph import (UNIT, AccessKind, Axis, AxisKind, Block, DimAccess, KernelIR, Node, Op, _Substitution,
+                              freeze_params, walk)
 
 # ops whose params name no dim by position: dropping the axis from the shapes is all they need
 _SHAPE_ONLY = frozenset({Op.ELEMENTWISE, Op.CAST, Op.FULL, Op.VIEW, Op.BROADCAST, Op.LOOP, Op.CARRIED, Op.DOT})
 _RENUMBERED = frozenset({Op.REDUCE, Op.SCAN, Op.PERMUTE})
+# ops that broadcast their inputs against their own shape (right-aligned, unit dims stretch)
+_BROADCASTING = frozenset({Op.ELEMENTWISE, Op.CAST, Op.BROADCAST, Op.LOAD, Op.STORE})
 
 
 class _Kept(Exception):
@@ -53,6 +56,19 @@ class _Dropping(_Substitution):
     def __init__(self, units: frozenset[Axis]) -> None:
         super().__init__({})
         self.units = units
+        self.squeezes: list[Node] = []  # views made for the node being rebuilt: placed before it
+
+    def block(self, block: Block) -> Block:
+        outer, rebuilt = self.squeezes, []
+        for node in block.nodes:
+            self.squeezes = []
+            built = self.node(node)
+            rebuilt.extend(self.squeezes)
+            rebuilt.append(built)
+        self.squeezes = outer
+        if len(rebuilt) == len(block.nodes) and all(a is b for a, b in zip(rebuilt, block.nodes)):
+            return block
+        return Block(tuple(rebuilt))
 
     def node(self, node: Node) -> Node:
         known = self.nodes.get(node)
@@ -61,6 +77,27 @@ class _Dropping(_Substitution):
         rebuilt = self._without_units(node, super().node(node))
         self.nodes[node] = rebuilt
         return rebuilt
+
+    def _broadcast_inputs(self, original: Node, rebuilt: Node) -> tuple[Any, ...]:
+        """The inputs of a node that broadcasts them against its shape: an input with a unit dim
+        where the node holds a dropped tile (`idx[None, None, :]` beside `[tile_b, tile_m, n]`)
+        is read through a view without that dim, so the ranks still line up."""
+        dropped = {position for position, axis in enumerate(original.shape) if axis in self.units}
+        inputs = list(rebuilt.inputs)
+        for index, value in enumerate(original.inputs):
+            if not isinstance(value, Node):
+                continue
+            lead = len(original.shape) - len(value.shape)
+            units = {j for j, axis in enumerate(value.shape) if axis is UNIT and j + lead in dropped}
+            if not units:
+                continue
+            source = inputs[index]
+            kept = tuple(axis for j, axis in enumerate(value.shape) if j not in units and axis not in self.units)
+            view = Node(Op.VIEW, (source,), kept, source.dtype, freeze_params({"what": "index"}),
+                        location=value.location, name=f"{value.name}_{original.name}_squeezed")
+            self.squeezes.append(view)
+            inputs[index] = view
+        return tuple(inputs)
 
     def _without_units(self, original: Node, rebuilt: Node) -> Node:
         sources = [value for value in original.inputs if isinstance(value, Node)]
@@ -71,6 +108,8 @@ class _Dropping(_Substitution):
         if original.shape and not shape:
             raise _Kept  # a one-lane value would become 0-d
         params = dict(rebuilt.params)
+        if original.op in _BROADCASTING:
+            rebuilt = dataclasses.replace(rebuilt, inputs=self._broadcast_inputs(original, rebuilt))
         if original.op in (Op.LOAD, Op.STORE):
             if any(access.kind is AccessKind.VALUE for access in original.params["accesses"]):
                 raise _Kept  # a gather's index placement follows the shapes: not renumbered here
