@@ -128,7 +128,8 @@ def attention_bwd(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
             dk_acc, dv_acc, ds_t = _key_block_step(q_view[b, tile_m, :], do_view[b, tile_m, :], lse[b, tile_m],
                                                    delta[b, tile_m], k_tile, v_tile, dk_acc, dv_acc, qk_scale, visible)
             if atomic_dq:
-                hl.atomic_add(dq_sum, [b, tile_m, slice(None)], hl.dot(ds_t.to(k_tile.dtype).T, k_tile, out_dtype=torch.float32))
+                hl.atomic_add(dq_sum, [b, tile_m, slice(None)],
+                              hl.dot(ds_t.to(k_tile.dtype).T, k_tile, out_dtype=torch.float32))
         if split:
             for tile_m in hl.tile(tile_n.end, m_dim, block_size=block_m):
                 dk_acc, dv_acc, ds_t = _key_block_step(q_view[b, tile_m, :], do_view[b, tile_m, :], lse[b, tile_m],
@@ -138,26 +139,25 @@ def attention_bwd(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
                                   hl.dot(ds_t.to(k_tile.dtype).T, k_tile, out_dtype=torch.float32))
         dk[b, tile_n, :] = (dk_acc * sm_scale).to(dk.dtype)
         dv[b, tile_n, :] = dv_acc.to(dv.dtype)
-    if atomic_dq:
-        for tile_b, tile_m in hl.tile([heads, m_dim], block_size=[1, None]):
-            dq[tile_b.begin, tile_m, :] = (dq_sum[tile_b.begin, tile_m, :] * sm_scale).to(dq.dtype)
-        return dq.view(q.size()), dk.view(k.size()), dv.view(v.size())
     block_n = hl.register_block_size(n_dim)  # the key blocks of the dq loops
     for tile_b, tile_m in hl.tile([heads, m_dim], block_size=[1, None]):
         b = tile_b.begin
-        q_tile, do_tile = q_view[b, tile_m, :], do_view[b, tile_m, :]
-        lse_rows, delta_rows = lse[b, tile_m][:, None], delta[b, tile_m][:, None]
-        dq_acc = hl.zeros([tile_m, head_dim], dtype=torch.float32)
-        for tile_n in hl.tile(0, tile_m.begin if split else n_dim, block_size=block_n):
-            visible = tile_m.index[:, None] >= tile_n.index[None, :] if causal and not split else None
-            dq_acc = _query_block_step(q_tile, do_tile, lse_rows, delta_rows, k_view[b, tile_n, :],
-                                       v_view[b, tile_n, :], dq_acc, qk_scale, visible)
-        if split:
-            for tile_n in hl.tile(tile_m.begin, tile_m.end, block_size=block_n):
-                visible = tile_m.index[:, None] >= tile_n.index[None, :]
+        if atomic_dq:  # the sums are done: scale and cast
+            dq[b, tile_m, :] = (dq_sum[b, tile_m, :] * sm_scale).to(dq.dtype)
+        else:
+            q_tile, do_tile = q_view[b, tile_m, :], do_view[b, tile_m, :]
+            lse_rows, delta_rows = lse[b, tile_m][:, None], delta[b, tile_m][:, None]
+            dq_acc = hl.zeros([tile_m, head_dim], dtype=torch.float32)
+            for tile_n in hl.tile(0, tile_m.begin if split else n_dim, block_size=block_n):
+                visible = tile_m.index[:, None] >= tile_n.index[None, :] if causal and not split else None
                 dq_acc = _query_block_step(q_tile, do_tile, lse_rows, delta_rows, k_view[b, tile_n, :],
                                            v_view[b, tile_n, :], dq_acc, qk_scale, visible)
-        dq[b, tile_m, :] = (dq_acc * sm_scale).to(dq.dtype)
+            if split:
+                for tile_n in hl.tile(tile_m.begin, tile_m.end, block_size=block_n):
+                    visible = tile_m.index[:, None] >= tile_n.index[None, :]
+                    dq_acc = _query_block_step(q_tile, do_tile, lse_rows, delta_rows, k_view[b, tile_n, :],
+                                               v_view[b, tile_n, :], dq_acc, qk_scale, visible)
+            dq[b, tile_m, :] = (dq_acc * sm_scale).to(dq.dtype)
     return dq.view(q.size()), dk.view(k.size()), dv.view(v.size())
 
 

@@ -18,7 +18,6 @@ from tessera.ir.graph import UNIT, Axis, AxisKind, DimAccess, KernelIR, LoopDim,
 from tessera.ir.loop_peel import peel_loop_tails
 from tessera.ir.scale_fold import fold_scales_out_of_extrema
 from tessera.ir.rolling import NotLoopable, schedule, why_not_loopable
-from tessera.ir.unit_tiles import drop_unit_launch_tiles
 from tessera.ir.verify import verify
 
 
@@ -129,8 +128,6 @@ PIPELINE: tuple[Pass, ...] = (
          "before peeling, so both copies of a loop get it: one multiply per row, not per element"),
     Pass("peel_tails", peel_tails, "before the masks: the whole tiles' loop then provably needs none"),
     Pass("decide_masks", decide_masks, "after every block is final; backends read `needs_mask`"),
-    Pass("drop_unit_launch_tiles", drop_unit_launch_tiles,
-         "after the masks: only a one-lane tile that needs none is dropped (Helion's 3-D attention)"),
     Pass("schedule_row_passes", schedule_row_passes, "last: it records nodes, which a later pass would rebuild"),
 )
 

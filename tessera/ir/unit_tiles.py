@@ -14,6 +14,9 @@ The pass applies only where it is plainly exact; otherwise the IR is returned un
 knows (elementwise, casts, fills, loads and stores through the tile, products over other axes,
 reductions, scans and permutes over other dims, views and broadcasts), none reduced to 0-d.
 
+The Triton backend runs it on the IR it lowers (Pallas keeps the unit dims: its blocks squeeze
+them by themselves).
+
 >>> drop_unit_launch_tiles(ir)   # doctest: +SKIP
 """
 from __future__ import annotations
@@ -118,8 +121,9 @@ class _Dropping(_Substitution):
             params.update(self._renumbered(original, sources[0].shape))
         elif original.op not in _SHAPE_ONLY:
             raise _Kept
-        if original.op is Op.DOT and original.params["k_axis"] in self.units:
-            raise _Kept
+        if original.op is Op.DOT and any(axis in self.units for value in (original, *sources)
+                                         for axis in (*value.shape[-2:], original.params["k_axis"])):
+            raise _Kept  # only a batch dim of a product may go: its M, N and K dims stay 2-D
         return dataclasses.replace(rebuilt, shape=shape, params=types.MappingProxyType(params))
 
     def _access(self, access: DimAccess) -> DimAccess:
