@@ -16,7 +16,7 @@ versions of the compiler in one device call, run this once per tree). Rows, prin
 - attention (`--attention`): `examples.attention` against `F.scaled_dot_product_attention`;
   `--attention-backward`: `attention_bwd` (kernel alone and through autograd) against SDPA's
   autograd backward, gradients checked against float32 SDPA's (`--attention-shapes S:D:causal,...`,
-  `--backward-configs` (an `atomic_dq` key picks the kernel's flag), `--atomic-dq`, `--tune-backward CASE`).
+  `--backward-configs`, `--tune-backward CASE`).
 
 Every Tessera result is checked against float32 torch at the benchmark size. Times: the median of
 `triton.testing.do_bench` (CUDA events, L2 flushed). The heuristic Config is used (no tuning) unless
@@ -47,8 +47,6 @@ def main() -> int:
     parser.add_argument("--tune-backward", default="", help="an attention backward case name to quick-tune too")
     parser.add_argument("--backward-configs", default="",
                         help="a Python list of Config kwargs dicts: attention_bwd rows under each too")
-    parser.add_argument("--atomic-dq", action="store_true",
-                        help="also attention_bwd with atomic_dq=True (dq summed with atomics in the dk/dv launch)")
     parser.add_argument("--attention-shapes", default="",
                         help="attention cases as `S:D:causal,...` (default: S4096 at D128 and D64, both masks)")
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny sizes (checks the script)")
@@ -263,19 +261,14 @@ def attention_backward_rows(args: argparse.Namespace, record: Callable[..., None
         expected = torch.autograd.grad(F.scaled_dot_product_attention(*leaves32, is_causal=causal), leaves32,
                                        grad_out.float())
         del leaves32
-        def checked(grads: Any) -> str:
-            errors = [((g.float() - e).norm() / e.norm()).item() for g, e in zip(grads, expected)]
-            return "rel err dq/dk/dv " + "/".join(f"{e:.1e}" for e in errors) + ("" if max(errors) < 2e-2 else " WRONG")
-
         try:
             out, lse = at.attention(q, k, v, causal, True)
+            grads = at.attention_bwd(grad_out, q, k, v, out, lse, causal)
+            errors = [((g.float() - e).norm() / e.norm()).item() for g, e in zip(grads, expected)]
+            worst = max(errors)
+            note = "rel err dq/dk/dv " + "/".join(f"{e:.1e}" for e in errors) + ("" if worst < 2e-2 else " WRONG")
             record(case, "tessera attention_bwd (kernel)", flops,
-                   lambda: at.attention_bwd(grad_out, q, k, v, out, lse, causal),
-                   checked(at.attention_bwd(grad_out, q, k, v, out, lse, causal)))
-            if args.atomic_dq:
-                record(case, "tessera attention_bwd atomic_dq (kernel)", flops,
-                       lambda: at.attention_bwd(grad_out, q, k, v, out, lse, causal, True),
-                       checked(at.attention_bwd(grad_out, q, k, v, out, lse, causal, True)))
+                   lambda: at.attention_bwd(grad_out, q, k, v, out, lse, causal), note)
             leaves = [t.clone().requires_grad_() for t in (q, k, v)]
             trained = at.attention_trainable(*leaves, causal)
             record(case, "tessera autograd backward", flops,
@@ -285,15 +278,9 @@ def attention_backward_rows(args: argparse.Namespace, record: Callable[..., None
                              lambda: at.attention_bwd.autotune(grad_out, q, k, v, out, lse, causal),
                              lambda: at.attention_bwd(grad_out, q, k, v, out, lse, causal))
             for options in eval(args.backward_configs) if args.backward_configs else ():  # noqa: S307 - the developer's own
-                atomic = bool(options.pop("atomic_dq", False))  # the kernel's flag, not a Config key
                 configured = tessera.kernel(at.attention_bwd.fn, config=tessera.Config(**options))
-                try:
-                    record(case, f"tessera attention_bwd {'atomic_dq ' if atomic else ''}{options}", flops,
-                           lambda: configured(grad_out, q, k, v, out, lse, causal, atomic),
-                           checked(configured(grad_out, q, k, v, out, lse, causal, atomic)))
-                except Exception as error:  # noqa: BLE001 - one failing Config must not hide the others
-                    record(case, f"tessera attention_bwd {'atomic_dq ' if atomic else ''}{options}", flops, None,
-                           f"error: {type(error).__name__}: {error}"[:300])
+                record(case, f"tessera attention_bwd {options}", flops,
+                       lambda: configured(grad_out, q, k, v, out, lse, causal))
         except Exception as error:  # noqa: BLE001
             record(case, "tessera attention_bwd (kernel)", flops, None, f"error: {type(error).__name__}: {error}"[:300])
         if args.label == "new":

@@ -87,18 +87,13 @@ def _probabilities(scores: torch.Tensor, lse: torch.Tensor, qk_scale: float,
 
 @tessera.kernel
 def attention_bwd(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-                  lse: torch.Tensor, causal: bool = False,
-                  atomic_dq: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                  lse: torch.Tensor, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients (dq, dk, dv) of `attention(q, k, v, causal)` from its output and base-2 `lse`.
 
     FlashAttention-2's scheme in three launches: `delta = rowsum(dO * O)` per query; then per
     block of keys, dk and dv summed over query blocks; then per block of queries, dq summed over
     key blocks. Each recomputes the probabilities `P = exp2(q k^T * scale - lse)` it needs, so no
     score matrix is stored. Causal: only the blocks on the diagonal are masked.
-
-    `atomic_dq=True`: the dk/dv launch also adds each block's `dS q`-side share of dq
-    (`dS k`) into a float32 buffer with atomic adds, and the last launch only scales and casts
-    it: five products per block pair instead of seven, at the price of the atomics.
     """
     m_dim, n_dim = q.size(-2), k.size(-2)
     head_dim = hl.specialize(q.size(-1))
@@ -110,7 +105,6 @@ def attention_bwd(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
     split = causal and m_dim == n_dim  # a block's diagonal range then stays inside both lengths
     delta = torch.empty([heads, m_dim], dtype=torch.float32, device=q.device)
     dq, dk, dv = torch.empty_like(q_view), torch.empty_like(k_view), torch.empty_like(v_view)
-    dq_sum = torch.zeros([heads, m_dim, head_dim], dtype=torch.float32, device=q.device) if atomic_dq else None
     for tile_b, tile_m in hl.tile([heads, m_dim], block_size=[1, None]):
         b = tile_b.begin
         delta[b, tile_m] = torch.sum(do_view[b, tile_m, :].to(torch.float32) * out_view[b, tile_m, :].to(torch.float32),
@@ -125,53 +119,43 @@ def attention_bwd(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         # masked per pair; every later query sees the whole block
         for tile_m in hl.tile(tile_n.begin if split else 0, tile_n.end if split else m_dim, block_size=block_m):
             visible = tile_m.index[None, :] >= tile_n.index[:, None] if causal else None
-            dk_acc, dv_acc, ds_t = _key_block_step(q_view[b, tile_m, :], do_view[b, tile_m, :], lse[b, tile_m],
-                                                   delta[b, tile_m], k_tile, v_tile, dk_acc, dv_acc, qk_scale, visible)
-            if atomic_dq:
-                hl.atomic_add(dq_sum, [b, tile_m, slice(None)],
-                              hl.dot(ds_t.to(k_tile.dtype).T, k_tile, out_dtype=torch.float32))
+            dk_acc, dv_acc = _key_block_step(q_view[b, tile_m, :], do_view[b, tile_m, :], lse[b, tile_m],
+                                             delta[b, tile_m], k_tile, v_tile, dk_acc, dv_acc, qk_scale, visible)
         if split:
             for tile_m in hl.tile(tile_n.end, m_dim, block_size=block_m):
-                dk_acc, dv_acc, ds_t = _key_block_step(q_view[b, tile_m, :], do_view[b, tile_m, :], lse[b, tile_m],
-                                                       delta[b, tile_m], k_tile, v_tile, dk_acc, dv_acc, qk_scale, None)
-                if atomic_dq:
-                    hl.atomic_add(dq_sum, [b, tile_m, slice(None)],
-                                  hl.dot(ds_t.to(k_tile.dtype).T, k_tile, out_dtype=torch.float32))
+                dk_acc, dv_acc = _key_block_step(q_view[b, tile_m, :], do_view[b, tile_m, :], lse[b, tile_m],
+                                                 delta[b, tile_m], k_tile, v_tile, dk_acc, dv_acc, qk_scale, None)
         dk[b, tile_n, :] = (dk_acc * sm_scale).to(dk.dtype)
         dv[b, tile_n, :] = dv_acc.to(dv.dtype)
     block_n = hl.register_block_size(n_dim)  # the key blocks of the dq loops
     for tile_b, tile_m in hl.tile([heads, m_dim], block_size=[1, None]):
         b = tile_b.begin
-        if atomic_dq:  # the sums are done: scale and cast
-            dq[b, tile_m, :] = (dq_sum[b, tile_m, :] * sm_scale).to(dq.dtype)
-        else:
-            q_tile, do_tile = q_view[b, tile_m, :], do_view[b, tile_m, :]
-            lse_rows, delta_rows = lse[b, tile_m][:, None], delta[b, tile_m][:, None]
-            dq_acc = hl.zeros([tile_m, head_dim], dtype=torch.float32)
-            for tile_n in hl.tile(0, tile_m.begin if split else n_dim, block_size=block_n):
-                visible = tile_m.index[:, None] >= tile_n.index[None, :] if causal and not split else None
+        q_tile, do_tile = q_view[b, tile_m, :], do_view[b, tile_m, :]
+        lse_rows, delta_rows = lse[b, tile_m][:, None], delta[b, tile_m][:, None]
+        dq_acc = hl.zeros([tile_m, head_dim], dtype=torch.float32)
+        for tile_n in hl.tile(0, tile_m.begin if split else n_dim, block_size=block_n):
+            visible = tile_m.index[:, None] >= tile_n.index[None, :] if causal and not split else None
+            dq_acc = _query_block_step(q_tile, do_tile, lse_rows, delta_rows, k_view[b, tile_n, :],
+                                       v_view[b, tile_n, :], dq_acc, qk_scale, visible)
+        if split:
+            for tile_n in hl.tile(tile_m.begin, tile_m.end, block_size=block_n):
+                visible = tile_m.index[:, None] >= tile_n.index[None, :]
                 dq_acc = _query_block_step(q_tile, do_tile, lse_rows, delta_rows, k_view[b, tile_n, :],
                                            v_view[b, tile_n, :], dq_acc, qk_scale, visible)
-            if split:
-                for tile_n in hl.tile(tile_m.begin, tile_m.end, block_size=block_n):
-                    visible = tile_m.index[:, None] >= tile_n.index[None, :]
-                    dq_acc = _query_block_step(q_tile, do_tile, lse_rows, delta_rows, k_view[b, tile_n, :],
-                                               v_view[b, tile_n, :], dq_acc, qk_scale, visible)
-            dq[b, tile_m, :] = (dq_acc * sm_scale).to(dq.dtype)
+        dq[b, tile_m, :] = (dq_acc * sm_scale).to(dq.dtype)
     return dq.view(q.size()), dk.view(k.size()), dv.view(v.size())
 
 
 def _key_block_step(q_tile: torch.Tensor, do_tile: torch.Tensor, lse_cols: torch.Tensor, delta_cols: torch.Tensor,
                     k_tile: torch.Tensor, v_tile: torch.Tensor, dk_acc: torch.Tensor, dv_acc: torch.Tensor,
-                    qk_scale: float, visible: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One block of queries' share of dk and dv for a block of keys (transposed: keys are rows),
-    and the score gradients `dS^T` it used (keys x queries, unscaled)."""
+                    qk_scale: float, visible: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One block of queries' share of dk and dv for a block of keys (transposed: keys are rows)."""
     p_t = _probabilities(hl.dot(k_tile, q_tile.T, out_dtype=torch.float32), lse_cols[None, :], qk_scale, visible)
     dv_acc = hl.dot(p_t.to(do_tile.dtype), do_tile, acc=dv_acc)
     dp_t = hl.dot(v_tile, do_tile.T, out_dtype=torch.float32)
     ds_t = p_t * (dp_t - delta_cols[None, :])
     dk_acc = hl.dot(ds_t.to(q_tile.dtype), q_tile, acc=dk_acc)
-    return dk_acc, dv_acc, ds_t
+    return dk_acc, dv_acc
 
 
 def _query_block_step(q_tile: torch.Tensor, do_tile: torch.Tensor, lse_rows: torch.Tensor, delta_rows: torch.Tensor,
