@@ -101,3 +101,43 @@ def test_a_reduction_over_the_unit_tile_keeps_the_ir_and_matches_torch(mode: str
         assert drop_unit_launch_tiles(ir) is ir
         unit = next(axis for axis in ir.launch_axes if axis.block == 1)
         assert unit.kind is AxisKind.LAUNCH and any(unit in node.shape for node in ir.nodes())
+
+
+def _helion_style_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Helion's form: both launch dims are Config slots (no fixed block of 1 for the batch)."""
+    batch, m, d = q.size()
+    d = hl.specialize(d)
+    out = torch.empty_like(q)
+    for tile_b, tile_m in hl.tile([batch, m]):
+        top = hl.full([tile_b, tile_m], float("-inf"), dtype=torch.float32)
+        total = hl.zeros([tile_b, tile_m], dtype=torch.float32)
+        acc = hl.zeros([tile_b, tile_m, d], dtype=torch.float32)
+        q_tile = q[tile_b, tile_m, :]
+        for tile_n in hl.tile(k.size(1)):
+            scores = torch.bmm(q_tile, k[tile_b, tile_n, :].transpose(1, 2), torch.float32)
+            new_top = torch.maximum(top, torch.amax(scores, -1))
+            p = torch.exp2(scores - new_top[:, :, None])
+            alpha = torch.exp2(top - new_top)
+            total = total * alpha + torch.sum(p, -1)
+            acc = torch.baddbmm(acc * alpha[:, :, None], p.to(v.dtype), v[tile_b, tile_n, :])
+            top = new_top
+        out[tile_b, tile_m, :] = (acc / total[:, :, None]).to(out.dtype)
+    return out
+
+
+def test_the_heuristic_runs_a_batch_slot_set_to_one_slowest() -> None:
+    # the batch slot is wanted at 1 (it tiles no product): it varies slowest, as a fixed
+    # `block_size=[1, None]` does, so programs of one head run together and share its keys in L2
+    from tessera.runtime.tuning import heuristic_for
+    q = torch.empty(128, 4096, 128, dtype=torch.bfloat16)
+    config = heuristic_for(tessera.kernel(_helion_style_attention, mode="interpret").bind(q, q, q))
+    assert config["block_sizes"][0] == 1 and config["loop_orders"] == [[1, 0]]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("batch,m,n", [(1, 1, 1), (3, 24, 40), (2, 33, 17)])
+def test_helion_style_attention_matches_torch(mode: str, batch: int, m: int, n: int) -> None:
+    q, k, v = torch.randn(batch, m, 16), torch.randn(batch, n, 16), torch.randn(batch, n, 16)
+    out = tessera.kernel(_helion_style_attention, mode=mode)(q, k, v)
+    probabilities = torch.softmax((q @ k.transpose(1, 2)) * 0.6931471805599453, dim=-1)  # exp2 of raw scores
+    torch.testing.assert_close(out, probabilities @ v, rtol=1e-4, atol=1e-4)
