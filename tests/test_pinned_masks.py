@@ -1,8 +1,7 @@
-"""Masks the guards make unnecessary (ir/passes.py `decide_masks`, the Triton emitter's
-`offset_inside`): a whole dim whose size a product's guard pins to its block (attention's head
-dim), and a scalar index that is a program's offset along a grid inside the tensor
-(`x[tile_b.begin, ...]`). Each kernel runs in eager and interpret modes against PyTorch, with
-sizes the masks are still needed for (a head dim below its block, tails)."""
+"""Masks the guards make unnecessary (ir/passes.py `decide_masks`): a whole dim whose size a
+product's guard pins to its block (attention's head dim). Each kernel runs in eager and
+interpret modes against PyTorch, with sizes the mask is still needed for (a head dim below its
+block, tails)."""
 from __future__ import annotations
 
 import pytest
@@ -45,14 +44,3 @@ def _code(x: torch.Tensor, w: torch.Tensor) -> str:
 def test_a_head_dim_pinned_to_its_block_needs_no_mask() -> None:
     assert "mask_r0" not in _code(torch.randn(2, 40, 32), torch.randn(32, 32))
     assert "mask_r0" in _code(torch.randn(2, 9, 12), torch.randn(12, 12))  # 12 lanes of a block of 16
-
-
-def test_a_grid_offset_index_needs_no_mask_and_becomes_a_guard() -> None:
-    from tessera.backends.base import LoweringOptions
-    from tessera.backends.triton.backend import TritonBackend
-    x, w = torch.randn(3, 21, 16), torch.randn(16, 16)
-    assert "offset_0) >= 0" not in _code(x, w)
-    config = tessera.Config(block_sizes=[16])
-    lowered = TritonBackend().lower(_rows_times_state("interpret").bind(x, w).to_ir(config), config,
-                                    LoweringOptions(interpret=True))
-    assert any("grid dim 0" in reason for _, reason in lowered.guards)  # the variant relies on it

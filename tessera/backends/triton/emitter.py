@@ -97,20 +97,6 @@ class Emitter(EmitterBase):
         """Rely on `condition` (over host symbols): the variant is reused only where it holds."""
         self.guards.append((condition, reason))
 
-    def offset_inside(self, index: Any, size: Any) -> bool:
-        """Whether a scalar index is a program's offset along a grid dim (`tile_b.begin`) whose
-        grid lies inside `[0, size)` in this call: the offset stays in `[begin, end)`, so the
-        index needs no mask; the bound becomes a guard of the variant."""
-        for dim, grid in enumerate(self.ir.grid):
-            if not (isinstance(index, sympy.Symbol) and index.name == f"offset_{dim}"):
-                continue
-            inside = sympy.And(sympy.sympify(grid.begin) >= 0, sympy.sympify(grid.end) <= size)
-            if inside is sympy.true or self.evaluate(inside) is sympy.true:
-                if inside is not sympy.true:
-                    self.guard(inside, f"the programs' offsets along grid dim {dim} stay inside size {size}")
-                return True
-        return False
-
     def nested(self) -> Emitter:
         """An emitter for the body of a helper function (indent 1, its own lines), sharing this
         one's helpers."""
@@ -229,8 +215,7 @@ class Emitter(EmitterBase):
                 index = f"({print_expr(access.scalar)})"
                 if access.check_negative:  # negative at run time: counts from the end, as in torch
                     index = f"tl.where({index} < 0, {index} + {print_expr(tensor.sizes[dim])}, {index})"
-                if not (access.inside or provably_inside(access.scalar, tensor.sizes[dim])
-                        or self.offset_inside(access.scalar, tensor.sizes[dim])):
+                if not (access.inside or provably_inside(access.scalar, tensor.sizes[dim])):
                     scalar_masks.append(f"({index} >= 0) & ({index} < {print_expr(tensor.sizes[dim])})")
                 if self.int64_indexing:
                     index = f"tl.full([], {index}, tl.int64)"
