@@ -119,3 +119,20 @@ def test_attention_with_peeled_key_loops_matches_sdpa(m: int, n: int, causal: bo
     k, v = torch.randn(1, 2, n, 32), torch.randn(1, 2, n, 32)
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
     torch.testing.assert_close(kernel(q, k, v, causal), expected, atol=2e-5, rtol=2e-5)
+
+
+def test_the_attention_backward_loops_are_peeled_and_match_torch() -> None:
+    # its dk/dv and dq loops recompute the scores over each tile and sum products over it
+    q, k, v = (torch.randn(1, 2, 37, 16) for _ in range(3))
+    grad_out = torch.randn_like(q)
+    out, lse = attention_example.attention(q, k, v, False, True)
+    code = attention_example.attention_bwd.bind(grad_out, q, k, v, out, lse, False).to_triton_code(
+        tessera.Config(block_sizes=[16, 16, 16, 16, 16]))
+    launches = code.split("# ---- launch ")
+    assert len(launches) == 4 and all("_tail = " in launch for launch in launches[2:])
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    expected = torch.autograd.grad(torch.nn.functional.scaled_dot_product_attention(*leaves), leaves, grad_out)
+    backward = tessera.kernel(attention_example.attention_bwd.fn, config=tessera.Config(block_sizes=[16] * 5),
+                              mode="interpret")
+    for got, want in zip(backward(grad_out, q, k, v, out, lse, False), expected):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)

@@ -147,6 +147,9 @@ class DimAccess:
     # extra_mask that must cover those lanes (TESSERA_CHECK_INDICES reports lanes it leaves
     # unmasked, as for an out-of-range index tensor; eager mode raises)
     user_masked: bool = False
+    # SCALAR: the index is known to lie inside the dimension (a one-lane launch tile's offset,
+    # ir/unit_tiles.py: its grid stops at the extent the trace checked), so it needs no mask
+    inside: bool = False
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -13,9 +13,10 @@ attention's inner loop beside its exp2). Only the last tile can be partial, so t
 The second loop is a copy of the first (its nodes named `<name>_tail`) that carries on from the
 first loop's results; uses after the loop read the copy's. The iterations run in the same order
 as before, so results are bit for bit the same. Only loops with carried values and a reduction
-over the loop's tile, over an extent known only at run time, are peeled: elsewhere a mask costs a
-predicate on a load, not a select per element, and a second copy of the body would only cost
-compile time.
+over the loop's tile (or products that recompute a block over the tile and sum over it, as
+attention's backward does), over an extent known only at run time, are peeled: elsewhere a mask
+costs a predicate on a load, not a select per element, and a second copy of the body would only
+cost compile time.
 
 >>> peel_loop_tails(ir, lambda axis: axis.needs_mask)   # doctest: +SKIP
 """
@@ -63,8 +64,20 @@ def _peelable(node: Node, needs_mask: Callable[[Axis], bool]) -> bool:
     if any(axis in placeholder.shape for placeholder in node.params["carried"]):
         return False
     inside = list(walk_blocks(node.blocks))
-    return not any(inner.op is Op.LOOP for inner in inside) and \
-        any(inner.op in (Op.REDUCE, Op.SCAN) and inner.params.get("axis") is axis for inner in inside)
+    if any(inner.op is Op.LOOP for inner in inside):
+        return False
+    return any(inner.op in (Op.REDUCE, Op.SCAN) and inner.params.get("axis") is axis for inner in inside) or \
+        _recomputed_products(inside, axis)
+
+
+def _recomputed_products(inside: list[Node], axis: Axis) -> bool:
+    """Attention's backward: each tile's scores are recomputed by a product over the tile's lanes
+    (`k q^T`: the tile is an output dim) and summed by another over them (`dS^T q`: the tile is
+    K). Its masked loads then cost as much as the math around them (sm_90 SASS of the dk/dv loop:
+    1840 instructions with the masks, 1304 without, and no register spills). A plain GEMM's K loop
+    (the tile only ever a K) keeps one loop."""
+    products = [inner for inner in inside if inner.op is Op.DOT]
+    return any(p.params.get("k_axis") is axis for p in products) and any(axis in p.shape for p in products)
 
 
 def _split(loop: Node) -> tuple[Axis, Node, Node]:

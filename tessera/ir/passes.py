@@ -49,9 +49,11 @@ def settle_row_loop(ir: KernelIR) -> KernelIR:
 
 def decide_masks(ir: KernelIR) -> KernelIR:
     """An axis needs a mask unless its block provably divides its extent (a tile loop over a
-    multiple of its block, a whole dimension exactly one block long)."""
+    multiple of its block, a whole dimension exactly one block long). Sizes the guards pin to a
+    constant count as that constant: attention's `k[b, tile, :]` is a whole head dim of size
+    `k_size2`, which a product's `Eq(128, k_size2)` guard makes exactly one block of 128."""
     changed = {}
-    offsets = _launch_offsets(ir)
+    offsets = {**_launch_offsets(ir), **pinned_sizes(ir)}
     for axis in _axes(ir):
         needs_mask = _needs_mask(axis, offsets)
         if needs_mask != axis.needs_mask:
@@ -77,18 +79,37 @@ def _launch_offsets(ir: KernelIR) -> dict[sympy.Symbol, sympy.Expr]:
             for dim, grid in enumerate(ir.grid)}
 
 
+def pinned_sizes(ir: KernelIR) -> dict[sympy.Symbol, sympy.Integer]:
+    """Host symbols the guards make equal to a constant, through chains of equalities
+    (`Eq(k_size2, q_size2)` and `Eq(128, k_size2)` pin both): the variant only runs where they hold."""
+    equalities = [condition.args for condition, _ in ir.guards if isinstance(condition, sympy.Eq)]
+    pinned: dict[sympy.Symbol, sympy.Integer] = {}
+    changed = True
+    while changed:
+        changed = False
+        for left, right in equalities:
+            left, right = left.xreplace(pinned), right.xreplace(pinned)
+            for symbol, value in ((left, right), (right, left)):
+                if isinstance(symbol, sympy.Symbol) and isinstance(value, sympy.Integer):
+                    pinned[symbol], changed = value, True
+    return pinned
+
+
 def _needs_mask(axis: Axis, offsets: Mapping[sympy.Symbol, sympy.Expr] = types.MappingProxyType({})) -> bool:
+    """`offsets`: launch offsets as program expressions (`_launch_offsets`) and pinned sizes."""
     if axis.kind is AxisKind.UNIT:
         return False
     if axis.kind is AxisKind.WHOLE:
+        end = sympy.sympify(axis.end).xreplace(offsets)
         if is_chunked(axis):
-            return not (sympy.Mod(axis.end, axis.block) == 0)
-        return not (sympy.Integer(axis.block) == axis.end)
+            return not (sympy.Mod(end, axis.block) == 0)
+        return not (sympy.Integer(axis.block) == end)
     if axis.block == 1:  # one lane, at an index the loop or the grid only reaches below the extent
         return False
     if axis.end is not axis.range_end and sympy.Mod(sympy.sympify(axis.end - axis.range_begin), axis.block) == 0:
         return False  # a peeled loop's whole tiles: it ends at `begin + 64 * (extent // 64)` (ir/loop_peel.py)
-    extent = sympy.sympify(axis.range_end - axis.range_begin)
+    pinned = {symbol: value for symbol, value in offsets.items() if isinstance(value, sympy.Integer)}
+    extent = sympy.sympify(axis.range_end - axis.range_begin).xreplace(pinned)
     if extent.is_Integer:
         return int(extent) % axis.block != 0
     if axis.kind is AxisKind.LOOP and offsets and extent.free_symbols <= set(offsets):

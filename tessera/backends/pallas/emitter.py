@@ -111,7 +111,7 @@ class Emitter(EmitterBase):
                 index = f"({print_expr(access.scalar)})"
                 if access.check_negative:
                     index = f"jnp.where({index} < 0, {index} + {size}, {index})"
-                if not provably_inside(access.scalar, tensor.sizes[dim]):
+                if not (access.inside or provably_inside(access.scalar, tensor.sizes[dim])):
                     masks.append(f"(({index} >= 0) & ({index} < {size}))")
             else:
                 value = access.value
@@ -155,7 +155,7 @@ class Emitter(EmitterBase):
             index = f"({print_expr(access.scalar)})"
             if access.check_negative:
                 index = f"jnp.where({index} < 0, {index} + {size}, {index})"
-            if not provably_inside(access.scalar, tensor.sizes[dim]):
+            if not (access.inside or provably_inside(access.scalar, tensor.sizes[dim])):
                 masks.append(f"(({index} >= 0) & ({index} < {size}))")
                 index = f"jnp.clip({index}, 0, {size} - 1)"  # read inside; the mask drops the value
             if role != SQUEEZE:

@@ -24,6 +24,7 @@ from tessera.backends.triton.modules import (compile_error, error_location, impo
 from tessera.backends.triton.tuning import TritonTuning
 from tessera.config import Config
 from tessera.ir.graph import AxisKind, KernelIR, Op, walk
+from tessera.ir.unit_tiles import drop_unit_launch_tiles
 from tessera.location import SourceLocation
 
 _INTERPRETER_LOCK = threading.Lock()  # one interpreted launch at a time per process
@@ -141,7 +142,9 @@ class TritonBackend(TritonTuning):
                          "loop is Python)")
 
     def lower(self, ir: KernelIR, config: Config, options: LoweringOptions) -> LoweredKernel:
-        return lower_kernel(ir, config, options)
+        """The backend's own pass (one-lane launch tiles out of every value: Triton's dots and
+        layouts want 2-D blocks, ir/unit_tiles.py), then the source."""
+        return lower_kernel(drop_unit_launch_tiles(ir), config, options)
 
     def load(self, lowered: LoweredKernel, options: LoweringOptions) -> LoadedKernel:
         return TritonKernel(write_generated(lowered.name, lowered.source, options.interpret), lowered, options.interpret)

@@ -215,7 +215,7 @@ class Emitter(EmitterBase):
                 index = f"({print_expr(access.scalar)})"
                 if access.check_negative:  # negative at run time: counts from the end, as in torch
                     index = f"tl.where({index} < 0, {index} + {print_expr(tensor.sizes[dim])}, {index})"
-                if not provably_inside(access.scalar, tensor.sizes[dim]):
+                if not (access.inside or provably_inside(access.scalar, tensor.sizes[dim])):
                     scalar_masks.append(f"({index} >= 0) & ({index} < {print_expr(tensor.sizes[dim])})")
                 if self.int64_indexing:
                     index = f"tl.full([], {index}, tl.int64)"

@@ -166,11 +166,22 @@ def _batch_dims_slowest(facts: KernelFacts, wanted: dict[str, Any]) -> None:
     """Dims of one index per program (bmm's batch, `block_size=[1, None, None]`) vary slowest
     across program ids, so programs running together share their operands in L2 and the
     l2_grouping groups the output tiles of one matrix: on the H100, bmm B32 1024^3 0.64x -> 0.84x
-    `torch.bmm`, B8 2048^3 0.68x -> 0.89x (CUDA-graph timing)."""
-    for launch, units in enumerate(facts.unit_dims):
-        ndim = facts.launch_dims[launch] if launch < len(facts.launch_dims) else 0
+    `torch.bmm`, B8 2048^3 0.68x -> 0.89x (CUDA-graph timing). A batch dim whose block is a
+    Config slot (Helion's `hl.tile([batch, m])`) counts once this heuristic has set it to 1."""
+    for launch, ndim in enumerate(facts.launch_dims):
+        fixed = facts.unit_dims[launch] if launch < len(facts.unit_dims) else ()
+        units = sorted({*fixed, *(_one_lane_slots(facts, wanted) if launch == 0 else ())})
         if units and len(units) < ndim:
-            wanted[f"loop_orders[{launch}]"] = [d for d in range(ndim) if d not in units] + list(units)
+            wanted[f"loop_orders[{launch}]"] = [d for d in range(ndim) if d not in units] + units
+
+
+def _one_lane_slots(facts: KernelFacts, wanted: dict[str, Any]) -> list[int]:
+    """Grid dims of a call's one tile loop whose block slot is wanted at 1 (a dim no product
+    tiles), when every dim of the loop is a slot: they are then numbered in the loop's order."""
+    launch = sorted((d for d in facts.tunables if d.role == "launch"), key=lambda d: d.index)
+    if len(facts.launch_dims) != 1 or len(launch) != facts.launch_dims[0]:
+        return []
+    return [position for position, dim in enumerate(launch) if wanted.get(f"block_sizes[{dim.index}]") == 1]
 
 
 def _widen_accumulated_rows(facts: KernelFacts, wanted: dict[str, Any]) -> None:
