@@ -37,3 +37,40 @@ def test_block_sizes_that_match_neither_one_nor_every_dimension_are_refused():
 
     with pytest.raises(tessera.exc.TesseraError, match="2 block sizes for 3 dimensions"):
         three(torch.zeros(2, 3, 4))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_transposed_square_tile_value_feeds_a_product_over_the_other_tile(mode):
+    """`w[tile_n, tile_k].T` is [tile_k, tile_n] though both tiles have one size (Helion's se_block backward)."""
+    @tessera.kernel(mode=mode, config=tessera.Config(block_sizes=[16, 16, 16]))
+    def grad_x(g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        m, n = g.size()
+        out = torch.empty([m, n], dtype=torch.float32, device=g.device)
+        for tile_m, tile_n in hl.tile([m, n]):
+            acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+            for tile_k in hl.tile(n):
+                acc += (2.0 * g[tile_m, tile_k]) @ w[tile_n, tile_k].T
+            out[tile_m, tile_n] = acc
+        return out
+
+    g, w = torch.randn(33, 40), torch.randn(40, 40)
+    torch.testing.assert_close(grad_x(g, w), 2.0 * g @ w.T, atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("view", ["T", "mT", "t", "transpose", "permute"])
+def test_a_transposed_square_tile_value_broadcasts_by_its_moved_tiles(mode, view):
+    transposes = {"T": lambda v: v.T, "mT": lambda v: v.mT, "t": lambda v: v.t(),
+                  "transpose": lambda v: v.transpose(0, 1), "permute": lambda v: v.permute(1, 0)}
+    transpose = transposes[view]
+
+    @tessera.kernel(mode=mode, config=tessera.Config(block_sizes=[4, 4]))
+    def add_row(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        m, n = v.size()
+        out = torch.empty([n, m], dtype=v.dtype, device=v.device)
+        for tile_m, tile_n in hl.tile([m, n]):
+            out[tile_n, tile_m] = transpose(v[tile_m, tile_n]) + x[tile_n]  # x stands along tile_n
+        return out
+
+    v, x = torch.randn(7, 7), torch.randn(7)
+    torch.testing.assert_close(add_row(v, x), v.T + x[:, None])
