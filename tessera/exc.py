@@ -194,6 +194,11 @@ class RankMismatch(IndexingError):
     """A tensor indexed with more (or fewer) indices than it has dimensions."""
 
 
+class DuplicateStoreIndicesError(IndexingError):
+    """A store whose lanes write different values to one element (on the GPU which lane wins is
+    undefined); eager mode, the reference, refuses it."""
+
+
 class DataDependentOutputShapeNotSupported(UnsupportedOperationError, IndexingError):
     """An operation whose result shape depends on tensor data (boolean-mask indexing, nonzero);
     an IndexingError too, as a boolean mask used as an index is one."""
