@@ -74,3 +74,46 @@ def test_a_transposed_square_tile_value_broadcasts_by_its_moved_tiles(mode, view
 
     v, x = torch.randn(7, 7), torch.randn(7)
     torch.testing.assert_close(add_row(v, x), v.T + x[:, None])
+
+
+def add_one(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] + 1
+    return out
+
+
+def test_bind_gives_one_bound_kernel_per_specialization_key():
+    kernel = tessera.kernel(add_one, mode="interpret")
+    x = torch.randn(37)
+    bound = kernel.bind((x,))
+    assert kernel.bind((torch.zeros_like(x),)) is bound
+    assert kernel.bind(torch.zeros_like(x)) is bound  # the unpacked spelling binds the same arguments
+    assert kernel.bind((torch.randn(40),)) is bound  # dynamic shapes: one size bucket, one bound kernel
+    assert kernel.bind((x.double(),)) is not bound
+    assert kernel.bind((torch.randn(1),)) is not bound  # a size-1 dim broadcasts: another bucket
+    assert kernel.specialization_key((x,)) == kernel.specialization_key((torch.randn(40),))
+
+
+def test_under_static_shapes_each_size_binds_its_own_kernel():
+    kernel = tessera.kernel(add_one, mode="interpret", static_shapes=True)
+    x = torch.randn(37)
+    assert kernel.bind((x,)) is kernel.bind((torch.zeros_like(x),))
+    assert kernel.bind((x,)) is not kernel.bind((torch.randn(38),))
+
+
+def test_a_kept_bound_kernel_runs_the_arguments_bound_last():
+    kernel = tessera.kernel(add_one, mode="interpret")
+    first, second = torch.randn(37), torch.randn(33)
+    bound = kernel.bind((first,))
+    assert kernel.bind((second,)) is bound
+    torch.testing.assert_close(bound.run(tessera.Config(block_sizes=[16])), second + 1)
+
+
+def test_a_changed_setting_forgets_the_bound_kernels_and_the_tuner_binds_its_own():
+    kernel = tessera.kernel(add_one, mode="interpret")
+    x = torch.randn(37)
+    bound = kernel.bind((x,))
+    assert kernel.bind_arguments((x,), {}) is not bound  # a copy of its own, not the kept one
+    kernel.settings.static_shapes = True
+    assert kernel.bind((x,)) is not bound

@@ -67,19 +67,6 @@ class BoundKernel:
             return run_eager(self.kernel.fn, args, kwargs, self.kernel.block_slots(), config, self.device)
         return run_compiled(self.kernel, self.mode, args, kwargs, config, self.device, self._runner(config))
 
-    def compile_config(self, config: Config | dict[str, Any] | None = None) -> Any:
-        """Generate (and, in compiled mode, build) this call's kernels under `config` now; return a
-        function that runs the kernel on arguments like these under it (Helion's name).
-
-        >>> run = bound.compile_config(tessera.Config(block_sizes=[64])); out = run(x)    # doctest: +SKIP
-        """
-        config = _as_config(config) or self.kernel.default_config()
-        self.plan(config)  # a Config that cannot run these arguments fails here, not at the first call
-
-        def run(*args: Any, **kwargs: Any) -> Any:
-            return self._run_with(config, args, kwargs)
-        return run
-
     def set_config(self, config: Config | dict[str, Any]) -> None:
         """Run this bound kernel's calls under `config` from now on (Helion's `bound.set_config`),
         e.g. a Config tuned for other sizes.

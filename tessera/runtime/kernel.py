@@ -34,7 +34,7 @@ from tessera.runtime.constexpr_arguments import Marks, compile_time_arguments, c
 from tessera.runtime.eager import run_eager
 from tessera.runtime.kernel_settings import Settings, requested_mode
 from tessera.language.debug import breakpoint_helper
-from tessera.runtime.tuning import ConfigChoices, autotune, config_for_call, kernel_defined
+from tessera.runtime.tuning import ConfigChoices, autotune, choice_key, config_for_call, kernel_defined
 from tessera.runtime.torch_library import announce, call_as_custom_op, is_traced_call
 from tessera.runtime.autograd import BackwardRule, call_with_backward, needs_grad
 
@@ -93,6 +93,7 @@ class Kernel:
         self.backward_rule: BackwardRule | None = None  # set by @kernel.backward (autograd.py)
         self.torch_ops: dict[Any, Any] = {}  # custom ops by argument structure (torch_library.py)
         self._binding_forms: set[tuple] = set()  # (argument count, keyword names...) that bound (_check_arguments)
+        self._bound_kernels: dict[tuple, BoundKernel] = {}  # what `bind` gave, by `specialization_key`
         announce(self)  # torch.compile keeps its calls whole (torch_library.py)
 
     @property
@@ -274,6 +275,7 @@ class Kernel:
         self.idle_runners = []
         self.spare_runners = {}
         self.config_choices.clear()
+        self._bound_kernels = {}
 
     @functools.cached_property
     def uses_jagged_tile(self) -> bool:
@@ -302,15 +304,33 @@ class Kernel:
         """
         if len(args) == 1 and isinstance(args[0], (tuple, list)) and not kwargs and self._binds(tuple(args[0])):
             args = tuple(args[0])
-        return self.bind_arguments(args, kwargs)
+        bound = self.bind_arguments(args, kwargs)
+        # arguments with one specialization_key get one bound kernel, as in Helion (`kernel.bind(x) is
+        # kernel.bind(torch.zeros_like(x))`): it keeps what it compiled; run/plan take the latest arguments
+        key = self.specialization_key(bound.args, bound.kwargs)
+        kept = self._bound_kernels.get(key)
+        if kept is None:
+            self._bound_kernels[key] = bound
+            return bound
+        kept.args, kept.kwargs = bound.args, bound.kwargs
+        return kept
 
     def bind_arguments(self, args: tuple, kwargs: dict) -> BoundKernel:
-        """`bind` without guessing: `args` are the positional arguments, even a single tuple
-        (a kernel whose one parameter is a tuple of tensors)."""
+        """A new bound kernel of its own (not the one `bind` keeps for these arguments' key), without
+        guessing: `args` are the positional arguments, even a single tuple (a kernel whose one
+        parameter is a tuple of tensors). The tuner binds this way: its copies stay its own."""
         if self._constexpr_marks is not None or has_wrapped(args, kwargs):
             args, kwargs = compile_time_arguments(self._constexpr_marks, args, kwargs)
         self._check_arguments(args, kwargs)
         return BoundKernel(self, args, kwargs)
+
+    def specialization_key(self, args: tuple | list, kwargs: dict | None = None) -> tuple:
+        """What calls that share compiled code and a chosen Config have in common (Helion's
+        `kernel.specialization_key(args)`): per argument its dtype, rank, layout, size buckets
+        (exact sizes under static_shapes), the values hl.specialize pins, and the mode and device."""
+        args, kwargs = tuple(args), kwargs or {}
+        device = common_device(self.fn.__name__, args, kwargs)
+        return (device, *choice_key(self, self.mode_for(device), args, kwargs))
 
     def default_config(self) -> Config:
         if self.settings.config is not None:

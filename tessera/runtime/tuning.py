@@ -79,7 +79,7 @@ def kernel_defined(kernel: Any) -> None:
 
 
 class ConfigChoices:
-    """The Config each call of one kernel runs with, by `_fast_key` of its arguments, with an
+    """The Config each call of one kernel runs with, by `choice_key` of its arguments, with an
     exact-facts memo in front (exact_facts.py): a repeat call skips building the key."""
 
     def __init__(self) -> None:
@@ -123,10 +123,10 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
                 if check is not None:
                     memo.add_check(site, check, config)
             return config
-    fast_key = _fast_key(kernel, mode, args, kwargs)
+    fast_key = choice_key(kernel, mode, args, kwargs)
     config = choices.by_key.get(fast_key)
     if config is None:
-        chosen = _choose(kernel, mode, kernel.bind(*args, **kwargs))
+        chosen = _choose(kernel, mode, kernel.bind_arguments(args, kwargs))
         if chosen is None:
             # No choice could be made for these arguments (planning the call failed: the call
             # itself raises in a moment, with the kernel's own error). Nothing is remembered, so
@@ -160,10 +160,10 @@ def autotune(kernel: Any, args: tuple, kwargs: dict) -> Config:
     if _tuner is None:
         raise exc.AutotuneError(f"cannot tune {kernel.fn.__name__}: no autotuner is installed",
                                 hint="import tessera (it installs tessera.autotune), or pass config= instead")
-    bound = kernel.bind(*args, **kwargs)
+    bound = kernel.bind_arguments(args, kwargs)
     effort = _effort(kernel)
     config = _tuner.tune(kernel, bound, "quick" if effort == "none" else effort)
-    kernel.config_choices.set(_fast_key(kernel, bound.mode, args, kwargs), config)
+    kernel.config_choices.set(choice_key(kernel, bound.mode, args, kwargs), config)
     return config
 
 
@@ -293,7 +293,7 @@ def _effort(kernel: Any) -> str:
     return settings.get("autotune_effort") or kernel.settings.autotune_effort
 
 
-def _fast_key(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Any:
+def choice_key(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Any:
     """A cheap per-call key with the same meaning as `BoundKernel.specialization_key()` (no hashing)."""
     static = kernel.settings.static_shapes
     named = tuple([(k, argument_key(v, static)) for k, v in sorted(kwargs.items())]) if kwargs else ()
@@ -305,5 +305,5 @@ def _log(message: str) -> None:
         print(f"[tessera autotune] {message}", file=sys.stderr)
 
 
-__all__ = ["BACKEND", "Tuner", "autotune", "config_for_call", "config_space_for", "forget", "heuristic_for",
+__all__ = ["BACKEND", "Tuner", "autotune", "choice_key", "config_for_call", "config_space_for", "forget", "heuristic_for",
            "install_tuner", "kernel_defined", "kernel_facts"]
