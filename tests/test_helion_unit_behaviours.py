@@ -8,6 +8,7 @@ import torch
 
 import tessera
 import tessera.language as hl
+from test_helion_surface import add_one
 
 MODES = ("eager", "interpret")
 
@@ -74,13 +75,6 @@ def test_a_transposed_square_tile_value_broadcasts_by_its_moved_tiles(mode, view
 
     v, x = torch.randn(7, 7), torch.randn(7)
     torch.testing.assert_close(add_row(v, x), v.T + x[:, None])
-
-
-def add_one(x: torch.Tensor) -> torch.Tensor:
-    out = torch.empty_like(x)
-    for tile in hl.tile(x.size(0)):
-        out[tile] = x[tile] + 1
-    return out
 
 
 def test_bind_gives_one_bound_kernel_per_specialization_key():
