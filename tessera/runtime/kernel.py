@@ -307,8 +307,11 @@ class Kernel:
         bound = self.bind_arguments(args, kwargs)
         # arguments with one specialization_key get one bound kernel, as in Helion (`kernel.bind(x) is
         # kernel.bind(torch.zeros_like(x))`): it keeps what it compiled; run/plan take the latest arguments
-        key = self.specialization_key(bound.args, bound.kwargs)
-        kept = self._bound_kernels.get(key)
+        try:
+            key = self.specialization_key(bound.args, bound.kwargs)
+            kept = self._bound_kernels.get(key)
+        except (TypeError, RuntimeError):  # fake tensors of symbolic sizes (torch.compile) have no key: not kept
+            return bound
         if kept is None:
             self._bound_kernels[key] = bound
             return bound
