@@ -111,3 +111,24 @@ def test_a_changed_setting_forgets_the_bound_kernels_and_the_tuner_binds_its_own
     assert kernel.bind_arguments((x,), {}) is not bound  # a copy of its own, not the kept one
     kernel.settings.static_shapes = True
     assert kernel.bind((x,)) is not bound
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_key_function_joins_the_key_configs_are_chosen_by(mode):
+    state = {"v": 0}
+    kernel = tessera.kernel(add_one, mode=mode, key=lambda x: state["v"])
+    x = torch.randn(37)
+    first = kernel.bind((x,))
+    torch.testing.assert_close(kernel(x), x + 1)
+    torch.testing.assert_close(kernel(x), x + 1)
+    state["v"] = 1
+    assert kernel.bind((x,)) is not first
+    torch.testing.assert_close(kernel(x), x + 1)
+    if mode == "interpret":  # one choice per key value (eager mode chooses none)
+        assert len(kernel.config_choices) == 2
+    assert kernel.specialization_key((x,)) != (state.update(v=0) or kernel.specialization_key((x,)))
+
+
+def test_a_key_that_is_not_a_function_is_refused():
+    with pytest.raises(tessera.exc.ConfigError, match="key=3"):
+        tessera.kernel(add_one, key=3)

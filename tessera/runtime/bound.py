@@ -45,14 +45,16 @@ class BoundKernel:
         return f"<bound {self.kernel!r} mode={self.mode}>"
 
     def specialization_key(self) -> str:
-        """What a tuned config is cached under: dtypes, ranks, layouts, size buckets and the
-        values the host code pins with hl.specialize."""
+        """What a tuned config is cached under: dtypes, ranks, layouts, size buckets, the values
+        the host code pins with hl.specialize and the value of the kernel's `key=` function."""
         static = self.kernel.settings.static_shapes
         parts = [argument_key(v, static) for v in self.args] + \
                 [(k, argument_key(v, static)) for k, v in sorted(self.kwargs.items())]
         pinned = self.kernel.pinned_values(self.args, self.kwargs)
         if pinned:  # (kept out of the digest when empty: existing disk caches stay valid)
             parts.append(("pinned", pinned))
+        if self.kernel.settings.key is not None:  # the user's key= (Helion's): its value's own Config
+            parts.append(("key", self.kernel.settings.key(*self.args, **self.kwargs)))
         return hashlib.sha256(repr((self.mode, parts)).encode()).hexdigest()[:20]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -109,11 +109,12 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
     memo = choices.by_facts
     # keyword arguments: their names join the mode at the head of the facts
     site, values = ((mode, tuple(kwargs)), (*args, *kwargs.values())) if kwargs else (mode, args)
-    if memo.recent:
+    keyed = kernel.settings.key is not None  # the user's key= decides too: the arguments' facts alone do not
+    if memo.recent and not keyed:
         found = memo.quick(site, values, None)
         if found is not None:
             return found[0]
-    facts = exact_facts(values, site) if memo.wanted() else None
+    facts = exact_facts(values, site) if memo.wanted() and not keyed else None
     if facts is not None:
         facts = tuple(facts)
         config = memo.lookup(facts)
@@ -297,7 +298,8 @@ def choice_key(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Any:
     """A cheap per-call key with the same meaning as `BoundKernel.specialization_key()` (no hashing)."""
     static = kernel.settings.static_shapes
     named = tuple([(k, argument_key(v, static)) for k, v in sorted(kwargs.items())]) if kwargs else ()
-    return (mode, tuple([argument_key(a, static) for a in args]), named, kernel.pinned_values(args, kwargs))
+    key = (mode, tuple([argument_key(a, static) for a in args]), named, kernel.pinned_values(args, kwargs))
+    return key if kernel.settings.key is None else (*key, ("key", kernel.settings.key(*args, **kwargs)))
 
 
 def _log(message: str) -> None:
