@@ -199,6 +199,11 @@ class DuplicateStoreIndicesError(IndexingError):
     undefined); eager mode, the reference, refuses it."""
 
 
+class GraphModuleUnsupportedOps(UnsupportedOperationError):
+    """A torch.fx.GraphModule argument whose graph reads module state (call_module / get_attr
+    nodes: submodules, parameters, buffers): a tile loop runs pure computation graphs only."""
+
+
 class DataDependentOutputShapeNotSupported(UnsupportedOperationError, IndexingError):
     """An operation whose result shape depends on tensor data (boolean-mask indexing, nonzero);
     an IndexingError too, as a boolean mask used as an index is one."""

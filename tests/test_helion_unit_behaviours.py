@@ -132,3 +132,34 @@ def test_a_key_function_joins_the_key_configs_are_chosen_by(mode):
 def test_a_key_that_is_not_a_function_is_refused():
     with pytest.raises(tessera.exc.ConfigError, match="key=3"):
         tessera.kernel(add_one, key=3)
+
+
+def apply_to_tiles(function, x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(out.size()):
+        out[tile] = function(x[tile])
+    return out
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(20))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.weight
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("module, kind", [(torch.nn.Linear(20, 20), "call_module"), (_Scaled(), "get_attr")])
+def test_a_graph_module_that_reads_module_state_is_refused_by_name(mode, module, kind):
+    graph = torch.fx.symbolic_trace(torch.nn.Sequential(module) if kind == "call_module" else module)
+    with pytest.raises(tessera.exc.GraphModuleUnsupportedOps, match=kind):
+        tessera.kernel(apply_to_tiles, mode=mode)(graph, torch.randn(20))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_pure_graph_module_runs_on_tile_values(mode):
+    graph = torch.fx.symbolic_trace(lambda x: torch.sin(x + 1))
+    x = torch.randn(37)
+    torch.testing.assert_close(tessera.kernel(apply_to_tiles, mode=mode)(graph, x), torch.sin(x + 1))

@@ -21,7 +21,7 @@ from tessera.frontend.rewrite import (BREAKPOINT, COMPARE, DEVICE_IF, DEVICE_LOO
 from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments
 from tessera.language.tile import grid, jagged_tile, tile
-from tessera.runtime.argument_checks import unsupported_argument
+from tessera.runtime.argument_checks import stateful_graph_module, unsupported_argument
 from tessera.runtime.bound import BoundKernel
 from tessera.runtime.call_keys import common_device, device_type, plain_call_device
 from tessera.language.control import (compare_helper, device_if_helper, device_loop_helper, device_range_helper,
@@ -156,6 +156,11 @@ class Kernel:
         except exc.TesseraError as error:
             if settings.get("debug") == "raw":
                 raise
+            # a graph module that reads module state fails at whatever op of its code comes first:
+            # the argument is the cause to name
+            stateful = stateful_graph_module(self.fn.__name__, args, kwargs)
+            if stateful is not None:
+                raise stateful.with_traceback(None) from None
             if error.__cause__ is not None and not isinstance(error.__cause__, exc.TesseraError):
                 # a torch error eager mode located (eager.py): a tensor no kernel can read is the
                 # likelier cause, said as such
@@ -240,6 +245,11 @@ class Kernel:
         """Run the kernel function in eager mode on `device` (also what tessera.experimental.backward
         differentiates)."""
         self.rewritten()  # the rewrite's checks (device values read on the host, ...) hold in eager too
+        # module state a graph module reads is refused by the trace's capture check; eager mode
+        # would read it whole and answer wherever one tile covers it
+        stateful = stateful_graph_module(self.fn.__name__, args, kwargs)
+        if stateful is not None:
+            raise stateful
         # a function argument may call torch.rand_like in the loop: follow lanes for it too
         try:
             return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device,
