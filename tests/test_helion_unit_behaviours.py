@@ -163,3 +163,40 @@ def test_a_pure_graph_module_runs_on_tile_values(mode):
     graph = torch.fx.symbolic_trace(lambda x: torch.sin(x + 1))
     x = torch.randn(37)
     torch.testing.assert_close(tessera.kernel(apply_to_tiles, mode=mode)(graph, x), torch.sin(x + 1))
+
+
+def doubled_windows(x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros([x.size(0) * 2], dtype=torch.int32, device=x.device)
+    ones = torch.ones_like(out)
+    for tile in hl.tile(x.size(0)):
+        start = tile.begin * 2
+        out[start:start + tile.block_size * 2] = ones[start:start + tile.block_size * 2]
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("static_shapes", [False, True])
+@pytest.mark.parametrize("size", [1, 37, 64])
+def test_a_slice_window_without_tiles_moves_with_the_tile(mode, static_shapes, size):
+    """`t[s : s + 2 * block]` with `s` moving with the tile is a window of 2 * block lanes, masked
+    past the dimension's end, whether or not a tile indexes the tensor too (Helion's slices of block multiples)."""
+    kernel = tessera.kernel(doubled_windows, mode=mode, static_shapes=static_shapes,
+                            config=tessera.Config(block_sizes=[16]))
+    torch.testing.assert_close(kernel(torch.randn(size)), torch.ones(2 * size, dtype=torch.int32))
+
+
+def one_element_windows(src: torch.Tensor, dst: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    for i in hl.grid(src.size(0) - 1):
+        dst[i:i + 1] = 1.0 + i
+        src[i] = dst[i:i + 1] * 2  # a one-element value into one element: its leading dim goes, as in torch
+    return src, dst
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("size", [2, 9])
+def test_a_one_element_window_is_written_and_read_per_grid_index(mode, size):
+    src, dst = tessera.kernel(one_element_windows, mode=mode)(torch.zeros(size), torch.zeros(size))
+    expected = torch.arange(1.0, size + 1)
+    expected[-1] = 0.0
+    torch.testing.assert_close(dst, expected)
+    torch.testing.assert_close(src, expected * 2)
