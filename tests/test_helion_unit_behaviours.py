@@ -200,3 +200,20 @@ def test_a_one_element_window_is_written_and_read_per_grid_index(mode, size):
     expected[-1] = 0.0
     torch.testing.assert_close(dst, expected)
     torch.testing.assert_close(src, expected * 2)
+
+
+def add_scalar_tensors(x: torch.Tensor, scale: int, shift: float, bump: hl.constexpr) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] * torch.tensor(scale) + torch.tensor(shift) + torch.tensor(bump, dtype=torch.float32)
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_torch_tensor_of_a_number_in_a_tile_loop_is_a_0d_constant(mode, dtype):
+    x = torch.arange(37).to(dtype)
+    result = tessera.kernel(add_scalar_tensors, mode=mode)(x, 3, 0.5, 16)
+    expected = x * torch.tensor(3) + torch.tensor(0.5) + torch.tensor(16, dtype=torch.float32)
+    assert result.dtype == dtype
+    torch.testing.assert_close(result, expected.to(dtype))
