@@ -237,6 +237,11 @@ class DeviceTensorSubscriptAssignmentNotAllowed(UnsupportedOperationError):
     """Item assignment into a tile value (`v[0] = 1`): tile values are immutable registers."""
 
 
+class DecoratorAfterHelionKernelDecorator(UnsupportedSyntaxError):
+    """A decorator between the kernel decorator and the function (or a wrapper function given as
+    the kernel): the kernel compiles the function's own body, so the decorator would be skipped."""
+
+
 class FailedToUnpackTile(TesseraError):
     """A tile loop target unpacks a different number of tiles than the loop makes."""
 

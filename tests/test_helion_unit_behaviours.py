@@ -3,6 +3,8 @@ each test here is Tessera's own statement of one behaviour a Helion user meets, 
 interpret modes against PyTorch."""
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -217,3 +219,55 @@ def test_torch_tensor_of_a_number_in_a_tile_loop_is_a_0d_constant(mode, dtype):
     expected = x * torch.tensor(3) + torch.tensor(0.5) + torch.tensor(16, dtype=torch.float32)
     assert result.dtype == dtype
     torch.testing.assert_close(result, expected.to(dtype))
+
+
+def _unchanged(function):
+    return function
+
+
+def _doubling_first_argument(function):
+    @functools.wraps(function)
+    def wrapper(x, y):
+        return function(x * 2, y)
+    return wrapper
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_decorator_below_the_kernel_decorator_is_refused_at_its_line(mode):
+    """The generated code is the function's own body: a wrapper between would run in eager mode only
+    (interpret mode skipped it: x + y instead of 2 * x + y)."""
+    @tessera.kernel(mode=mode)
+    @_doubling_first_argument
+    def wrapped(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile in hl.tile(out.size()):
+            out[tile] = x[tile] + y[tile]
+        return out
+
+    @tessera.kernel(mode=mode)
+    @_unchanged
+    def marked(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile in hl.tile(out.size()):
+            out[tile] = x[tile] + y[tile]
+        return out
+
+    x = torch.ones(5)
+    for kernel, name in ((wrapped, "_doubling_first_argument"), (marked, "_unchanged")):
+        with pytest.raises(tessera.exc.DecoratorAfterHelionKernelDecorator) as info:
+            kernel(x, x)
+        assert f"@{name}" in str(info.value)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_decorator_above_the_kernel_decorator_wraps_the_kernel(mode):
+    @_doubling_first_argument
+    @tessera.kernel(mode=mode)
+    def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile in hl.tile(out.size()):
+            out[tile] = x[tile] + y[tile]
+        return out
+
+    x = torch.ones(5)
+    torch.testing.assert_close(add(x, x), 3 * x)

@@ -15,7 +15,7 @@ import torch
 from tessera import backends, exc, settings
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
-from tessera.location import strip_internal_frames, user_location
+from tessera.location import SourceLocation, strip_internal_frames, user_location
 from tessera.frontend.rewrite import (BREAKPOINT, COMPARE, DEVICE_IF, DEVICE_LOOP, DEVICE_RANGE, STATIC_RANGE,
                                       LAUNCH, MINMAX, PRINT, RANGE, TORCH_CALL, RewrittenKernel, rewrite_kernel)
 from tessera.frontend.source import KernelSource
@@ -232,6 +232,7 @@ class Kernel:
     def rewritten(self) -> RewrittenKernel:
         """The kernel function with tile loops rewritten into launches (built once)."""
         if self._rewritten is None:
+            self._refuse_inner_decorators()
             self._rewritten = rewrite_kernel(
                 self.source, self._tile_call_test(),
                 {LAUNCH: launch_helper, DEVICE_LOOP: device_loop_helper, DEVICE_IF: device_if_helper,
@@ -240,6 +241,25 @@ class Kernel:
                  TORCH_CALL: torch_call_helper, PRINT: print_helper,
                  BREAKPOINT: breakpoint_helper})
         return self._rewritten
+
+    def _refuse_inner_decorators(self) -> None:
+        """A decorator below the kernel's (or a functools.wraps wrapper given as the kernel) would
+        run in eager mode only: the generated code is the function's own body (Helion refuses it too)."""
+        decorators = getattr(self.source.tree, "decorator_list", [])  # (a lambda's source is no def: refused later)
+        resolve = self.source.resolver()
+        kernel_at = [i for i, d in enumerate(decorators)
+                     if resolve(d.func if isinstance(d, ast.Call) else d) in KERNEL_DECORATORS]
+        below = decorators[kernel_at[-1] + 1:] if kernel_at else []
+        if not below and not hasattr(self.fn, "__wrapped__"):
+            return
+        site = below[0] if below else self.source.tree
+        location = SourceLocation(self.source.filename, site.lineno, site.col_offset,
+                                  site.end_col_offset or site.col_offset + 1, self.fn.__name__)
+        raise exc.DecoratorAfterHelionKernelDecorator(
+            f"{self.fn.__name__} is wrapped by a decorator applied before the kernel decorator: its generated code "
+            "would skip the wrapper (Decorators after helion kernel decorator are not allowed)", location=location,
+            hint="put other decorators above @tessera.kernel (they then wrap the kernel), or call the wrapper's work "
+                 "inside the kernel function")
 
     def call_eager(self, args: tuple, kwargs: dict, device: torch.device) -> Any:
         """Run the kernel function in eager mode on `device` (also what tessera.experimental.backward
@@ -404,6 +424,11 @@ class Kernel:
 
 
 
+# the decorators that make a Kernel (tessera.aot adds aot_kernel): one below them in a kernel's
+# source would be skipped by the generated code
+KERNEL_DECORATORS: set[Any] = set()
+
+
 def kernel(fn: Callable[..., Any] | None = None, *, config: Config | dict[str, Any] | None = None,
            configs: list[Config | dict[str, Any]] | None = None, **options: Any) -> Any:
     """Make a function a Tessera kernel; usable bare or with settings.
@@ -426,3 +451,6 @@ def kernel(fn: Callable[..., Any] | None = None, *, config: Config | dict[str, A
         return Kernel(function, kernel_settings)
 
     return decorate(fn) if fn is not None else decorate
+
+
+KERNEL_DECORATORS.add(kernel)
