@@ -263,3 +263,18 @@ def test_a_decorator_above_the_kernel_decorator_wraps_the_kernel(mode):
 
     x = torch.ones(5)
     torch.testing.assert_close(add(x, x), 3 * x)
+
+
+def asm_with(x: torch.Tensor, dtype, asm) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = hl.inline_asm_elementwise(asm, "=r,r", [x[tile]], dtype=dtype, is_pure=True, pack=1)
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype, asm", [("invalid_dtype", "mov.u32 $0, $1;"), ([], "mov.u32 $0, $1;"),
+                                        (torch.int32, 3)])
+def test_inline_asm_with_a_wrong_argument_type_is_invalid_api_usage_in_every_mode(mode, dtype, asm):
+    with pytest.raises(tessera.exc.InvalidAPIUsage, match="hl.inline_asm_elementwise"):
+        tessera.kernel(asm_with, mode=mode)(torch.zeros(4, dtype=torch.int32), dtype, asm)
