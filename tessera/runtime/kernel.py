@@ -112,8 +112,8 @@ class Kernel:
         return scan_block_slots(self.source, self.source.resolver())
 
     @functools.cached_property
-    def specialized_arguments(self) -> tuple[tuple[str, int | None], ...]:
-        """The argument sizes and ints the host code pins with hl.specialize (see frontend/specialized.py)."""
+    def specialized_arguments(self) -> tuple[tuple[str, Any], ...]:
+        """The argument sizes, strides and ints the host code pins with hl.specialize (see frontend/specialized.py)."""
         return specialized_arguments(self.source, self.source.resolver())
 
     def pinned_values(self, args: tuple, kwargs: dict) -> tuple:
