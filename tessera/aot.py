@@ -39,7 +39,7 @@ from tessera.config import Config
 from tessera.location import user_location
 from tessera.runtime.call_keys import common_device
 from tessera.runtime.compiled import run_compiled
-from tessera.runtime.kernel import Kernel
+from tessera.runtime.kernel import KERNEL_DECORATORS, Kernel
 from tessera.runtime.kernel_settings import Settings
 from tessera.runtime.tuning import autotune, config_for_call
 
@@ -296,3 +296,6 @@ def _file_safe(text: str) -> str:
 
 
 __all__ = ["AOTKernel", "AOTRecords", "aot_kernel", "aot_mode"]
+
+
+KERNEL_DECORATORS.add(aot_kernel)

@@ -194,6 +194,16 @@ class RankMismatch(IndexingError):
     """A tensor indexed with more (or fewer) indices than it has dimensions."""
 
 
+class DuplicateStoreIndicesError(IndexingError):
+    """A store whose lanes write different values to one element (on the GPU which lane wins is
+    undefined); eager mode, the reference, refuses it."""
+
+
+class GraphModuleUnsupportedOps(UnsupportedOperationError):
+    """A torch.fx.GraphModule argument whose graph reads module state (call_module / get_attr
+    nodes: submodules, parameters, buffers): a tile loop runs pure computation graphs only."""
+
+
 class DataDependentOutputShapeNotSupported(UnsupportedOperationError, IndexingError):
     """An operation whose result shape depends on tensor data (boolean-mask indexing, nonzero);
     an IndexingError too, as a boolean mask used as an index is one."""
@@ -225,6 +235,11 @@ class CannotReadDeviceVariableOnHost(DeviceValueOnHostError):
 
 class DeviceTensorSubscriptAssignmentNotAllowed(UnsupportedOperationError):
     """Item assignment into a tile value (`v[0] = 1`): tile values are immutable registers."""
+
+
+class DecoratorAfterHelionKernelDecorator(UnsupportedSyntaxError):
+    """A decorator between the kernel decorator and the function (or a wrapper function given as
+    the kernel): the kernel compiles the function's own body, so the decorator would be skipped."""
 
 
 class FailedToUnpackTile(TesseraError):

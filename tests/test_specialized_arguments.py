@@ -119,3 +119,23 @@ def test_a_value_wrapped_in_constexpr_without_an_annotation_is_its_value(device:
         kernel = tessera.kernel(add_wrapped, mode=mode)
         torch.testing.assert_close(kernel(x, hl.constexpr(3)), x + 3, msg=mode)
         torch.testing.assert_close(kernel(x, hl.constexpr(2.5)), x + 2.5, msg=mode)
+
+
+def add_pinned_stride(x: torch.Tensor) -> torch.Tensor:
+    stride = hl.specialize(x.stride(0))
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size()):
+        out[tile] = x[tile] + stride
+    return out
+
+
+def test_a_pinned_stride_joins_the_key_and_each_value_binds_its_own_kernel() -> None:
+    kernel = tessera.kernel(add_pinned_stride, mode="interpret")
+    assert kernel.specialized_arguments == (("x", ("stride", 0)),)
+    narrow = torch.randn(8 * 13).as_strided((8, 6), (13, 1))
+    wide = torch.randn(8 * 17).as_strided((8, 6), (17, 1))
+    assert kernel.pinned_values((narrow,), {}) == (13,)
+    assert kernel.bind((narrow,)) is not kernel.bind((wide,))
+    for x, stride in ((narrow, 13), (wide, 17)):
+        for mode in ("eager", "interpret"):
+            torch.testing.assert_close(tessera.kernel(add_pinned_stride, mode=mode)(x), x + stride)

@@ -693,7 +693,7 @@ def _bind_on_copies(bound: Any) -> Any:
     with torch.no_grad():
         args = tuple(copy(a) for a in bound.args)
         kwargs = {k: copy(v) for k, v in bound.kwargs.items()}
-    working = bound.kernel.bind(*args, **kwargs)
+    working = bound.kernel.bind_arguments(args, kwargs)
     working.tuning_storages = [(_as_bytes(w), _as_bytes(p)) for w, p in storages.values()]
     return working
 

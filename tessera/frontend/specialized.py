@@ -7,6 +7,7 @@ chosen before its host code runs, keyed by size buckets (0, 1, >= 2), so the key
 the source which values the host code will pin. Forms found, in the kernel's own body:
 
     hl.specialize(x.size(1)), hl.specialize(x.shape[-1]), hl.specialize(split)   # split: a parameter
+    hl.specialize(x.stride(0))
     n = x.size(1); ...; hl.specialize(n)        m, n = x.shape; ...; hl.specialize(n)
 
 Other forms (a size computed by arithmetic, through a helper) are not seen: their Config is
@@ -26,8 +27,9 @@ from tessera.frontend.source import KernelSource
 from tessera.ir import interpreter
 from tessera.language.constexpr import specialize
 
-# (parameter name, dim): a tensor parameter's size along dim; (parameter name, None): an int parameter
-Pinned = tuple[str, "int | None"]
+# (parameter name, dim): a tensor parameter's size along dim; (parameter name, ("stride", dim)): its
+# stride along dim; (parameter name, None): an int parameter
+Pinned = tuple[str, "int | tuple[str, int] | None"]
 
 
 def specialized_arguments(source: KernelSource, resolve: Callable[[ast.expr], Any]) -> tuple[Pinned, ...]:
@@ -40,7 +42,8 @@ def specialized_arguments(source: KernelSource, resolve: Callable[[ast.expr], An
     found: list[Pinned] = []
     for node in ast.walk(function):
         if isinstance(node, ast.Call) and resolve(node.func) is specialize and len(node.args) == 1:
-            pinned = _argument_size(node.args[0], parameters) or aliases.get(_name(node.args[0]) or "")
+            pinned = _argument_size(node.args[0], parameters) or _argument_stride(node.args[0], parameters) \
+                or aliases.get(_name(node.args[0]) or "")
             if pinned is None and _name(node.args[0]) in parameters:
                 pinned = (_name(node.args[0]), None)
             if pinned is not None and pinned not in found:
@@ -64,6 +67,15 @@ def _argument_size(node: ast.expr, parameters: set[str]) -> Pinned | None:
     index = _constant_int(dim)
     name = _name(owner)
     return (name, index) if name in parameters and index is not None else None
+
+
+def _argument_stride(node: ast.expr, parameters: set[str]) -> Pinned | None:
+    """`p.stride(d)` with a constant d, of a parameter p."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "stride"
+            and len(node.args) == 1 and not node.keywords):
+        return None
+    index, name = _constant_int(node.args[0]), _name(node.func.value)
+    return (name, ("stride", index)) if name in parameters and index is not None else None
 
 
 def _constant_int(node: ast.expr) -> int | None:
@@ -117,7 +129,8 @@ def pinned_values(pinned: tuple[Pinned, ...], names: tuple[str, ...], args: tupl
         position = names.index(name)
         value = args[position] if position < len(args) else kwargs.get(name)
         try:
-            values.append(int(value) if dim is None else int(value.size(dim)))
+            values.append(int(value) if dim is None else int(value.stride(dim[1])) if isinstance(dim, tuple)
+                          else int(value.size(dim)))
         except (AttributeError, IndexError, TypeError, ValueError, RuntimeError):
             values.append(None)
     return tuple(values)

@@ -16,6 +16,7 @@ import torch
 from tessera import exc
 from tessera.ir.graph import UNIT, Node, Op
 from tessera.ir.primitive import TORCH_FUNCTIONS
+from tessera.language.creation import full_p
 from tessera.language.elementwise import apply_elementwise
 from tessera.language.tile import grid
 from tessera.language.scans import HL_FORMS_OF_TORCH
@@ -267,11 +268,26 @@ def torch_call_helper(function: Any, *args: Any, **kwargs: Any) -> Any:
     ints; anything else is the plain call."""
     if function in HL_FORMS_OF_TORCH and _holds_tile_values((*args, *kwargs.values())):
         return HL_FORMS_OF_TORCH[function](*args, **kwargs)
+    if function is torch.tensor and args and _is_number(args[0]):
+        return _scalar_tensor(args[0], kwargs.get("dtype"))
     if (function in _TILE_FACTORIES or any(isinstance(value, sympy.Expr) and not isinstance(value, HostScalar)
                                            and value.free_symbols for value in (*args, *kwargs.values()))) \
             and function in TORCH_FUNCTIONS:
         return TORCH_FUNCTIONS[function].bind(*args, **kwargs)
     return function(*args, **kwargs)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (bool, int, float)) or isinstance(value, sympy.Expr) and bool(value.free_symbols)
+
+
+def _scalar_tensor(value: Any, dtype: torch.dtype | None) -> Any:
+    """`torch.tensor(3.0)` in a tile loop: a 0-d constant (a runtime scalar's value too), as torch
+    types it by default (bool, int64, or the default float dtype)."""
+    if dtype is None:
+        integral = isinstance(value, (bool, int)) or isinstance(value, sympy.Expr) and value.is_integer
+        dtype = torch.bool if isinstance(value, bool) else torch.int64 if integral else torch.get_default_dtype()
+    return full_p.bind((), value, dtype=dtype)
 
 
 _BITWISE = {"rshift": operator.rshift, "lshift": operator.lshift, "and": operator.and_, "or": operator.or_,

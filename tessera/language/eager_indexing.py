@@ -402,7 +402,7 @@ def _refuse_conflicting_writes(tensor: torch.Tensor, coords: list[torch.Tensor],
     clash = same_element & differ
     if bool(clash.any()):
         element = int(ordered[1:][clash][0])
-        raise exc.IndexingError(
+        raise exc.DuplicateStoreIndicesError(
             f"a store writes different values to one element (flat index {element} of a tensor of shape "
             f"{list(tensor.shape)}) from several lanes: on the GPU which lane wins is undefined",
             location=user_location(),

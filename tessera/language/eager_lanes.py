@@ -393,8 +393,8 @@ def result_lanes(name: str, args: tuple, kwargs: dict, result: torch.Tensor) -> 
         own = lanes_of(source)
         dim = int(kwargs.get("dim", args[1] if len(args) > 1 else 0)) % (source.dim() + 1)
         return LOST if own == LOST else (*own[:dim], None, *own[dim:])
-    if name in ("permute", "transpose", "t"):
-        return _permuted(name, source, args)
+    if name in _PERMUTATIONS:
+        return _permuted(name, source, args, kwargs)
     if name in _PRODUCTS:
         return _product_lanes(name, args, result)
     broadcast = _broadcast_shape([tuple(operand.shape) for operand in operands])
@@ -419,16 +419,30 @@ def _broadcast_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
     return tuple(result)
 
 
-def _permuted(name: str, source: torch.Tensor, args: tuple) -> Lanes | str:
+# the views that reorder dims: each must move its dims' tiles with them (a square tile value's
+# `.T` keeps its shape, so only the lanes tell `v` from `v.T`)
+_PERMUTATIONS = frozenset({"permute", "transpose", "swapaxes", "swapdims", "t", "T", "H", "mT", "mH", "adjoint"})
+
+
+def _permuted(name: str, source: torch.Tensor, args: tuple, kwargs: dict) -> Lanes | str:
     own = lanes_of(source)
-    if own == LOST or source.dim() < 2:
+    rank = source.dim()
+    if own == LOST or rank < 2:
         return own
-    order = list(range(source.dim()))
+    order = list(range(rank))
     if name == "permute":
-        dims = args[1:] if len(args) > 2 or not isinstance(args[1], (tuple, list)) else args[1]
-        order = [int(d) % source.dim() for d in dims]
+        dims = kwargs["dims"] if "dims" in kwargs else \
+            args[1:] if len(args) > 2 or not isinstance(args[1], (tuple, list)) else args[1]
+        order = [int(d) % rank for d in dims]
+    elif name in ("T", "H"):  # every dim reversed (the matrix transpose at rank 2)
+        order.reverse()
     else:
-        a, b = (int(args[1]) % source.dim(), int(args[2]) % source.dim()) if name == "transpose" else (0, 1)
+        if name in ("transpose", "swapaxes", "swapdims"):
+            a = kwargs.get("dim0", kwargs.get("axis0", args[1] if len(args) > 1 else None))
+            b = kwargs.get("dim1", kwargs.get("axis1", args[2] if len(args) > 2 else None))
+            a, b = int(a) % rank, int(b) % rank
+        else:  # t (rank 2), mT / mH / adjoint: the last two dims
+            a, b = rank - 2, rank - 1
         order[a], order[b] = order[b], order[a]
     return tuple(own[d] for d in order)
 

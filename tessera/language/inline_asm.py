@@ -28,9 +28,13 @@ def inline_asm_elementwise(asm: str, constraints: str, args: Sequence[Any], dtyp
     `pack` elements go to one call. Compiled mode on the GPU only.
     """
     if not isinstance(asm, str) or not isinstance(constraints, str):
-        raise exc.TesseraError("hl.inline_asm_elementwise: asm and constraints must be strings",
-                               location=user_location())
+        raise exc.InvalidAPIUsage("hl.inline_asm_elementwise: asm and constraints must be strings",
+                                  location=user_location())
     dtypes = tuple(dtype) if isinstance(dtype, (list, tuple)) else (dtype,)
+    wrong = [d for d in dtypes if not isinstance(d, torch.dtype)]
+    if wrong or not dtypes:  # checked in every mode, before anything runs (Helion's InvalidAPIUsage)
+        raise exc.InvalidAPIUsage(f"hl.inline_asm_elementwise: dtype={dtype!r} is not a torch dtype (or a sequence of them)",
+                                  location=user_location(), hint="e.g. dtype=torch.int32")
     return inline_asm_p.bind(tuple(args), asm=asm, constraints=constraints, dtypes=dtypes, is_pure=bool(is_pure),
                              pack=int(pack))
 

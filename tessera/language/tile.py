@@ -209,6 +209,8 @@ def tile(begin_or_end: Any, end_or_none: Any = None, block_size: Any = None) -> 
         sizes, multi_b = [None] * len(ends), False
     else:
         sizes, multi_b = _as_list(block_size)
+        if len(sizes) == 1 and len(ends) > 1:  # one block size for every dimension (as Helion's eager mode takes it)
+            sizes = sizes * len(ends)
         if len(sizes) != len(ends):
             raise exc.TesseraError(
                 f"hl.tile got {len(sizes)} block sizes for {len(ends)} dimensions",

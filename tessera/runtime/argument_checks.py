@@ -56,8 +56,27 @@ def _huge_integers(args: tuple, kwargs: dict) -> Iterator[str]:
             yield label
 
 
-def unsupported_argument(kernel_name: str, args: tuple, kwargs: dict) -> exc.KernelArgumentError | None:
+def stateful_graph_module(kernel_name: str, args: tuple, kwargs: dict) -> exc.GraphModuleUnsupportedOps | None:
+    """A located error naming a torch.fx.GraphModule argument whose graph reads module state
+    (`call_module` / `get_attr` nodes), else None: a kernel calls a graph module's code on tile
+    values, and its submodules and parameters are neither arguments nor tile values."""
+    for label, value in _named(args, kwargs):
+        if isinstance(value, torch.fx.GraphModule):
+            kinds = sorted({node.op for node in value.graph.nodes if node.op in ("call_module", "get_attr")})
+            if kinds:
+                return exc.GraphModuleUnsupportedOps(
+                    f"{kernel_name}(): {label} is a GraphModule with {' and '.join(kinds)} nodes; only pure "
+                    "computation graphs run in a tile loop", location=user_location(),
+                    hint="pass its parameters as tensor arguments and index them with tiles, or trace a "
+                         "function of the tile values alone (torch.fx.symbolic_trace(lambda x: ...))")
+    return None
+
+
+def unsupported_argument(kernel_name: str, args: tuple, kwargs: dict) -> exc.TesseraError | None:
     """A located error naming the first argument a kernel cannot run on, else None."""
+    refused = stateful_graph_module(kernel_name, args, kwargs)
+    if refused is not None:
+        return refused
     for label in _huge_integers(args, kwargs):
         return exc.KernelArgumentError(f"{kernel_name}(): {label} is an int outside int64's range",
                                        location=user_location(),

@@ -45,14 +45,16 @@ class BoundKernel:
         return f"<bound {self.kernel!r} mode={self.mode}>"
 
     def specialization_key(self) -> str:
-        """What a tuned config is cached under: dtypes, ranks, layouts, size buckets and the
-        values the host code pins with hl.specialize."""
+        """What a tuned config is cached under: dtypes, ranks, layouts, size buckets, the values
+        the host code pins with hl.specialize and the value of the kernel's `key=` function."""
         static = self.kernel.settings.static_shapes
         parts = [argument_key(v, static) for v in self.args] + \
                 [(k, argument_key(v, static)) for k, v in sorted(self.kwargs.items())]
         pinned = self.kernel.pinned_values(self.args, self.kwargs)
         if pinned:  # (kept out of the digest when empty: existing disk caches stay valid)
             parts.append(("pinned", pinned))
+        if self.kernel.settings.key is not None:  # the user's key= (Helion's): its value's own Config
+            parts.append(("key", self.kernel.settings.key(*self.args, **self.kwargs)))
         return hashlib.sha256(repr((self.mode, parts)).encode()).hexdigest()[:20]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -66,19 +68,6 @@ class BoundKernel:
         if self.kernel.mode_for(self.device) == "eager":
             return run_eager(self.kernel.fn, args, kwargs, self.kernel.block_slots(), config, self.device)
         return run_compiled(self.kernel, self.mode, args, kwargs, config, self.device, self._runner(config))
-
-    def compile_config(self, config: Config | dict[str, Any] | None = None) -> Any:
-        """Generate (and, in compiled mode, build) this call's kernels under `config` now; return a
-        function that runs the kernel on arguments like these under it (Helion's name).
-
-        >>> run = bound.compile_config(tessera.Config(block_sizes=[64])); out = run(x)    # doctest: +SKIP
-        """
-        config = _as_config(config) or self.kernel.default_config()
-        self.plan(config)  # a Config that cannot run these arguments fails here, not at the first call
-
-        def run(*args: Any, **kwargs: Any) -> Any:
-            return self._run_with(config, args, kwargs)
-        return run
 
     def set_config(self, config: Config | dict[str, Any]) -> None:
         """Run this bound kernel's calls under `config` from now on (Helion's `bound.set_config`),

@@ -282,7 +282,12 @@ class EagerTorchMode(TorchFunctionMode):
 
 def _primitive_name(func: Callable[..., Any]) -> str:
     primitive = TORCH_FUNCTIONS.get(func)
-    return primitive.name if primitive is not None else getattr(func, "__name__", "").removesuffix("_")
+    if primitive is not None:
+        return primitive.name
+    descriptor = getattr(func, "__self__", None)  # a property read (`v.T`, `v.mT`) arrives as its getter
+    if type(descriptor).__name__ == "getset_descriptor":
+        return descriptor.__name__
+    return getattr(func, "__name__", "").removesuffix("_")
 
 
 def _aligned_by_tile(func: Callable[..., Any], args: tuple) -> tuple:

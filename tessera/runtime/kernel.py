@@ -15,13 +15,13 @@ import torch
 from tessera import backends, exc, settings
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
-from tessera.location import strip_internal_frames, user_location
+from tessera.location import SourceLocation, strip_internal_frames, user_location
 from tessera.frontend.rewrite import (BREAKPOINT, COMPARE, DEVICE_IF, DEVICE_LOOP, DEVICE_RANGE, STATIC_RANGE,
                                       LAUNCH, MINMAX, PRINT, RANGE, TORCH_CALL, RewrittenKernel, rewrite_kernel)
 from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments
 from tessera.language.tile import grid, jagged_tile, tile
-from tessera.runtime.argument_checks import unsupported_argument
+from tessera.runtime.argument_checks import stateful_graph_module, unsupported_argument
 from tessera.runtime.bound import BoundKernel
 from tessera.runtime.call_keys import common_device, device_type, plain_call_device
 from tessera.language.control import (compare_helper, device_if_helper, device_loop_helper, device_range_helper,
@@ -34,7 +34,7 @@ from tessera.runtime.constexpr_arguments import Marks, compile_time_arguments, c
 from tessera.runtime.eager import run_eager
 from tessera.runtime.kernel_settings import Settings, requested_mode
 from tessera.language.debug import breakpoint_helper
-from tessera.runtime.tuning import ConfigChoices, autotune, config_for_call, kernel_defined
+from tessera.runtime.tuning import ConfigChoices, autotune, choice_key, config_for_call, kernel_defined
 from tessera.runtime.torch_library import announce, call_as_custom_op, is_traced_call
 from tessera.runtime.autograd import BackwardRule, call_with_backward, needs_grad
 
@@ -93,6 +93,7 @@ class Kernel:
         self.backward_rule: BackwardRule | None = None  # set by @kernel.backward (autograd.py)
         self.torch_ops: dict[Any, Any] = {}  # custom ops by argument structure (torch_library.py)
         self._binding_forms: set[tuple] = set()  # (argument count, keyword names...) that bound (_check_arguments)
+        self._bound_kernels: dict[tuple, BoundKernel] = {}  # what `bind` gave, by `specialization_key`
         announce(self)  # torch.compile keeps its calls whole (torch_library.py)
 
     @property
@@ -111,8 +112,8 @@ class Kernel:
         return scan_block_slots(self.source, self.source.resolver())
 
     @functools.cached_property
-    def specialized_arguments(self) -> tuple[tuple[str, int | None], ...]:
-        """The argument sizes and ints the host code pins with hl.specialize (see frontend/specialized.py)."""
+    def specialized_arguments(self) -> tuple[tuple[str, Any], ...]:
+        """The argument sizes, strides and ints the host code pins with hl.specialize (see frontend/specialized.py)."""
         return specialized_arguments(self.source, self.source.resolver())
 
     def pinned_values(self, args: tuple, kwargs: dict) -> tuple:
@@ -155,6 +156,11 @@ class Kernel:
         except exc.TesseraError as error:
             if settings.get("debug") == "raw":
                 raise
+            # a graph module that reads module state fails at whatever op of its code comes first:
+            # the argument is the cause to name
+            stateful = stateful_graph_module(self.fn.__name__, args, kwargs)
+            if stateful is not None:
+                raise stateful.with_traceback(None) from None
             if error.__cause__ is not None and not isinstance(error.__cause__, exc.TesseraError):
                 # a torch error eager mode located (eager.py): a tensor no kernel can read is the
                 # likelier cause, said as such
@@ -226,6 +232,7 @@ class Kernel:
     def rewritten(self) -> RewrittenKernel:
         """The kernel function with tile loops rewritten into launches (built once)."""
         if self._rewritten is None:
+            self._refuse_inner_decorators()
             self._rewritten = rewrite_kernel(
                 self.source, self._tile_call_test(),
                 {LAUNCH: launch_helper, DEVICE_LOOP: device_loop_helper, DEVICE_IF: device_if_helper,
@@ -235,10 +242,34 @@ class Kernel:
                  BREAKPOINT: breakpoint_helper})
         return self._rewritten
 
+    def _refuse_inner_decorators(self) -> None:
+        """A decorator below the kernel's (or a functools.wraps wrapper given as the kernel) would
+        run in eager mode only: the generated code is the function's own body (Helion refuses it too)."""
+        decorators = getattr(self.source.tree, "decorator_list", [])  # (a lambda's source is no def: refused later)
+        resolve = self.source.resolver()
+        kernel_at = [i for i, d in enumerate(decorators)
+                     if resolve(d.func if isinstance(d, ast.Call) else d) in KERNEL_DECORATORS]
+        below = decorators[kernel_at[-1] + 1:] if kernel_at else []
+        if not below and not hasattr(self.fn, "__wrapped__"):
+            return
+        site = below[0] if below else self.source.tree
+        location = SourceLocation(self.source.filename, site.lineno, site.col_offset,
+                                  site.end_col_offset or site.col_offset + 1, self.fn.__name__)
+        raise exc.DecoratorAfterHelionKernelDecorator(
+            f"{self.fn.__name__} is wrapped by a decorator applied before the kernel decorator: its generated code "
+            "would skip the wrapper (Decorators after helion kernel decorator are not allowed)", location=location,
+            hint="put other decorators above @tessera.kernel (they then wrap the kernel), or call the wrapper's work "
+                 "inside the kernel function")
+
     def call_eager(self, args: tuple, kwargs: dict, device: torch.device) -> Any:
         """Run the kernel function in eager mode on `device` (also what tessera.experimental.backward
         differentiates)."""
         self.rewritten()  # the rewrite's checks (device values read on the host, ...) hold in eager too
+        # module state a graph module reads is refused by the trace's capture check; eager mode
+        # would read it whole and answer wherever one tile covers it
+        stateful = stateful_graph_module(self.fn.__name__, args, kwargs)
+        if stateful is not None:
+            raise stateful
         # a function argument may call torch.rand_like in the loop: follow lanes for it too
         try:
             return run_eager(self.fn, args, kwargs, self.block_slots(), self.default_config(), device,
@@ -274,6 +305,7 @@ class Kernel:
         self.idle_runners = []
         self.spare_runners = {}
         self.config_choices.clear()
+        self._bound_kernels = {}
 
     @functools.cached_property
     def uses_jagged_tile(self) -> bool:
@@ -302,15 +334,36 @@ class Kernel:
         """
         if len(args) == 1 and isinstance(args[0], (tuple, list)) and not kwargs and self._binds(tuple(args[0])):
             args = tuple(args[0])
-        return self.bind_arguments(args, kwargs)
+        bound = self.bind_arguments(args, kwargs)
+        # arguments with one specialization_key get one bound kernel, as in Helion (`kernel.bind(x) is
+        # kernel.bind(torch.zeros_like(x))`): it keeps what it compiled; run/plan take the latest arguments
+        try:
+            key = self.specialization_key(bound.args, bound.kwargs)
+            kept = self._bound_kernels.get(key)
+        except (TypeError, RuntimeError):  # fake tensors of symbolic sizes (torch.compile) have no key: not kept
+            return bound
+        if kept is None:
+            self._bound_kernels[key] = bound
+            return bound
+        kept.args, kept.kwargs = bound.args, bound.kwargs
+        return kept
 
     def bind_arguments(self, args: tuple, kwargs: dict) -> BoundKernel:
-        """`bind` without guessing: `args` are the positional arguments, even a single tuple
-        (a kernel whose one parameter is a tuple of tensors)."""
+        """A new bound kernel of its own (not the one `bind` keeps for these arguments' key), without
+        guessing: `args` are the positional arguments, even a single tuple (a kernel whose one
+        parameter is a tuple of tensors). The tuner binds this way: its copies stay its own."""
         if self._constexpr_marks is not None or has_wrapped(args, kwargs):
             args, kwargs = compile_time_arguments(self._constexpr_marks, args, kwargs)
         self._check_arguments(args, kwargs)
         return BoundKernel(self, args, kwargs)
+
+    def specialization_key(self, args: tuple | list, kwargs: dict | None = None) -> tuple:
+        """What calls that share compiled code and a chosen Config have in common (Helion's
+        `kernel.specialization_key(args)`): per argument its dtype, rank, layout, size buckets
+        (exact sizes under static_shapes), the values hl.specialize pins, and the mode and device."""
+        args, kwargs = tuple(args), kwargs or {}
+        device = common_device(self.fn.__name__, args, kwargs)
+        return (device, *choice_key(self, self.mode_for(device), args, kwargs))
 
     def default_config(self) -> Config:
         if self.settings.config is not None:
@@ -371,6 +424,11 @@ class Kernel:
 
 
 
+# the decorators that make a Kernel (tessera.aot adds aot_kernel): one below them in a kernel's
+# source would be skipped by the generated code
+KERNEL_DECORATORS: set[Any] = set()
+
+
 def kernel(fn: Callable[..., Any] | None = None, *, config: Config | dict[str, Any] | None = None,
            configs: list[Config | dict[str, Any]] | None = None, **options: Any) -> Any:
     """Make a function a Tessera kernel; usable bare or with settings.
@@ -393,3 +451,6 @@ def kernel(fn: Callable[..., Any] | None = None, *, config: Config | dict[str, A
         return Kernel(function, kernel_settings)
 
     return decorate(fn) if fn is not None else decorate
+
+
+KERNEL_DECORATORS.add(kernel)

@@ -14,7 +14,8 @@ drops the kernel's compiled variants and choices: they may depend on it). What e
   `autotune_accuracy_check` (False: candidates are not checked), `autotune_config_overrides`
   (these Config keys are pinned on every candidate and on the chosen Config),
   `autotune_ignore_errors` (Tessera always skips failing candidates), `force_autotune`
-  (tune even when the disk cache has a Config).
+  (tune even when the disk cache has a Config), `key` (a function of the call's arguments whose
+  hashable result joins the key a call's Config is chosen, tuned and cached by).
 - accepted, warned once by name: every other Helion setting (`index_dtype`: Tessera picks int32
   or int64 per call from the sizes; `fast_math`; the autotuner's logging, precompile, subprocess
   and search knobs; ...), since it cannot change what Tessera does.
@@ -105,6 +106,8 @@ HONOURED: dict[str, tuple[Any, Callable[[Any], None] | None]] = {
     "autotune_config_overrides": ({}, _check_overrides),
     "autotune_ignore_errors": (False, _kind("autotune_ignore_errors", (bool,), "True")),
     "force_autotune": (False, _kind("force_autotune", (bool,), "True")),
+    "key": (None, lambda fn: None if fn is None or callable(fn) else
+            _kind("key", (type(None),), "a function of the kernel's arguments returning a hashable value")(fn)),
 }
 
 # Helion settings that cannot change what Tessera does: accepted, and named once in a warning

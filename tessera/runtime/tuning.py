@@ -79,7 +79,7 @@ def kernel_defined(kernel: Any) -> None:
 
 
 class ConfigChoices:
-    """The Config each call of one kernel runs with, by `_fast_key` of its arguments, with an
+    """The Config each call of one kernel runs with, by `choice_key` of its arguments, with an
     exact-facts memo in front (exact_facts.py): a repeat call skips building the key."""
 
     def __init__(self) -> None:
@@ -109,11 +109,12 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
     memo = choices.by_facts
     # keyword arguments: their names join the mode at the head of the facts
     site, values = ((mode, tuple(kwargs)), (*args, *kwargs.values())) if kwargs else (mode, args)
-    if memo.recent:
+    keyed = kernel.settings.key is not None  # the user's key= decides too: the arguments' facts alone do not
+    if memo.recent and not keyed:
         found = memo.quick(site, values, None)
         if found is not None:
             return found[0]
-    facts = exact_facts(values, site) if memo.wanted() else None
+    facts = exact_facts(values, site) if memo.wanted() and not keyed else None
     if facts is not None:
         facts = tuple(facts)
         config = memo.lookup(facts)
@@ -123,10 +124,10 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
                 if check is not None:
                     memo.add_check(site, check, config)
             return config
-    fast_key = _fast_key(kernel, mode, args, kwargs)
+    fast_key = choice_key(kernel, mode, args, kwargs)
     config = choices.by_key.get(fast_key)
     if config is None:
-        chosen = _choose(kernel, mode, kernel.bind(*args, **kwargs))
+        chosen = _choose(kernel, mode, kernel.bind_arguments(args, kwargs))
         if chosen is None:
             # No choice could be made for these arguments (planning the call failed: the call
             # itself raises in a moment, with the kernel's own error). Nothing is remembered, so
@@ -160,10 +161,10 @@ def autotune(kernel: Any, args: tuple, kwargs: dict) -> Config:
     if _tuner is None:
         raise exc.AutotuneError(f"cannot tune {kernel.fn.__name__}: no autotuner is installed",
                                 hint="import tessera (it installs tessera.autotune), or pass config= instead")
-    bound = kernel.bind(*args, **kwargs)
+    bound = kernel.bind_arguments(args, kwargs)
     effort = _effort(kernel)
     config = _tuner.tune(kernel, bound, "quick" if effort == "none" else effort)
-    kernel.config_choices.set(_fast_key(kernel, bound.mode, args, kwargs), config)
+    kernel.config_choices.set(choice_key(kernel, bound.mode, args, kwargs), config)
     return config
 
 
@@ -293,11 +294,12 @@ def _effort(kernel: Any) -> str:
     return settings.get("autotune_effort") or kernel.settings.autotune_effort
 
 
-def _fast_key(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Any:
+def choice_key(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Any:
     """A cheap per-call key with the same meaning as `BoundKernel.specialization_key()` (no hashing)."""
     static = kernel.settings.static_shapes
     named = tuple([(k, argument_key(v, static)) for k, v in sorted(kwargs.items())]) if kwargs else ()
-    return (mode, tuple([argument_key(a, static) for a in args]), named, kernel.pinned_values(args, kwargs))
+    key = (mode, tuple([argument_key(a, static) for a in args]), named, kernel.pinned_values(args, kwargs))
+    return key if kernel.settings.key is None else (*key, ("key", kernel.settings.key(*args, **kwargs)))
 
 
 def _log(message: str) -> None:
@@ -305,5 +307,5 @@ def _log(message: str) -> None:
         print(f"[tessera autotune] {message}", file=sys.stderr)
 
 
-__all__ = ["BACKEND", "Tuner", "autotune", "config_for_call", "config_space_for", "forget", "heuristic_for",
+__all__ = ["BACKEND", "Tuner", "autotune", "choice_key", "config_for_call", "config_space_for", "forget", "heuristic_for",
            "install_tuner", "kernel_defined", "kernel_facts"]

@@ -298,6 +298,11 @@ def stored_value(tracer: Tracer, tensor: TensorProxy, shape: tuple[Axis, ...], v
         if 0 < len(value.axes) < len(shape):  # right-aligned (`out[t0, t1] = b[t1]`): the missing dims lead
             value = tracer.emit(Op.VIEW, [value.node], (UNIT,) * (len(shape) - len(value.axes)) + value.axes,
                                 value.dtype, what="store of a lower-rank value")
+        extra = len(value.axes) - len(shape)
+        if extra > 0 and all(axis.block == 1 for axis in value.axes[:extra]):
+            # leading dims of one element go, as torch's setitem drops them (`src[i] = dst[i : i + 1]`)
+            value = tracer.emit(Op.VIEW, [value.node], value.axes[extra:], value.dtype,
+                                what="store of a value with leading one-element dims")
         target = tracer.broadcast([shape, value.axes], f"store into {tensor.name}")
         if any(tracer.fits_padded_axis(a, b) for a, b in zip(value.axes[::-1], shape[::-1])):
             value = tracer.onto_block_axes(value, shape)  # a padded allocation stored into its row

@@ -12,9 +12,9 @@ stays inside the part of the argument it views:
 - a reshape to more elements than its source has (`m * k` larger than the slice) masks the
   accesses past the source's last element: they read 0 and write nothing;
 - a scalar index into a view (`t[i, a:b]`) masks every access when `i` is out of range;
-- a window, a slice loaded with tiles whose start moves with a tile or loop and whose length is
-  a compile-time int (`x[tile, t.begin * 2 : t.begin * 2 + 2 * block]`), reads that many lanes:
-  one whole-dimension axis, masked where it passes the dimension's end.
+- a window, a slice whose start moves with a tile or loop and whose length is a compile-time int
+  (`x[tile, t.begin * 2 : t.begin * 2 + 2 * block]`, `x[i : i + 1]` in an hl.grid loop), reads
+  or writes that many lanes: one whole-dimension axis, masked where it passes the dimension's end.
 """
 from __future__ import annotations
 
@@ -64,7 +64,10 @@ def split_view(tracer: Tracer, tensor: TensorProxy, index: Any) -> tuple[TensorP
         raise exc.RankMismatch(f"{tensor.name} has {tensor.dim()} dimensions but is indexed with {consumed}",
                                 location=user_location())
     items += [slice(None)] * (tensor.dim() - consumed)  # like torch: trailing dims are kept
-    loads = any(_is_tile(item) for item in items)
+    # a window (`t[s : s + 2 * block]`, `t[i : i + 1]` with `s`, `i` moving with a tile or loop)
+    # is read or written as one, tiles or not: as a view its clipped length would change from
+    # tile to tile, which no register block holds
+    loads = any(_is_tile(item) or isinstance(item, slice) and window_of(tracer, item) is not None for item in items)
     sizes: list[Any] = []
     strides: list[Any] = []
     conditions = list(tensor.conditions)

@@ -89,7 +89,7 @@ class TritonKernel:
             raise
         except Exception as error:
             if interpreter_patching.conflicting_stores(error):
-                raise exc.IndexingError(
+                raise exc.DuplicateStoreIndicesError(
                     "a store writes different values to one element from several lanes: on the GPU which lane wins "
                     "is undefined", location=error_location(error, self.path, self.lowered.source, self.function_name,
                                                             self.lowered.locations, self.lowered.location),
