@@ -72,12 +72,17 @@ def _float_power(e: Ops, x: Any, exponent: Any) -> TileValue:
 
 
 def _half_to_even(e: Ops, x: TileValue) -> TileValue:
-    below = e.floor(x)
-    excess = e.sub(x, below)  # exact: x and floor(x) share their leading bits
+    """Rounds |x| and gives the result x's sign (rounding is symmetric; -0.0 and round(-0.3) keep
+    their sign). |x|, not x: the GPU compiler would contract `x - floor(x)` with a product that made
+    x (`round(v * 10)`) into one FMA, whose unrounded excess can fall on the other side of 0.5."""
+    size = e.abs(x)
+    below = e.floor(size)
+    excess = e.sub(size, below)  # exact: |x| and floor(|x|) share their leading bits
     half = e.mul(below, 0.5)
     odd = e.ne(e.floor(half), half)
     tie = e.where(odd, e.add(below, 1), below)
-    return e.where(e.gt(excess, 0.5), e.add(below, 1), e.where(e.lt(excess, 0.5), below, tie))
+    rounded = e.where(e.gt(excess, 0.5), e.add(below, 1), e.where(e.lt(excess, 0.5), below, tie))
+    return e.copysign(rounded, x)
 
 
 def _round(e: Ops, x: TileValue, decimals: int = 0) -> TileValue:
@@ -94,9 +99,11 @@ def _round(e: Ops, x: TileValue, decimals: int = 0) -> TileValue:
 def _frac(e: Ops, x: TileValue) -> TileValue:
     """sign(x) (a - floor(a)) with a = |x|: the subtraction reads |x|, so the GPU compiler cannot
     contract it with a product that made x (`frac(v * 7)`) into one FMA, which would subtract
-    from the unrounded product (torch rounds it first) and change the fraction's low digits."""
+    from the unrounded product (torch rounds it first) and change the fraction's low digits. A
+    zero fraction is +0.0 as torch's x - trunc(x) (`0.0 - f`, not `-f`)."""
     size = e.abs(x)
-    return e.copysign(e.sub(size, e.floor(size)), x)
+    fraction = e.sub(size, e.floor(size))
+    return e.where(e.lt(x, 0), e.sub(0.0, fraction), fraction)
 
 
 def _square(e: Ops, x: TileValue) -> TileValue:

@@ -106,8 +106,9 @@ def _asinh(e: Ops, x: TileValue) -> TileValue:
 
 
 def _acosh(e: Ops, x: TileValue) -> TileValue:
-    """log1p(t + sqrt(t (t + 2))) with t = x - 1 (exact near 1); x < 1 is NaN."""
-    t = e.sub(x, 1)
+    """log1p(t + sqrt(t (t + 2))) with t = |x| - 1 (exact near 1); x < 1 is NaN. |x|, not x: the
+    GPU compiler would contract `x - 1` with a product that made x into one FMA (as in asin)."""
+    t = e.sub(e.abs(x), 1)
     near = e.log1p(e.add(t, e.sqrt(e.mul(t, e.add(t, 2)))))
     result = e.where(e.gt(x, _HUGE), e.add(e.log(x), _LN2), near)
     return e.where(e.lt(x, 1), float("nan"), result)  # (for large negative x the sum cancels to a number)
