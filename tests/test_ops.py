@@ -353,7 +353,9 @@ OPS: tuple[OpCase, ...] = (
     OpCase("asinh", lambda x, y, z: torch.asinh(x * 100) + torch.asinh(x * 1e-3) * 1e3, tolerance=1e-5),
     OpCase("acosh", lambda x, y, z: torch.acosh(x * 100), domain="positive", tolerance=1e-5),
     OpCase("atanh", lambda x, y, z: torch.atanh(torch.clamp(x * 0.3, -0.999, 0.999)) + torch.atanh(x * 1e-3) * 1e3, tolerance=1e-5),
-    OpCase("erfc", lambda x, y, z: torch.erfc(x * 4) + torch.log(torch.erfc(x.abs() * 1.5 + 3)), tolerance=1e-5),
+    # the tail's argument is a sum, not `a * b + c`: the GPU contracts that into one FMA (also in
+    # fp16/bf16, skipping the product's 16-bit rounding) and log(erfc) at 3.3 turns its ulp into 1.5%
+    OpCase("erfc", lambda x, y, z: torch.erfc(x * 4) + torch.log(torch.erfc(x.abs() + 3)), tolerance=1e-5),
     OpCase("erfc", lambda x, y, z: torch.erfc(x), dtype=torch.bfloat16, tolerance=1e-2),
     OpCase("clamp", lambda x, y, z: torch.clamp(x, -0.5, 0.5)),
     OpCase("lerp", lambda x, y, z: torch.lerp(x, y, z)),
