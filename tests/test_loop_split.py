@@ -166,13 +166,19 @@ def test_a_jagged_elementwise_loop_is_shared_and_correct(device: torch.device) -
         assert "split_tile" in kernel.bind(x, lengths, torch.zeros_like(x)).to_triton_code(config)
 
 
-def test_the_heuristic_shares_a_split_loop_persistently_unless_the_grid_is_large() -> None:
+def test_the_heuristic_shares_a_split_loop_persistently_unless_the_grid_is_large_or_the_call_small() -> None:
     tunables = (TunableDim(0, 64, 16, "split"), TunableDim(1, 64, 16, "split"), TunableDim(2, 64, 16, "loop"))
-    few = heuristic_config(config_space(KernelFacts(tunables=tunables, uses_dot=True, programs=8)))
+    few = heuristic_config(config_space(KernelFacts(tunables=tunables, uses_dot=True, programs=8,
+                                                    largest_numel=1 << 26)))
     assert few["block_sizes"] == [128, 128, 64] and few["num_warps"] == 8
     assert few["pid_type"] == "persistent_interleaved"
-    many = heuristic_config(config_space(KernelFacts(tunables=tunables, uses_dot=True, programs=100_000)))
+    many = heuristic_config(config_space(KernelFacts(tunables=tunables, uses_dot=True, programs=100_000,
+                                                     largest_numel=1 << 26)))
     assert many["pid_type"] == "flat" and many["split_programs"] >= 256
+    # Helion's grouped_gemm example: 4 groups, a 640 x 256 input; a few output tiles in all
+    small = heuristic_config(config_space(KernelFacts(tunables=tunables, uses_dot=True, programs=4,
+                                                      largest_numel=640 * 256)))
+    assert small["pid_type"] == "flat" and small["split_programs"] >= 256
 
 
 def test_a_kernel_without_a_split_loop_has_no_split_axis() -> None:

@@ -43,6 +43,12 @@ CHUNK_ROWS_ABOVE = 16384     # rows longer than this stream through a reduction 
 REDUCTION_CHUNK = 4096
 BLOCKED_ROW_PROGRAMS = 256   # programs of a kernel that blocks rows with hl.register_block_size
 PERSISTENT_SPLIT_MAX_PROGRAMS = 1024  # more grid points: each program visiting all costs more than it balances
+# smaller calls share a split loop flat: each persistent program reads every group's bounds in turn
+# (dependent loads, ~1 us a group), which a few output tiles cannot amortize. H100, Helion's
+# grouped_gemm (4 groups, 640 x 256 x 128, largest tensor 164K elements): persistent 14.5 us, flat
+# split 5.7 us (benchmarks/results/helion_examples/session11_parity.md); MoE G8 (67M): persistent
+# 0.40 ms, flat 0.58 ms (benchmarks/results/issue17)
+PERSISTENT_SPLIT_MIN_ELEMENTS = 1 << 20
 SPLIT_PROGRAMS = 1024        # programs sharing an inner loop's tiles: ~8 per H100 SM, so a large group keeps the GPU busy
 MIN_REGISTERED_BLOCK = 16    # an hl.register_block_size block of 1 runs a program per row: slow
 H100_SHARED_MEMORY = 232448  # bytes a program may use on an H100 (the opt-in limit, 227 KB)
@@ -108,7 +114,7 @@ def _wanted(facts: KernelFacts) -> dict[str, Any]:
         # helped a 64-expert MoE (3.4 -> 2.5 ms) but slowed 8 and 16 experts and the seed shapes
         # by 7-40%; the tuner has the axis
         wanted["l2_grouping"] = 1
-        if facts.programs <= PERSISTENT_SPLIT_MAX_PROGRAMS:
+        if facts.programs <= PERSISTENT_SPLIT_MAX_PROGRAMS and facts.largest_numel >= PERSISTENT_SPLIT_MIN_ELEMENTS:
             # one program per SM dealing out the tiles of all grid points: balanced however skewed they are
             wanted["pid_type"] = "persistent_interleaved"
     _fit_block_elements(facts, wanted)
