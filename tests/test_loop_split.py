@@ -9,8 +9,10 @@ heuristic picks.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import math
 import pytest
 import torch
 
@@ -214,3 +216,14 @@ def test_the_dot_heuristic_counts_a_whole_row_in_the_program_tile(head_dim: int,
     from tessera.runtime.tuning import heuristic_for
     q, k, v, causal = make_inputs(1, 2, 256, 256, head_dim, dtype=torch.bfloat16, device="cpu")
     assert heuristic_for(attention.bind(q, k, v, causal))["num_warps"] == warps  # [128 queries, head_dim] accumulator
+
+
+def test_the_heuristic_keeps_a_broadcast_tile_of_three_blocks_within_registers() -> None:
+    """Helion's jagged_mean: [tile_b, tile_k, tile_m] values of blocks [32, 64, 64] (131072 fp32)
+    took ptxas minutes; blocks that multiply stay under REGISTER_TILE_ELEMENTS."""
+    from tessera.backends.triton.heuristics import REGISTER_TILE_ELEMENTS
+    tunables = (TunableDim(0, 32, 1, "launch"), TunableDim(1, 64, 1, "split"), TunableDim(2, 2048, 1, "loop"))
+    config = heuristic_config(config_space(KernelFacts(tunables=tunables, uses_reduction=True, programs=1,
+                                                       largest_numel=2048 * 8)))
+    blocks = config["block_sizes"]
+    assert math.prod(blocks) <= REGISTER_TILE_ELEMENTS, blocks

@@ -50,6 +50,10 @@ PERSISTENT_SPLIT_MAX_PROGRAMS = 1024  # more grid points: each program visiting 
 # 0.40 ms, flat 0.58 ms (benchmarks/results/issue17)
 PERSISTENT_SPLIT_MIN_ELEMENTS = 1 << 20
 SPLIT_PROGRAMS = 1024        # programs sharing an inner loop's tiles: ~8 per H100 SM, so a large group keeps the GPU busy
+# the elements one tile value of a kernel without products may hold: Helion's jagged_mean broadcast
+# [tile_b, tile_k, tile_m] blocks of [32, 64, 64] (131072 fp32 per value, several values live):
+# ptxas spilled for over 4 minutes (H100 runs timed out at 205 s; offline sm_90 compile > 280 s)
+REGISTER_TILE_ELEMENTS = 8192
 MIN_REGISTERED_BLOCK = 16    # an hl.register_block_size block of 1 runs a program per row: slow
 H100_SHARED_MEMORY = 232448  # bytes a program may use on an H100 (the opt-in limit, 227 KB)
 WIDE_ROWS = 256              # output rows of an attention-shaped program (_widen_accumulated_rows)
@@ -291,7 +295,8 @@ def _multiprocessors(on_gpu: bool) -> int:
 
 def _fit_block_elements(facts: KernelFacts, wanted: dict[str, Any]) -> None:
     """Halve the widest block until a program's tile (its blocks times its whole dims) fits
-    Triton's limit on the elements of one block (a whole row of 1024 and 2048 rows is 2M)."""
+    Triton's limit on the elements of one block (a whole row of 1024 and 2048 rows is 2M), and
+    without products, what registers hold (`REGISTER_TILE_ELEMENTS`; a whole row alone may exceed it)."""
     keys = [f"block_sizes[{d.index}]" for d in facts.tunables if f"block_sizes[{d.index}]" in wanted]
     outer = [f"block_sizes[{d.index}]" for d in facts.tunables if d.role in _OUTPUT_ROLES]
 
@@ -318,7 +323,10 @@ def _fit_block_elements(facts: KernelFacts, wanted: dict[str, Any]) -> None:
             # a GEMM's tensors are M x N, M x K and K x N: never all three blocks at once
             return max(tile, max(tiled_outputs) * inner)
         return tile * max(facts.whole_elements, inner)
-    while keys and largest() > MAX_BLOCK_SIZE:
+    # (only where blocks multiply: a whole row held by one block of rows keeps its measured size)
+    broadcast = not facts.uses_dot and sum(1 for k in keys if wanted[k] > 1) >= 2
+    limit = REGISTER_TILE_ELEMENTS if broadcast else MAX_BLOCK_SIZE
+    while keys and largest() > limit:
         widest = max(keys, key=lambda k: wanted[k])
         if wanted[widest] == 1:
             return
