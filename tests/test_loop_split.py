@@ -9,8 +9,10 @@ heuristic picks.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import math
 import pytest
 import torch
 
@@ -166,13 +168,19 @@ def test_a_jagged_elementwise_loop_is_shared_and_correct(device: torch.device) -
         assert "split_tile" in kernel.bind(x, lengths, torch.zeros_like(x)).to_triton_code(config)
 
 
-def test_the_heuristic_shares_a_split_loop_persistently_unless_the_grid_is_large() -> None:
+def test_the_heuristic_shares_a_split_loop_persistently_unless_the_grid_is_large_or_the_call_small() -> None:
     tunables = (TunableDim(0, 64, 16, "split"), TunableDim(1, 64, 16, "split"), TunableDim(2, 64, 16, "loop"))
-    few = heuristic_config(config_space(KernelFacts(tunables=tunables, uses_dot=True, programs=8)))
+    few = heuristic_config(config_space(KernelFacts(tunables=tunables, uses_dot=True, programs=8,
+                                                    largest_numel=1 << 26)))
     assert few["block_sizes"] == [128, 128, 64] and few["num_warps"] == 8
     assert few["pid_type"] == "persistent_interleaved"
-    many = heuristic_config(config_space(KernelFacts(tunables=tunables, uses_dot=True, programs=100_000)))
+    many = heuristic_config(config_space(KernelFacts(tunables=tunables, uses_dot=True, programs=100_000,
+                                                     largest_numel=1 << 26)))
     assert many["pid_type"] == "flat" and many["split_programs"] >= 256
+    # Helion's grouped_gemm example: 4 groups, a 640 x 256 input; a few output tiles in all
+    small = heuristic_config(config_space(KernelFacts(tunables=tunables, uses_dot=True, programs=4,
+                                                      largest_numel=640 * 256)))
+    assert small["pid_type"] == "flat" and small["split_programs"] >= 256
 
 
 def test_a_kernel_without_a_split_loop_has_no_split_axis() -> None:
@@ -208,3 +216,14 @@ def test_the_dot_heuristic_counts_a_whole_row_in_the_program_tile(head_dim: int,
     from tessera.runtime.tuning import heuristic_for
     q, k, v, causal = make_inputs(1, 2, 256, 256, head_dim, dtype=torch.bfloat16, device="cpu")
     assert heuristic_for(attention.bind(q, k, v, causal))["num_warps"] == warps  # [128 queries, head_dim] accumulator
+
+
+def test_the_heuristic_keeps_a_broadcast_tile_of_three_blocks_within_registers() -> None:
+    """Helion's jagged_mean: [tile_b, tile_k, tile_m] values of blocks [32, 64, 64] (131072 fp32)
+    took ptxas minutes; blocks that multiply stay under REGISTER_TILE_ELEMENTS."""
+    from tessera.backends.triton.heuristics import REGISTER_TILE_ELEMENTS
+    tunables = (TunableDim(0, 32, 1, "launch"), TunableDim(1, 64, 1, "split"), TunableDim(2, 2048, 1, "loop"))
+    config = heuristic_config(config_space(KernelFacts(tunables=tunables, uses_reduction=True, programs=1,
+                                                       largest_numel=2048 * 8)))
+    blocks = config["block_sizes"]
+    assert math.prod(blocks) <= REGISTER_TILE_ELEMENTS, blocks

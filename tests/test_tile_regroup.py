@@ -67,3 +67,26 @@ def test_block_sized_reshape_of_a_tail_tile(mode, cuts):
     kernel = tessera.kernel(ragged_row_copy, mode=mode, config=tessera.Config(block_sizes=[8]))
     kernel(rows, torch.tensor(cuts, dtype=torch.int32), len(cuts) - 1, out)
     torch.testing.assert_close(out, rows)
+
+
+def rotate_halves(q: T, out: T) -> T:
+    """Helion's rope shape: whole last dim split into (2, half), permuted, split, joined and merged back."""
+    batch, heads, seq, dim = q.size()
+    half = dim // 2
+    for tile_b, tile_t in hl.tile([batch, seq]):
+        pair = q[tile_b, :, tile_t, :].to(torch.float32).reshape([tile_b, heads, tile_t, 2, half]).permute(0, 1, 2, 4, 3)
+        first, second = hl.split(pair)
+        joined = hl.join(second * -1.0, first).permute(0, 1, 2, 4, 3)
+        out[tile_b, :, tile_t, :] = joined.reshape([tile_b, heads, tile_t, dim]).to(out.dtype)
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape, blocks", [((1, 4, 12, 16), [1, 8]), ((3, 2, 5, 8), [1, 4]), ((2, 2, 7, 32), [2, 4])])
+def test_merge_back_beside_a_tile_of_block_one(mode, shape, blocks):
+    """A tile of block 1 that the new shape names stays a dim: the reshape merges the last two
+    dims (it used to drop the tile and refuse the merge)."""
+    q = torch.randn(*shape)
+    kernel = tessera.kernel(rotate_halves, mode=mode, config=tessera.Config(block_sizes=blocks))
+    half = shape[-1] // 2
+    torch.testing.assert_close(kernel(q, torch.empty_like(q)), torch.cat([-q[..., half:], q[..., :half]], -1))

@@ -1,9 +1,9 @@
 """torch's arithmetic functions on tile values, written with other primitives: `rsub addcmul addcdiv
-square fmax fmin copysign signbit heaviside xlogy round clamp_min clamp_max`.
+square fmax fmin copysign signbit heaviside xlogy float_power round frac clamp_min clamp_max`.
 
 `round` rounds half to even as torch does (`floor`, then the tie goes to the even neighbour; with
 `decimals=` it scales by 10^decimals first, as torch's kernel); `signbit` and `copysign` read the
-sign bit (so -0.0 counts as negative).
+sign bit (so -0.0 counts as negative); `float_power` computes and returns fp64, as torch does.
 """
 from __future__ import annotations
 
@@ -67,13 +67,22 @@ def _xlogy(e: Ops, x: Any, y: Any) -> TileValue:
     return e.where(e.ne(y, y), y, product) if isinstance(y, TileValue) else product
 
 
+def _float_power(e: Ops, x: Any, exponent: Any) -> TileValue:
+    return e.pow(x, exponent)
+
+
 def _half_to_even(e: Ops, x: TileValue) -> TileValue:
-    below = e.floor(x)
-    excess = e.sub(x, below)  # exact: x and floor(x) share their leading bits
+    """Rounds |x| and gives the result x's sign (rounding is symmetric; -0.0 and round(-0.3) keep
+    their sign). |x|, not x: the GPU compiler would contract `x - floor(x)` with a product that made
+    x (`round(v * 10)`) into one FMA, whose unrounded excess can fall on the other side of 0.5."""
+    size = e.abs(x)
+    below = e.floor(size)
+    excess = e.sub(size, below)  # exact: |x| and floor(|x|) share their leading bits
     half = e.mul(below, 0.5)
     odd = e.ne(e.floor(half), half)
     tie = e.where(odd, e.add(below, 1), below)
-    return e.where(e.gt(excess, 0.5), e.add(below, 1), e.where(e.lt(excess, 0.5), below, tie))
+    rounded = e.where(e.gt(excess, 0.5), e.add(below, 1), e.where(e.lt(excess, 0.5), below, tie))
+    return e.copysign(rounded, x)
 
 
 def _round(e: Ops, x: TileValue, decimals: int = 0) -> TileValue:
@@ -85,6 +94,16 @@ def _round(e: Ops, x: TileValue, decimals: int = 0) -> TileValue:
     if decimals > 0:
         return e.truediv(_half_to_even(e, e.mul(x, scale)), scale)
     return e.mul(_half_to_even(e, e.truediv(x, scale)), scale)
+
+
+def _frac(e: Ops, x: TileValue) -> TileValue:
+    """sign(x) (a - floor(a)) with a = |x|: the subtraction reads |x|, so the GPU compiler cannot
+    contract it with a product that made x (`frac(v * 7)`) into one FMA, which would subtract
+    from the unrounded product (torch rounds it first) and change the fraction's low digits. A
+    zero fraction is +0.0 as torch's x - trunc(x) (`0.0 - f`, not `-f`)."""
+    size = e.abs(x)
+    fraction = e.sub(size, e.floor(size))
+    return e.where(e.lt(x, 0), e.sub(0.0, fraction), fraction)
 
 
 def _square(e: Ops, x: TileValue) -> TileValue:
@@ -111,9 +130,9 @@ formula_primitive("signbit", "torch.signbit", (torch.signbit, T.signbit), _signb
 formula_primitive("heaviside", "torch.heaviside", (torch.heaviside, T.heaviside), _heaviside, operands=2,
                   integers_as_is=True)
 formula_primitive("xlogy", "torch.xlogy", (torch.xlogy, T.xlogy), _xlogy, operands=2)
-# torch.float_power and torch.frac stay refused: as compositions, on the H100 the first failed to compile (a
-# float64/float32 select) and the second differed from torch, not yet explained
+formula_primitive("float_power", "torch.float_power", (torch.float_power, T.float_power), _float_power, operands=2)
 formula_primitive("round", "torch.round", (torch.round, T.round), _round, integers_as_is=True)
+formula_primitive("frac", "torch.frac", (torch.frac, T.frac), _frac)
 formula_primitive("clamp_min", "torch.clamp_min", (torch.clamp_min, T.clamp_min), _clamp_min, integers_as_is=True)
 formula_primitive("clamp_max", "torch.clamp_max", (torch.clamp_max, T.clamp_max), _clamp_max, integers_as_is=True)
 formula_primitive("square", "torch.square", (torch.square, T.square), _square, integers_as_is=True)

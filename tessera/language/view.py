@@ -224,7 +224,11 @@ def reshape_value(tracer: Tracer, value: TileValue, shape: tuple) -> TileValue:
     source = [axis for axis in value.axes if axis is not UNIT]
     wanted = [size for size in sizes if not _is_one(size)]
     if len(wanted) < len(source):  # a tile of block 1 named by its size 1 (`[tile.block_size, n]`): a unit dim
-        source = [axis for axis in source if not (axis.is_tile and axis.block == 1)] or source
+        # (a tile the new shape names itself stays: `[tile_b, h, tile_t, 2 * half]` with tile_b's
+        # block 1 merges the last two dims, it does not drop tile_b)
+        source = [axis for axis in source if not (axis.is_tile and axis.block == 1
+                                                  and not any(_names_axis(tracer, size, axis) for size in wanted))
+                  ] or source
 
     def refuse(why: str) -> exc.UnsupportedOperationError:
         return exc.UnsupportedOperationError(

@@ -43,7 +43,17 @@ CHUNK_ROWS_ABOVE = 16384     # rows longer than this stream through a reduction 
 REDUCTION_CHUNK = 4096
 BLOCKED_ROW_PROGRAMS = 256   # programs of a kernel that blocks rows with hl.register_block_size
 PERSISTENT_SPLIT_MAX_PROGRAMS = 1024  # more grid points: each program visiting all costs more than it balances
+# smaller calls share a split loop flat: each persistent program reads every group's bounds in turn
+# (dependent loads, ~1 us a group), which a few output tiles cannot amortize. H100, Helion's
+# grouped_gemm (4 groups, 640 x 256 x 128, largest tensor 164K elements): persistent 14.5 us, flat
+# split 5.7 us (benchmarks/results/helion_examples/session11_parity.md); MoE G8 (67M): persistent
+# 0.40 ms, flat 0.58 ms (benchmarks/results/issue17)
+PERSISTENT_SPLIT_MIN_ELEMENTS = 1 << 20
 SPLIT_PROGRAMS = 1024        # programs sharing an inner loop's tiles: ~8 per H100 SM, so a large group keeps the GPU busy
+# the elements one tile value of a kernel without products may hold: Helion's jagged_mean broadcast
+# [tile_b, tile_k, tile_m] blocks of [32, 64, 64] (131072 fp32 per value, several values live):
+# ptxas spilled for over 4 minutes (H100 runs timed out at 205 s; offline sm_90 compile > 280 s)
+REGISTER_TILE_ELEMENTS = 8192
 MIN_REGISTERED_BLOCK = 16    # an hl.register_block_size block of 1 runs a program per row: slow
 H100_SHARED_MEMORY = 232448  # bytes a program may use on an H100 (the opt-in limit, 227 KB)
 WIDE_ROWS = 256              # output rows of an attention-shaped program (_widen_accumulated_rows)
@@ -109,7 +119,7 @@ def _wanted(facts: KernelFacts) -> dict[str, Any]:
         # helped a 64-expert MoE (3.4 -> 2.5 ms) but slowed 8 and 16 experts and the seed shapes
         # by 7-40%; the tuner has the axis
         wanted["l2_grouping"] = 1
-        if facts.programs <= PERSISTENT_SPLIT_MAX_PROGRAMS:
+        if facts.programs <= PERSISTENT_SPLIT_MAX_PROGRAMS and facts.largest_numel >= PERSISTENT_SPLIT_MIN_ELEMENTS:
             # one program per SM dealing out the tiles of all grid points: balanced however skewed they are
             wanted["pid_type"] = "persistent_interleaved"
     _fit_block_elements(facts, wanted)
@@ -297,7 +307,8 @@ def _multiprocessors(on_gpu: bool) -> int:
 
 def _fit_block_elements(facts: KernelFacts, wanted: dict[str, Any]) -> None:
     """Halve the widest block until a program's tile (its blocks times its whole dims) fits
-    Triton's limit on the elements of one block (a whole row of 1024 and 2048 rows is 2M)."""
+    Triton's limit on the elements of one block (a whole row of 1024 and 2048 rows is 2M), and
+    without products, what registers hold (`REGISTER_TILE_ELEMENTS`; a whole row alone may exceed it)."""
     keys = [f"block_sizes[{d.index}]" for d in facts.tunables if f"block_sizes[{d.index}]" in wanted]
     outer = [f"block_sizes[{d.index}]" for d in facts.tunables if d.role in _OUTPUT_ROLES]
 
@@ -324,7 +335,10 @@ def _fit_block_elements(facts: KernelFacts, wanted: dict[str, Any]) -> None:
             # a GEMM's tensors are M x N, M x K and K x N: never all three blocks at once
             return max(tile, max(tiled_outputs) * inner)
         return tile * max(facts.whole_elements, inner)
-    while keys and largest() > MAX_BLOCK_SIZE:
+    # (only where blocks multiply: a whole row held by one block of rows keeps its measured size)
+    broadcast = not facts.uses_dot and sum(1 for k in keys if wanted[k] > 1) >= 2
+    limit = REGISTER_TILE_ELEMENTS if broadcast else MAX_BLOCK_SIZE
+    while keys and largest() > limit:
         widest = max(keys, key=lambda k: wanted[k])
         if wanted[widest] == 1:
             return

@@ -133,6 +133,10 @@ def _elementwise(emitter: Emitter, node: Node) -> None:
         helper, template = INTERPRETED_TEMPLATES[fn]
         emitter.helpers.add(helper)
         operands = _blocks(emitter, node, operands, compute)
+    elif template.startswith("libdevice.") and compute == torch.float64:
+        # a Python float constant enters a libdevice call as fp32, and libdevice has no (fp64, fp32)
+        # signature (`torch.float_power(v, 3)` failed to compile): make constants fp64 blocks
+        operands = _blocks(emitter, node, operands, compute)
     if template in ("floordiv", "mod", "fmod"):
         division, helper = _DIVISION_TEMPLATES[template, compute.is_floating_point]
         if helper is not None:
