@@ -3,11 +3,12 @@
     PYTHONPATH=. python3 benchmarks/gemm_probe.py --out $OUT [--compile-only]
     PYTHONPATH=. python3 benchmarks/gemm_probe.py --smoke      # CPU, Triton's interpreter, tiny shapes
 
-For each shape: `examples.matmul` (or `examples.bmm`) under its heuristic Config and under that
-Config with some keys replaced (TMA descriptors, persistent programs, stages, l2 grouping, tiles),
-and a hand-written Triton matmul (`_triton_kernels.tiled_matmul`: pointer or TMA loads, one tile
-per program or persistent) at the heuristic's tiles, warps and stages: what the compiler would
-reach if it emitted nothing beyond that kernel. Kernel times from CUDA-graph replay (median of
+For each case of `CASES` (a shape of `examples.matmul`, `examples.bmm` or the sweep's fp8 kernel
+with per-tensor scales): the torch call, the kernel under its heuristic Config and under that
+Config with some keys replaced (tiles, stages, TMA descriptors, persistent programs, split_k), and
+at 4096^3 a hand-written Triton matmul (`_triton_kernels.tiled_matmul`: pointer loads, or TMA
+and persistent) at the heuristic's tiles, warps and stages: what the compiler would reach if it
+emitted nothing beyond that kernel. Kernel times from CUDA-graph replay (median of
 `do_bench_cudagraph`); every result checked against float32 torch at the benchmark size.
 Writes `gemm_probe.json`.
 """
@@ -15,34 +16,36 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from typing import Any, Callable
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# overrides of the heuristic Config tried at every matmul shape
-MATMUL_VARIANTS: tuple[dict[str, Any], ...] = (
-    {},
-    {"indexing": "tensor_descriptor"},
-    {"pid_type": "persistent_interleaved"},
-    {"indexing": "tensor_descriptor", "pid_type": "persistent_interleaved"},
-    {"indexing": "tensor_descriptor", "num_stages": 4},
-    {"l2_grouping": 16},
-    {"block_sizes": [128, 128, 64], "num_warps": 8, "num_stages": 4},
-    {"block_sizes": [128, 256, 64], "num_warps": 8, "num_stages": 3, "indexing": "tensor_descriptor"},
+# (family, shape, overrides of the heuristic Config): the gaps of session 11's first sweep
+# (results/issue17/gemm_session11.md) and the candidates for each
+CASES: tuple[tuple[str, tuple[int, ...], tuple[dict[str, Any], ...]], ...] = (
+    ("matmul", (4096, 4096, 4096), ({}, {"num_stages": 4}, {"block_sizes": [256, 128, 64]}, {"l2_grouping": 4},
+                                    {"indexing": "tensor_descriptor", "pid_type": "persistent_interleaved"})),
+    ("matmul", (128, 11008, 4096), ({}, {"block_sizes": [128, 64, 128], "num_warps": 4, "num_stages": 4},
+                                    {"block_sizes": [128, 64, 64], "num_warps": 4, "num_stages": 4},
+                                    {"block_sizes": [64, 128, 128], "num_warps": 4, "num_stages": 4},
+                                    {"split_k": 2})),
+    ("bmm", (32, 1024, 1024, 1024), ({}, {"indexing": "tensor_descriptor"}, {"num_stages": 4},
+                                     {"block_sizes": [128, 128, 64], "num_warps": 8, "num_stages": 4})),
+    ("bmm", (64, 512, 512, 128), ({}, {"block_sizes": [128, 128, 128], "num_warps": 8, "num_stages": 2},
+                                  {"block_sizes": [128, 128, 64], "num_warps": 4, "num_stages": 3},
+                                  {"block_sizes": [64, 128, 128], "num_warps": 4, "num_stages": 2})),
+    ("bmm", (8, 2048, 2048, 2048), ({}, {"indexing": "tensor_descriptor"})),
+    ("fp8", (128, 11008, 4096), ({}, {"block_sizes": [128, 128, 64]},
+                                 {"block_sizes": [128, 64, 128], "num_warps": 4, "num_stages": 4})),
+    ("fp8", (128, 4096, 11008), ({}, {"block_sizes": [64, 64, 256]}, {"split_k": 2},
+                                 {"block_sizes": [128, 64, 128], "num_warps": 4, "num_stages": 4})),
+    ("fp8", (16, 4096, 4096), ({}, {"block_sizes": [16, 64, 256]}, {"split_k": 4})),
 )
-BMM_VARIANTS: tuple[dict[str, Any], ...] = (
-    {},
-    {"indexing": "tensor_descriptor"},
-    {"block_sizes": [1, 128, 128, 64], "num_warps": 8, "num_stages": 4},
-    {"block_sizes": [1, 128, 128, 64], "num_warps": 4, "num_stages": 4},
-    {"block_sizes": [1, 128, 256, 64], "num_warps": 8, "num_stages": 3, "indexing": "tensor_descriptor"},
-)
-MATMUL_SHAPES = ((4096, 4096, 4096), (16384, 4096, 4096), (4096, 14336, 4096), (1024, 14336, 4096))
-BMM_SHAPES = ((32, 1024, 1024, 1024), (64, 512, 512, 128))
-SMOKE_MATMUL = ((64, 96, 80),)
-SMOKE_BMM = ((2, 32, 48, 64),)
+SMOKE_SHAPES = {"matmul": (64, 96, 80), "bmm": (2, 32, 48, 64), "fp8": (16, 64, 96)}
+HAND_WRITTEN_AT = (4096, 4096, 4096)  # the matmul shape also timed as hand-written Triton
 
 
 def main() -> int:
@@ -63,8 +66,6 @@ def main() -> int:
 
     import tessera
     from benchmarks._triton_kernels import run_tiled_matmul
-    from examples.bmm import bmm
-    from examples.matmul import matmul
 
     device = "cpu" if args.smoke else "cuda"
     mode = "interpret" if args.smoke else "compiled"
@@ -87,39 +88,27 @@ def main() -> int:
 
     for dtype_name in args.dtypes:
         dtype = getattr(torch, dtype_name)
-        for m, n, k in SMOKE_MATMUL if args.smoke else MATMUL_SHAPES:
-            x = torch.randn(m, k, device=device).to(dtype)
-            y = (torch.randn(k, n, device=device) / k ** 0.5).to(dtype)
-            expected = x.float() @ y.float()
-            shape, flops = f"{dtype_name} M{m} N{n} K{k}", 2.0 * m * n * k
-            heuristic = matmul.choose_config(mode, (x, y), {})
-            timed("torch.mm", shape, flops, lambda x=x, y=y: torch.mm(x, y), expected)
-            for overrides in MATMUL_VARIANTS:
-                config = heuristic.merged(**overrides)
-                forced = tessera.kernel(matmul.fn, config=config)
-                timed(f"tessera {overrides or 'heuristic'}", shape, flops, lambda f=forced, x=x, y=y: f(x, y), expected)
-            blocks = heuristic["block_sizes"]
-            for tma in (False, True):
-                for persistent in (False, True):
-                    label = (f"triton {'tma' if tma else 'pointer'}{' persistent' if persistent else ''} "
-                             f"{blocks} w{heuristic['num_warps']} s{heuristic['num_stages']}")
-                    timed(label, shape, flops, lambda x=x, y=y, t=tma, p=persistent: run_tiled_matmul(
-                        x, y, blocks, heuristic["num_warps"], heuristic["num_stages"], tma=t, persistent=p), expected)
-            if not args.smoke:
-                print(f"    heuristic {heuristic}", flush=True)
-            del x, y, expected
-        for batch, m, n, k in SMOKE_BMM if args.smoke else BMM_SHAPES:
-            a = torch.randn(batch, m, k, device=device).to(dtype)
-            b = (torch.randn(batch, k, n, device=device) / k ** 0.5).to(dtype)
-            expected = torch.bmm(a.float(), b.float())
-            shape, flops = f"{dtype_name} B{batch} M{m} N{n} K{k}", 2.0 * batch * m * n * k
-            heuristic = bmm.choose_config(mode, (a, b), {})
-            timed("torch.bmm", shape, flops, lambda a=a, b=b: torch.bmm(a, b), expected)
-            for overrides in BMM_VARIANTS:
-                forced = tessera.kernel(bmm.fn, config=heuristic.merged(**overrides))
-                timed(f"tessera {overrides or 'heuristic'}", shape, flops, lambda f=forced, a=a, b=b: f(a, b), expected)
-            if not args.smoke:
-                print(f"    heuristic {heuristic}", flush=True)
+        for family, full_shape, variants in CASES:
+            shape = SMOKE_SHAPES[family] if args.smoke else full_shape
+            kernel, inputs, expected, reference = _case(torch, family, shape, dtype, device, args.smoke)
+            label = f"{family} {dtype_name if family != 'fp8' else 'e4m3'} {' x '.join(map(str, shape))}"
+            flops = 2.0 * math.prod(shape)
+            heuristic = kernel.choose_config(mode, inputs, {})
+            if reference is not None:
+                timed("torch", label, flops, reference, expected)
+            for overrides in variants:
+                forced = tessera.kernel(kernel.fn, config=heuristic.merged(**overrides))
+                timed(f"tessera {overrides or 'heuristic'}", label, flops,
+                      lambda f=forced, inputs=inputs: f(*inputs), expected)
+            if family == "matmul" and (args.smoke or full_shape == HAND_WRITTEN_AT):
+                blocks = heuristic["block_sizes"]
+                for tma, persistent in ((False, False), (True, True)):
+                    timed(f"triton {'tma persistent' if tma else 'pointer'} {blocks} w{heuristic['num_warps']} "
+                          f"s{heuristic['num_stages']}", label, flops,
+                          lambda x=inputs[0], y=inputs[1], t=tma, p=persistent: run_tiled_matmul(
+                              x, y, blocks, heuristic["num_warps"], heuristic["num_stages"], tma=t, persistent=p),
+                          expected)
+            print(f"    heuristic {heuristic}", flush=True)
     if args.compile_only:
         return 0
     os.makedirs(args.out, exist_ok=True)
@@ -128,6 +117,33 @@ def main() -> int:
         json.dump({"device": torch.cuda.get_device_name() if not args.smoke else "cpu", "rows": rows}, handle, indent=1)
     print(f"wrote {path}")
     return 1 if any(row.get("wrong") for row in rows) else 0
+
+
+def _case(torch: Any, family: str, shape: tuple[int, ...], dtype: Any, device: str, smoke: bool) -> tuple:
+    """(kernel, inputs, float32 expected result, the torch call it is compared with or None)."""
+    if family == "bmm":
+        from examples.bmm import bmm
+
+        batch, m, n, k = shape
+        a = torch.randn(batch, m, k, device=device).to(dtype)
+        b = (torch.randn(batch, k, n, device=device) / k ** 0.5).to(dtype)
+        return bmm, (a, b), torch.bmm(a.float(), b.float()), lambda: torch.bmm(a, b)
+    m, n, k = shape
+    if family == "matmul":
+        from examples.matmul import matmul
+
+        x = torch.randn(m, k, device=device).to(dtype)
+        y = (torch.randn(k, n, device=device) / k ** 0.5).to(dtype)
+        return matmul, (x, y), x.float() @ y.float(), lambda: torch.mm(x, y)
+    from benchmarks.gemm_sweep import fp8_kernel  # per-tensor scales, as the sweep's fp8 rows
+
+    e4m3 = torch.float8_e4m3fn
+    x = torch.randn(m, k, device=device).clamp(-4, 4).to(e4m3)
+    y = torch.randn(n, k, device=device).clamp(-4, 4).to(e4m3).t()
+    scale_x, scale_y = torch.full((1, 1), 0.5, device=device), torch.full((1, 1), 1.0 / k ** 0.5, device=device)
+    expected = (x.float() @ y.float()) * scale_x * scale_y
+    reference = None if smoke else (lambda: torch._scaled_mm(x, y, scale_x[0, 0], scale_y[0, 0], out_dtype=torch.bfloat16))
+    return fp8_kernel(), (x, y, scale_x.expand(m, 1), scale_y.expand(1, n)), expected, reference
 
 
 def _kernel_ms(function: Callable[[], Any], smoke: bool) -> float:
