@@ -741,51 +741,30 @@ def test_a_product_over_one_tile_used_twice_is_a_located_refusal() -> None:
     assert "hl.dot(s[tile_m, tile_m], v[tile_m, tile_n])" in str(info.value)
 
 
-@pytest.mark.parametrize("m, n, k, blocks", [
-    (1, 4096, 4096, [16, 64, 128]),        # fewer 128 x 128 tiles than SMs: narrow, deep K
-    (128, 4096, 14336, [64, 64, 128]),
-    (4096, 4096, 4096, [128, 256, 64]),    # a wave of 128 x 256 tiles: wide N
-    (1024, 4096, 4096, [128, 256, 64]),    # 128 x 256 tiles: 128 programs, 97% of a wave
-    (512, 4096, 4096, [128, 128, 64]),     # 128 x 256 tiles would be half a wave
-    (128, 14336, 4096, [128, 128, 64]),    # just under a wave: narrower blocks re-read y
-    (1, 28672, 4096, [16, 128, 64]),
+@pytest.mark.parametrize("m, n, k, blocks, operands", [
+    (1, 4096, 4096, [16, 64, 128], "bf16"),        # fewer 128 x 128 tiles than SMs: narrow, deep K
+    (128, 4096, 14336, [64, 64, 128], "bf16"),
+    (4096, 4096, 4096, [128, 256, 64], "bf16"),    # a wave of 128 x 256 tiles: wide N
+    (1024, 4096, 4096, [128, 256, 64], "bf16"),    # 128 x 256 tiles: 128 programs, 97% of a wave
+    (512, 4096, 4096, [128, 128, 64], "bf16"),     # 128 x 256 tiles would be half a wave
+    (128, 14336, 4096, [128, 128, 64], "bf16"),    # just under a wave: narrower blocks re-read y
+    (1, 28672, 4096, [16, 128, 64], "bf16"),
+    # 8-bit operands take 128-deep K steps whatever the tiles (fp8 M128 N11008 K4096 with 64-deep
+    # steps: 0.56x torch._scaled_mm)
+    (128, 11008, 4096, [128, 128, 128], "fp8"),
+    (4096, 4096, 4096, [128, 256, 128], "fp8"),
+    (16, 4096, 4096, [16, 64, 128], "fp8"),
 ])
-def test_heuristic_gemm_blocks_follow_the_grid(m: int, n: int, k: int, blocks: list[int]) -> None:
+def test_heuristic_gemm_blocks_follow_the_grid(m: int, n: int, k: int, blocks: list[int], operands: str) -> None:
     # Planned on the CPU for the H100 (132 SMs); measured effect in benchmarks/results/issue17/gemm_sweep*.
+    from benchmarks.gemm_sweep import fp8_kernel
     from examples.matmul import matmul
     from tessera.runtime.tuning import heuristic_for
 
-    x = torch.empty(m, k, dtype=torch.bfloat16)
-    y = torch.empty(k, n, dtype=torch.bfloat16)
-    config = heuristic_for(tessera.kernel(matmul.fn, mode="interpret").bind(x, y))
-    assert config["block_sizes"] == blocks
-
-
-@tessera.kernel
-def _fp8_product(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    m, k = x.size()
-    n = y.size(1)
-    out = torch.empty([m, n], dtype=torch.bfloat16, device=x.device)
-    for tile_m, tile_n in hl.tile([m, n]):
-        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-        for tile_k in hl.tile(k):
-            acc = hl.dot(x[tile_m, tile_k], y[tile_k, tile_n], acc=acc)
-        out[tile_m, tile_n] = acc.to(torch.bfloat16)
-    return out
-
-
-@pytest.mark.parametrize("m, n, k, blocks", [
-    (128, 11008, 4096, [128, 128, 128]),   # under a wave of 128 x 128 tiles, over half: square tiles
-    (4096, 4096, 4096, [128, 256, 128]),
-    (16, 4096, 4096, [16, 64, 128]),
-])
-def test_heuristic_8bit_products_take_128_deep_k_steps(m: int, n: int, k: int, blocks: list[int]) -> None:
-    # fp8 e4m3 M128 N11008 K4096 with 64-deep K steps ran at 0.56x torch._scaled_mm on the H100
-    from tessera.runtime.tuning import heuristic_for
-
-    x = torch.empty(m, k, dtype=torch.float8_e4m3fn)
-    y = torch.empty(k, n, dtype=torch.float8_e4m3fn)
-    config = heuristic_for(tessera.kernel(_fp8_product.fn, mode="interpret").bind(x, y))
+    dtype = torch.float8_e4m3fn if operands == "fp8" else torch.bfloat16
+    x, y = torch.empty(m, k, dtype=dtype), torch.empty(k, n, dtype=dtype)
+    kernel, args = (fp8_kernel(), (x, y, torch.ones(m, 1), torch.ones(1, n))) if operands == "fp8" else (matmul, (x, y))
+    config = heuristic_for(tessera.kernel(kernel.fn, mode="interpret").bind(*args))
     assert config["block_sizes"] == blocks
 
 
