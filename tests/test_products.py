@@ -746,14 +746,15 @@ def test_a_product_over_one_tile_used_twice_is_a_located_refusal() -> None:
     (128, 4096, 14336, [64, 64, 128], "bf16"),
     (4096, 4096, 4096, [128, 256, 64], "bf16"),    # a wave of 128 x 256 tiles: wide N
     (1024, 4096, 4096, [128, 256, 64], "bf16"),    # 128 x 256 tiles: 128 programs, 97% of a wave
-    (512, 4096, 4096, [128, 128, 64], "bf16"),     # 128 x 256 tiles would be half a wave
-    (128, 14336, 4096, [128, 128, 64], "bf16"),    # just under a wave: narrower blocks re-read y
+    (512, 4096, 4096, [128, 128, 64], "bf16"),     # 128 x 256 tiles would be half a wave; 4 rows of M blocks
+    (128, 14336, 4096, [128, 64, 64], "bf16"),     # one row of M blocks over half a wave: 64-wide N
     (1, 28672, 4096, [16, 128, 64], "bf16"),
     # 8-bit operands take 128-deep K steps whatever the tiles (fp8 M128 N11008 K4096 with 64-deep
     # steps: 0.56x torch._scaled_mm)
-    (128, 11008, 4096, [128, 128, 128], "fp8"),
+    (128, 11008, 4096, [128, 64, 128], "fp8"),
     (4096, 4096, 4096, [128, 256, 128], "fp8"),
     (16, 4096, 4096, [16, 64, 128], "fp8"),
+    (128, 4096, 11008, [64, 64, 256], "fp8"),     # 64 x 64 tiles: 256-deep
 ])
 def test_heuristic_gemm_blocks_follow_the_grid(m: int, n: int, k: int, blocks: list[int], operands: str) -> None:
     # Planned on the CPU for the H100 (132 SMs); measured effect in benchmarks/results/issue17/gemm_sweep*.
