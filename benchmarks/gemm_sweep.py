@@ -22,6 +22,7 @@ L2 flushed). Writes `gemm_sweep.json` and, with matplotlib, `gemm_sweep.png` (ra
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -37,7 +38,8 @@ SMOKE_M = (1, 16, 37)
 SMOKE_NK = ((48, 64), (64, 80))
 
 
-def _fp8_kernel() -> Any:
+@functools.lru_cache(maxsize=None)
+def fp8_kernel() -> Any:
     """`(x @ y) * scale_x * scale_y` in bf16 for e4m3 `x` `[m, k]`, `y` `[k, n]`, scales `[m, 1]`, `[1, n]`."""
     import torch
 
@@ -74,6 +76,10 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="CPU, Triton's interpreter, tiny shapes")
     parser.add_argument("--small-grid", action="store_true", help="only shapes of fewer 128 x 128 tiles than 132 SMs")
     parser.add_argument("--split-k", nargs="*", type=int, default=[], help="also time the heuristic Config with each split_k")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="call each kernel once and time nothing: several such processes (--shard) fill the "
+                             "compile caches in parallel before the timed run")
+    parser.add_argument("--shard", default="0/1", help="I/N: only every N-th shape from the I-th (with --compile-only)")
     args = parser.parse_args()
     if args.smoke:
         os.environ["TRITON_INTERPRET"] = "1"
@@ -115,6 +121,9 @@ def main() -> int:
     def measure(family: str, shape: str, flops: float, ours: Callable[[], Any], theirs: Callable[[], Any] | None,
                 expected: Any, tune: Callable[[], Any] | None) -> None:
         row: dict[str, Any] = {"family": family, "shape": shape, "flops": flops}
+        if args.compile_only:
+            ours()
+            return
         try:
             error = relative_error(ours(), expected)
             row["rel_err"] = error
@@ -146,16 +155,23 @@ def main() -> int:
         rows.append(row)
         print(_format_row(row), flush=True)
 
+    shard, shards = (int(part) for part in args.shard.split("/"))
+    counter = iter(range(10 ** 9))
+
     def out_of_time() -> bool:
         return time.perf_counter() - started > args.budget_s
+
+    def skipped() -> bool:
+        """Not this shard's shape, or out of time (each family's loop asks once per shape)."""
+        return next(counter) % shards != shard or out_of_time()
 
     for dtype_name in args.dtypes:
         dtype = getattr(torch, dtype_name)
         shapes = [(m, n, k) for (n, k) in nk_pairs for m in m_values
                   if not args.small_grid or -(-m // 128) * -(-n // 128) < SMALL_GRID_TILES]
         for index, (m, n, k) in enumerate(shapes):
-            if out_of_time():
-                break
+            if skipped():
+                continue
             torch.manual_seed(index)
             x = torch.randn(m, k, device=device).to(dtype)
             y = (torch.randn(k, n, device=device) / k ** 0.5).to(dtype)
@@ -164,23 +180,25 @@ def main() -> int:
             tune = (lambda x=x, y=y: matmul.autotune(x, y)) if index < args.tune else None
             measure(f"matmul {dtype_name}", f"M{m} N{n} K{k}", 2.0 * m * n * k, ours,
                     None if args.smoke else (lambda x=x, y=y: torch.mm(x, y)), expected, tune)
-            if args.split_k:
+            if args.split_k and not args.compile_only:
                 rows[-1].update(_split_k_times(args, matmul, x, y, expected, bench, bench_graph, relative_error))
             del x, y, expected
     if args.fp8:
-        _fp8_rows(args, torch, device, m_values, nk_pairs, measure, out_of_time)
+        _fp8_rows(args, torch, device, m_values, nk_pairs, measure, skipped)
     if args.bmm:
         for index, (batch, m, n, k) in enumerate(((32, 1024, 1024, 1024), (16, 4096, 128, 4096),
                                                   (64, 512, 512, 128), (8, 2048, 2048, 2048))
                                                  if not args.smoke else ((3, 17, 32, 48),)):
-            if out_of_time():
-                break
+            if skipped():
+                continue
             a = torch.randn(batch, m, k, device=device).to(torch.bfloat16)
             b = (torch.randn(batch, k, n, device=device) / k ** 0.5).to(torch.bfloat16)
             expected = torch.bmm(a.float(), b.float())
             measure("bmm bfloat16", f"B{batch} M{m} N{n} K{k}", 2.0 * batch * m * n * k,
                     lambda a=a, b=b: bmm(a, b), None if args.smoke else (lambda a=a, b=b: torch.bmm(a, b)),
                     expected, (lambda a=a, b=b: bmm.autotune(a, b)) if index < args.tune else None)
+    if args.compile_only:
+        return 0
     _summarise(rows)
     _write(rows, args, device)
     wrong_split = any(t.get("wrong") for row in rows for t in row.get("split_k_times", {}).values())
@@ -188,13 +206,13 @@ def main() -> int:
 
 
 def _fp8_rows(args: argparse.Namespace, torch: Any, device: str, m_values: tuple, nk_pairs: tuple,
-              measure: Callable[..., None], out_of_time: Callable[[], bool]) -> None:
-    kernel = _fp8_kernel()
+              measure: Callable[..., None], skipped: Callable[[], bool]) -> None:
+    kernel = fp8_kernel()
     e4m3 = torch.float8_e4m3fn
     for scaling in ("tensor", "row"):
         for index, (m, n, k) in enumerate((m, n, k) for (n, k) in nk_pairs[:3] for m in m_values):
-            if out_of_time():
-                return
+            if skipped():
+                continue
             torch.manual_seed(index)
             x = torch.randn(m, k, device=device).clamp(-4, 4).to(e4m3)
             y = (torch.randn(n, k, device=device).clamp(-4, 4)).to(e4m3).t()  # column-major [k, n]

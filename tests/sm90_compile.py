@@ -14,7 +14,7 @@ from typing import Any
 
 from tessera.backends.base import LoweringOptions
 from tessera.backends.triton.backend import TritonBackend
-from tessera.backends.triton.shared_memory import compiled_shared_memory
+from tessera.backends.triton.shared_memory import compiled_shared_memory, compiled_ttgir
 from tessera.runtime.tuning import heuristic_for
 
 H100_SHARED_MEMORY = 232448
@@ -22,6 +22,15 @@ H100_SHARED_MEMORY = 232448
 def sm90_shared_memory(kernel: Any, args: tuple, config: Any = None) -> list[int]:
     """Bytes of shared memory each launch of `kernel(*args)` needs on an H100, under `config`
     (default: the kernel's own, the heuristic one), as Triton computes it when compiling."""
+    return _sm90_compile(kernel, args, config, compiled_shared_memory)
+
+
+def sm90_ttgir(kernel: Any, args: tuple, config: Any = None) -> list[str]:
+    """The TritonGPU IR (after pipelining) of each launch of `kernel(*args)` compiled for an H100."""
+    return _sm90_compile(kernel, args, config, compiled_ttgir)
+
+
+def _sm90_compile(kernel: Any, args: tuple, config: Any, compile_one: Any) -> list[Any]:
     bound = kernel.bind(*args)
     plan = bound.plan(config or heuristic_for(bound))
     irs = bound.to_ir(plan.config)
@@ -38,5 +47,5 @@ def sm90_shared_memory(kernel: Any, args: tuple, config: Any = None) -> list[int
                              lowered.launch_options["num_stages"]))
         # with the alignment and 16-divisibility a launch specializes on: without them Triton
         # pipelines no load (Helion's gdn_fwd_h: 66 KB instead of the 290 KB the H100 reported)
-        return [compiled_shared_memory(path, name, arguments, num_warps=warps, num_stages=stages)
+        return [compile_one(path, name, arguments, num_warps=warps, num_stages=stages)
                 for path, name, arguments, warps, stages in launches]

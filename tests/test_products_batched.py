@@ -3,6 +3,7 @@
 against PyTorch (test_products.py has the 2-D forms)."""
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 import pytest
@@ -235,23 +236,31 @@ def test_a_product_over_one_tile_used_twice_is_a_located_refusal() -> None:
     assert "hl.dot(s[tile_m, tile_m], v[tile_m, tile_n])" in str(info.value)
 
 
-@pytest.mark.parametrize("m, n, k, blocks", [
-    (1, 4096, 4096, [16, 64, 128]),        # fewer 128 x 128 tiles than SMs: narrow, deep K
-    (128, 4096, 14336, [64, 64, 128]),
-    (4096, 4096, 4096, [128, 256, 64]),    # a wave of 128 x 256 tiles: wide N
-    (1024, 4096, 4096, [128, 256, 64]),    # 128 x 256 tiles: 128 programs, 97% of a wave
-    (512, 4096, 4096, [128, 128, 64]),     # 128 x 256 tiles would be half a wave
-    (128, 14336, 4096, [128, 128, 64]),    # just under a wave: narrower blocks re-read y
-    (1, 28672, 4096, [16, 128, 64]),
+@pytest.mark.parametrize("m, n, k, blocks, operands", [
+    (1, 4096, 4096, [16, 64, 128], "bf16"),        # fewer 128 x 128 tiles than SMs: narrow, deep K
+    (128, 4096, 14336, [64, 64, 128], "bf16"),
+    (4096, 4096, 4096, [128, 256, 64], "bf16"),    # a wave of 128 x 256 tiles: wide N
+    (1024, 4096, 4096, [128, 256, 64], "bf16"),    # 128 x 256 tiles: 128 programs, 97% of a wave
+    (512, 4096, 4096, [128, 128, 64], "bf16"),     # 128 x 256 tiles would be half a wave; 4 rows of M blocks
+    (128, 14336, 4096, [128, 64, 64], "bf16"),     # one row of M blocks over half a wave: 64-wide N
+    (1, 28672, 4096, [16, 128, 64], "bf16"),
+    # 8-bit operands take 128-deep K steps whatever the tiles (fp8 M128 N11008 K4096 with 64-deep
+    # steps: 0.56x torch._scaled_mm)
+    (128, 11008, 4096, [128, 64, 128], "fp8"),
+    (4096, 4096, 4096, [128, 256, 128], "fp8"),
+    (16, 4096, 4096, [16, 64, 128], "fp8"),
+    (128, 4096, 11008, [64, 64, 256], "fp8"),     # 64 x 64 tiles: 256-deep
 ])
-def test_heuristic_gemm_blocks_follow_the_grid(m: int, n: int, k: int, blocks: list[int]) -> None:
+def test_heuristic_gemm_blocks_follow_the_grid(m: int, n: int, k: int, blocks: list[int], operands: str) -> None:
     # Planned on the CPU for the H100 (132 SMs); measured effect in benchmarks/results/issue17/gemm_sweep*.
+    from benchmarks.gemm_sweep import fp8_kernel
     from examples.matmul import matmul
     from tessera.runtime.tuning import heuristic_for
 
-    x = torch.empty(m, k, dtype=torch.bfloat16)
-    y = torch.empty(k, n, dtype=torch.bfloat16)
-    config = heuristic_for(tessera.kernel(matmul.fn, mode="interpret").bind(x, y))
+    dtype = torch.float8_e4m3fn if operands == "fp8" else torch.bfloat16
+    x, y = torch.empty(m, k, dtype=dtype), torch.empty(k, n, dtype=dtype)
+    kernel, args = (fp8_kernel(), (x, y, torch.ones(m, 1), torch.ones(1, n))) if operands == "fp8" else (matmul, (x, y))
+    config = heuristic_for(tessera.kernel(kernel.fn, mode="interpret").bind(*args))
     assert config["block_sizes"] == blocks
 
 
@@ -274,6 +283,92 @@ def test_bmm_with_batch_slowest_matches_torch(device: torch.device, batch: int, 
     b = torch.randn(batch, k, n, device=device)
     kernel = tessera.kernel(bmm.fn, dot_precision="ieee")  # the GPU's default tf32 rounds apart from torch's fp32
     torch.testing.assert_close(kernel(a, b), torch.bmm(a, b), rtol=1e-4, atol=1e-4)
+
+
+@tessera.kernel
+def _bmm_acc_read_in_loop(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """bmm whose K loop also reads the carried accumulator (a running max): it stays 3-D."""
+    batch, m, k = a.size()
+    n = b.size(2)
+    out = torch.empty([batch, m, n], dtype=torch.float32, device=a.device)
+    peak = torch.empty([batch, m, n], dtype=torch.float32, device=a.device)
+    for tile_b, tile_m, tile_n in hl.tile([batch, m, n], block_size=[1, None, None]):
+        acc = hl.zeros([tile_b, tile_m, tile_n], dtype=torch.float32)
+        top = hl.zeros([tile_b, tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            top = torch.maximum(top, acc)
+            acc = torch.baddbmm(acc, a[tile_b, tile_m, tile_k], b[tile_b, tile_k, tile_n])
+        out[tile_b, tile_m, tile_n] = acc
+        peak[tile_b, tile_m, tile_n] = top
+    return out, peak
+
+
+@tessera.kernel
+def _bmm_of_batch_window(a: torch.Tensor, b: torch.Tensor, first: int) -> torch.Tensor:
+    """bmm of matrices first.. of a and b (batch tiles of one matrix from an offset): the batch
+    index is a scalar of the 2-D operand loads."""
+    batch, m, k = a.size()
+    n = b.size(2)
+    out = torch.zeros([batch, m, n], dtype=a.dtype, device=a.device)
+    for tile_b, tile_m, tile_n in hl.tile([first, 0, 0], [batch, m, n], block_size=[1, None, None]):
+        acc = hl.zeros([tile_b, tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.baddbmm(acc, a[tile_b, tile_m, tile_k], b[tile_b, tile_k, tile_n])
+        out[tile_b, tile_m, tile_n] = (acc * 2.0).to(out.dtype)
+    return out
+
+
+@pytest.mark.parametrize("batch, m, n, k", [(1, 1, 1, 1), (3, 17, 33, 40), (2, 32, 16, 48)])
+def test_bmm_whose_loop_reads_its_accumulator(device: torch.device, batch: int, m: int, n: int, k: int) -> None:
+    a = _randn(batch, m, k, dtype=torch.float32, device=device)
+    b = _randn(batch, k, n, dtype=torch.float32, device=device, scale=k ** -0.5)
+    out, peak = tessera.kernel(_bmm_acc_read_in_loop.fn, config=tessera.Config(block_sizes=[16, 16, 16]),
+                               mode=_mode(device), dot_precision="ieee")(a, b)
+    torch.testing.assert_close(out, torch.bmm(a, b), rtol=1e-4, atol=1e-4)
+    partial = [torch.bmm(a[:, :, :start], b[:, :start, :]) for start in range(0, k, 16)]
+    expected_peak = torch.stack([torch.zeros_like(out)] + partial).amax(0)
+    torch.testing.assert_close(peak, expected_peak, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
+@pytest.mark.parametrize("blocks", [[16, 16, 16], [32, 16, 32]])
+def test_bmm_of_a_batch_window(device: torch.device, dtype: torch.dtype, blocks: list[int]) -> None:
+    a = _randn(5, 19, 37, dtype=dtype, device=device)
+    b = _randn(5, 37, 21, dtype=dtype, device=device, scale=37 ** -0.5)
+    expected = torch.zeros(5, 19, 21, dtype=torch.float32, device=device)
+    expected[2:] = torch.bmm(a[2:].float(), b[2:].float()) * 2.0
+    _run(_bmm_of_batch_window.fn, (a, b, 2), expected.to(dtype), _TOL[dtype], device, block_sizes=blocks)
+
+
+def test_bmm_loads_and_accumulates_in_2d() -> None:
+    # One matrix per program: the operand tiles load as 2-D blocks and the K loop carries a 2-D
+    # accumulator, so the product is the loads' own (no reshape between them for Triton to fold).
+    from examples.bmm import bmm
+
+    a, b = torch.empty(4, 256, 128, dtype=torch.bfloat16), torch.empty(4, 128, 96, dtype=torch.bfloat16)
+    source = tessera.kernel(bmm.fn, mode="interpret").bind(a, b).to_triton_code(
+        tessera.Config(block_sizes=[64, 64, 32]))
+    loop = source[source.index("for k1_0"):source.index("tl.store")]
+    carried = re.search(r"(\w+_2d) = tl\.dot\(.*acc=(\w+_2d)", loop)
+    assert carried is not None and f"{carried.group(2)} = {carried.group(1)}" in loop
+    assert "[:, None, None]" not in loop  # both operand loads are 2-D pointer blocks
+
+
+def test_bmm_compiles_to_one_warpgroup_product_per_k_step() -> None:
+    # H100 (sm_90), compiled on the CPU: with 3-D operand loads Triton 3.6 copied bmm's first
+    # operand from shared memory into registers and split each K step into four wgmma of K=16
+    # (bmm B32 1024^3 at 0.86x torch.bmm, matmul 4096^3 at 0.97x); with TMA descriptors its
+    # pipeliner failed ("operand #0 does not dominate this use").
+    from examples.bmm import bmm
+    from sm90_compile import sm90_ttgir
+
+    a = torch.empty(8, 2048, 2048, dtype=torch.bfloat16)
+    config = tessera.Config(block_sizes=[128, 256, 64], num_warps=8, num_stages=3, l2_grouping=8,
+                            loop_orders=[[1, 2, 0]])
+    for indexing in ("pointer", "tensor_descriptor"):
+        (ttgir,) = sm90_ttgir(tessera.kernel(bmm.fn, mode="interpret"), (a, a), config.merged(indexing=indexing))
+        assert ttgir.count("ttng.warp_group_dot ") == 1, indexing
+        assert "tt.split" not in ttgir and "ttg.local_load" not in ttgir, indexing
 
 
 @pytest.mark.parametrize("mode", ["eager", "interpret"])

@@ -67,6 +67,9 @@ class Emitter(EmitterBase):
         self.last_comment: str | None = None
         self.locations: dict[int, Any] = {}  # body line index -> kernel SourceLocation
         self.renamed: dict[Node, str] = {}  # nodes computed again in a chunk pass get a per-pass name
+        # batched products of one matrix per program whose accumulator a loop carries in 2-D
+        # (lowering._flat_accumulators): the carried placeholder and the product -> the 2-D name
+        self.flat: dict[Node, str] = {}
         self.split_loop: Node | None = None  # the loop whose tiles the programs share (split_programs)
         self.split_reduction: Any = None     # the K loop split over `splits` programs per tile (split_k)
         self.splits = 1
@@ -188,14 +191,15 @@ class Emitter(EmitterBase):
         return f"tl.reshape({name}, {list(target)})"
 
     # -- memory ----------------------------------------------------------------------------------
-    def address(self, node: Node) -> tuple[str, list[str], list[str]]:
+    def address(self, node: Node, shape: tuple[Axis, ...] | None = None) -> tuple[str, list[str], list[str]]:
         """(pointer expression, block mask terms, scalar mask terms) of a load or store node.
 
         Scalar and gathered indices come from data or host ints: they are masked against the
         dimension's size (out-of-range lanes read 0 and are not written) so no access leaves
-        the tensor."""
+        the tensor. `shape`: the node's shape less some axes of block 1, addressed as scalars
+        (their tile's first index), so the pointer block has that lower rank (`squeezable_load`)."""
         tensor = node.params["tensor"]
-        shape = node.shape
+        shape = node.shape if shape is None else shape
         terms: list[str] = []
         masks = self.shape_mask(shape)
         scalar_masks: list[str] = []
@@ -203,7 +207,10 @@ class Emitter(EmitterBase):
         self.gather_ranges = []
         for dim, access in enumerate(node.params["accesses"]):
             stride = print_expr(tensor.strides[dim])
-            if access.kind is AccessKind.AXIS:
+            if access.kind is AccessKind.AXIS and access.axis not in shape:
+                index, checks = self._unit_axis_index(access)
+                scalar_masks.extend(checks)
+            elif access.kind is AccessKind.AXIS:
                 index = self.axis_index(access.axis, shape)
                 if access.bound is not None:
                     masks.append(f"({index} < {print_expr(access.bound)})")
@@ -245,6 +252,20 @@ class Emitter(EmitterBase):
                 if not provably_inside(position, size):
                     scalar_masks.append(f"(({print_expr(position)}) >= 0) & (({print_expr(position)}) < ({print_expr(size)}))")
         return f"{tensor.name} + ({offset})", masks, scalar_masks
+
+    def _unit_axis_index(self, access: Any) -> tuple[str, list[str]]:
+        """The scalar index of an axis of block 1 addressed outside the pointer block, and the
+        checks its one lane gets as a block axis (its tile's end, an access bound, >= 0)."""
+        axis = access.axis
+        index = f"({print_expr(axis.begin)})"
+        checks = [f"({index} < {print_expr(axis.end)})"] if axis.needs_mask else []
+        if access.bound is not None:
+            checks.append(f"({index} < {print_expr(access.bound)})")
+        if access.check_negative:
+            checks.append(f"({index} >= 0)")
+        if self.int64_indexing:
+            index = f"tl.full([], {index}, tl.int64)"
+        return index, checks
 
 
 INDEX_ERRORS = "tessera_index_errors"  # the extra argument of a kernel lowered with check_indices

@@ -221,8 +221,16 @@ def _shape_plain_product(facts: KernelFacts, wanted: dict[str, Any]) -> None:
     - fewer 128 x 128 tiles than SMs (M of 1-64, or half a wave at M of 128): the product streams the K x N
       operand, so it needs programs more than tile reuse: 64-wide N blocks, M blocks of at most
       64, 128-deep K, 4 stages (M=1 N=K=4096: 0.25x -> 0.84x cuBLAS; M=16 K=14336: 0.48 -> 0.88x);
+    - one row of 128-row blocks (M of 65-128) over half a wave of 128 x 128 tiles: 64-wide N
+      blocks, 4 warps, 4 stages, so the K x N operand streams through twice the SMs (session 11's
+      probe, results/issue17/gemm_session11.md: M128 N11008 K4096 bf16 0.0419 -> 0.0382 ms, fp8
+      0.0256 -> 0.0230 ms; torch 0.0343 / 0.0205 ms);
     - 90% of a wave of 128 x 256 tiles with 16- or 8-bit inputs: 256-wide N blocks
-      (4096^3: 0.83x -> 0.98x cuBLAS), and 128-deep K for 8-bit ones."""
+      (4096^3: 0.83x -> 0.98x cuBLAS);
+    - 8-bit inputs: 128-deep K whatever the tiles (a 64-deep K step moves 64-byte rows; fp8 e4m3
+      M128 N11008 K4096 with 128 x 128 x 64 tiles ran at 0.56x `torch._scaled_mm`), 256-deep
+      with narrow 64 x 64 tiles (fp8 M128 N4096 K11008: 0.0299 -> 0.0216 ms, torch 0.0191 ms;
+      at M16, 16 x 64 tiles, 256 was slower: 0.0087 -> 0.0093 ms)."""
     dims = _plain_product_dims(facts)
     if dims is None:
         return
@@ -234,18 +242,24 @@ def _shape_plain_product(facts: KernelFacts, wanted: dict[str, Any]) -> None:
     multiprocessors = _multiprocessors(facts.on_gpu)
     itemsize = min([dtype.itemsize for dtype in facts.dtypes if dtype.is_floating_point] or [4])
     square = programs(DOT_OUTPUT_BLOCK, DOT_OUTPUT_BLOCK)
+    deep = DEEP_REDUCTION_BLOCK
     # M above 64 keeps 128-row blocks unless the grid is under half a wave: narrower ones re-read
     # the K x N operand once more per extra M block (M128 N14336: 0.72x narrow, 0.93x square)
     if square < multiprocessors and (m.extent <= NARROW_DOT_BLOCK or 2 * square < multiprocessors):
         wanted[f"block_sizes[{m.index}]"] = _clamp_pow2(m.extent, 16, NARROW_DOT_BLOCK)
         wanted[f"block_sizes[{n.index}]"] = NARROW_DOT_BLOCK
-        wanted[f"block_sizes[{k.index}]"] = DEEP_REDUCTION_BLOCK
+        if itemsize == 1 and wanted[f"block_sizes[{m.index}]"] == NARROW_DOT_BLOCK:
+            deep *= 2
+        wanted[f"block_sizes[{k.index}]"] = deep
+        wanted["num_stages"] = 4
+    elif square < multiprocessors and _ceil_pow2(m.extent) <= DOT_OUTPUT_BLOCK:
+        wanted[f"block_sizes[{n.index}]"] = NARROW_DOT_BLOCK
         wanted["num_stages"] = 4
     elif (itemsize <= 2 and m.extent > NARROW_DOT_BLOCK
           and programs(DOT_OUTPUT_BLOCK, WIDE_DOT_BLOCK) >= WIDE_MIN_WAVE * multiprocessors):
         wanted[f"block_sizes[{n.index}]"] = WIDE_DOT_BLOCK
-        if itemsize == 1:
-            wanted[f"block_sizes[{k.index}]"] = DEEP_REDUCTION_BLOCK
+    if itemsize == 1:
+        wanted[f"block_sizes[{k.index}]"] = max(deep, int(wanted.get(f"block_sizes[{k.index}]", 0)))
 
 
 def _plain_product_dims(facts: KernelFacts) -> tuple[TunableDim, TunableDim, TunableDim] | None:

@@ -415,7 +415,8 @@ def _load(emitter: Emitter, node: Node) -> None:
             text = emitter.reshape_blocks(text, [a.block for a in access.kept_shape], [a.block for a in node.shape])
         emitter.line(f"{emitter.name_of(node)} = {text}")
         return
-    pointer, masks, scalar_masks = _address(emitter, node)
+    squeezed = _squeezed_shape(node)
+    pointer, masks, scalar_masks = _address(emitter, node, squeezed)
     emit_index_check(emitter, node, masks, node.inputs[0], scalar_masks)
     mask = join_masks(emitter, masks, node.inputs[0], scalar_masks)
     # Triton 3.6's interpreter cannot cast `other` to fp8; its masked lanes are zeros without it
@@ -424,17 +425,39 @@ def _load(emitter: Emitter, node: Node) -> None:
     other = "" if fp8_interpreted else ", other=0.0" if node.dtype in FP8_DTYPES else ", other=0"
     extra = f", mask={mask}{other}" if mask else ""
     text = f"tl.load({pointer}{extra}{_eviction_hint(emitter, node)})"
-    if node.shape and all(access.kind is AccessKind.SCALAR for access in node.params["accesses"]):
+    if squeezed is not None:
+        text = f"tl.reshape({text}, {emitter.block_shape(node.shape)})"
+    elif node.shape and all(access.kind is AccessKind.SCALAR for access in node.params["accesses"]):
         # one element with unit dims (`t[i, None]`, `:` of a size-1 dim): a scalar pointer loads a
         # 0-d value, which Triton's interpreter cannot reshape; broadcasting it to the unit block works
         text = f"tl.broadcast_to({text}, {emitter.block_shape(node.shape)})"
     emitter.line(f"{emitter.name_of(node)} = {text}")
 
 
-def _address(emitter: Emitter, node: Node) -> tuple[str, list[str], list[str]]:
-    """`emitter.address(node)`; for an access through an hl.stacktensor_like, the base pointer is
+def _squeezed_shape(node: Node) -> tuple[Axis, ...] | None:
+    """The last two axes of a load of rank > 2 whose leading axes all have block 1 (bmm's and
+    batched attention's operand tiles, `a[tile_b, tile_m, tile_k]` with one batch index per
+    program), when it is addressed by tile axes and scalars only: loaded as a 2-D block and
+    reshaped, so that the product's 2-D operand (`_dot`'s squeeze) is the load itself once Triton
+    folds the two reshapes. Through a 3-D load, Triton 3.6 on the H100 copied bmm's first operand
+    out of shared memory into registers and split its product into four K=16 wgmma steps."""
+    shape = node.shape
+    if len(shape) <= 2 or any(axis.block != 1 for axis in shape[:-2]) or node.params.get("stacked") is not None:
+        return None
+    accesses = node.params["accesses"]
+    if any(a.kind is AccessKind.VALUE for a in accesses):
+        return None
+    kept = tuple(shape[-2:])
+    addressed = [a.axis for a in accesses if a.kind is AccessKind.AXIS]
+    if not all(any(axis is other for other in addressed) for axis in kept) or kept[0] is kept[1]:
+        return None
+    return kept
+
+
+def _address(emitter: Emitter, node: Node, shape: tuple[Axis, ...] | None = None) -> tuple[str, list[str], list[str]]:
+    """`emitter.address(node, shape)`; for an access through an hl.stacktensor_like, the base pointer is
     the pointers value (its dims lead the access's), cast to pointers to the template's dtype."""
-    pointer, masks, scalar_masks = emitter.address(node)
+    pointer, masks, scalar_masks = emitter.address(node, shape)
     count = node.params.get("stacked")
     if count is None:
         return pointer, masks, scalar_masks
@@ -605,17 +628,22 @@ def _dot(emitter: Emitter, node: Node) -> None:
     accumulator = emitter.operand(acc, accumulate) if acc is not None else None
     # A batched (3-D) tl.dot whose batch blocks are all 1 is a plain matrix product: as 2-D it
     # gets the tensor-core path (wgmma on Hopper), which 3-D dots do not.
-    squeeze = len(node.shape) > 2 and all(axis.block == 1 for axis in node.shape[:-2])
+    squeeze = _squeezed_product(node)
     if squeeze:
         left = f"tl.reshape({left}, {emitter.block_shape(a.shape[-2:])})"
         right = f"tl.reshape({right}, {emitter.block_shape(b.shape[-2:])})"
-        if accumulator is not None:
+        if acc in emitter.flat:
+            accumulator = emitter.flat[acc]
+        elif accumulator is not None:
             accumulator = f"tl.reshape({accumulator}, {emitter.block_shape(node.shape[-2:])})"
     precision = f", input_precision='{emitter.dot_precision}'" if common == torch.float32 else ""
     if accumulator is not None:
         text = f"tl.dot({left}, {right}, acc={accumulator}{precision}, out_dtype={TRITON_DTYPES[accumulate]})"
     else:
         text = f"tl.dot({left}, {right}{precision}, out_dtype={TRITON_DTYPES[accumulate]})"
+    if node in emitter.flat:
+        emitter.line(f"{emitter.flat[node]} = {text}")
+        text = emitter.flat[node]
     emitter.line(f"{emitter.name_of(node)} = {f'tl.reshape({text}, {emitter.block_shape(node.shape)})' if squeeze else text}")
     if node.dtype != accumulate:
         emitter.line(f"{emitter.name_of(node)} = {emitter.cast(emitter.name_of(node), accumulate, node.dtype)}")
@@ -728,6 +756,30 @@ def _range_options(emitter: Emitter, node: Node) -> str:
     return "".join(options)
 
 
+def _squeezed_product(node: Node) -> bool:
+    """A batched product of one matrix per program (`_dot` multiplies it in 2-D)."""
+    return len(node.shape) > 2 and all(axis.block == 1 for axis in node.shape[:-2])
+
+
+def _flat_accumulators(emitter: Emitter, node: Node) -> list[tuple[Node, Node]]:
+    """The (placeholder, product) pairs of this loop whose carried value is only the accumulator
+    of one batched product of one matrix per program (bmm's K loop): the loop carries it in 2-D.
+    Carried in 3-D and reshaped around the product, Triton 3.6's pipeliner failed on it for sm_90
+    ("operand #0 does not dominate this use") once the operands loaded as 2-D blocks."""
+    pairs = []
+    body = list(walk_blocks(node.blocks))
+    for placeholder, output in zip(node.params["carried"], node.params["outputs"]):
+        if not (isinstance(output, Node) and output.op is Op.DOT and output.inputs[2] is placeholder
+                and _squeezed_product(output) and output.dtype == output.params["accumulate"]
+                and placeholder.dtype == output.dtype and output not in emitter.chunked_dots
+                and not output.params.get("small") and output in node.blocks[0].nodes):
+            continue
+        if [user for user in body if placeholder in user.inputs] != [output]:
+            continue
+        pairs.append((placeholder, output))
+    return pairs
+
+
 def _carried(emitter: Emitter, node: Node) -> None:
     """A loop-carried value enters its loop as a variable holding the entry value."""
     emitter.line(f"{emitter.name_of(node)} = {emitter.name_of(node.inputs[0])}")
@@ -742,15 +794,23 @@ def _loop(emitter: Emitter, node: Node) -> None:
         emit_split_loop(emitter, node, body)
         return
     placeholders = node.params["carried"]
+    plan = emitter.split_reduction if emitter.split_reduction is not None and node is emitter.split_reduction.loop else None
+    flat = [] if plan is not None or node.params.get("tail_of") is not None else _flat_accumulators(emitter, node)
+    for placeholder, output in flat:
+        emitter.flat[placeholder] = f"{emitter.name_of(placeholder)}_2d"
+        emitter.flat[output] = f"{emitter.name_of(output)}_2d"
     for placeholder in placeholders:
-        _carried(emitter, placeholder)
+        if placeholder in emitter.flat:
+            entry = emitter.name_of(placeholder.inputs[0])
+            emitter.line(f"{emitter.flat[placeholder]} = tl.reshape({entry}, {emitter.block_shape(placeholder.shape[-2:])})")
+        else:
+            _carried(emitter, placeholder)
     whole_tiles = node.params.get("tail_of")
     if whole_tiles is not None:  # a peeled last tile: its loads and loops keep the whole tiles' Config entries
         emitter.twins.update(zip(walk_blocks(node.blocks), walk_blocks(whole_tiles.blocks)))
         emitter.twins[node] = whole_tiles
     # at most one iteration: nothing to pipeline
     options = ", num_stages=1" if whole_tiles is not None else _range_options(emitter, node)
-    plan = emitter.split_reduction if emitter.split_reduction is not None and node is emitter.split_reduction.loop else None
     for loop in node.params["loops"]:
         begin, end = (print_expr(loop.begin), print_expr(loop.end)) if plan is None else \
             split_k_code.slice_bounds(emitter, loop, emitter.splits)
@@ -761,10 +821,16 @@ def _loop(emitter: Emitter, node: Node) -> None:
             emitter.define_axis(loop.axis)
     emit_block(emitter, node.blocks[0])
     for placeholder, output in zip(placeholders, node.params["outputs"]):
-        emitter.line(f"{emitter.name_of(placeholder)} = {emitter.name_of(output)}")
+        if placeholder in emitter.flat:
+            emitter.line(f"{emitter.flat[placeholder]} = {emitter.flat[output]}")
+        else:
+            emitter.line(f"{emitter.name_of(placeholder)} = {emitter.name_of(output)}")
     if not placeholders and not node.blocks[0].nodes:
         emitter.line("pass")
     emitter.indent -= len(node.params["loops"])
+    for placeholder, _ in flat:  # after the loop, its users read the 3-D value
+        emitter.line(f"{emitter.name_of(placeholder)} = tl.reshape({emitter.flat[placeholder]}, "
+                     f"{emitter.block_shape(placeholder.shape)})")
     if plan is not None:  # the rest of the body runs in the tile's last program (split_reduction.py)
         split_k_code.emit_partial_sums(emitter, plan, emitter.splits)
 

@@ -53,7 +53,7 @@ source = triton.compiler.ASTSource(fn=function, signature=signature, constexprs=
 compiled = triton.compile(source,
                           target=GPUTarget("cuda", request["capability"], 32),
                           options={"num_warps": request["num_warps"], "num_stages": request["num_stages"]})
-print(json.dumps({"shared": compiled.metadata.shared}))
+print(json.dumps({"shared": compiled.metadata.shared, "ttgir": compiled.asm["ttgir"] if request.get("ttgir") else None}))
 """
 
 
@@ -78,8 +78,22 @@ def compiled_shared_memory(source_path: str, function_name: str, arguments: Sequ
     """Bytes of shared memory the kernel `function_name` of `source_path` uses per program when
     compiled for CUDA compute capability `capability` (90: the H100) with these launch options;
     `arguments` are the launch's (tensors or their stand-ins, ints, floats) in parameter order."""
+    return int(_compile_offline(source_path, function_name, arguments, num_warps=num_warps, num_stages=num_stages,
+                                capability=capability, timeout=timeout, ttgir=False)["shared"])
+
+
+def compiled_ttgir(source_path: str, function_name: str, arguments: Sequence[Any], *, num_warps: int,
+                   num_stages: int, capability: int = 90, timeout: float = 300.0) -> str:
+    """The TritonGPU IR of the same compilation (after software pipelining): which operations
+    the GPU runs per loop iteration (products, copies, layout conversions)."""
+    return str(_compile_offline(source_path, function_name, arguments, num_warps=num_warps, num_stages=num_stages,
+                                capability=capability, timeout=timeout, ttgir=True)["ttgir"])
+
+
+def _compile_offline(source_path: str, function_name: str, arguments: Sequence[Any], *, num_warps: int,
+                     num_stages: int, capability: int, timeout: float, ttgir: bool) -> dict[str, Any]:
     request = {"path": source_path, "function": function_name, "num_warps": num_warps, "num_stages": num_stages,
-               "capability": capability, "arguments": [_argument_type(a) for a in arguments]}
+               "capability": capability, "arguments": [_argument_type(a) for a in arguments], "ttgir": ttgir}
     environment = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, "-c", _COMPILE], input=json.dumps(request), capture_output=True,
                           text=True, timeout=timeout, env=environment)
@@ -88,7 +102,7 @@ def compiled_shared_memory(source_path: str, function_name: str, arguments: Sequ
         raise exc.BackendCompileError(f"compiling {function_name} for sm_{capability} failed: "
                                       f"{lines[-1] if lines else done.returncode}",
                                       hint=f"the generated source is {source_path}")
-    return int(json.loads(done.stdout.strip().splitlines()[-1])["shared"])
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-__all__ = ["compiled_shared_memory"]
+__all__ = ["compiled_shared_memory", "compiled_ttgir"]

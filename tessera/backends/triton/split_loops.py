@@ -62,7 +62,10 @@ def _emit_shared_loop(emitter: Any, node: Node, emit_body: Callable[[], None]) -
     first = "split_id"
     if emitter.split_persistent:  # this program's first tile here: global tile number = its id mod P
         first = "split_first"
-        emitter.line("split_first = (tl.program_id(0) - split_seen % split_count + split_count) % split_count")
+        # below split_count, so int32 whatever split_seen is: an int64 first tile made every tile
+        # index, address and mask of the body 64-bit (MoE G8 on the H100: 0.40 -> 0.73 ms)
+        emitter.line("split_first = ((tl.program_id(0) - split_seen % split_count + split_count) % split_count)"
+                     ".to(tl.int32)")
     emitter.line(f"for split_tile in tl.range({first}, {total}, split_count):")
     emitter.indent += 1
     rest = "split_tile"
