@@ -8,6 +8,7 @@ Scalars are sympy expressions over the kernel's symbols.
 """
 from __future__ import annotations
 
+import operator
 import sys
 from typing import Any, Callable
 
@@ -311,41 +312,68 @@ class HostScalar(sympy.Symbol):
         # the rewrite does not see (a helper function, a lambda) would branch on that silently.
         # Against a Python number it is decided for the call being traced and guarded, as a
         # rewritten `if x.size(1) == 16:` is; sympy's own comparisons (with sympy objects) are kept.
-        decided = _user_equality(self, other)
+        decided = _user_relation(self, other, "==")
         return super().__eq__(other) if decided is None else decided
 
     def __ne__(self, other: Any) -> bool:
-        decided = _user_equality(self, other)
+        decided = _user_relation(self, other, "==")
         return super().__ne__(other) if decided is None else not decided
+
+    # orderings: sympy gives a relation whose truth Python cannot take (a raw TypeError in a helper's
+    # `if x.size(1) > 16:`); against a number in the user's code they are decided and guarded as `==`
+    def __lt__(self, other: Any) -> Any:
+        decided = _user_relation(self, other, "<")
+        return super().__lt__(other) if decided is None else decided
+
+    def __le__(self, other: Any) -> Any:
+        decided = _user_relation(self, other, "<=")
+        return super().__le__(other) if decided is None else decided
+
+    def __gt__(self, other: Any) -> Any:
+        decided = _user_relation(self, other, ">")
+        return super().__gt__(other) if decided is None else decided
+
+    def __ge__(self, other: Any) -> Any:
+        decided = _user_relation(self, other, ">=")
+        return super().__ge__(other) if decided is None else decided
 
     __hash__ = sympy.Symbol.__hash__
 
 
-def _user_equality(symbol: sympy.Symbol, other: Any) -> bool | None:
-    """`symbol == other` decided for the traced call when the user's code compares it with a Python
-    number; None (structural equality) otherwise. Only the user's code: sympy caches what it
-    simplifies by structure, so a value-dependent answer given to sympy (or to Tessera's own shape
-    code) would be reused for a later call with another value."""
+RELATIONS: dict[str, tuple[Callable[[Any, Any], bool], Callable[..., sympy.Basic]]] = {
+    "==": (operator.eq, sympy.Eq), "<": (operator.lt, sympy.Lt), "<=": (operator.le, sympy.Le),
+    ">": (operator.gt, sympy.Gt), ">=": (operator.ge, sympy.Ge),
+}
+"""Python's comparison and sympy's unevaluated relation, per spelling."""
+
+
+def _user_relation(expression: sympy.Expr, other: Any, spelling: str, depth: int = 2) -> bool | None:
+    """`expression <spelling> other` decided for the traced call when the user's code compares it
+    with a Python number; None (sympy's own answer) otherwise. Only the user's code: sympy caches
+    what it simplifies by structure, so a value-dependent answer given to sympy (or to Tessera's own
+    shape code) would be reused for a later call with another value. `depth`: how many frames up
+    the comparison was written."""
     if not isinstance(other, (int, float)) or isinstance(other, bool):
         return None
-    caller = sys._getframe(2).f_globals.get("__name__", "")  # the frame that wrote `==` / `!=`
+    caller = sys._getframe(depth).f_globals.get("__name__", "")  # the frame that wrote the comparison
     if caller.startswith(("sympy", "tessera.", "torch")):
         return None
-    return _decided_while_tracing(symbol, other)
+    return _decided_while_tracing(expression, other, spelling)
 
 
-def _decided_while_tracing(expression: sympy.Expr, number: int | float) -> bool | None:
-    """`expression == number` for the call being traced, with the guard that keeps the variant to
-    calls that decide it the same way; None outside a trace or for an expression of symbols the
+def _decided_while_tracing(expression: sympy.Expr, number: int | float, spelling: str = "==") -> bool | None:
+    """`expression <spelling> number` for the call being traced, with the guard that keeps the variant
+    to calls that decide it the same way; None outside a trace or for an expression of symbols the
     trace has no value of (loaded values, loop variables)."""
     symbols = getattr(interpreter.active(), "symbols", None)
     values = getattr(symbols, "values", None)
     if values is None or not expression.free_symbols or not expression.free_symbols <= set(values):
         return None
-    equal = symbols.evaluate(expression) == number
-    relation = sympy.Eq(expression, number, evaluate=False)
-    symbols.guard(relation if equal else sympy.Not(relation), f"{expression} == {number} is {equal}")
-    return bool(equal)
+    compare, relation_of = RELATIONS[spelling]
+    holds = bool(compare(symbols.evaluate(expression), number))
+    relation = relation_of(expression, number, evaluate=False)
+    symbols.guard(relation if holds else sympy.Not(relation), f"{expression} {spelling} {number} is {holds}")
+    return holds
 
 
 class AxisSize(_TorchLike):
@@ -389,16 +417,23 @@ class AxisSize(_TorchLike):
     __hash__ = object.__hash__
 
     def __lt__(self, other: Any) -> Any:
-        return self.number("<") < _size_number(other, "<")
+        return self._ordered(other, "<")
 
     def __le__(self, other: Any) -> Any:
-        return self.number("<=") <= _size_number(other, "<=")
+        return self._ordered(other, "<=")
 
     def __gt__(self, other: Any) -> Any:
-        return self.number(">") > _size_number(other, ">")
+        return self._ordered(other, ">")
 
     def __ge__(self, other: Any) -> Any:
-        return self.number(">=") >= _size_number(other, ">=")
+        return self._ordered(other, ">=")
+
+    def _ordered(self, other: Any, spelling: str) -> Any:
+        size, theirs = self.number(spelling), _size_number(other, spelling)
+        # `v.size(1) > 16` of a whole dim in user code: decided for this call and guarded, as
+        # HostScalar's orderings are (the comparison was written two frames above this one)
+        decided = _user_relation(size, theirs, spelling, depth=3) if isinstance(size, sympy.Expr) else None
+        return RELATIONS[spelling][0](size, theirs) if decided is None else decided
 
     def __add__(self, other: Any) -> Any:
         return self.number("+") + _size_number(other, "+")
