@@ -215,6 +215,7 @@ def _has_bool_index(index: Any) -> bool:
 def _getitem_eager(tensor: torch.Tensor, index: Any) -> torch.Tensor:
     if eager_indexing.is_tile_value(tensor):  # registers, not memory: views only, as when traced
         eager_indexing.check_tile_value_index(index)
+        eager_indexing.refuse_constant_index_of_tile_dims(tensor, index)
         return torch.Tensor.__getitem__(tensor, index)
     if _has_bool_index(index):  # boolean selection is plain PyTorch (no tiles, no bounds to check)
         return torch.Tensor.__getitem__(tensor, index)

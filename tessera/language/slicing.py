@@ -21,7 +21,7 @@ from tessera.language.elementwise import apply_elementwise
 from tessera.language.operands import ask_torch
 from tessera.language.reductions import record_reduction
 from tessera.language.statistics import only_tile_value
-from tessera.language.eager_indexing import is_constant_index
+from tessera.language.eager_indexing import is_constant_index, sliced_tile_dim_error
 from tessera.language.view import cast, view_axes
 from tessera.location import user_location
 from tessera.trace.proxy import TileValue
@@ -43,11 +43,7 @@ def whole_extent(tracer: Tracer, value: TileValue, dim: int, what: str) -> int:
             size = int(tracer.symbols.evaluate(extent))
             tracer.symbols.guard(sympy.Eq(extent, size), f"dimension {extent} is {size}, sliced by {what}")
             return size
-    kind = "a tile" if axis.is_tile else "a dimension read in chunks (reduction_loops)"
-    raise exc.UnsupportedOperationError(
-        f"{what} along dim {dim}, which is {kind}: only whole dimensions (read with `:`) are sliced in registers",
-        location=user_location(),
-        hint="slice the tensor in memory instead (x[tile, 8:16]), or read that dim whole: x[tile, :]")
+    raise sliced_tile_dim_error(what, dim, "a tile" if axis.is_tile else "a dimension read in chunks (reduction_loops)")
 
 
 def pick_lanes(tracer: Tracer, value: TileValue, dim: int, axis: Axis, wanted: Any) -> TileValue:

@@ -1,4 +1,4 @@
-"""`torch.sort` and `torch.topk` of tile values: values and indices, as torch gives them.
+"""`torch.sort`, `torch.argsort` and `torch.topk` of tile values: values and indices, as torch gives them.
 
 Triton sorts only values, along the last dimension. A SORT node sorts one 64-bit key per element:
 the value's bits mapped to an order-preserving int32 in the high half and its position in the low
@@ -78,6 +78,16 @@ def _topk_trace(tracer: Tracer, value: Any, k: int, dim: Any = -1, largest: bool
     return torch.return_types.topk((values, indices))
 
 
+def _argsort_trace(tracer: Tracer, value: Any, dim: Any = -1, descending: bool = False, *, stable: bool = False,
+                   out: Any = None) -> Any:
+    return _sorted(tracer, value, dim, descending, None, "torch.argsort")[1]
+
+
+def _argsort_eager(value: Any, dim: Any = -1, descending: bool = False, *, stable: bool = False,
+                   out: Any = None) -> Any:
+    return torch.argsort(value, dim=dim, descending=descending, stable=True)  # stable: as the generated sort
+
+
 def _sort_eager(value: Any, dim: Any = -1, descending: bool = False, *, stable: bool = False, out: Any = None) -> Any:
     # the generated sort is stable: eager (torch's CUDA sort is not, by default) must agree on ties
     return torch.sort(value, dim=dim, descending=descending, stable=True)
@@ -88,3 +98,6 @@ sort_p.def_eager(_sort_eager)
 sort_p.def_trace(_sort_trace)
 topk_p = Primitive("topk", torch_functions=(torch.topk, T.topk))
 topk_p.def_trace(_topk_trace)
+argsort_p = Primitive("argsort", torch_functions=(torch.argsort, T.argsort))
+argsort_p.def_eager(_argsort_eager)
+argsort_p.def_trace(_argsort_trace)
