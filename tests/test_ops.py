@@ -438,6 +438,36 @@ OPS: tuple[OpCase, ...] = (
     # sorting (language/sorting.py)
     OpCase("sort", lambda v: torch.sort(v, dim=1, descending=True).values, layout="row_to_row"),
     OpCase("topk", lambda v: v.topk(1, dim=1).values.squeeze(1), layout="row_to_value"),
+    # lanes moved within whole dims (language/rearrange.py)
+    OpCase("flip", lambda v: torch.flip(v, [1]) * 2 + v[:, None, :].flip((1, 2)).sum(1), layout="row_to_row"),
+    OpCase("flip", lambda v: v.flip([-1]), layout="row_to_row", dtype=torch.bfloat16),
+    OpCase("roll", lambda v: torch.roll(v, 3, 1) - v.roll(-40, -1), layout="row_to_row", dtype=torch.int32,
+           domain="small_int"),
+    OpCase("repeat", lambda v: v.repeat(1, 3).cumsum(1).sum(1) + v[:, None, :].repeat(1, 3, 2).sum((1, 2)),
+           layout="row_to_value", tolerance=1e-4),
+    OpCase("torch_tile", lambda v: torch.tile(v[:, None, :], (2, 1)).sum(1) + v.tile((1, 2)).cumsum(1).amax(1, True),
+           layout="row_to_row", tolerance=1e-4),
+    OpCase("index_select", lambda v: torch.index_select(v, 1, v.size(1) - 1 - torch.arange(v.size(1)))
+           + v.index_select(1, torch.tensor([0])), layout="row_to_row", dtype=torch.float16, tolerance=1e-3),
+    OpCase("tensor_split", lambda v: sum(p.sum(1) * (k + 1) for k, p in enumerate(torch.tensor_split(
+        torch.cat([v, v, v], 1), 3, 1))), layout="row_to_value", tolerance=1e-4),
+    # products of vectors and einsum (language/contractions.py)
+    OpCase("outer", lambda v: torch.outer(v.sum(1), v.amax(0)), layout="row_to_row", tolerance=1e-4,
+           reference=lambda v: torch.cat([torch.outer(c.sum(1), c.amax(0)) for c in v.split(4)])),
+    OpCase("mv", lambda v: torch.mv(v, v.amin(0)) + v @ v.amax(0), layout="row_to_value", tolerance=1e-4,
+           reference=lambda v: torch.cat([torch.mv(c, c.amin(0)) + c @ c.amax(0) for c in v.split(4)])),
+    OpCase("einsum", lambda v: torch.einsum("ij,ij->i", v, v) + torch.einsum("ij->i", v), layout="row_to_value",
+           tolerance=1e-4),
+    OpCase("einsum", lambda v: torch.einsum("ji->ij", v), layout="transposed", dtype=torch.bfloat16),
+    # running extremes and order statistics (language/order_statistics.py)
+    OpCase("cummax", lambda v: torch.cummax(v, 1).values + v.cummax(-1).indices, layout="row_to_row"),
+    OpCase("cummin", lambda v: v.cummin(1)[0] * 1000 + v.cummin(1)[1], layout="row_to_row", dtype=torch.int32,
+           domain="small_int"),
+    OpCase("logcumsumexp", lambda v: torch.logcumsumexp(v * 30, 1), layout="row_to_row", tolerance=1e-4),
+    OpCase("argsort", lambda v: torch.argsort(v, 1, descending=True), layout="row_to_row"),
+    OpCase("kthvalue", lambda v: torch.kthvalue(v, 1, 1).values + v.kthvalue(1, 1).indices, layout="row_to_value"),
+    OpCase("median", lambda v: v.median(1).values * 100 + torch.median(v, -1).indices, layout="row_to_value",
+           dtype=torch.bfloat16),
     # products (language/math.py)
     OpCase("mm", lambda a, b, c: a @ b, layout="matrix", tolerance=1e-4),
     OpCase("addmm", lambda a, b, c: torch.addmm(c, a, b), layout="matrix", tolerance=1e-4),

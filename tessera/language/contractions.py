@@ -146,7 +146,13 @@ def _einsum_operands(operands: tuple) -> list[Any]:
 def _einsum_trace(tracer: Tracer, equation: Any, *operands: Any) -> TileValue:
     values = _vectors("torch.einsum", *_einsum_operands(operands))
     parsed = parse_equation(equation, [v.dim() for v in values])
-    result = product_dtype(*values)
+    # torch's result dtype (a sum of one int operand gives int64), asked of one-element stand-ins
+    try:
+        result = torch.einsum(equation, *(torch.zeros((1,) * v.dim(), dtype=v.dtype) for v in values)).dtype
+    except RuntimeError as error:
+        raise exc.DtypeError(f"torch.einsum({equation!r}) of {[str(v.dtype) for v in values]}: PyTorch refuses it "
+                             f"({str(error).splitlines()[0]})", location=user_location(),
+                             hint="give the operands one dtype first (v.to(torch.float32))") from None
     matrix = _matrix_product(tracer, parsed, values, result)
     if matrix is not None:
         return matrix

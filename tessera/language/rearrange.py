@@ -46,7 +46,10 @@ def _moved(tracer: Tracer, value: TileValue, dim: int, count: int, source_of: Ca
     """`value` with dim `dim` replaced by `count` lanes; lane p takes source lane `source_of(p)`."""
     axis = UNIT if count == 1 else tracer.full_axis(count)
     lanes = 0 if axis is UNIT else tracer.tile_index(axis)
-    return pick_lanes(tracer, value, dim, axis, source_of(lanes))
+    wanted = source_of(lanes)
+    if axis is not UNIT and not isinstance(wanted, TileValue):  # one source lane for all: spread over the axis
+        wanted = apply_elementwise(tracer, "add", apply_elementwise(tracer, "mul", lanes, 0), wanted)
+    return pick_lanes(tracer, value, dim, axis, wanted)
 
 
 def _eager_on_whole_dims(function: Callable[..., Any], what: str,
@@ -132,7 +135,7 @@ def _repeat(tracer: Tracer, value: Any, sizes: tuple, what: str, padded: bool) -
         if count > 1:
             size = whole_extent(tracer, value, dim, what)
             value = _moved(tracer, value, dim, size * count,
-                           lambda p, n=size: apply_elementwise(tracer, "mod", p, n) if n > 1 else 0)
+                           lambda p, n=size: apply_elementwise(tracer, "mod", p, n))
     return value
 
 

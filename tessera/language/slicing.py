@@ -213,13 +213,13 @@ def _pieces(tracer: Tracer, value: TileValue, dim: int, sizes: list[int]) -> tup
     return tuple(pieces)
 
 
-def _known(tracer: Tracer, size: Any) -> int:
-    """A section size (`v.size(1)` of a whole dim included) as this call's int, guarded."""
-    size = sympy.sympify(size.number("torch.split") if hasattr(size, "number") else size)
+def known_int(tracer: Tracer, size: Any, what: str) -> int:
+    """A size-like argument (`v.size(1)` of a whole dim included) as this call's int, guarded."""
+    size = sympy.sympify(size.number(what) if hasattr(size, "number") else size)
     if size.is_Integer:
         return int(size)
     known = int(tracer.symbols.evaluate(size))
-    tracer.symbols.guard(sympy.Eq(size, known), f"torch.split section {size} is {known}")
+    tracer.symbols.guard(sympy.Eq(size, known), f"{what} argument {size} is {known}")
     return known
 
 
@@ -232,7 +232,7 @@ def torch_split_p(tracer: Tracer, value: Any, split_size_or_sections: Any, dim: 
         step = split_size_or_sections
         sizes = [min(step, size - start) for start in range(0, size, step)]
     else:
-        sizes = [_known(tracer, s) for s in split_size_or_sections]
+        sizes = [known_int(tracer, s, "torch.split") for s in split_size_or_sections]
         if sum(sizes) != size:
             raise exc.ShapeMismatchError(f"torch.split sections {sizes} do not add up to the dim's size {size}",
                                          location=user_location(), hint="torch refuses them too")
