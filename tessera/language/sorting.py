@@ -97,7 +97,16 @@ def _sort_eager(value: Any, dim: Any = -1, descending: bool = False, *, stable: 
 sort_p = Primitive("sort", torch_functions=(torch.sort, T.sort))
 sort_p.def_eager(_sort_eager)
 sort_p.def_trace(_sort_trace)
+def _topk_eager(value: Any, k: int, dim: Any = -1, largest: bool = True, sorted: bool = True, *,
+                out: Any = None) -> Any:
+    # the first k of the stable sort: torch's topk may name any of tied lanes, the generated one the earliest
+    torch.topk(value, k, dim=dim, largest=largest)  # torch's own checks (k too large, bools)
+    values, indices = torch.sort(value, dim=dim, descending=largest, stable=True)
+    return torch.return_types.topk((values.narrow(dim, 0, k), indices.narrow(dim, 0, k)))
+
+
 topk_p = Primitive("topk", torch_functions=(torch.topk, T.topk))
+topk_p.def_eager(_topk_eager)
 topk_p.def_trace(_topk_trace)
 argsort_p = Primitive("argsort", torch_functions=(torch.argsort, T.argsort))
 argsort_p.def_eager(_argsort_eager)
