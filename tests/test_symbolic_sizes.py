@@ -196,3 +196,24 @@ def test_python_orderings_of_sizes_in_helpers_are_decided_per_call_and_guarded()
         x = torch.randn(3, width)
         for mode, kernel in kernels.items():
             torch.testing.assert_close(kernel(x, cutoff), _orderings_expected(x, cutoff), msg=f"{mode} {width}")
+
+
+def _scaled_width_bonus(x: torch.Tensor) -> float:
+    """Orderings of size expressions (sympy relations whose truth sympy cannot take)."""
+    return 2.0 if x.size(1) * 2 + x.size(0) > 40 else 0.5 if 16 >= x.size(1) - 1 else 0.0
+
+
+def branch_on_size_expressions_in_a_helper(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = x[tile, :] * _scaled_width_bonus(x)
+    return out
+
+
+def test_orderings_of_size_expressions_in_helpers_are_decided_per_call_and_guarded() -> None:
+    kernels = {mode: tessera.kernel(branch_on_size_expressions_in_a_helper, mode=mode) for mode in ("eager", "interpret")}
+    for rows, width in ((3, 19), (3, 17), (3, 18), (4, 18), (3, 1), (3, 17)):
+        x = torch.randn(rows, width)
+        factor = 2.0 if width * 2 + rows > 40 else 0.5 if 16 >= width - 1 else 0.0
+        for mode, kernel in kernels.items():
+            torch.testing.assert_close(kernel(x), x * factor, msg=f"{mode} {rows}x{width}")

@@ -342,38 +342,58 @@ class HostScalar(sympy.Symbol):
 
 RELATIONS: dict[str, tuple[Callable[[Any, Any], bool], Callable[..., sympy.Basic]]] = {
     "==": (operator.eq, sympy.Eq), "<": (operator.lt, sympy.Lt), "<=": (operator.le, sympy.Le),
-    ">": (operator.gt, sympy.Gt), ">=": (operator.ge, sympy.Ge),
+    ">": (operator.gt, sympy.Gt), ">=": (operator.ge, sympy.Ge), "!=": (operator.ne, sympy.Ne),
 }
 """Python's comparison and sympy's unevaluated relation, per spelling."""
 
 
 def _user_relation(expression: sympy.Expr, other: Any, spelling: str, depth: int = 2) -> bool | None:
     """`expression <spelling> other` decided for the traced call when the user's code compares it
-    with a Python number; None (sympy's own answer) otherwise. Only the user's code: sympy caches
-    what it simplifies by structure, so a value-dependent answer given to sympy (or to Tessera's own
-    shape code) would be reused for a later call with another value. `depth`: how many frames up
-    the comparison was written."""
-    if not isinstance(other, (int, float)) or isinstance(other, bool):
-        return None
-    caller = sys._getframe(depth).f_globals.get("__name__", "")  # the frame that wrote the comparison
-    if caller.startswith(("sympy", "tessera.", "torch")):
+    with a Python number; None (sympy's own answer) otherwise. `depth`: how many frames up the
+    comparison was written."""
+    if not isinstance(other, (int, float)) or isinstance(other, bool) or not _written_by_user(depth):
         return None
     return _decided_while_tracing(expression, other, spelling)
 
 
-def _decided_while_tracing(expression: sympy.Expr, number: int | float, spelling: str = "==") -> bool | None:
-    """`expression <spelling> number` for the call being traced, with the guard that keeps the variant
-    to calls that decide it the same way; None outside a trace or for an expression of symbols the
-    trace has no value of (loaded values, loop variables)."""
+def _written_by_user(depth: int) -> bool:
+    """Whether the frame `depth` levels above the caller is the user's code. Only the user's code
+    gets value-dependent answers: sympy caches what it simplifies by structure, so an answer given
+    to sympy (or to Tessera's own shape code) would be reused for a later call with another value."""
+    caller = sys._getframe(depth + 1).f_globals.get("__name__", "")
+    return not caller.startswith(("sympy", "tessera.", "torch"))
+
+
+def _decided_while_tracing(left: Any, right: Any, spelling: str = "==") -> bool | None:
+    """`left <spelling> right` (sizes and numbers) for the call being traced, with the guard that keeps
+    the variant to calls that decide it the same way; None outside a trace or for an expression of
+    symbols the trace has no value of (loaded values, loop variables)."""
     symbols = getattr(interpreter.active(), "symbols", None)
     values = getattr(symbols, "values", None)
-    if values is None or not expression.free_symbols or not expression.free_symbols <= set(values):
+    free = set().union(*(side.free_symbols for side in (left, right) if isinstance(side, sympy.Basic)))
+    if values is None or not free or not free <= set(values):
         return None
     compare, relation_of = RELATIONS[spelling]
-    holds = bool(compare(symbols.evaluate(expression), number))
-    relation = relation_of(expression, number, evaluate=False)
-    symbols.guard(relation if holds else sympy.Not(relation), f"{expression} {spelling} {number} is {holds}")
+    holds = bool(compare(symbols.evaluate(left), symbols.evaluate(right)))
+    relation = relation_of(left, right, evaluate=False)
+    symbols.guard(relation if holds else sympy.Not(relation), f"{left} {spelling} {right} is {holds}")
     return holds
+
+
+_SYMPY_RELATION_TRUTH = sympy.core.relational.Relational.__bool__
+
+
+def _relation_truth(relation: sympy.core.relational.Relational) -> bool:
+    """`bool()` of a sympy relation: sympy raises a TypeError for one over symbols, which reached users
+    raw from `if x.size(1) * 2 > 16:` in a helper the rewrite does not see. In the user's code, while
+    a call is traced, it is decided for that call and guarded (as HostScalar's comparisons are)."""
+    spelling = getattr(relation, "rel_op", None)
+    decided = _decided_while_tracing(relation.lhs, relation.rhs, spelling) \
+        if spelling in RELATIONS and _written_by_user(1) else None
+    return _SYMPY_RELATION_TRUTH(relation) if decided is None else decided
+
+
+sympy.core.relational.Relational.__bool__ = _relation_truth  # type: ignore[method-assign]
 
 
 class AxisSize(_TorchLike):
