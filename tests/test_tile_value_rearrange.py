@@ -258,3 +258,19 @@ def test_topk_names_the_earliest_tied_lane_in_every_mode() -> None:
     for mode in MODES:
         got = tessera.kernel(smallest_two, mode=mode)(torch.empty(2, 2, dtype=torch.int64), x)
         assert got.tolist() == [[1, 2], [0, 1]], mode
+
+
+def row_dots_by_tile(out: T, x: T, w: T, y: T) -> T:
+    for tile_m, tile_n in hl.tile(out.size()):
+        out[tile_m, tile_n] = y[tile_m, tile_n] + x[tile_m, :] @ w[:]
+    return out
+
+
+def test_a_matrix_vector_product_keeps_its_rows_tile_for_broadcast_by_tile() -> None:
+    """`r = v @ w` runs over tile_m; Helion's broadcast by tile lines it up with tile_m of
+    `y[tile_m, tile_n]`. Eager lost the tile of a 1-D product's result and lined r up with tile_n."""
+    x, w, y = torch.randn(8, 5), torch.randn(5), torch.randn(8, 8)
+    for mode in MODES:
+        got = tessera.kernel(row_dots_by_tile, mode=mode, config=tessera.Config(block_sizes=[4, 4]))(
+            torch.empty(8, 8), x, w, y)
+        torch.testing.assert_close(got, y + (x @ w)[:, None], msg=mode)
