@@ -274,3 +274,34 @@ def test_a_matrix_vector_product_keeps_its_rows_tile_for_broadcast_by_tile() -> 
         got = tessera.kernel(row_dots_by_tile, mode=mode, config=tessera.Config(block_sizes=[4, 4]))(
             torch.empty(8, 8), x, w, y)
         torch.testing.assert_close(got, y + (x @ w)[:, None], msg=mode)
+
+
+def indexed_by_tensors(out: T, x: T, index: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        v = x[tile, :]
+        out[tile, :] = v[:, index[:]] + v[:, torch.arange(v.size(1))] * 10 + v[:, torch.tensor([-1] * 7)] * 100
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bfloat16])
+def test_a_tile_value_indexed_by_an_int_tensor_along_a_whole_dim(dtype: torch.dtype) -> None:
+    """`v[:, idx]` picks lanes as torch's advanced indexing does, negative indices from the end."""
+    x = _inputs((5, 7), dtype)
+    index = torch.tensor([6, -1, 0, 3, 3, -7, 2])
+    expected = x[:, index] + x * 10 + x[:, [-1] * 7] * 100
+    for mode in MODES:
+        got = tessera.kernel(indexed_by_tensors, mode=mode, config=CONFIG)(torch.empty_like(x), x, index)
+        torch.testing.assert_close(got, expected, rtol=0, atol=0, msg=mode)
+
+
+def tile_dim_indexed_by_a_tensor(out: T, x: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = x[tile, :][torch.arange(2), :]  # line: tile-tensor-index
+    return out
+
+
+def test_a_tile_dim_indexed_by_a_tensor_is_refused_alike_in_every_mode() -> None:
+    for mode in MODES:
+        with pytest.raises(exc.UnsupportedOperationError, match="which is a tile") as info:
+            tessera.kernel(tile_dim_indexed_by_a_tensor, mode=mode, config=CONFIG)(torch.empty(8, 3), torch.randn(8, 3))
+        assert info.value.location.lineno == marked_line(__file__, "tile-tensor-index")[0], mode

@@ -162,36 +162,58 @@ def _index_select_dims(value: Any, dim: int, index: Any) -> list[int]:
 
 def _index_select_trace(tracer: Tracer, value: Any, dim: int, index: Any) -> TileValue:
     value = only_tile_value("torch.index_select", value)
-    position = _index_select_dims(value, dim, index)[0]
-    size = whole_extent(tracer, value, position, "torch.index_select")
+    return select_lanes(tracer, value, _index_select_dims(value, dim, index)[0], index, "torch.index_select", False)
+
+
+def select_lanes(tracer: Tracer, value: TileValue, dim: int, index: Any, what: str, wrap: bool) -> TileValue:
+    """`value`'s lanes along whole dim `dim` named by a 1-D int index (a tile value or a tensor of
+    constants); `wrap`: negative indices count from the end (`v[:, idx]`, not torch.index_select)."""
+    size = whole_extent(tracer, value, dim, what)
     if isinstance(index, torch.Tensor) and not isinstance(index, TileValue):
-        return _constant_select(tracer, value, position, size, index)
+        return _constant_select(tracer, value, dim, size, index, what, wrap)
     if not isinstance(index, TileValue) or index.dim() > 1 or index.dtype not in (torch.int32, torch.int64):
         raise exc.UnsupportedOperationError(
-            "torch.index_select inside a tile loop takes a 1-D int32/int64 index: a tile value, or a tensor of "
+            f"{what} inside a tile loop takes a 1-D int32/int64 index: a tile value, or a tensor of "
             "constants made in the loop", location=user_location(),
             hint="e.g. torch.arange(v.size(1)) in the loop, torch.tensor([2, 0, 1]), or idx[:] loaded from memory")
     if value.dim() == 0:
         return value
-    return pick_lanes(tracer, value, position, index.axes[0] if index.dim() else UNIT, cast(tracer, index, torch.int32))
+    wanted = cast(tracer, index, torch.int32)
+    if wrap:
+        wanted = apply_elementwise(tracer, "where", apply_elementwise(tracer, "lt", wanted, 0),
+                                   apply_elementwise(tracer, "add", wanted, size), wanted)
+    return pick_lanes(tracer, value, dim, index.axes[0] if index.dim() else UNIT, wanted)
+
+
+def tensor_index_position(index: Any) -> int | None:
+    """The dim of `v[:, idx]`'s one int tensor index when every other item is `:`; else None."""
+    items = index if isinstance(index, tuple) else (index,)
+    tensors = [d for d, item in enumerate(items) if isinstance(item, (torch.Tensor, TileValue))]
+    if len(tensors) != 1 or any(not isinstance(item, slice) or item != slice(None)
+                                for d, item in enumerate(items) if d != tensors[0]):
+        return None
+    item = items[tensors[0]]
+    return tensors[0] if item.dim() == 1 and item.dtype in (torch.int32, torch.int64) else None
 
 
 MAX_CONSTANT_INDICES = 64
 """Longest constant index_select index: each of its lanes costs one select in the generated code."""
 
 
-def _constant_select(tracer: Tracer, value: TileValue, dim: int, size: int, index: torch.Tensor) -> TileValue:
-    """index_select by a tensor of constants made in the loop (`torch.tensor([2, 0, 1])`, or what
+def _constant_select(tracer: Tracer, value: TileValue, dim: int, size: int, index: torch.Tensor, what: str,
+                     wrap: bool) -> TileValue:
+    """A select by a tensor of constants made in the loop (`torch.tensor([2, 0, 1])`, or what
     `torch.arange(1)` gives while tracing): its values are known now, so they are checked here."""
     if index.dim() > 1 or index.dtype not in (torch.int32, torch.int64) or index.numel() > MAX_CONSTANT_INDICES:
         raise exc.UnsupportedOperationError(
-            f"torch.index_select by a constant {index.dtype} tensor of shape {list(index.shape)}: inside a tile "
+            f"{what} by a constant {index.dtype} tensor of shape {list(index.shape)}: inside a tile "
             f"loop a constant index is 1-D int32/int64 with at most {MAX_CONSTANT_INDICES} entries",
             location=user_location(), hint="load a longer index from memory: idx[:]")
     wanted = [int(i) for i in index.reshape(-1).tolist()]
-    if any(not 0 <= i < size for i in wanted):
-        raise exc.IndexingError(f"torch.index_select: index {wanted} out of range for a dim of size {size}",
+    if any(not (-size if wrap else 0) <= i < size for i in wanted):
+        raise exc.IndexingError(f"{what}: index {wanted} out of range for a dim of size {size}",
                                 location=user_location(), hint=f"index with 0 .. {size - 1} (torch refuses it too)")
+    wanted = [i % size for i in wanted]
     if index.dim() == 0 or len(wanted) == 1:
         return pick_lanes(tracer, value, dim, UNIT, wanted[0])
     step = wanted[1] - wanted[0]
