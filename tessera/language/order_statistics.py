@@ -114,6 +114,7 @@ def _kth(tracer: Tracer, value: TileValue, k: Any, dim: int, keepdim: bool, what
 def _kthvalue_trace(tracer: Tracer, value: Any, k: Any, dim: int = -1, keepdim: bool = False, *,
                     out: Any = None) -> Any:
     value = only_tile_value("torch.kthvalue", value)
+    ask_torch("torch.kthvalue", torch.kthvalue, (value, 1), {})  # torch's dtype rules (no bools)
     if value.dim() == 0:
         value = view_axes(tracer, value, (UNIT,), "kthvalue")
         found = _kth(tracer, value, k, 0, False, "torch.kthvalue")
@@ -124,6 +125,7 @@ def _kthvalue_trace(tracer: Tracer, value: Any, k: Any, dim: int = -1, keepdim: 
 
 def _median_trace(tracer: Tracer, value: Any, dim: Any = None, keepdim: bool = False, *, out: Any = None) -> Any:
     value = only_tile_value("torch.median", value)
+    ask_torch("torch.median", torch.median, (value,), {})  # torch's dtype rules (no bools)
     if dim is None:  # of every element: one value, no index
         count = 1
         for d in range(value.dim()):
@@ -150,6 +152,7 @@ def _median_along(tracer: Tracer, value: TileValue, dim: int, keepdim: bool) -> 
 
 # -- eager rules: torch's, with the trace's stable tie rule and its refusal of tile dims ----------
 def _kthvalue_eager(value: Any, k: int, dim: int = -1, keepdim: bool = False, *, out: Any = None) -> Any:
+    torch.kthvalue(value.reshape(-1)[:1], 1)  # torch's own dtype checks (no bools), as the trace asks
     if value.dim():
         refuse_tile_dims(value, [dim % value.dim()], "torch.kthvalue")
     values, indices = torch.sort(value, dim=dim, stable=True)
@@ -161,6 +164,7 @@ def _kthvalue_eager(value: Any, k: int, dim: int = -1, keepdim: bool = False, *,
 
 
 def _median_eager(value: Any, dim: Any = None, keepdim: bool = False, *, out: Any = None) -> Any:
+    torch.median(value.reshape(-1)[:1])  # torch's own dtype checks (no bools), as the trace asks
     if dim is None:
         refuse_tile_dims(value, range(value.dim()), "torch.median of every element")
         return _median_eager(value.reshape(-1), 0)[0]
