@@ -49,3 +49,4 @@ from tessera.language import view as _view  # noqa: E402,F401
 from tessera.language import rearrange as _rearrange  # noqa: E402,F401
 from tessera.language import contractions as _contractions  # noqa: E402,F401
 from tessera.language import order_statistics as _order_statistics  # noqa: E402,F401
+from tessera.language import pointwise_extras as _pointwise_extras  # noqa: E402,F401

@@ -351,7 +351,8 @@ REDUCTIONS = {"sum": "sum", "amax": "amax", "amin": "amin", "argmax": "argmax", 
 # reductions the trace builds from those (mean, softmax, ...): refused over a jagged tile in eager
 OTHER_REDUCTIONS = frozenset({"mean", "softmax", "log_softmax", "var", "std", "logsumexp", "any", "all",
                               "count_nonzero", "prod", "cumsum", "cumprod", "associative_scan", "reduce",
-                              "cummax", "cummin", "logcumsumexp", "kthvalue", "median"})
+                              "cummax", "cummin", "logcumsumexp", "kthvalue", "median", "nansum", "nanmean",
+                              "aminmax", "softmin"})
 _PRODUCTS = frozenset({"mm", "addmm", "dot"})
 _BROADCASTS = frozenset({"expand", "broadcast_to"})
 

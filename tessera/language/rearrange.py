@@ -1,5 +1,6 @@
 """torch functions that move lanes within whole dims of tile values: `torch.flip`, `torch.roll`,
-`Tensor.repeat`, `torch.tile`, `torch.index_select`, `torch.tensor_split`.
+`Tensor.repeat`, `torch.tile`, `torch.index_select`, `torch.tensor_split`, `Tensor.narrow`,
+`Tensor.select`.
 
 Each result lane names the source lane it takes (`n - 1 - p` for a flip, `(p - shift) mod n` for a
 roll, `p mod n` for a repeat, the index's value for index_select) and picks it as slicing.py's
@@ -23,7 +24,7 @@ from tessera.ir.primitive import defined_primitive
 from tessera.language.eager_indexing import refuse_tile_dims
 from tessera.language.elementwise import apply_elementwise
 from tessera.language.operands import ask_torch
-from tessera.language.slicing import pick_lanes, slice_dim, whole_extent
+from tessera.language.slicing import known_int, pick_lanes, slice_dim, whole_extent
 from tessera.language.statistics import only_tile_value
 from tessera.language.view import cast, view_axes
 from tessera.location import user_location
@@ -264,6 +265,23 @@ def _tensor_split_trace(tracer: Tracer, value: Any, indices_or_sections: Any, di
     return tuple(pieces)
 
 
+# -- Tensor.narrow / Tensor.select ----------------------------------------------------------------
+def _one_dim(value: Any, dim: int, *rest: Any) -> list[int]:
+    return _dims(value, dim, "Tensor.narrow / Tensor.select")
+
+
+def _narrow_trace(tracer: Tracer, value: Any, dim: int, start: Any, length: Any) -> TileValue:
+    value = only_tile_value("Tensor.narrow", value)
+    position = _one_dim(value, dim)[0]
+    begin, count = known_int(tracer, start, "Tensor.narrow"), known_int(tracer, length, "Tensor.narrow")
+    return slice_dim(tracer, value, position, slice(begin, begin + count))
+
+
+def _select_trace(tracer: Tracer, value: Any, dim: int, index: Any) -> TileValue:
+    value = only_tile_value("Tensor.select", value)
+    return slice_dim(tracer, value, _one_dim(value, dim)[0], known_int(tracer, index, "Tensor.select"))
+
+
 flip_p = defined_primitive("flip", _eager_on_whole_dims(torch.flip, "torch.flip", _flip_dims), _flip_trace,
                            torch_functions=(torch.flip, T.flip))
 roll_p = defined_primitive("roll", _eager_on_whole_dims(torch.roll, "torch.roll", _roll_dims), _roll_trace,
@@ -275,6 +293,10 @@ tile_p = defined_primitive("torch_tile", _eager_on_whole_dims(torch.tile, "torch
 index_select_p = defined_primitive(
     "index_select", _eager_on_whole_dims(torch.index_select, "torch.index_select", _index_select_dims),
     _index_select_trace, torch_functions=(torch.index_select, T.index_select))
+narrow_p = defined_primitive("narrow", _eager_on_whole_dims(torch.narrow, "Tensor.narrow", _one_dim), _narrow_trace,
+                             torch_functions=(torch.narrow, T.narrow))
+select_p = defined_primitive("select", _eager_on_whole_dims(torch.select, "Tensor.select", _one_dim), _select_trace,
+                             torch_functions=(torch.select, T.select))
 tensor_split_p = defined_primitive(
     "tensor_split", _eager_on_whole_dims(torch.tensor_split, "torch.tensor_split", _tensor_split_dims),
     _tensor_split_trace, torch_functions=(torch.tensor_split, T.tensor_split))

@@ -115,6 +115,16 @@ class TileValue(_TorchLike):
 
     ndim = property(dim)
 
+    # dtype facts a kernel branches on (`2 if v.is_floating_point() else 3`): known while tracing
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def is_complex(self) -> bool:
+        return self.dtype.is_complex
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
     def __repr__(self) -> str:
         return f"TileValue({self.node.name}: {self.dtype}, {list(self.axes)})"
 
