@@ -62,9 +62,12 @@ def check_tile_value_index(index: Any) -> None:
                 hint="index the tensor in memory instead (x[tile, i]), or use `:` and None on tile values")
 
 
-def sliced_tile_dim_error(what: str, dim: int, kind: str = "a tile") -> exc.UnsupportedOperationError:
-    """The error for constant lanes taken of a dim that is not whole (every mode raises it)."""
-    return exc.UnsupportedOperationError(
+def sliced_tile_dim_error(what: str, dim: int, kind: str = "a tile",
+                          error: type[exc.UnsupportedOperationError] = exc.UnsupportedOperationError
+                          ) -> exc.UnsupportedOperationError:
+    """The error for constant lanes taken of a dim that is not whole (every mode raises it; a split
+    raises Helion's class for splits, `error`)."""
+    return error(
         f"{what} along dim {dim}, which is {kind}: only whole dimensions (read with `:`) are sliced in registers",
         location=user_location(),
         hint="slice the tensor in memory instead (x[tile, 8:16]), or read that dim whole: x[tile, :]")
@@ -90,7 +93,8 @@ def refuse_constant_index_of_tile_dims(value: torch.Tensor, index: Any) -> None:
         dim += 1
 
 
-def refuse_tile_dims(value: Any, dims: Sequence[int], what: str) -> None:
+def refuse_tile_dims(value: Any, dims: Sequence[int], what: str,
+                     error: type[exc.UnsupportedOperationError] = exc.UnsupportedOperationError) -> None:
     """Eager's side of an op that moves lanes within whole dims (`torch.flip`, `torch.roll`, ...):
     on a tile dim torch would rearrange the block eager holds, which traced modes cannot (a tile's
     extent varies per tile), so eager refuses it as they do."""
@@ -99,7 +103,7 @@ def refuse_tile_dims(value: Any, dims: Sequence[int], what: str) -> None:
         return
     for dim in dims:
         if dim < len(lanes) and lanes[dim] is not None:
-            raise sliced_tile_dim_error(what, dim)
+            raise sliced_tile_dim_error(what, dim, error=error)
 
 
 def _as_int(value: Any) -> Any:

@@ -53,12 +53,13 @@ def _moved(tracer: Tracer, value: TileValue, dim: int, count: int, source_of: Ca
     return pick_lanes(tracer, value, dim, axis, wanted)
 
 
-def _eager_on_whole_dims(function: Callable[..., Any], what: str,
-                         dims_of: Callable[..., Sequence[int]]) -> Callable[..., Any]:
+def _eager_on_whole_dims(function: Callable[..., Any], what: str, dims_of: Callable[..., Sequence[int]],
+                         error: type[exc.UnsupportedOperationError] = exc.UnsupportedOperationError
+                         ) -> Callable[..., Any]:
     """torch's `function` in eager mode, after refusing tile dims as the trace does."""
     def rule(value: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(value, torch.Tensor):
-            refuse_tile_dims(value, dims_of(value, *args, **kwargs), what)
+            refuse_tile_dims(value, dims_of(value, *args, **kwargs), what, error)
         return function(value, *args, **kwargs)
     rule.__name__ = f"_{function.__name__}_eager"
     return rule
@@ -238,7 +239,7 @@ def _tensor_split_dims(value: Any, indices_or_sections: Any, dim: int = 0) -> li
 def _tensor_split_trace(tracer: Tracer, value: Any, indices_or_sections: Any, dim: int = 0) -> tuple[TileValue, ...]:
     value = only_tile_value("torch.tensor_split", value)
     position = _tensor_split_dims(value, indices_or_sections, dim)[0]
-    size = whole_extent(tracer, value, position, "torch.tensor_split")
+    size = whole_extent(tracer, value, position, "torch.tensor_split", exc.UnsupportedSplitOperation)
     if isinstance(indices_or_sections, int) and not isinstance(indices_or_sections, bool):
         sections = indices_or_sections
         if sections < 1:
@@ -258,7 +259,7 @@ def _tensor_split_trace(tracer: Tracer, value: Any, indices_or_sections: Any, di
     pieces = []
     for start, stop in zip(bounds, bounds[1:]):
         if stop <= start:
-            raise exc.UnsupportedOperationError(
+            raise exc.UnsupportedSplitOperation(
                 f"torch.tensor_split gives an empty piece [{start}:{stop}] of a dim of size {size}",
                 location=user_location(), hint="a tile value holds at least one lane per dim: use fewer pieces")
         pieces.append(slice_dim(tracer, value, position, slice(start, stop)))
@@ -298,5 +299,6 @@ narrow_p = defined_primitive("narrow", _eager_on_whole_dims(torch.narrow, "Tenso
 select_p = defined_primitive("select", _eager_on_whole_dims(torch.select, "Tensor.select", _one_dim), _select_trace,
                              torch_functions=(torch.select, T.select))
 tensor_split_p = defined_primitive(
-    "tensor_split", _eager_on_whole_dims(torch.tensor_split, "torch.tensor_split", _tensor_split_dims),
+    "tensor_split", _eager_on_whole_dims(torch.tensor_split, "torch.tensor_split", _tensor_split_dims,
+                                         exc.UnsupportedSplitOperation),
     _tensor_split_trace, torch_functions=(torch.tensor_split, T.tensor_split))

@@ -30,7 +30,8 @@ from tessera.trace.tracer import Tracer
 T = torch.Tensor
 
 
-def whole_extent(tracer: Tracer, value: TileValue, dim: int, what: str) -> int:
+def whole_extent(tracer: Tracer, value: TileValue, dim: int, what: str,
+                 error: type[exc.UnsupportedOperationError] = exc.UnsupportedOperationError) -> int:
     """The size of dim `dim` of `value`, which must be a whole dimension held in one block."""
     axis = tracer.canonical_axis(value.axes[dim])
     if axis is UNIT:
@@ -43,7 +44,8 @@ def whole_extent(tracer: Tracer, value: TileValue, dim: int, what: str) -> int:
             size = int(tracer.symbols.evaluate(extent))
             tracer.symbols.guard(sympy.Eq(extent, size), f"dimension {extent} is {size}, sliced by {what}")
             return size
-    raise sliced_tile_dim_error(what, dim, "a tile" if axis.is_tile else "a dimension read in chunks (reduction_loops)")
+    raise sliced_tile_dim_error(what, dim, "a tile" if axis.is_tile else "a dimension read in chunks (reduction_loops)",
+                                error)
 
 
 def pick_lanes(tracer: Tracer, value: TileValue, dim: int, axis: Axis, wanted: Any) -> TileValue:
