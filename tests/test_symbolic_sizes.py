@@ -162,3 +162,60 @@ def test_python_comparisons_of_sizes_in_helpers_are_decided_per_call() -> None:
         expected = x + (1 + 3 if width == 16 else 100 + 5)
         torch.testing.assert_close(kernel(x), expected, msg=str(width))
         torch.testing.assert_close(tessera.kernel(branch_in_a_helper, mode="eager")(x), expected)
+
+
+def _ordered_rows(x: torch.Tensor) -> int:
+    """Code the kernel calls but Tessera does not rewrite: Python orderings of sizes and scalars."""
+    if x.size(1) > 16:
+        return 1000
+    if 8 <= x.size(1):  # the number on the left: Python asks the size's reflected `>=`
+        return 100
+    return 10 if x.size(1) < 2 else 1
+
+
+widest_of = lambda v: 0.5 if v.size(1) >= 9 else 0.25  # noqa: E731 - a lambda on a tile value's whole dim
+
+
+def branch_on_orderings_in_a_helper(x: torch.Tensor, cutoff: int) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        bonus = 7 if cutoff <= 3 else 0
+        out[tile, :] = x[tile, :] + _ordered_rows(x) + widest_of(x[tile, :]) + bonus + min(x.size(1), 12)
+    return out
+
+
+def _orderings_expected(x: torch.Tensor, cutoff: int) -> torch.Tensor:
+    width = x.size(1)
+    rows = 1000 if width > 16 else 100 if width >= 8 else 10 if width < 2 else 1
+    return x + rows + (0.5 if width >= 9 else 0.25) + (7 if cutoff <= 3 else 0) + min(width, 12)
+
+
+def test_python_orderings_of_sizes_in_helpers_are_decided_per_call_and_guarded() -> None:
+    """`x.size(1) > 16` in a helper raised sympy's raw TypeError; now it is decided for the traced
+    call and guarded: each later call on the other side of a comparison retraces (never reuses)."""
+    kernels = {mode: tessera.kernel(branch_on_orderings_in_a_helper, mode=mode) for mode in ("eager", "interpret")}
+    for width, cutoff in ((17, 3), (16, 4), (8, 3), (9, 2), (7, 5), (1, 3), (12, 4), (13, 3), (17, 4)):
+        x = torch.randn(3, width)
+        for mode, kernel in kernels.items():
+            torch.testing.assert_close(kernel(x, cutoff), _orderings_expected(x, cutoff), msg=f"{mode} {width}")
+
+
+def _scaled_width_bonus(x: torch.Tensor) -> float:
+    """Orderings of size expressions (sympy relations whose truth sympy cannot take)."""
+    return 2.0 if x.size(1) * 2 + x.size(0) > 40 else 0.5 if 16 >= x.size(1) - 1 else 0.0
+
+
+def branch_on_size_expressions_in_a_helper(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = x[tile, :] * _scaled_width_bonus(x)
+    return out
+
+
+def test_orderings_of_size_expressions_in_helpers_are_decided_per_call_and_guarded() -> None:
+    kernels = {mode: tessera.kernel(branch_on_size_expressions_in_a_helper, mode=mode) for mode in ("eager", "interpret")}
+    for rows, width in ((3, 19), (3, 17), (3, 18), (4, 18), (3, 1), (3, 17)):
+        x = torch.randn(rows, width)
+        factor = 2.0 if width * 2 + rows > 40 else 0.5 if 16 >= width - 1 else 0.0
+        for mode, kernel in kernels.items():
+            torch.testing.assert_close(kernel(x), x * factor, msg=f"{mode} {rows}x{width}")

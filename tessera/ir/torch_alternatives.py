@@ -35,19 +35,8 @@ class Alternative:
 
 
 ALTERNATIVES: tuple[Alternative, ...] = (
-    Alternative("torch.argsort(x, dim)", (torch.argsort, T.argsort),
-                "sort with its indices: torch.sort(x, dim).indices"),
-    Alternative("torch.index_select / x.index_select", (torch.index_select, T.index_select),
-                "index the tensor argument with an index tile: `x[hl.load(idx, [tile]), :]`"),
-    Alternative("torch.einsum", (torch.einsum,),
-                "write the product with torch.matmul / hl.dot and permute / transpose"),
-    Alternative("torch.flip / torch.roll", (torch.flip, T.flip, torch.roll, T.roll),
-                "load with a computed index, e.g. `hl.load(x, [n - 1 - tile.index])`"),
     Alternative("F.dropout", (F.dropout,),
                 "write the mask with torch.rand_like(v) > p (or hl.rand with an explicit seed)"),
-    Alternative("torch.tensor_split", (torch.tensor_split, T.tensor_split),
-                "use torch.split(v, sizes, dim) along a whole dim, or index the parts of the tensor argument with "
-                "their own tiles", error=exc.UnsupportedSplitOperation),
     Alternative("torch.nonzero / torch.masked_select / x[bool_mask]",
                 (torch.nonzero, T.nonzero, torch.masked_select, T.masked_select, torch.argwhere, T.argwhere),
                 "the result's shape would depend on the data: keep the shape and select with "

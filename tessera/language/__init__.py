@@ -46,3 +46,7 @@ from tessera.language import transcendentals as _transcendentals  # noqa: E402,F
 from tessera.language import copies as _copies  # noqa: E402,F401
 from tessera.language import gather as _gather  # noqa: E402,F401
 from tessera.language import view as _view  # noqa: E402,F401
+from tessera.language import rearrange as _rearrange  # noqa: E402,F401
+from tessera.language import contractions as _contractions  # noqa: E402,F401
+from tessera.language import order_statistics as _order_statistics  # noqa: E402,F401
+from tessera.language import pointwise_extras as _pointwise_extras  # noqa: E402,F401

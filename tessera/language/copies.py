@@ -55,7 +55,7 @@ def flatten_p(tracer: Tracer, value: Any, start_dim: int = 0, end_dim: int = -1)
     return reshape_value(tracer, value, tuple(shape[:first] + [size] + shape[last + 1:]))
 
 
-def _local_index(tracer: Tracer, value: TileValue, dim: int) -> Any:
+def local_index(tracer: Tracer, value: TileValue, dim: int) -> Any:
     """Lane numbers of dim `dim` counted from the value's first lane (as eager's block counts them)."""
     axis = tracer.canonical_axis(value.axes[dim])
     if axis is UNIT:
@@ -72,7 +72,7 @@ def _triangle(name: str, keep: str) -> Any:
             raise exc.ShapeMismatchError(f"torch.{name} of a {value.dim()}-dim tile value", location=user_location(),
                                          hint="torch takes matrices (2 or more dims) too")
         rank = value.dim()
-        rows, columns = _local_index(tracer, value, rank - 2), _local_index(tracer, value, rank - 1)
+        rows, columns = local_index(tracer, value, rank - 2), local_index(tracer, value, rank - 1)
         if isinstance(rows, TileValue):
             rows = view_axes(tracer, rows, (*rows.axes, UNIT), f"{name} rows")
         if isinstance(columns, TileValue) or isinstance(rows, TileValue):

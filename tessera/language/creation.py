@@ -179,7 +179,9 @@ def _torch_arange_trace(tracer: Tracer, *bounds: Any, step: Any = None, dtype: t
     if step is not None:
         bounds = (*bounds, step)
     begin, end, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds[:2], bounds[2] if len(bounds) > 2 else 1)
-    integral = all(isinstance(v, (int, sympy.Integer)) or getattr(v, "is_integer", False) for v in (begin, end, step))
+    # a size (`v.size(1)`, an AxisSize) is an int too: torch.arange(v.size(1)) is int64 in eager mode
+    integral = all(isinstance(v, (int, sympy.Integer, AxisSize)) or getattr(v, "is_integer", False)
+                   for v in (begin, end, step))
     return _arange_trace(tracer, begin, end, step=step, dtype=dtype or (torch.int64 if integral
                                                                            else torch.get_default_dtype()))
 

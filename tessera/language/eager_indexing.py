@@ -62,6 +62,50 @@ def check_tile_value_index(index: Any) -> None:
                 hint="index the tensor in memory instead (x[tile, i]), or use `:` and None on tile values")
 
 
+def sliced_tile_dim_error(what: str, dim: int, kind: str = "a tile",
+                          error: type[exc.UnsupportedOperationError] = exc.UnsupportedOperationError
+                          ) -> exc.UnsupportedOperationError:
+    """The error for constant lanes taken of a dim that is not whole (every mode raises it; a split
+    raises Helion's class for splits, `error`)."""
+    return error(
+        f"{what} along dim {dim}, which is {kind}: only whole dimensions (read with `:`) are sliced in registers",
+        location=user_location(),
+        hint="slice the tensor in memory instead (x[tile, 8:16]), or read that dim whole: x[tile, :]")
+
+
+def refuse_constant_index_of_tile_dims(value: torch.Tensor, index: Any) -> None:
+    """Eager holds a tile as a real slice, so `v[:4]` of a tile dim would answer; traced modes cannot
+    (a tile's extent varies per tile), so eager refuses it the same way and the modes agree."""
+    lanes = eager_lanes.lanes_of(value)
+    if lanes == eager_lanes.LOST:
+        return
+    items = list(index) if isinstance(index, tuple) else [index]
+    if Ellipsis in items:
+        spot = items.index(Ellipsis)
+        explicit = sum(1 for item in items if item is not None and item is not Ellipsis)
+        items[spot:spot + 1] = [slice(None)] * (value.dim() - explicit)
+    dim = 0
+    for item in items:
+        if item is None:
+            continue
+        if is_constant_index(item) and dim < len(lanes) and lanes[dim] is not None:
+            raise sliced_tile_dim_error(f"the tile value index {item!r}", dim)
+        dim += 1
+
+
+def refuse_tile_dims(value: Any, dims: Sequence[int], what: str,
+                     error: type[exc.UnsupportedOperationError] = exc.UnsupportedOperationError) -> None:
+    """Eager's side of an op that moves lanes within whole dims (`torch.flip`, `torch.roll`, ...):
+    on a tile dim torch would rearrange the block eager holds, which traced modes cannot (a tile's
+    extent varies per tile), so eager refuses it as they do."""
+    lanes = eager_lanes.lanes_of(value)
+    if lanes == eager_lanes.LOST or not isinstance(value, torch.Tensor):
+        return
+    for dim in dims:
+        if dim < len(lanes) and lanes[dim] is not None:
+            raise sliced_tile_dim_error(what, dim, error=error)
+
+
 def _as_int(value: Any) -> Any:
     if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point():
         return int(value)

@@ -350,13 +350,16 @@ REDUCTIONS = {"sum": "sum", "amax": "amax", "amin": "amin", "argmax": "argmax", 
               "max": "amax", "min": "amin"}
 # reductions the trace builds from those (mean, softmax, ...): refused over a jagged tile in eager
 OTHER_REDUCTIONS = frozenset({"mean", "softmax", "log_softmax", "var", "std", "logsumexp", "any", "all",
-                              "count_nonzero", "prod", "cumsum", "cumprod", "associative_scan", "reduce"})
+                              "count_nonzero", "prod", "cumsum", "cumprod", "associative_scan", "reduce",
+                              "cummax", "cummin", "logcumsumexp", "kthvalue", "median", "nansum", "nanmean",
+                              "aminmax", "softmin"})
 _PRODUCTS = frozenset({"mm", "addmm", "dot"})
 _BROADCASTS = frozenset({"expand", "broadcast_to"})
 
 
-# where the dim argument sits: after the combine function and the input for hl.associative_scan/reduce
-_DIM_POSITIONS = {"associative_scan": 2, "reduce": 2}
+# where the dim argument sits: after the combine function and the input for hl.associative_scan/reduce,
+# after k for torch.kthvalue
+_DIM_POSITIONS = {"associative_scan": 2, "reduce": 2, "kthvalue": 2}
 
 
 def reduced_dims(value: torch.Tensor, args: tuple, kwargs: dict, position: int = 1) -> list[int] | None:
@@ -456,8 +459,12 @@ def _product_lanes(name: str, args: tuple, result: torch.Tensor) -> Lanes | str:
     else:
         accumulator, (a, b) = (tensors[0], tensors[1:3]) if name == "addmm" or len(tensors) == 3 else (None, tensors[:2])
     left, right = lanes_of(a), lanes_of(b)
-    if LOST in (left, right) or a.dim() < 2 or b.dim() < 2:
-        return LOST if LOST in (left, right) else (None,) * result.dim()
+    if LOST in (left, right):
+        return LOST
+    if a.dim() < 2 or b.dim() < 2:  # a 1-D operand (matmul): its dim is contracted, the other's remain
+        if a.dim() < 2 and b.dim() < 2:
+            return ()
+        return left[:-1] if b.dim() < 2 else (*right[:-2], right[-1])
     batch: list[Any] = [None] * (result.dim() - 2)
     for operand, own in ((a, left), (b, right)):
         offset = len(batch) - (operand.dim() - 2)

@@ -10,6 +10,9 @@ from tessera import exc
 from tessera.ir import interpreter
 from tessera.ir.graph import UNIT, Op
 from tessera.ir.primitive import Primitive
+from tessera.language.elementwise import apply_elementwise
+from tessera.language.reductions import record_reduction
+from tessera.language.view import cast, view_axes
 from tessera.location import user_location
 from tessera.trace.proxy import TileValue
 from tessera.trace.tracer import Tracer
@@ -130,6 +133,32 @@ def dot_trace(tracer: Tracer, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtyp
     return tracer.emit(Op.DOT, inputs, shape, dtype, accumulate=accumulate, k_axis=k, small=small)
 
 
+def wide_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Where a product sums: fp32 for floats below 64 bits, int64 for integers and bools."""
+    if dtype == torch.float64:
+        return dtype
+    return torch.float32 if dtype.is_floating_point else torch.int64
+
+
+def multiply_and_sum(tracer: Tracer, a: TileValue, b: TileValue, dims: list[int], result: torch.dtype) -> TileValue:
+    """`(a * b).sum(dims)` (a and b already aligned for broadcasting), summed wide, rounded once."""
+    wide = wide_dtype(result)
+    product = apply_elementwise(tracer, "mul", cast(tracer, a, wide), cast(tracer, b, wide))
+    total = record_reduction(tracer, "sum", product, dims, False, dtype=wide) if dims else product
+    return cast(tracer, total, result) if total.dtype != result else total
+
+
+def vector_product(tracer: Tracer, a: TileValue, b: TileValue, result: torch.dtype) -> TileValue:
+    """torch.matmul where an operand is 1-D: `v @ w` (a 0-d dot), `m @ v` (rows with v), `v @ m`."""
+    if b.dim() == 1:
+        if a.dim() > 1:  # (..., n, k) @ (k,) -> (..., n)
+            b = view_axes(tracer, b, (UNIT,) * (a.dim() - 1) + tuple(b.axes), "matrix-vector operand")
+        return multiply_and_sum(tracer, a, b, [a.dim() - 1], result)
+    # (k,) @ (..., k, n) -> (..., n): the vector stands for a 1 x k matrix whose row is dropped
+    column = view_axes(tracer, a, (UNIT,) * (b.dim() - 2) + (a.axes[0], UNIT), "vector-matrix operand")
+    return multiply_and_sum(tracer, column, b, [b.dim() - 2], result)
+
+
 def _accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
     if dtype.is_floating_point:
         return torch.float64 if dtype == torch.float64 else torch.float32
@@ -213,6 +242,9 @@ def _mm_eager(*args: Any, **kwargs: Any) -> torch.Tensor:
 def _mm_trace(tracer: Tracer, *args: Any, **kwargs: Any) -> TileValue:
     call = product_call("mm", _MM_OPERANDS, args, kwargs)
     a, b = call.operands
+    if isinstance(a, TileValue) and isinstance(b, TileValue) and 1 in (a.dim(), b.dim()):
+        check_integer_product(a, b)  # as eager's exact_matmul: every mode refuses alike
+        return vector_product(tracer, a, b, call.out_dtype or product_dtype(a, b))
     return dot_trace(tracer, a, b, None, out_dtype=call.out_dtype or product_dtype(a, b))
 
 

@@ -14,6 +14,7 @@ from tessera import exc
 from tessera.ir.primitive import Primitive
 from tessera.language import eager_indexing
 from tessera.language.stack import StackTensor
+from tessera.language.rearrange import select_lanes, tensor_index_position
 from tessera.language.slicing import constant_picks
 from tessera.language.view import subscript_value
 from tessera.location import user_location
@@ -214,7 +215,12 @@ def _has_bool_index(index: Any) -> bool:
 
 def _getitem_eager(tensor: torch.Tensor, index: Any) -> torch.Tensor:
     if eager_indexing.is_tile_value(tensor):  # registers, not memory: views only, as when traced
+        position = tensor_index_position(index)
+        if position is not None:  # `v[:, idx]` of a whole dim, as the trace picks lanes
+            eager_indexing.refuse_tile_dims(tensor, [position], "indexing a tile value with a tensor")
+            return torch.Tensor.__getitem__(tensor, index)
         eager_indexing.check_tile_value_index(index)
+        eager_indexing.refuse_constant_index_of_tile_dims(tensor, index)
         return torch.Tensor.__getitem__(tensor, index)
     if _has_bool_index(index):  # boolean selection is plain PyTorch (no tiles, no bounds to check)
         return torch.Tensor.__getitem__(tensor, index)
@@ -237,6 +243,10 @@ getitem_p.def_eager(_getitem_eager)  # tiles index like slices, with bounds chec
 @getitem_p.def_trace
 def _getitem_trace(tracer: Tracer, value: Any, index: Any) -> Any:
     if isinstance(value, TileValue):
+        position = tensor_index_position(index)
+        if position is not None:  # `v[:, idx]`: lanes of a whole dim picked by an int index
+            return select_lanes(tracer, value, position, index[position] if isinstance(index, tuple) else index,
+                                "indexing a tile value with a tensor", True)
         return subscript_value(tracer, *constant_picks(tracer, value, index))
     if isinstance(value, TensorProxy):
         return tensor_getitem(tracer, value, index)

@@ -201,7 +201,7 @@ def _cumulative_trace(fn: str) -> Callable[..., Any]:
     return rule
 
 
-def _scan_trace(tracer: Tracer, combine_fn: Callable[..., Any], input: Any, dim: int, *, reverse: bool) -> Any:
+def scan_trace(tracer: Tracer, combine_fn: Callable[..., Any], input: Any, dim: int, *, reverse: bool) -> Any:
     leaves, is_tuple = _operands(tracer, input, "hl.associative_scan")
     if leaves[0].dim() == 0:
         return input
@@ -255,5 +255,5 @@ cumsum_p = defined_primitive("cumsum", _cumulative_eager(torch.cumsum), _cumulat
                              torch_functions=(torch.cumsum, T.cumsum))
 cumprod_p = defined_primitive("cumprod", _cumulative_eager(torch.cumprod), _cumulative_trace("prod"),
                               torch_functions=(torch.cumprod, T.cumprod))
-associative_scan_p = defined_primitive("associative_scan", _scan_eager, _scan_trace)
+associative_scan_p = defined_primitive("associative_scan", _scan_eager, scan_trace)
 combine_reduce_p = defined_primitive("reduce", _reduce_eager, _reduce_trace)

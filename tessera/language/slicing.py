@@ -21,7 +21,7 @@ from tessera.language.elementwise import apply_elementwise
 from tessera.language.operands import ask_torch
 from tessera.language.reductions import record_reduction
 from tessera.language.statistics import only_tile_value
-from tessera.language.eager_indexing import is_constant_index
+from tessera.language.eager_indexing import is_constant_index, sliced_tile_dim_error
 from tessera.language.view import cast, view_axes
 from tessera.location import user_location
 from tessera.trace.proxy import TileValue
@@ -30,7 +30,8 @@ from tessera.trace.tracer import Tracer
 T = torch.Tensor
 
 
-def whole_extent(tracer: Tracer, value: TileValue, dim: int, what: str) -> int:
+def whole_extent(tracer: Tracer, value: TileValue, dim: int, what: str,
+                 error: type[exc.UnsupportedOperationError] = exc.UnsupportedOperationError) -> int:
     """The size of dim `dim` of `value`, which must be a whole dimension held in one block."""
     axis = tracer.canonical_axis(value.axes[dim])
     if axis is UNIT:
@@ -43,11 +44,8 @@ def whole_extent(tracer: Tracer, value: TileValue, dim: int, what: str) -> int:
             size = int(tracer.symbols.evaluate(extent))
             tracer.symbols.guard(sympy.Eq(extent, size), f"dimension {extent} is {size}, sliced by {what}")
             return size
-    kind = "a tile" if axis.is_tile else "a dimension read in chunks (reduction_loops)"
-    raise exc.UnsupportedOperationError(
-        f"{what} along dim {dim}, which is {kind}: only whole dimensions (read with `:`) are sliced in registers",
-        location=user_location(),
-        hint="slice the tensor in memory instead (x[tile, 8:16]), or read that dim whole: x[tile, :]")
+    raise sliced_tile_dim_error(what, dim, "a tile" if axis.is_tile else "a dimension read in chunks (reduction_loops)",
+                                error)
 
 
 def pick_lanes(tracer: Tracer, value: TileValue, dim: int, axis: Axis, wanted: Any) -> TileValue:
@@ -217,13 +215,13 @@ def _pieces(tracer: Tracer, value: TileValue, dim: int, sizes: list[int]) -> tup
     return tuple(pieces)
 
 
-def _known(tracer: Tracer, size: Any) -> int:
-    """A section size (`v.size(1)` of a whole dim included) as this call's int, guarded."""
-    size = sympy.sympify(size.number("torch.split") if hasattr(size, "number") else size)
+def known_int(tracer: Tracer, size: Any, what: str) -> int:
+    """A size-like argument (`v.size(1)` of a whole dim included) as this call's int, guarded."""
+    size = sympy.sympify(size.number(what) if hasattr(size, "number") else size)
     if size.is_Integer:
         return int(size)
     known = int(tracer.symbols.evaluate(size))
-    tracer.symbols.guard(sympy.Eq(size, known), f"torch.split section {size} is {known}")
+    tracer.symbols.guard(sympy.Eq(size, known), f"{what} argument {size} is {known}")
     return known
 
 
@@ -236,7 +234,7 @@ def torch_split_p(tracer: Tracer, value: Any, split_size_or_sections: Any, dim: 
         step = split_size_or_sections
         sizes = [min(step, size - start) for start in range(0, size, step)]
     else:
-        sizes = [_known(tracer, s) for s in split_size_or_sections]
+        sizes = [known_int(tracer, s, "torch.split") for s in split_size_or_sections]
         if sum(sizes) != size:
             raise exc.ShapeMismatchError(f"torch.split sections {sizes} do not add up to the dim's size {size}",
                                          location=user_location(), hint="torch refuses them too")

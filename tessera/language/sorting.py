@@ -1,4 +1,4 @@
-"""`torch.sort` and `torch.topk` of tile values: values and indices, as torch gives them.
+"""`torch.sort`, `torch.argsort` and `torch.topk` of tile values: values and indices, as torch gives them.
 
 Triton sorts only values, along the last dimension. A SORT node sorts one 64-bit key per element:
 the value's bits mapped to an order-preserving int32 in the high half and its position in the low
@@ -28,12 +28,13 @@ SORTABLE = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int
             torch.bool)
 
 
-def _sorted(tracer: Tracer, value: Any, dim: Any, descending: bool, k: int | None, what: str) -> Any:
+def sorted_with_indices(tracer: Tracer, value: Any, dim: Any, descending: bool, k: int | None, what: str) -> Any:
     if not isinstance(value, TileValue):
         raise exc.UnsupportedOperationError(f"{what} of {type(value).__name__}: only tile values sort inside a "
                                             "tile loop", location=user_location())
-    ask_torch(what, getattr(torch, what.split(".")[-1]), (value,),
-              {"dim": dim, **({"k": 1} if k is not None else {})})  # topk of bools: torch refuses it
+    # torch's dtype rules (topk of bools: torch refuses it; the others sort what torch.sort sorts)
+    ask_torch(what, torch.topk if k is not None else torch.sort, (value,),
+              {"dim": dim, **({"k": 1} if k is not None else {})})
     if value.dtype not in SORTABLE:
         raise exc.DtypeError(f"{what} of a {value.dtype} value: the sort key holds 32-bit values and their positions",
                              location=user_location(), hint="convert to float32 or int32 first")
@@ -68,14 +69,24 @@ def _sorted(tracer: Tracer, value: Any, dim: Any, descending: bool, k: int | Non
 
 def _sort_trace(tracer: Tracer, value: Any, dim: Any = -1, descending: bool = False, *, stable: bool = False,
                 out: Any = None) -> Any:
-    values, indices = _sorted(tracer, value, dim, descending, None, "torch.sort")
+    values, indices = sorted_with_indices(tracer, value, dim, descending, None, "torch.sort")
     return torch.return_types.sort((values, indices))
 
 
 def _topk_trace(tracer: Tracer, value: Any, k: int, dim: Any = -1, largest: bool = True, sorted: bool = True, *,
                 out: Any = None) -> Any:
-    values, indices = _sorted(tracer, value, dim, largest, k, "torch.topk")
+    values, indices = sorted_with_indices(tracer, value, dim, largest, k, "torch.topk")
     return torch.return_types.topk((values, indices))
+
+
+def _argsort_trace(tracer: Tracer, value: Any, dim: Any = -1, descending: bool = False, *, stable: bool = False,
+                   out: Any = None) -> Any:
+    return sorted_with_indices(tracer, value, dim, descending, None, "torch.argsort")[1]
+
+
+def _argsort_eager(value: Any, dim: Any = -1, descending: bool = False, *, stable: bool = False,
+                   out: Any = None) -> Any:
+    return torch.argsort(value, dim=dim, descending=descending, stable=True)  # stable: as the generated sort
 
 
 def _sort_eager(value: Any, dim: Any = -1, descending: bool = False, *, stable: bool = False, out: Any = None) -> Any:
@@ -86,5 +97,17 @@ def _sort_eager(value: Any, dim: Any = -1, descending: bool = False, *, stable: 
 sort_p = Primitive("sort", torch_functions=(torch.sort, T.sort))
 sort_p.def_eager(_sort_eager)
 sort_p.def_trace(_sort_trace)
+def _topk_eager(value: Any, k: int, dim: Any = -1, largest: bool = True, sorted: bool = True, *,
+                out: Any = None) -> Any:
+    # the first k of the stable sort: torch's topk may name any of tied lanes, the generated one the earliest
+    torch.topk(value, k, dim=dim, largest=largest)  # torch's own checks (k too large, bools)
+    values, indices = torch.sort(value, dim=dim, descending=largest, stable=True)
+    return torch.return_types.topk((values.narrow(dim, 0, k), indices.narrow(dim, 0, k)))
+
+
 topk_p = Primitive("topk", torch_functions=(torch.topk, T.topk))
+topk_p.def_eager(_topk_eager)
 topk_p.def_trace(_topk_trace)
+argsort_p = Primitive("argsort", torch_functions=(torch.argsort, T.argsort))
+argsort_p.def_eager(_argsort_eager)
+argsort_p.def_trace(_argsort_trace)

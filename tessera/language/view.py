@@ -13,7 +13,7 @@ import torch
 
 from tessera import exc
 from tessera.ir.graph import UNIT, Op
-from tessera.ir.primitive import torch_primitive
+from tessera.ir.primitive import defined_primitive, torch_primitive
 from tessera.language.constexpr import BlockSizeInt
 from tessera.language.eager_indexing import check_tile_value_index
 from tessera.language.operands import check_dtype
@@ -134,12 +134,48 @@ def permute(tracer: Tracer, value: TileValue, *dims: Any) -> TileValue:
 permute_p = torch_primitive("permute", torch.permute, T.permute)(permute)
 
 
-@torch_primitive("transpose", torch.transpose, T.transpose)
+@torch_primitive("transpose", torch.transpose, T.transpose, torch.swapaxes, T.swapaxes, torch.swapdims, T.swapdims)
 def transpose_p(tracer: Tracer, value: TileValue, dim0: int, dim1: int) -> TileValue:
     order = list(range(value.dim()))
     a, b = dim0 % value.dim(), dim1 % value.dim()
     order[a], order[b] = order[b], order[a]
     return permute(tracer, value, order)
+
+
+def _movedim_trace(tracer: Tracer, value: TileValue, source: Any, destination: Any) -> TileValue:
+    """torch.movedim: each source dim lands at its destination, the others keep their order."""
+    rank = value.dim()
+    sources = [d % rank for d in ([source] if isinstance(source, int) else source)]
+    destinations = [d % rank for d in ([destination] if isinstance(destination, int) else destination)]
+    if len(sources) != len(destinations) or len(set(sources)) != len(sources) or len(set(destinations)) != len(sources):
+        raise exc.IndexingError(f"torch.movedim from {source!r} to {destination!r}: give as many distinct dims each",
+                                location=user_location(), hint="torch refuses it too")
+    order: list[Any] = [None] * rank
+    for s, d in zip(sources, destinations):
+        order[d] = s
+    rest = iter(d for d in range(rank) if d not in sources)
+    return permute(tracer, value, [d if d is not None else next(rest) for d in order])
+
+
+def _view_as_eager(value: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    return value.reshape(other.shape)  # an eager block may not be contiguous: view_as could refuse it
+
+
+def _view_as_trace(tracer: Tracer, value: TileValue, other: Any) -> TileValue:
+    return reshape_value(tracer, value, tuple(other.shape))
+
+
+def _unflatten_trace(tracer: Tracer, value: TileValue, dim: int, sizes: Any) -> TileValue:
+    shape = list(value.shape)
+    position = dim % max(value.dim(), 1)
+    return reshape_value(tracer, value, tuple(shape[:position] + list(sizes) + shape[position + 1:]))
+
+
+movedim_p = defined_primitive("movedim", torch.movedim, _movedim_trace,
+                              torch_functions=(torch.movedim, T.movedim, torch.moveaxis, T.moveaxis))
+view_as_p = defined_primitive("view_as", _view_as_eager, _view_as_trace, torch_functions=(T.view_as, T.reshape_as))
+unflatten_p = defined_primitive("unflatten", torch.unflatten, _unflatten_trace,
+                                torch_functions=(torch.unflatten, T.unflatten))
 
 
 @torch_primitive("t", T.t)

@@ -8,6 +8,7 @@ Scalars are sympy expressions over the kernel's symbols.
 """
 from __future__ import annotations
 
+import operator
 import sys
 from typing import Any, Callable
 
@@ -113,6 +114,16 @@ class TileValue(_TorchLike):
         return len(self.axes)
 
     ndim = property(dim)
+
+    # dtype facts a kernel branches on (`2 if v.is_floating_point() else 3`): known while tracing
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def is_complex(self) -> bool:
+        return self.dtype.is_complex
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
 
     def __repr__(self) -> str:
         return f"TileValue({self.node.name}: {self.dtype}, {list(self.axes)})"
@@ -311,41 +322,88 @@ class HostScalar(sympy.Symbol):
         # the rewrite does not see (a helper function, a lambda) would branch on that silently.
         # Against a Python number it is decided for the call being traced and guarded, as a
         # rewritten `if x.size(1) == 16:` is; sympy's own comparisons (with sympy objects) are kept.
-        decided = _user_equality(self, other)
+        decided = _user_relation(self, other, "==")
         return super().__eq__(other) if decided is None else decided
 
     def __ne__(self, other: Any) -> bool:
-        decided = _user_equality(self, other)
+        decided = _user_relation(self, other, "==")
         return super().__ne__(other) if decided is None else not decided
+
+    # orderings: sympy gives a relation whose truth Python cannot take (a raw TypeError in a helper's
+    # `if x.size(1) > 16:`); against a number in the user's code they are decided and guarded as `==`
+    def __lt__(self, other: Any) -> Any:
+        decided = _user_relation(self, other, "<")
+        return super().__lt__(other) if decided is None else decided
+
+    def __le__(self, other: Any) -> Any:
+        decided = _user_relation(self, other, "<=")
+        return super().__le__(other) if decided is None else decided
+
+    def __gt__(self, other: Any) -> Any:
+        decided = _user_relation(self, other, ">")
+        return super().__gt__(other) if decided is None else decided
+
+    def __ge__(self, other: Any) -> Any:
+        decided = _user_relation(self, other, ">=")
+        return super().__ge__(other) if decided is None else decided
 
     __hash__ = sympy.Symbol.__hash__
 
 
-def _user_equality(symbol: sympy.Symbol, other: Any) -> bool | None:
-    """`symbol == other` decided for the traced call when the user's code compares it with a Python
-    number; None (structural equality) otherwise. Only the user's code: sympy caches what it
-    simplifies by structure, so a value-dependent answer given to sympy (or to Tessera's own shape
-    code) would be reused for a later call with another value."""
-    if not isinstance(other, (int, float)) or isinstance(other, bool):
-        return None
-    caller = sys._getframe(2).f_globals.get("__name__", "")  # the frame that wrote `==` / `!=`
-    if caller.startswith(("sympy", "tessera.", "torch")):
-        return None
-    return _decided_while_tracing(symbol, other)
+RELATIONS: dict[str, tuple[Callable[[Any, Any], bool], Callable[..., sympy.Basic]]] = {
+    "==": (operator.eq, sympy.Eq), "<": (operator.lt, sympy.Lt), "<=": (operator.le, sympy.Le),
+    ">": (operator.gt, sympy.Gt), ">=": (operator.ge, sympy.Ge), "!=": (operator.ne, sympy.Ne),
+}
+"""Python's comparison and sympy's unevaluated relation, per spelling."""
 
 
-def _decided_while_tracing(expression: sympy.Expr, number: int | float) -> bool | None:
-    """`expression == number` for the call being traced, with the guard that keeps the variant to
-    calls that decide it the same way; None outside a trace or for an expression of symbols the
-    trace has no value of (loaded values, loop variables)."""
+def _user_relation(expression: sympy.Expr, other: Any, spelling: str, depth: int = 2) -> bool | None:
+    """`expression <spelling> other` decided for the traced call when the user's code compares it
+    with a Python number; None (sympy's own answer) otherwise. `depth`: how many frames up the
+    comparison was written."""
+    if not isinstance(other, (int, float)) or isinstance(other, bool) or not _written_by_user(depth):
+        return None
+    return _decided_while_tracing(expression, other, spelling)
+
+
+def _written_by_user(depth: int) -> bool:
+    """Whether the frame `depth` levels above the caller is the user's code. Only the user's code
+    gets value-dependent answers: sympy caches what it simplifies by structure, so an answer given
+    to sympy (or to Tessera's own shape code) would be reused for a later call with another value."""
+    caller = sys._getframe(depth + 1).f_globals.get("__name__", "")
+    return not caller.startswith(("sympy", "tessera.", "torch"))
+
+
+def _decided_while_tracing(left: Any, right: Any, spelling: str = "==") -> bool | None:
+    """`left <spelling> right` (sizes and numbers) for the call being traced, with the guard that keeps
+    the variant to calls that decide it the same way; None outside a trace or for an expression of
+    symbols the trace has no value of (loaded values, loop variables)."""
     symbols = getattr(interpreter.active(), "symbols", None)
     values = getattr(symbols, "values", None)
-    if values is None or not expression.free_symbols or not expression.free_symbols <= set(values):
+    free = set().union(*(side.free_symbols for side in (left, right) if isinstance(side, sympy.Basic)))
+    if values is None or not free or not free <= set(values):
         return None
-    equal = symbols.evaluate(expression) == number
-    relation = sympy.Eq(expression, number, evaluate=False)
-    symbols.guard(relation if equal else sympy.Not(relation), f"{expression} == {number} is {equal}")
-    return bool(equal)
+    compare, relation_of = RELATIONS[spelling]
+    holds = bool(compare(symbols.evaluate(left), symbols.evaluate(right)))
+    relation = relation_of(left, right, evaluate=False)
+    symbols.guard(relation if holds else sympy.Not(relation), f"{left} {spelling} {right} is {holds}")
+    return holds
+
+
+_SYMPY_RELATION_TRUTH = sympy.core.relational.Relational.__bool__
+
+
+def _relation_truth(relation: sympy.core.relational.Relational) -> bool:
+    """`bool()` of a sympy relation: sympy raises a TypeError for one over symbols, which reached users
+    raw from `if x.size(1) * 2 > 16:` in a helper the rewrite does not see. In the user's code, while
+    a call is traced, it is decided for that call and guarded (as HostScalar's comparisons are)."""
+    spelling = getattr(relation, "rel_op", None)
+    decided = _decided_while_tracing(relation.lhs, relation.rhs, spelling) \
+        if spelling in RELATIONS and _written_by_user(1) else None
+    return _SYMPY_RELATION_TRUTH(relation) if decided is None else decided
+
+
+sympy.core.relational.Relational.__bool__ = _relation_truth  # type: ignore[method-assign]
 
 
 class AxisSize(_TorchLike):
@@ -389,16 +447,23 @@ class AxisSize(_TorchLike):
     __hash__ = object.__hash__
 
     def __lt__(self, other: Any) -> Any:
-        return self.number("<") < _size_number(other, "<")
+        return self._ordered(other, "<")
 
     def __le__(self, other: Any) -> Any:
-        return self.number("<=") <= _size_number(other, "<=")
+        return self._ordered(other, "<=")
 
     def __gt__(self, other: Any) -> Any:
-        return self.number(">") > _size_number(other, ">")
+        return self._ordered(other, ">")
 
     def __ge__(self, other: Any) -> Any:
-        return self.number(">=") >= _size_number(other, ">=")
+        return self._ordered(other, ">=")
+
+    def _ordered(self, other: Any, spelling: str) -> Any:
+        size, theirs = self.number(spelling), _size_number(other, spelling)
+        # `v.size(1) > 16` of a whole dim in user code: decided for this call and guarded, as
+        # HostScalar's orderings are (the comparison was written two frames above this one)
+        decided = _user_relation(size, theirs, spelling, depth=3) if isinstance(size, sympy.Expr) else None
+        return RELATIONS[spelling][0](size, theirs) if decided is None else decided
 
     def __add__(self, other: Any) -> Any:
         return self.number("+") + _size_number(other, "+")
