@@ -58,12 +58,15 @@ class RepeatedCalls:
     def decide(self, args: tuple) -> CallDecision | None:
         """The decision of an earlier call whose arguments had these arguments' exact facts,
         made under the settings in force now; else None (the caller decides, then `note`s)."""
-        if not self.memo.recent:
+        entries = self.memo.recent.get(_SITE)
+        if not entries:
             return None
-        found = self.memo.quick(_SITE, args, None)
-        if found is None:
-            return None
-        decision = found[0]
+        check, decision = entries[0]  # the usual repeat: the most recent check (Memo.quick's first step)
+        if check(args, None) is False:
+            found = self.memo.quick(_SITE, args, None)
+            if found is None:
+                return None
+            decision = found[0]
         if decision.stamp != settings.stamp("mode"):
             self.memo.clear()  # decided under other settings: all of them were
             return None
