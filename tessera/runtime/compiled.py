@@ -115,14 +115,13 @@ class CompiledRunner:
             # id: a code object hashes its bytecode; the kernel holds its loop bodies, so ids stay unique
             memo, site = self.memo, id(body.__code__)
             entries = memo.recent.get(site) if memo.recent else None
-            if entries:  # the usual repeat: the most recent check answers (Memo.quick, its first step inlined)
+            known = pointers = None
+            if entries:  # the usual repeat: the most recent check answers (Memo.quick's first step, inlined)
                 check, known = entries[0]
                 pointers = check(values, tile_range)
-                if pointers is not False and known.variant.global_reads is None:
-                    self.store.hits += 1
-                    return known.hit(self, values, body.__code__.co_freevars, True, pointers)
-            found = memo.quick(site, values, tile_range) if entries else None
-            known, pointers = found if found is not None else (None, None)
+                if pointers is False:
+                    found = memo.quick(site, values, tile_range)
+                    known, pointers = found if found is not None else (None, None)
             if known is not None and known.variant.global_reads is not None and not known.variant.global_reads.hold():
                 memo.recent.pop(site, None)  # a module global changed: the facts path decides afresh
                 known = None
