@@ -200,7 +200,7 @@ class RememberedLaunch:
             if positions.pairs and not disjoint and positions.may_overlap(opened):
                 refuse_partial_overlaps(self.variant, values, names)  # the exact test, for this rare case
             if positions.written:
-                note_writes(runner.kernel.fn.__name__, [opened[i] for i in positions.written], self.location)
+                note_writes(runner.kernel.fn.__name__, [*map(opened.__getitem__, positions.written)], self.location)
         self.run(runner, opened, pointers if type(pointers) is tuple else None)
 
     def disjoint_pairs(self) -> list[tuple[int, tuple[int, int], int, tuple[int, int]]]:
