@@ -132,6 +132,14 @@ def _read_environment(variable: str) -> str | None:
     `_data`, updated in place by every assignment; where that is not so (another Python, a
     replaced `os.environ`), the plain read is used.
     """
+    raw = _read_raw(variable)
+    decode = _environ_parts[3]
+    return raw if raw is None or _environ_parts[1] is None else decode(raw)
+
+
+def _read_raw(variable: str) -> Any:
+    """The environment's value of `variable` as `os.environ` stores it (bytes on POSIX), not
+    decoded; the decoded text where the stored mapping is not usable (see _read_environment)."""
     environ = os.environ
     if environ is not _environ_parts[0]:
         data = getattr(environ, "_data", None)
@@ -139,17 +147,28 @@ def _read_environment(variable: str) -> str | None:
         usable = isinstance(data, dict) and encode is not None and decode is not None
         _environ_parts[:] = [environ, data if usable else None, encode, decode]
         _ENCODED_KEYS.clear()
-    _, data, encode, decode = _environ_parts
+    data = _environ_parts[1]
     if data is None:
         return environ.get(variable)
     key = _ENCODED_KEYS.get(variable)
     if key is None:
-        key = _ENCODED_KEYS[variable] = encode(variable)
-    raw = data.get(key)
-    return None if raw is None else decode(raw)
+        key = _ENCODED_KEYS[variable] = _environ_parts[2](variable)
+    return data.get(key)
+
+
+def stamp(name: str) -> tuple[int, Any]:
+    """A token of everything `get(name)` reads: the override layers (their generation, bumped
+    by every `override` entry and exit) and the environment's stored value. While the token
+    stays equal, `get(name)` answers the same, so a decision made from it may be repeated.
+
+    >>> stamp("mode") == stamp("mode")
+    True
+    """
+    return _override_generation[0], _read_raw(_BY_NAME[name].env)
 
 
 _environ_parts: list[Any] = [None, None, None, None]  # os.environ, and its mapping and codecs when usable
+_override_generation = [0]  # bumped by each override() entry and exit (see stamp)
 _ENCODED_KEYS: dict[str, Any] = {}
 
 
@@ -202,10 +221,12 @@ def override(**values: Any) -> Iterator[None]:
     if unknown:
         raise KeyError(f"unknown Tessera settings: {sorted(unknown)}")
     _overrides.append(values)
+    _override_generation[0] += 1
     try:
         yield
     finally:
         _overrides.remove(values)
+        _override_generation[0] += 1
 
 
 def describe() -> str:

@@ -9,6 +9,7 @@ backend lowers and loads it. This module only dispatches.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import sys
 from typing import Any, Callable, Iterator
 
@@ -37,6 +38,9 @@ from tessera.runtime.plan import LaunchRecord
 from tessera.runtime.scratch import scratch_arguments
 from tessera.runtime.variants import RememberedLaunch, Variant, VariantStore, refuse_partial_overlaps
 from tessera.runtime.written_tensors import note_writes, written_tensors
+
+
+_CELL_CONTENTS = operator.attrgetter("cell_contents")
 
 
 class LazySlotTable:
@@ -105,13 +109,19 @@ class CompiledRunner:
         otherwise the keyed path reads each captured value once (`launch_inputs`), hashes the key,
         checks the guards and launches: no tracing, no sympy.
         """
-        values = [cell.cell_contents for cell in body.__closure__ or ()]
+        values = [*map(_CELL_CONTENTS, body.__closure__ or ())]  # no comprehension frame: on every launch
         facts = None
         if self.recorder is None:
             # id: a code object hashes its bytecode; the kernel holds its loop bodies, so ids stay unique
             memo, site = self.memo, id(body.__code__)
-            found = memo.quick(site, values, tile_range) if memo.recent else None
-            known, pointers = found if found is not None else (None, None)
+            entries = memo.recent.get(site) if memo.recent else None
+            known = pointers = None
+            if entries:  # the usual repeat: the most recent check answers (Memo.quick's first step, inlined)
+                check, known = entries[0]
+                pointers = check(values, tile_range)
+                if pointers is False:
+                    found = memo.quick(site, values, tile_range)
+                    known, pointers = found if found is not None else (None, None)
             if known is not None and known.variant.global_reads is not None and not known.variant.global_reads.hold():
                 memo.recent.pop(site, None)  # a module global changed: the facts path decides afresh
                 known = None
@@ -371,9 +381,14 @@ def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Conf
         if runner is not None:
             _keep_spare(kernel, runner)
         runner = _spare_runner(kernel, mode, config, device)
+    host = runner.host
+    interpreter.push(host)  # _run_host_code, inlined: this runs on every call
     try:
-        return _run_host_code(kernel, runner.host, args, kwargs)
+        return (kernel._rewritten or kernel.rewritten()).function(*args, **kwargs)
     finally:
+        interpreter.pop()
+        if host.pinned:
+            host.unpin()
         while kernel.idle_runners:  # a nested call's runner went back first
             try:
                 _keep_spare(kernel, kernel.idle_runners.pop())
@@ -416,7 +431,8 @@ def _restart(runner: CompiledRunner) -> None:
     if runner.store is not runner.kernel.store:  # kernel.reset() replaced it
         runner.store = runner.kernel.store
         runner.memo = runner.store.memo_for(runner.mode, runner.config_key)
-    runner.slots.reset()  # type: ignore[union-attr]  (spare runners make their own LazySlotTable)
+    if runner.slots._table is not None:  # type: ignore[union-attr]  (spare runners make their own LazySlotTable)
+        runner.slots.reset()  # type: ignore[union-attr]
     if runner.tunables:
         runner.tunables = {}
     if runner.user_tunables:

@@ -33,6 +33,7 @@ from tessera.runtime.compiled import VariantStore, launch_helper, run_compiled
 from tessera.runtime.constexpr_arguments import Marks, compile_time_arguments, constexpr_parameters, has_wrapped
 from tessera.runtime.eager import run_eager
 from tessera.runtime.kernel_settings import Settings, requested_mode
+from tessera.runtime.repeated_calls import CallDecision, RepeatedCalls
 from tessera.language.debug import breakpoint_helper
 from tessera.runtime.tuning import ConfigChoices, autotune, choice_key, config_for_call, kernel_defined
 from tessera.runtime.torch_library import announce, call_as_custom_op, is_traced_call
@@ -132,8 +133,14 @@ class Kernel:
         if self.settings.ignore_warnings and not getattr(_silencing, "active", False):
             return self._silenced(args, kwargs)
         try:  # one frame for the whole dispatch: this runs on every call
+            calls = self._repeated_calls if not kwargs and self.backward_rule is None else None
+            if calls is not None:
+                decision = calls.decide(args)
+                if decision is not None:  # a plain call repeating an earlier one's facts (repeated_calls.py)
+                    return run_compiled(self, decision.mode, args, kwargs, decision.config, decision.device)
             if self._constexpr_marks is not None or has_wrapped(args, kwargs):
                 args, kwargs = compile_time_arguments(self._constexpr_marks, args, kwargs)
+                calls = None
             self._check_arguments(args, kwargs)
             if self.backward_rule is not None and needs_grad(args, kwargs):
                 return call_with_backward(self, self.backward_rule, args, kwargs)
@@ -149,10 +156,15 @@ class Kernel:
                 if is_traced_call(args, kwargs):  # torch.compile's fake or functional tensors
                     return call_as_custom_op(self, args, kwargs)
                 device = common_device(self.fn.__name__, args, kwargs)
+                calls = None
+            stamp = calls.stamp() if calls is not None else None
             mode = self.mode_for(device)
             if mode == "eager":
                 return self.call_eager(args, kwargs, device)
-            return run_compiled(self, mode, args, kwargs, self.choose_config(mode, args, kwargs), device)
+            config = self.choose_config(mode, args, kwargs)
+            if calls is not None:
+                calls.note(args, CallDecision(mode, config, device, stamp))
+            return run_compiled(self, mode, args, kwargs, config, device)
         except exc.TesseraError as error:
             if settings.get("debug") == "raw":
                 raise
@@ -380,6 +392,15 @@ class Kernel:
         if mode not in MODES:
             raise exc.ConfigError(f"TESSERA_MODE={mode!r} is not a mode", hint=f"use one of {', '.join(MODES)}")
         return mode
+
+    @functools.cached_property
+    def _repeated_calls(self) -> RepeatedCalls | None:
+        """The memo of plain calls' decisions (repeated_calls.py), for kernels whose plain calls
+        pass their arguments unchanged (no hl.constexpr parameter) and choose Configs the usual
+        way (`tessera.aot_kernel` chooses per call); None for others."""
+        if self._constexpr_marks is not None or type(self).choose_config is not Kernel.choose_config:
+            return None
+        return self.config_choices.calls
 
     @functools.cached_property
     def _constexpr_marks(self) -> Marks | None:

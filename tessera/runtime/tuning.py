@@ -34,6 +34,7 @@ from tessera.config import Config, default_block_size
 from tessera.runtime.call_keys import argument_key
 from tessera.runtime.exact_facts import Memo, exact_facts
 from tessera.runtime.fast_checks import facts_check
+from tessera.runtime.repeated_calls import RepeatedCalls
 
 if TYPE_CHECKING:
     from tessera.backends.base import Backend
@@ -85,6 +86,7 @@ class ConfigChoices:
     def __init__(self) -> None:
         self.by_key: dict[Any, Config] = {}
         self.by_facts = Memo()
+        self.calls = RepeatedCalls()  # whole call decisions (mode, Config, device), forgotten with the choices
 
     def __len__(self) -> int:
         return len(self.by_key)
@@ -92,10 +94,12 @@ class ConfigChoices:
     def set(self, key: Any, config: Config) -> None:
         self.by_key[key] = config
         self.by_facts.clear()  # a memo entry may repeat the choice this replaces
+        self.calls.clear()
 
     def clear(self) -> None:
         self.by_key.clear()
         self.by_facts.clear()
+        self.calls.clear()
 
 
 def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config:

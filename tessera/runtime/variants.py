@@ -146,12 +146,13 @@ class RememberedLaunch:
     """
 
     __slots__ = ("variant", "grid", "arguments", "tensor_slots", "byte_slots", "direct", "asked", "opens_closures",
-                 "positions", "scratch", "device", "value_count", "pointer_direct")
+                 "positions", "scratch", "device", "value_count", "pointer_direct", "location")
 
     def __init__(self, variant: Variant, values: list[Any], arguments: list[Any], grid: tuple[int, ...],
                  names: tuple[str, ...] = ()) -> None:
         self.variant = variant
         self.grid = grid
+        self.location = variant.compiled.location  # where a refused write is reported
         # a captured closure's tensors are arguments too: slots index the values with closures opened
         self.opens_closures = any(captured_cells(value) is not None for value in values)
         opened = opened_closures(values) if self.opens_closures else values
@@ -199,8 +200,7 @@ class RememberedLaunch:
             if positions.pairs and not disjoint and positions.may_overlap(opened):
                 refuse_partial_overlaps(self.variant, values, names)  # the exact test, for this rare case
             if positions.written:
-                note_writes(runner.kernel.fn.__name__, [opened[i] for i in positions.written],
-                            self.variant.compiled.location)
+                note_writes(runner.kernel.fn.__name__, [*map(opened.__getitem__, positions.written)], self.location)
         self.run(runner, opened, pointers if type(pointers) is tuple else None)
 
     def disjoint_pairs(self) -> list[tuple[int, tuple[int, int], int, tuple[int, int]]]:
@@ -215,8 +215,9 @@ class RememberedLaunch:
     def run(self, runner: "CompiledRunner", values: list[Any], pointers: tuple[int, ...] | None = None) -> None:
         """Launch with `values`, the captured values with closures opened; `pointers`: the data
         pointers of their tensors, in order, checked to lie where the remembered ones did."""
-        if pointers is not None and self.pointer_direct is not None and self._directly(self.pointer_direct, pointers):
-            return
+        if pointers is not None and self.pointer_direct is not None:
+            if self.pointer_direct(pointers) if not self.scratch else self._directly(self.pointer_direct, pointers):
+                return
         if self.direct is not None and self._directly(self.direct, values):
             return
         arguments = self.arguments.copy()
