@@ -146,10 +146,11 @@ def _einsum_operands(operands: tuple) -> list[Any]:
 def _einsum_trace(tracer: Tracer, equation: Any, *operands: Any) -> TileValue:
     values = _vectors("torch.einsum", *_einsum_operands(operands))
     parsed = parse_equation(equation, [v.dim() for v in values])
-    # torch's result dtype (a sum of one int operand gives int64), asked of one-element stand-ins
+    # torch's result dtype (a sum of one int operand gives int64) and refusals (bools in a product),
+    # asked of stand-ins of two elements per dim (one-element dims take shortcuts that refuse nothing)
     try:
-        result = torch.einsum(equation, *(torch.zeros((1,) * v.dim(), dtype=v.dtype) for v in values)).dtype
-    except RuntimeError as error:
+        result = torch.einsum(equation, *(torch.zeros((2,) * v.dim(), dtype=v.dtype) for v in values)).dtype
+    except (RuntimeError, NotImplementedError) as error:
         raise exc.DtypeError(f"torch.einsum({equation!r}) of {[str(v.dtype) for v in values]}: PyTorch refuses it "
                              f"({str(error).splitlines()[0]})", location=user_location(),
                              hint="give the operands one dtype first (v.to(torch.float32))") from None

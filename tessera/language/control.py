@@ -101,7 +101,10 @@ def _sympy_boolean(value: Any) -> bool:
 
 
 def _truth(condition: sympy.Basic) -> sympy.Basic:
-    """A symbolic condition as a boolean (`v` alone means `v != 0`, as Python's `if v:`)."""
+    """A symbolic condition as a boolean (`v` alone means `v != 0`, as Python's `if v:`); a Python
+    bool (a size comparison decided for the traced call, proxy.py) is sympy's constant."""
+    if isinstance(condition, bool):
+        return sympy.true if condition else sympy.false
     return condition if _sympy_boolean(condition) else sympy.Ne(condition, 0)
 
 
@@ -126,7 +129,7 @@ def _joined(kind: str, conditions: list[Any], result: Any) -> Any:
         if all(isinstance(value, (bool, sympy.Basic)) for value in (*conditions, result)):
             return (sympy.And if kind == "and" else sympy.Or)(*map(_truth, conditions), result)
         tracer = current_tracer()
-        joined = _device_truth(tracer, result) if isinstance(result, sympy.Basic) else result
+        joined = _device_truth(tracer, result) if isinstance(result, (sympy.Basic, bool)) else result
         for condition in reversed(conditions):
             joined = (torch.logical_and if kind == "and" else torch.logical_or)(_device_truth(tracer, condition), joined)
         return joined

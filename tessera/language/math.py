@@ -60,14 +60,24 @@ def check_integer_product(a: Any, b: Any) -> None:
                  "the sums stay below 2**24) or torch.float64")
 
 
+def check_vector_product(a: Any, b: Any) -> None:
+    """Refuse bool operands of a product with a 1-D operand, as torch does (no bool dot/mv)."""
+    if torch.bool in (a.dtype, b.dtype):
+        raise exc.DtypeError(f"a product of {a.dtype} and {b.dtype} operands: torch multiplies no bool vectors",
+                             location=user_location(), hint="convert first: v.to(torch.int32)")
+
+
 def exact_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """`a @ b` computed in fp32 (fp64 for fp64 inputs, int64 for ints): the eager oracle's product.
 
     CPU lacks some low-precision and mixed-dtype kernels, and a compiled kernel accumulates in
     fp32 anyway, so eager mode upcasts instead of calling the low-precision kernel.
     """
-    if getattr(interpreter.active(), "loop_depth", 0):  # host code is plain torch
+    # host code is plain torch; a 1-D operand multiplies and sums without the GPU's matrix unit
+    if getattr(interpreter.active(), "loop_depth", 0) and a.dim() > 1 and b.dim() > 1:
         check_integer_product(a, b)
+    elif getattr(interpreter.active(), "loop_depth", 0):
+        check_vector_product(a, b)
     if a.dtype == torch.float64 or b.dtype == torch.float64:
         wide = torch.float64
     elif a.is_floating_point() or b.is_floating_point():
@@ -150,6 +160,7 @@ def multiply_and_sum(tracer: Tracer, a: TileValue, b: TileValue, dims: list[int]
 
 def vector_product(tracer: Tracer, a: TileValue, b: TileValue, result: torch.dtype) -> TileValue:
     """torch.matmul where an operand is 1-D: `v @ w` (a 0-d dot), `m @ v` (rows with v), `v @ m`."""
+    check_vector_product(a, b)
     if b.dim() == 1:
         if a.dim() > 1:  # (..., n, k) @ (k,) -> (..., n)
             b = view_axes(tracer, b, (UNIT,) * (a.dim() - 1) + tuple(b.axes), "matrix-vector operand")
@@ -243,7 +254,6 @@ def _mm_trace(tracer: Tracer, *args: Any, **kwargs: Any) -> TileValue:
     call = product_call("mm", _MM_OPERANDS, args, kwargs)
     a, b = call.operands
     if isinstance(a, TileValue) and isinstance(b, TileValue) and 1 in (a.dim(), b.dim()):
-        check_integer_product(a, b)  # as eager's exact_matmul: every mode refuses alike
         return vector_product(tracer, a, b, call.out_dtype or product_dtype(a, b))
     return dot_trace(tracer, a, b, None, out_dtype=call.out_dtype or product_dtype(a, b))
 

@@ -78,6 +78,8 @@ def _hardshrink(e: Ops, x: TileValue, lambd: float = 0.5) -> TileValue:
 
 
 def _threshold(e: Ops, x: TileValue, threshold: float, value: float, inplace: bool = False) -> TileValue:
+    if not x.dtype.is_floating_point:  # torch converts both scalars to the integer dtype first (0.1 -> 0)
+        threshold, value = (torch.tensor(v).to(x.dtype).item() for v in (threshold, value))
     return e.where(e.le(x, threshold), value, x)
 
 
