@@ -133,7 +133,9 @@ class Kernel:
         if self.settings.ignore_warnings and not getattr(_silencing, "active", False):
             return self._silenced(args, kwargs)
         try:  # one frame for the whole dispatch: this runs on every call
-            calls = self._repeated_calls if not kwargs and self.backward_rule is None else None
+            # a user's key= function may answer differently for the same argument facts: decided afresh
+            calls = (self._repeated_calls if not kwargs and self.backward_rule is None and self.settings.key is None
+                     else None)
             if calls is not None:
                 decision = calls.decide(args)
                 if decision is not None:  # a plain call repeating an earlier one's facts (repeated_calls.py)
