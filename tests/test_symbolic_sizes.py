@@ -219,3 +219,25 @@ def test_orderings_of_size_expressions_in_helpers_are_decided_per_call_and_guard
         factor = 2.0 if width * 2 + rows > 40 else 0.5 if 16 >= width - 1 else 0.0
         for mode, kernel in kernels.items():
             torch.testing.assert_close(kernel(x), x * factor, msg=f"{mode} {rows}x{width}")
+
+
+def _doubled_width_factor(x: torch.Tensor) -> float:
+    # `==`/`!=` of a size *expression* (sympy's structural equality was False for every call)
+    return 3.0 if x.size(1) * 2 == 32 else -1.0 if x.size(1) + 1 != 6 else 0.5
+
+
+def branch_on_size_expression_equality_in_a_helper(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = x[tile, :] * _doubled_width_factor(x)
+    return out
+
+
+def test_equality_of_size_expressions_in_helpers_is_decided_per_call_and_guarded() -> None:
+    kernels = {mode: tessera.kernel(branch_on_size_expression_equality_in_a_helper, mode=mode)
+               for mode in ("eager", "interpret")}
+    for width in (16, 17, 5, 16, 1, 5):
+        x = torch.randn(3, width)
+        factor = 3.0 if width * 2 == 32 else -1.0 if width + 1 != 6 else 0.5
+        for mode, kernel in kernels.items():
+            torch.testing.assert_close(kernel(x), x * factor, msg=f"{mode} width {width}")

@@ -406,6 +406,22 @@ def _relation_truth(relation: sympy.core.relational.Relational) -> bool:
 sympy.core.relational.Relational.__bool__ = _relation_truth  # type: ignore[method-assign]
 
 
+def _expression_equality(original: Callable[[Any, Any], bool], negated: bool) -> Callable[[Any, Any], bool]:
+    """`==` (or `!=`) of a size expression (`x.size(1) * 2 == 32`) in the user's code, decided for the
+    traced call and guarded as a size's own `==` is; sympy's structural answer (False for every call)
+    elsewhere."""
+    def equality(self: sympy.Expr, other: Any) -> bool:
+        decided = _user_relation(self, other, "==")
+        return original(self, other) if decided is None else decided != negated
+    return equality
+
+
+# The expression classes a size computation makes; Basic.__eq__ itself (every sympy object) is left alone.
+for _expression_class in (sympy.Add, sympy.Mul, sympy.Pow, sympy.Mod, sympy.floor, sympy.ceiling, sympy.Min, sympy.Max):
+    _expression_class.__eq__ = _expression_equality(_expression_class.__eq__, False)  # type: ignore[method-assign]
+    _expression_class.__ne__ = _expression_equality(_expression_class.__ne__, True)  # type: ignore[method-assign]
+
+
 class AxisSize(_TorchLike):
     """`value.size(d)` of a tiled dimension: usable as a size in hl.zeros and views."""
 
