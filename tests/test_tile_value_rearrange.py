@@ -305,3 +305,20 @@ def test_a_tile_dim_indexed_by_a_tensor_is_refused_alike_in_every_mode() -> None
         with pytest.raises(exc.UnsupportedOperationError, match="which is a tile") as info:
             tessera.kernel(tile_dim_indexed_by_a_tensor, mode=mode, config=CONFIG)(torch.empty(8, 3), torch.randn(8, 3))
         assert info.value.location.lineno == marked_line(__file__, "tile-tensor-index")[0], mode
+
+
+def first_two_picked(x: T) -> T:
+    out = torch.zeros_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile, :2] = x[tile, :].index_select(1, torch.tensor([2, 0]))
+    return out
+
+
+def test_a_constant_index_made_in_the_loop_lives_on_the_kernels_device(device: torch.device) -> None:
+    # eager mode on a GPU made `torch.tensor([2, 0])` on the CPU beside CUDA tile values: a raw
+    # device error where generated code computed (found by the H100 suite)
+    x = torch.randn(5, 3, device=device)
+    expected = torch.zeros_like(x)
+    expected[:, :2] = x[:, [2, 0]]
+    for mode in ("eager", "compiled" if device.type == "cuda" else "interpret"):
+        torch.testing.assert_close(tessera.kernel(first_two_picked, mode=mode)(x), expected, msg=mode)

@@ -14,6 +14,7 @@ import sympy
 import torch
 
 from tessera import exc
+from tessera.ir import interpreter
 from tessera.ir.graph import UNIT, Node, Op
 from tessera.ir.primitive import TORCH_FUNCTIONS
 from tessera.language.creation import full_p
@@ -273,6 +274,10 @@ def torch_call_helper(function: Any, *args: Any, **kwargs: Any) -> Any:
         return HL_FORMS_OF_TORCH[function](*args, **kwargs)
     if function is torch.tensor and args and _is_number(args[0]):
         return _scalar_tensor(args[0], kwargs.get("dtype"))
+    if function is torch.tensor and "device" not in kwargs:
+        # a constant index made in the loop (`torch.tensor([0, 2])`) lives where the kernel runs: eager
+        # mode on a GPU otherwise mixed it (on the CPU) with the tile values (a raw device error)
+        kwargs = {**kwargs, "device": interpreter.device()}
     if (function in _TILE_FACTORIES or any(isinstance(value, sympy.Expr) and not isinstance(value, HostScalar)
                                            and value.free_symbols for value in (*args, *kwargs.values()))) \
             and function in TORCH_FUNCTIONS:
