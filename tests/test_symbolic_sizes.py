@@ -241,3 +241,24 @@ def test_equality_of_size_expressions_in_helpers_is_decided_per_call_and_guarded
         factor = 3.0 if width * 2 == 32 else -1.0 if width + 1 != 6 else 0.5
         for mode, kernel in kernels.items():
             torch.testing.assert_close(kernel(x), x * factor, msg=f"{mode} width {width}")
+
+
+def _width_weights(x: torch.Tensor) -> list[float]:
+    # Python needs an int here: the size's value for this call (the variant is pinned to it)
+    return [1.0 + j for j in range(x.size(1))] + [0.5] * x.size(1)
+
+
+def weights_from_a_helper(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = x[tile, :] * sum(_width_weights(x))
+    return out
+
+
+def test_a_size_used_as_a_python_int_in_a_helper_is_this_calls_value_and_pinned() -> None:
+    kernels = {mode: tessera.kernel(weights_from_a_helper, mode=mode) for mode in ("eager", "interpret")}
+    for width in (3, 1, 5, 3):
+        x = torch.randn(4, width)
+        factor = sum(1.0 + j for j in range(width)) + 0.5 * width
+        for mode, kernel in kernels.items():
+            torch.testing.assert_close(kernel(x), x * factor, msg=f"{mode} width {width}")

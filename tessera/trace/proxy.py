@@ -347,7 +347,26 @@ class HostScalar(sympy.Symbol):
         decided = _user_relation(self, other, ">=")
         return super().__ge__(other) if decided is None else decided
 
+    def __index__(self) -> int:
+        # Python needs a plain int (`[0.0] * x.size(1)`, `range(x.size(1))` in a helper the rewrite does
+        # not see): the user's code gets this call's value, and the variant is pinned to it by a guard
+        value = symbol_value(self) if self.is_integer and _written_by_user(1) else None
+        if value is None:
+            raise TypeError(f"{self} is a number known per call, not a Python int here")
+        _decided_while_tracing(self, value, "==")  # the guard: calls with another value retrace
+        return value
+
     __hash__ = sympy.Symbol.__hash__
+
+
+def symbol_value(symbol: sympy.Expr) -> int | None:
+    """The traced call's value of an integer symbol, or None outside a trace or for one it has no
+    value of."""
+    symbols = getattr(interpreter.active(), "symbols", None)
+    values = getattr(symbols, "values", None)
+    if values is None or not symbol.free_symbols <= set(values):
+        return None
+    return int(symbols.evaluate(symbol))
 
 
 RELATIONS: dict[str, tuple[Callable[[Any, Any], bool], Callable[..., sympy.Basic]]] = {
