@@ -190,13 +190,6 @@ class TileValue(_TorchLike):
             location=user_location(),
             hint="compute both branches and select with torch.where(condition, a, b)")
 
-    def __setitem__(self, index: Any, value: Any) -> None:
-        raise exc.DeviceTensorSubscriptAssignmentNotAllowed(
-            "item assignment into a value computed in the tile loop (`v[i] = x`) is not supported: "
-            "tile values are registers, not memory", location=user_location(),
-            hint="build the new value with torch.where (e.g. v = torch.where(index == i, x, v)), or store "
-                 "into a tensor argument")
-
     def __iter__(self) -> Any:
         raise exc.UnsupportedSyntaxError("iterating over a tile value is not supported",
                                          location=user_location(), hint="index it with a tile or use hl.static_range")
@@ -307,6 +300,17 @@ for _name, _function in UNARY_OPERATORS.items():
     setattr(TileValue, f"__{_name}__", _unary_operator(_function))
 
 
+def _decided_in_user_code(original: Callable[[Any, Any], Any], spelling: str,
+                          negated: bool = False) -> Callable[[Any, Any], Any]:
+    """A comparison method of a size (or size expression): against a Python number in the user's
+    code, `<spelling>` decided for the traced call and guarded (`negated`: its opposite, for `!=`);
+    `original` (sympy's own answer) otherwise."""
+    def compare(self: sympy.Expr, other: Any) -> Any:
+        decided = _user_relation(self, other, spelling)
+        return original(self, other) if decided is None else decided != negated
+    return compare
+
+
 class HostScalar(sympy.Symbol):
     """A scalar argument of the kernel while tracing (`lo: float`): a sympy symbol that torch's
     argument parser also accepts where a tensor may stand, so `torch.clamp(v, lo, hi)` and
@@ -317,35 +321,17 @@ class HostScalar(sympy.Symbol):
                            kwargs: dict | None = None) -> Any:
         return _dispatch(func, args, kwargs)
 
-    def __eq__(self, other: Any) -> bool:
-        # sympy's `==` compares structure: `x_size1 == 16` would be False for every call, and code
-        # the rewrite does not see (a helper function, a lambda) would branch on that silently.
-        # Against a Python number it is decided for the call being traced and guarded, as a
-        # rewritten `if x.size(1) == 16:` is; sympy's own comparisons (with sympy objects) are kept.
-        decided = _user_relation(self, other, "==")
-        return super().__eq__(other) if decided is None else decided
-
-    def __ne__(self, other: Any) -> bool:
-        decided = _user_relation(self, other, "==")
-        return super().__ne__(other) if decided is None else not decided
-
-    # orderings: sympy gives a relation whose truth Python cannot take (a raw TypeError in a helper's
-    # `if x.size(1) > 16:`); against a number in the user's code they are decided and guarded as `==`
-    def __lt__(self, other: Any) -> Any:
-        decided = _user_relation(self, other, "<")
-        return super().__lt__(other) if decided is None else decided
-
-    def __le__(self, other: Any) -> Any:
-        decided = _user_relation(self, other, "<=")
-        return super().__le__(other) if decided is None else decided
-
-    def __gt__(self, other: Any) -> Any:
-        decided = _user_relation(self, other, ">")
-        return super().__gt__(other) if decided is None else decided
-
-    def __ge__(self, other: Any) -> Any:
-        decided = _user_relation(self, other, ">=")
-        return super().__ge__(other) if decided is None else decided
+    # sympy's `==` compares structure: `x_size1 == 16` would be False for every call, and code the
+    # rewrite does not see (a helper function, a lambda) would branch on that silently; its orderings
+    # give a relation whose truth Python cannot take (a raw TypeError in a helper's `if x.size(1) > 16:`).
+    # Against a Python number in the user's code each is decided for the call being traced and guarded,
+    # as a rewritten `if x.size(1) == 16:` is; sympy's own comparisons (with sympy objects) are kept.
+    __eq__ = _decided_in_user_code(sympy.Symbol.__eq__, "==")
+    __ne__ = _decided_in_user_code(sympy.Symbol.__ne__, "==", negated=True)
+    __lt__ = _decided_in_user_code(sympy.Symbol.__lt__, "<")
+    __le__ = _decided_in_user_code(sympy.Symbol.__le__, "<=")
+    __gt__ = _decided_in_user_code(sympy.Symbol.__gt__, ">")
+    __ge__ = _decided_in_user_code(sympy.Symbol.__ge__, ">=")
 
     def __index__(self) -> int:
         # Python needs a plain int (`[0.0] * x.size(1)`, `range(x.size(1))` in a helper the rewrite does
@@ -425,20 +411,11 @@ def _relation_truth(relation: sympy.core.relational.Relational) -> bool:
 sympy.core.relational.Relational.__bool__ = _relation_truth  # type: ignore[method-assign]
 
 
-def _expression_equality(original: Callable[[Any, Any], bool], negated: bool) -> Callable[[Any, Any], bool]:
-    """`==` (or `!=`) of a size expression (`x.size(1) * 2 == 32`) in the user's code, decided for the
-    traced call and guarded as a size's own `==` is; sympy's structural answer (False for every call)
-    elsewhere."""
-    def equality(self: sympy.Expr, other: Any) -> bool:
-        decided = _user_relation(self, other, "==")
-        return original(self, other) if decided is None else decided != negated
-    return equality
-
-
-# The expression classes a size computation makes; Basic.__eq__ itself (every sympy object) is left alone.
+# `==`/`!=` of size expressions (`x.size(1) * 2 == 32`) likewise, on the classes a size computation
+# makes; Basic.__eq__ itself (every sympy object) is left alone.
 for _expression_class in (sympy.Add, sympy.Mul, sympy.Pow, sympy.Mod, sympy.floor, sympy.ceiling, sympy.Min, sympy.Max):
-    _expression_class.__eq__ = _expression_equality(_expression_class.__eq__, False)  # type: ignore[method-assign]
-    _expression_class.__ne__ = _expression_equality(_expression_class.__ne__, True)  # type: ignore[method-assign]
+    _expression_class.__eq__ = _decided_in_user_code(_expression_class.__eq__, "==")  # type: ignore[method-assign]
+    _expression_class.__ne__ = _decided_in_user_code(_expression_class.__ne__, "==", negated=True)  # type: ignore[method-assign]
 
 
 class AxisSize(_TorchLike):
