@@ -23,6 +23,7 @@ from tessera.backends.triton.emitter import FP8_DTYPES, TRITON_DTYPES, Emitter, 
 from tessera.backends.triton.indexing import BlockAccess, element_size, strategy_for
 from tessera.backends.triton.loop_stages import loop_stages
 from tessera.backends.triton.printer import print_expr
+from tessera.backends.triton.sorting import emit_sort
 from tessera.backends.triton.split_loops import emit_split_loop
 from tessera.backends.triton.user_code import device_breakpoint, device_print, inline_asm, inline_triton
 from tessera.ir.graph import UNIT, AccessKind, Axis, Block, Node, Op, walk_blocks
@@ -321,53 +322,6 @@ def _cat(emitter: Emitter, node: Node) -> None:
     rank = len(blocks)
     order = [*range(dim), rank, *range(dim, rank)]
     _assign(emitter, node, f"tl.reshape(tl.permute(tl.join({a}, {b}), {tuple(order)}), {emitter.block_shape(node.shape)})")
-
-
-def _sort(emitter: Emitter, node: Node) -> None:
-    """Sort 64-bit keys: an order-preserving int32 of each value above its lane number (counted
-    down for a descending sort), so ties keep their order and indices travel with the values;
-    padding lanes sort last. `~` turns the smallest-k selection into tl.topk's largest-k. -0.0 and
-    0.0 are one value to torch's sort (a tie, kept in lane order): both take the key of 0.0, and the
-    lowest bit of the key remembers the sign of a -0.0 so the sorted value keeps it."""
-    source, axis = node.inputs[0], node.params["axis"]
-    descending, k = node.params["descending"], node.params["k"]
-    name, rank = emitter.name_of(node), len(source.shape)
-    bits = f"{name}_bits"
-    floating = source.dtype.is_floating_point
-    if floating:
-        emitter.line(f"{name}_wide = {emitter.cast(emitter.name_of(source), source.dtype, torch.float32)}")
-        emitter.line(f"{bits} = {name}_wide.to(tl.int32, bitcast=True)")
-        emitter.line(f"{name}_negative_zero = ({bits} == -2147483648).to(tl.int64)")
-        # every NaN as the positive quiet NaN: above inf, as torch sorts NaN (of either sign) last
-        emitter.line(f"{bits} = tl.where({name}_wide != {name}_wide, 0x7FC00000, "
-                     f"tl.where({bits} < 0, {bits} ^ 0x7FFFFFFF, {bits}))")
-        emitter.line(f"{bits} = tl.where({name}_negative_zero != 0, 0, {bits})")
-    else:
-        emitter.line(f"{bits} = {emitter.name_of(source)}.to(tl.int32)")
-    if axis.needs_mask:
-        emitter.line(f"{bits} = tl.where({emitter.axis_mask(axis, source.shape)}, {bits}, "
-                     f"{-2 ** 31 if descending else 2 ** 31 - 1})")
-    lanes = f"tl.broadcast_to({Emitter.placed(f'tl.arange(0, {axis.block})', rank - 1, rank)}, {emitter.block_shape(source.shape)})"
-    low = f"((1073741823 - {lanes}).to(tl.int64) << 1)" if descending else f"({lanes}.to(tl.int64) << 1)"
-    if floating:
-        low = f"({low} | {name}_negative_zero)"
-    emitter.line(f"{name}_keys = ({bits}.to(tl.int64) << 32) | {low}")
-    if k is None:
-        emitter.line(f"{name}_keys = tl.sort({name}_keys, descending={bool(descending)})")
-    elif descending:
-        emitter.line(f"{name}_keys = tl.topk({name}_keys, {k})")
-    else:
-        emitter.line(f"{name}_keys = ~tl.topk(~{name}_keys, {k})")
-    emitter.line(f"{bits} = ({name}_keys >> 32).to(tl.int32)")
-    if floating:
-        # a -0.0 comes back through its bits (Triton reads a -0.0 constant as +0.0)
-        value = (f"tl.where(({name}_keys & 1) != 0, -2147483648, tl.where({bits} < 0, {bits} ^ 0x7FFFFFFF, {bits}))"
-                 ".to(tl.float32, bitcast=True)")
-        emitter.line(f"{name}_0 = {emitter.cast(value, torch.float32, source.dtype)}")
-    else:
-        emitter.line(f"{name}_0 = {emitter.cast(bits, torch.int32, source.dtype)}")
-    position = f"(({name}_keys & 0xFFFFFFFF) >> 1)"
-    emitter.line(f"{name}_1 = {f'(1073741823 - {position})' if descending else position}.to(tl.int64)")
 
 
 def _block_access(emitter: Emitter, node: Node) -> tuple[str, BlockAccess | None]:
@@ -850,7 +804,7 @@ LOWERINGS: dict[Op, Callable[[Emitter, Node], None]] = {
     Op.INLINE_ASM: inline_asm, Op.INLINE_TRITON: inline_triton, Op.DEVICE_PRINT: device_print, Op.BREAKPOINT: device_breakpoint,
     Op.LOAD: _load, Op.STORE: _store, Op.DEQUANTIZE: _dequantize,
     Op.REDUCE: _reduce, Op.SCAN: _scan, Op.DOT: _dot, Op.ARGUMENT: _argument, Op.ITEM: _item,
-    Op.VIEW: _view, Op.RESHAPE: _reshape, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast, Op.JOIN: _join, Op.SPLIT: _split, Op.CAT: _cat, Op.SORT: _sort,
+    Op.VIEW: _view, Op.RESHAPE: _reshape, Op.PERMUTE: _permute, Op.BROADCAST: _broadcast, Op.JOIN: _join, Op.SPLIT: _split, Op.CAT: _cat, Op.SORT: emit_sort,
     Op.LOOP: _loop, Op.CARRIED: _carried,
 }
 
