@@ -229,6 +229,11 @@ def _refused_on_tile_values(func: Callable[..., Any], args: tuple, kwargs: dict)
     return _reads_tile_value(args, kwargs)
 
 
+# torch factories of constants that tile loops may call without naming a device (the shaped ones,
+# torch.zeros/full/arange ..., are primitives whose eager rules allocate on the kernel's device)
+_CONSTANT_FACTORIES = frozenset({torch.tensor, torch.as_tensor, torch.linspace, torch.eye, torch.randint})
+
+
 class EagerTorchMode(TorchFunctionMode):
     """Routes the torch calls listed in `_OVERRIDES` to their eager-mode meaning, and marks the
     tile values computed inside tile loops."""
@@ -242,6 +247,10 @@ class EagerTorchMode(TorchFunctionMode):
         kwargs = kwargs or {}
         if self.eager.primitive_depth:  # inside an eager rule: its own torch calls mean plain torch
             return func(*args, **kwargs)
+        if self.eager.loop_depth and func in _CONSTANT_FACTORIES and "device" not in kwargs:
+            # a constant made in a tile loop (`torch.tensor([2, 0])`) lives where the kernel runs, as in
+            # generated code: on a GPU it otherwise met the tile values on the CPU (a raw device error)
+            kwargs = {**kwargs, "device": self.eager.device}
         override = _OVERRIDES.get(func)
         if override is None and self.eager.loop_depth and _refused_on_tile_values(func, args, kwargs):
             raise unsupported_operation(func)  # what the trace raises: eager is no looser
