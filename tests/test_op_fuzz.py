@@ -186,7 +186,7 @@ def _device_reference_by_row_tiles(case: OpCase, on_device: list[torch.Tensor],
     another order than of the [5, n] tensor, and its topk/kthvalue of rows holding NaN differ too."""
     if on_device[0].device.type == "cpu" or case.layout not in ("row_to_value", "row_to_row"):
         return []
-    rows = CONFIG.block_sizes[0]
+    rows = CONFIG["block_sizes"][0]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
