@@ -117,13 +117,13 @@ class CompiledRunner:
             entries = memo.recent.get(site) if memo.recent else None
             known = pointers = None
             if entries:  # the usual repeat: the most recent check answers (Memo.quick's first step, inlined)
-                check, known = entries[0]
+                check, known, _ = entries[0]
                 pointers = check(values, tile_range)
                 if pointers is False:
                     found = memo.quick(site, values, tile_range)
                     known, pointers = found if found is not None else (None, None)
             if known is not None and known.variant.global_reads is not None and not known.variant.global_reads.hold():
-                memo.recent.pop(site, None)  # a module global changed: the facts path decides afresh
+                memo.forget_site(site)  # a module global changed: the facts path decides afresh
                 known = None
             checked = known is not None  # a fast check also found the written tensors apart from the others
             if known is None and memo.wanted():
@@ -133,7 +133,7 @@ class CompiledRunner:
                     if known is not None and memo.check_wanted(facts):  # repeated: a fast check next time
                         check = facts_check(values, tile_range, known.disjoint_pairs(), known.device)
                         if check is not None:
-                            memo.add_check(site, check, known)
+                            memo.add_check(site, check, known, facts)
             # a variant whose body read a module global serves only while it keeps its value
             if known is not None and (known.variant.global_reads is None or known.variant.global_reads.hold()):
                 self.store.hits += 1

@@ -177,8 +177,9 @@ class Memo(dict):
         self.capacity = capacity
         self.misses_in_a_row = 0
         self.bypass_left = 0
-        self.recent: dict[Any, list[tuple[Callable[[Sequence[Any], Any], Any], Any]]] = {}
-        self.checked: set[Any] = set()  # facts keys whose check was built
+        # per site: (fast check, remembered value, facts key), most recently used first
+        self.recent: dict[Any, list[tuple[Callable[[Sequence[Any], Any], Any], Any, Any]]] = {}
+        self.checked: set[Any] = set()  # facts keys whose check sits in `recent`
 
     def quick(self, site: Any, values: Sequence[Any], tile_range: Any) -> tuple[Any, Any] | None:
         """(the value remembered for these values' facts, the check's answer: True or data
@@ -186,7 +187,7 @@ class Memo(dict):
         caller builds the facts)."""
         entries = self.recent.get(site)
         if entries:
-            for position, (check, value) in enumerate(entries):
+            for position, (check, value, _) in enumerate(entries):
                 answer = check(values, tile_range)
                 if answer is not False:
                     if position:  # most recently used first (another thread may have changed the list)
@@ -198,16 +199,24 @@ class Memo(dict):
         return None
 
     def check_wanted(self, key: Any) -> bool:
-        """Whether a fast check for facts `key` (just looked up and found) should be built now."""
+        """Whether a fast check for facts `key` (just looked up and found) should be built now: not
+        while one for it sits in `recent` (a key whose check was dropped gets one again)."""
         if key in self.checked or len(self.checked) >= self.capacity:
             return False
         self.checked.add(key)
         return True
 
-    def add_check(self, site: Any, check: Callable[[Sequence[Any], Any], Any], value: Any) -> None:
+    def add_check(self, site: Any, check: Callable[[Sequence[Any], Any], Any], value: Any, key: Any) -> None:
         entries = self.recent.setdefault(site, [])
-        entries.insert(0, (check, value))
+        entries.insert(0, (check, value, key))
+        for _, _, dropped in entries[self.RECENT:]:
+            self.checked.discard(dropped)
         del entries[self.RECENT:]
+
+    def forget_site(self, site: Any) -> None:
+        """Drop the fast checks of `site` (their keys may get checks again)."""
+        for _, _, key in self.recent.pop(site, ()):
+            self.checked.discard(key)
 
     def wanted(self) -> bool:
         """Whether this call should read its facts and look them up."""
@@ -227,6 +236,7 @@ class Memo(dict):
             self.misses_in_a_row = 0
             self.bypass_left = self.BYPASS_CALLS
             self.recent.clear()  # their checks fail too: each would cost a call a check
+            self.checked.clear()  # (a repeat after the bypass builds its check again)
         return None
 
     def remember(self, key: Any, value: Any) -> None:

@@ -61,7 +61,7 @@ class RepeatedCalls:
         entries = self.memo.recent.get(_SITE)
         if not entries:
             return None
-        check, decision = entries[0]  # the usual repeat: the most recent check (Memo.quick's first step)
+        check, decision, _ = entries[0]  # the usual repeat: the most recent check (Memo.quick's first step)
         if check(args, None) is False:
             found = self.memo.quick(_SITE, args, None)
             if found is None:
@@ -96,7 +96,7 @@ class RepeatedCalls:
         if memo.check_wanted(key):
             check = facts_check(args)
             if check is not None:
-                memo.add_check(_SITE, check, known)
+                memo.add_check(_SITE, check, known, key)
 
     def clear(self) -> None:
         self.memo.clear()

@@ -126,7 +126,7 @@ def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config
             if memo.check_wanted(facts):  # a repeated choice: later repeats take a fast check
                 check = facts_check(values)
                 if check is not None:
-                    memo.add_check(site, check, config)
+                    memo.add_check(site, check, config, facts)
             return config
     fast_key = choice_key(kernel, mode, args, kwargs)
     config = choices.by_key.get(fast_key)
