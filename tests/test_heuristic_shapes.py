@@ -236,3 +236,33 @@ def test_a_named_block_allocated_per_row_is_not_a_whole_row() -> None:
 def test_chunked_row_sum_matches_torch(mode: str, shape: tuple[int, int]) -> None:
     x = torch.randn(*shape)
     torch.testing.assert_close(tessera.kernel(chunked_row_sum.fn, mode=mode)(x), x.sum(dim=1), rtol=1e-5, atol=1e-5)
+
+
+@tessera.kernel
+def per_token_scaled_rows(logits: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """Helion's grpo_loss backward shape: a [batch, tokens] tile loop around a loop over the vocabulary."""
+    out = torch.empty_like(logits)
+    batch, tokens, vocab = logits.shape
+    for tile_b, tile_l in hl.tile([batch, tokens]):
+        s = torch.exp(scale[tile_b, tile_l]) * 2
+        for tile_v in hl.tile(vocab):
+            probs = torch.exp(logits[tile_b, tile_l, tile_v] - s[:, :, None])
+            out[tile_b, tile_l, tile_v] = torch.where(tile_v.index[None, None, :] == 3, probs * s[:, :, None], -probs)
+    return out
+
+
+def test_widened_interpreter_blocks_stay_within_tritons_block_limit() -> None:
+    # the interpreter's widening ignored a split vocabulary loop's block: 8 x 128 x 4096 lanes (Triton's limit is 2**20)
+    logits, scale = torch.empty(8, 128, 4000), torch.empty(8, 128)
+    bound = per_token_scaled_rows.bind(logits, scale)
+    blocks = heuristic_for(bound, interpreted=True)["block_sizes"]
+    assert torch.Size(blocks).numel() <= 2 ** 20, blocks
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+def test_per_token_scaled_rows_matches_torch(mode: str) -> None:
+    logits, scale = torch.randn(3, 5, 37), torch.randn(3, 5)
+    result = tessera.kernel(per_token_scaled_rows.fn, mode=mode)(logits, scale)
+    s = torch.exp(scale)[:, :, None] * 2
+    probs = torch.exp(logits - s)
+    torch.testing.assert_close(result, torch.where(torch.arange(37) == 3, probs * s, -probs))

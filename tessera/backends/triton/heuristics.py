@@ -134,10 +134,12 @@ def _widen_for_interpreter(facts: KernelFacts, wanted: dict[str, Any]) -> None:
     program's tile stays within INTERPRETER_ELEMENTS. Inner loops first (fewer iterations, same
     programs), then launch dims (fewer programs). Helion's kl_div at V=4096: 16-wide blocks ran
     4096 loop iterations, 128-wide ones 64. Never narrower than the GPU's choice."""
-    keys = {d.index: f"block_sizes[{d.index}]" for d in facts.tunables
-            if f"block_sizes[{d.index}]" in wanted and d.role != "split"}
+    keys = {d.index: f"block_sizes[{d.index}]" for d in facts.tunables if f"block_sizes[{d.index}]" in wanted}
     whole = _row_whole_elements(facts)
-    for dim in sorted((d for d in facts.tunables if d.index in keys), key=lambda d: d.role in _OUTPUT_ROLES):
+    # a split loop's block is not widened, but its tiles meet the others' in one program (Helion's
+    # grpo_loss backward: 8 x 128 rows widened beside a 4096-wide split block exceeded Triton's 2**20)
+    widened = [d for d in facts.tunables if d.index in keys and d.role != "split"]
+    for dim in sorted(widened, key=lambda d: d.role in _OUTPUT_ROLES):
         key = keys[dim.index]
         others = math.prod(wanted[k] for k in keys.values() if k != key) * whole
         target = min(INTERPRETER_BLOCK, _ceil_pow2(dim.extent))
