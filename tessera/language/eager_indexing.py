@@ -14,7 +14,7 @@ import torch
 from tessera import exc
 from tessera.location import user_location
 from tessera.ir import interpreter
-from tessera.language import eager_lanes
+from tessera.language import eager_lanes, eager_write_back
 from tessera.language.tile import TILE_VALUE_ATTRIBUTE, Tile
 from tessera.trace.indexing import check_index_dtype
 from tessera.trace.proxy import refuse_value_list
@@ -288,6 +288,8 @@ def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
         value = value.clone()
     if reads_values and not tensor_dims:
         mark_tail_tiles(value, original)
+    if mask is None and inside is None:
+        eager_write_back.note_read(value, tensor, original)
     return value if lanes is None else eager_lanes.tag(value, lanes)
 
 
@@ -385,9 +387,13 @@ def store(tensor: torch.Tensor, index: Any, value: Any, mask: Any = None, accumu
     refuse_value_list(value, "a store")
     _note_access(tensor, True)
     lanes: Any = eager_lanes.LOST
+    writing = None if accumulate or reduce is not None else eager_write_back.writing_lanes(tensor, index, value)
+    if writing is not None:  # `x[i] = where(keep, new, x[i])`: only the kept lanes write (eager_write_back.py)
+        mask = writing if mask is None else torch.as_tensor(mask, device=writing.device) & writing
     if eager_lanes.is_tracking():
         mask, lanes = eager_lanes.access_mask(tensor, index, mask, "a store")
     value = _cut_to_tiles(value, index)
+    mask = _cut_to_tiles(mask, index) if writing is not None else mask
     index = normalize_index(tensor, index)
     tensor_dims = _tensor_dims(tensor, index)
     if not tensor_dims and isinstance(value, torch.Tensor) and value.dim():

@@ -24,6 +24,7 @@ from tessera.location import user_location
 import tessera.language  # noqa: F401  (defines the primitives whose eager rules _OVERRIDES reads)
 from tessera.ir.primitive import ALL_PRIMITIVES, TORCH_FUNCTIONS, Primitive
 from tessera.ir.tile_range import TileRange, reversed_range_error, static_bounds
+from tessera.language import eager_write_back
 from tessera.language.eager_indexing import cut_padded_rows, is_padded_row, is_tile_value, mark_tile_values
 from tessera.language.elementwise import ELEMENTWISE_OPS
 from tessera.language.rng import LaunchSeeds
@@ -286,6 +287,8 @@ class EagerTorchMode(TorchFunctionMode):
             _tag_lanes(name, args, kwargs, result)
         if self.eager.loop_depth and _makes_tile_value(func, args, kwargs, result):
             mark_tile_values(result)
+        if func is torch.where and len(args) == 3 and not kwargs and self.eager.loop_depth:
+            eager_write_back.note_where(result, *args)
         return result
 
 

@@ -18,6 +18,7 @@ from tessera.trace.proxy import TensorProxy, TileProxy, TileValue, refuse_value_
 from tessera.trace.bounds import lower_bound
 from tessera.trace.tile_alignment import align_to
 from tessera.trace.views import Window, is_whole_slice, split_view
+from tessera.trace.write_back import written_lanes
 
 if TYPE_CHECKING:
     from tessera.trace.tracer import Tracer
@@ -273,8 +274,12 @@ def trace_store(tracer: Tracer, tensor: Any, index: Any, value: Any, mask: Any =
                                 location=user_location(), hint="store into a tensor argument of the kernel")
     refuse_value_list(value, f"a store into {tensor.name}")
     accesses, shape = resolve_index(tracer, tensor, index)
-    value_input = stored_value(tracer, tensor, shape, value)
     mask_node = _mask_node(tracer, mask)
+    write_back = written_lanes(tracer, tensor.name, accesses, value, shape) if atomic is None else None
+    if write_back is not None:  # `x[i] = where(keep, new, x[i])`: only the kept lanes write (write_back.py)
+        value, keep = write_back
+        mask_node = keep if mask_node is None else tracer.and_predicate(mask_node, keep)
+    value_input = stored_value(tracer, tensor, shape, value)
     if mask_node is not None:
         target = tracer.broadcast([shape, mask_node.shape], f"extra_mask of a store into {tensor.name}")
         if len(target) != len(shape):

@@ -167,6 +167,10 @@ class Tracer:
             self._open_blocks.pop()
             self.predicate = saved
 
+    def open_blocks(self) -> list[list[Node]]:
+        """The nodes traced so far into each block still open, outermost first (read only)."""
+        return self._open_blocks
+
     def _append(self, node: Node) -> Node:
         self._open_blocks[-1].append(node)
         return node
