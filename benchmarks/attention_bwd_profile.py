@@ -228,8 +228,8 @@ def measure_all(args: argparse.Namespace, what: str, runs: dict[str, Callable[[]
     written to `<what>_time_d<D>[_causal]<label>.json`."""
     rows = []
     case = f"{what} S{args.seq} D{args.head_dim}{' causal' if args.causal else ''} {args.dtype}"
-    for name, run in runs.items():
-        row: dict[str, Any] = {"case": case, "impl": name}
+    for round_number, (name, run) in ((r, item) for r in range(args.repeat) for item in runs.items()):
+        row: dict[str, Any] = {"case": case, "impl": name, "round": round_number}
         try:
             errors = errors_of(run())
             row["rel_err"] = [round(e, 5) for e in errors]
@@ -300,6 +300,8 @@ def main() -> int:
     parser.add_argument("--configs", default="", help="a Python list of tessera.Config kwargs dicts")
     parser.add_argument("--probes", default="", help="a Python list of (BM1, BN1, BM2, BN2, warps, stages)")
     parser.add_argument("--label", default="")
+    parser.add_argument("--cases", default="", help="time/forward: `D:causal,...` (e.g. 128:0,64:1) instead of one case")
+    parser.add_argument("--repeat", type=int, default=1, help="time/forward: rounds over all implementations")
     parser.add_argument("--out", default=".")
     parser.add_argument("--smoke", action="store_true", help="time: CPU interpreter (checks the script and probe)")
     args = parser.parse_args()
@@ -307,7 +309,14 @@ def main() -> int:
         os.environ["TRITON_INTERPRET"] = "1"
         os.environ["TESSERA_MODE"] = "interpret"
     os.environ.setdefault("TESSERA_AUTOTUNE_EFFORT", "none")
-    {"offline": offline, "time": time_all, "one": one, "forward": forward}[args.what](args)
+    command = {"offline": offline, "time": time_all, "one": one, "forward": forward}[args.what]
+    for case in args.cases.split(",") if args.cases else [""]:
+        if case:
+            head_dim, causal = case.split(":")
+            args.head_dim, args.causal = int(head_dim), causal in ("1", "causal", "True")
+        command(args)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
     return 0
 
 

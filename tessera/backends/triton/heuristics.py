@@ -177,12 +177,23 @@ def _batch_dims_slowest(facts: KernelFacts, wanted: dict[str, Any]) -> None:
     across program ids, so programs running together share their operands in L2 and the
     l2_grouping groups the output tiles of one matrix: on the H100, bmm B32 1024^3 0.64x -> 0.84x
     `torch.bmm`, B8 2048^3 0.68x -> 0.89x (CUDA-graph timing). A batch dim whose block is a
-    Config slot (Helion's `hl.tile([batch, m])`) counts once this heuristic has set it to 1."""
+    Config slot (Helion's `hl.tile([batch, m])`) counts once this heuristic has set it to 1.
+
+    With one tiled dim left (attention: query or key blocks, then the batch-head index), L2
+    grouping would pair that dim with the batch dim: programs running together then spread over
+    8 rows of tiles of ~16 heads, each head's operands streamed again for every group of 8
+    blocks, where without it they are the blocks of a few heads. Grouping is off there: on the
+    H100 (benchmarks/results/issue17/attention_session12.md) the backward's key-block launch
+    read L2 at 88% hits instead of 77% and the backward ran 3-6% faster (B4 H32 S4096 D128)."""
+    ungrouped = False
     for launch, ndim in enumerate(facts.launch_dims):
         fixed = facts.unit_dims[launch] if launch < len(facts.unit_dims) else ()
         units = sorted({*fixed, *(_one_lane_slots(facts, wanted) if launch == 0 else ())})
         if units and len(units) < ndim:
             wanted[f"loop_orders[{launch}]"] = [d for d in range(ndim) if d not in units] + units
+        ungrouped = ungrouped or bool(ndim >= 2 and units and ndim - len(units) < 2)
+    if ungrouped:
+        wanted["l2_grouping"] = 1
 
 
 def _one_lane_slots(facts: KernelFacts, wanted: dict[str, Any]) -> list[int]:
@@ -199,9 +210,14 @@ def _widen_accumulated_rows(facts: KernelFacts, wanted: dict[str, Any]) -> None:
     dim) per output row. Twice the rows (256: two warpgroups of 128) keep the tensor cores fuller:
     on the H100 at B4 H32 S4096 D128 bf16 the quick tuner's pick, 2.38 -> 2.12 ms (causal 1.26 ->
     1.22). Not with two such accumulators (attention's dk and dv: their registers would spill),
-    nor when the grid would drop under WIDE_ROWS_MIN_WAVES programs per SM."""
+    nor with two score tiles per iteration beside the accumulator (its dq loop: scores and dP; at
+    256 rows 255 registers and 168 bytes of spills on sm_90, 256 -> 128 rows ran the backward
+    7.44 -> 6.73 ms on the H100), nor when the grid would drop under WIDE_ROWS_MIN_WAVES
+    programs per SM."""
     output = [d for d in facts.tunables if d.role == "launch" and d.min_block >= 16]
     if not (WIDE_ROWS_MIN_WIDTH <= facts.whole_row and 0 < facts.carried_row <= facts.whole_row):
+        return
+    if facts.score_tiles > 1:
         return
     if len(output) != 1 or any(d.role == "split" for d in facts.tunables):
         return
