@@ -21,7 +21,7 @@ import torch
 from tessera import exc, settings
 from tessera.backends.base import Backend, LoadedKernel, LoweredKernel, LoweringOptions
 from tessera.config import Config
-from tessera.ir.graph import AxisKind, KernelIR, Op, walk
+from tessera.ir.graph import AxisKind, KernelIR, Op, walk, walk_blocks
 from tessera.ir.loop_split import split_axis_names
 from tessera.ir.passes import run_passes
 from tessera.ir.rolling import why_not_loopable
@@ -402,6 +402,20 @@ def carried_row_elements(ir: KernelIR) -> int:
             rows = [math.prod(a.block for a in value.shape if a.kind is AxisKind.WHOLE)
                     for value in node.params["carried"] if any(a.kind is AxisKind.WHOLE for a in value.shape)]
             most = max(most, sum(rows))
+    return most
+
+
+def loop_score_tiles(ir: KernelIR) -> int:
+    """The most products from zero that one inner loop of the launch computes per iteration over
+    its own tile (not a whole row): attention's scores (1), its backward's dq loop's scores and
+    dP (2). Each is an fp32 rows x block tile live beside the carried accumulators, so the
+    heuristics size row blocks by it too (0: no such loop)."""
+    most = 0
+    for loop in ir.nodes():
+        if loop.op is Op.LOOP:
+            fresh = [node for node in walk_blocks(loop.blocks) if node.op is Op.DOT and node.inputs[2] is None
+                     and not any(axis.kind is AxisKind.WHOLE for axis in node.shape)]
+            most = max(most, len(fresh))
     return most
 
 

@@ -108,8 +108,9 @@ def test_each_launch_of_the_backward_gets_its_own_heuristic_blocks():
     from tessera.runtime.tuning import heuristic_for
     config = heuristic_for(_backward_bound())
     # [delta's rows, dk/dv's query block, its key tile, dq's key block, its query tile]: the dot
-    # launches get dot tiles, the row reduction whole rows (not the dot kernels' block of 1)
-    assert config["block_sizes"][1:] == [64, 128, 64, 128]
+    # launches get dot tiles (head dim 64: 32 queries a step, see below), the row reduction
+    # whole rows (not the dot kernels' block of 1)
+    assert config["block_sizes"][1:] == [32, 128, 64, 128]
     assert config["block_sizes"][0] >= 16
 
 
@@ -131,10 +132,44 @@ def test_the_forward_holds_256_query_rows_when_it_accumulates_a_row_of_128(head_
     assert heuristic_for(attention_example.attention.bind(q, k, v, False))["block_sizes"][1] == rows
 
 
-def test_the_backward_widens_only_its_one_accumulator_launch():
+def test_the_backward_widens_neither_dot_launch():
     from tessera.runtime.tuning import heuristic_for
     q, k, v, grad_out = (torch.empty(2, 32, 4096, 128, dtype=torch.bfloat16) for _ in range(4))
     lse = torch.empty(64, 4096)
     config = heuristic_for(attention_example.attention_bwd.bind(grad_out, q, k, v, q, lse, False))
-    # dk and dv are two accumulated rows (their registers would spill at 256 keys); dq is one
-    assert config["block_sizes"][2] == 128 and config["block_sizes"][4] == 256
+    # dk and dv are two accumulated rows (their registers would spill at 256 keys); dq is one, but
+    # its loop holds two score tiles (scores and dP) beside it: 256 rows spilled on sm_90
+    assert config["block_sizes"][2] == 128 and config["block_sizes"][4] == 128
+
+
+def test_score_tiles_count_the_products_from_zero_over_a_loops_tile():
+    from tessera.compiler import loop_score_tiles
+    q, k, v, grad_out = _inputs(1, 2, 256, 256, 64, torch.bfloat16)
+    out, lse = attention_example.attention(q, k, v, False, True)
+    forward = attention_example.attention.bind(q, k, v, False).to_ir()
+    delta, key_blocks, query_blocks = _backward_bound().to_ir()
+    # forward: the scores (p @ v accumulates); dk/dv and dq loops: scores and dP
+    assert [loop_score_tiles(ir) for ir in (forward, delta, key_blocks, query_blocks)] == [1, 0, 2, 2]
+
+
+@pytest.mark.parametrize(("kernel", "grouping"), [("forward", 8), ("backward", 1)])
+def test_only_the_backward_is_not_l2_grouped_with_its_batch_dim(kernel, grouping):
+    # each launch tiles one dim besides its batch-head index, so grouping pairs the two; measured
+    # on the H100, the backward (two score tiles a step) ran faster without, the forward slower
+    from tessera.runtime.tuning import heuristic_for
+    q, k, v, grad_out = (torch.empty(2, 32, 4096, 128, dtype=torch.bfloat16) for _ in range(4))
+    bound = (attention_example.attention.bind(q, k, v, False) if kernel == "forward" else
+             attention_example.attention_bwd.bind(grad_out, q, k, v, q, torch.empty(64, 4096), False))
+    config = heuristic_for(bound)
+    assert config["l2_grouping"] == grouping
+    assert all(order == [1, 0] for order in config["loop_orders"])  # the batch-head index slowest
+
+
+@pytest.mark.parametrize(("head_dim", "query_block"), [(64, 32), (128, 64)])
+def test_the_key_block_launch_steps_32_queries_when_two_programs_then_share_an_sm(head_dim, query_block):
+    # dk, dv of 128 keys x 64 are 64 fp32 registers a thread: with 32 queries a step the launch
+    # fits two programs per SM (127 registers on sm_90); at 128 they alone take 128 registers
+    from tessera.runtime.tuning import heuristic_for
+    q, k, v, grad_out = (torch.empty(2, 32, 4096, head_dim, dtype=torch.bfloat16) for _ in range(4))
+    config = heuristic_for(attention_example.attention_bwd.bind(grad_out, q, k, v, q, torch.empty(64, 4096), False))
+    assert config["block_sizes"][1:3] == [query_block, 128]

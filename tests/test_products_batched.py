@@ -273,6 +273,8 @@ def test_heuristic_runs_batch_dims_slowest() -> None:
     a = torch.empty(32, 1024, 1024, dtype=torch.bfloat16)
     config = heuristic_for(tessera.kernel(bmm.fn, mode="interpret").bind(a, a))
     assert config["loop_orders"] == [[1, 2, 0]]
+    # its two tiled dims are grouped (attention's one tiled dim and batch index are not)
+    assert config["l2_grouping"] == 8
 
 
 @pytest.mark.parametrize("batch, m, n, k", [(1, 1, 1, 1), (3, 17, 33, 20), (2, 64, 48, 96)])

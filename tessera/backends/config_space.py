@@ -54,6 +54,7 @@ class KernelFacts:
     # reduction, then two dot loops): each launch's own facts, so each gets its own blocks
     launches: tuple[KernelFacts, ...] = ()
     carried_row: int = 0  # the most whole-row elements (per row) an inner loop carries: accumulators
+    score_tiles: int = 0  # the most products from zero (rows x its block) one inner loop computes per iteration
     unit_dims: tuple[tuple[int, ...], ...] = ()  # per top-level tile loop: its dims of one index per program
     split_reduction: bool = False  # a launch's K loop may be split over programs (ir/split_reduction.py: split_k)
     interpreted: bool = False  # the call runs in Triton's CPU interpreter (interpret mode), not on a GPU

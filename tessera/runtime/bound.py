@@ -121,6 +121,7 @@ class BoundKernel:
                           launch_tunables=tuple(runner.launch_tunables[i] for i in sorted(runner.launch_tunables)),
                           launch_sources=tuple(runner.launch_sources[i] for i in sorted(runner.launch_sources)),
                           carried_rows=tuple(runner.carried_rows[i] for i in sorted(runner.carried_rows)),
+                          score_tiles=tuple(runner.score_tiles[i] for i in sorted(runner.score_tiles)),
                           split_reductions=tuple(runner.split_reductions[i] for i in sorted(runner.split_reductions)),
                           unit_dims=tuple(runner.unit_dims[i] for i in sorted(runner.unit_dims)),
                           pipelined_loads=tuple(runner.pipelined_loads[i] for i in sorted(runner.pipelined_loads)))

@@ -17,8 +17,8 @@ import torch
 
 from tessera import backends, exc, settings
 from tessera.backends.base import LoweringOptions
-from tessera.compiler import (LaunchRequest, carried_row_elements, compile_launch, flat_values, held_whole_axes, to_ir,
-                              whole_row_length)
+from tessera.compiler import (LaunchRequest, carried_row_elements, compile_launch, flat_values, held_whole_axes,
+                              loop_score_tiles, to_ir, whole_row_length)
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable
 from tessera.ir import interpreter
@@ -98,6 +98,7 @@ class CompiledRunner:
         self.launch_tunables: dict[int, tuple[int, ...]] = {}  # per launch: the block_sizes slots it uses
         self.launch_sources: dict[int, str] = {}  # per launch: its generated source (the op mix)
         self.carried_rows: dict[int, int] = {}  # per launch: whole-row elements its loops carry
+        self.score_tiles: dict[int, int] = {}  # per launch: fresh products per inner-loop iteration
         self.split_reductions: dict[int, bool] = {}  # per launch: whether split_k applies (ir/split_reduction.py)
         self.unit_dims: dict[int, tuple[int, ...]] = {}  # per launch: grid dims of one index per program
         self.pipelined_loads: dict[int, tuple[Any, ...]] = {}  # per launch: its product loops' loaded tiles
@@ -233,6 +234,7 @@ class CompiledRunner:
         self.launch_tunables[variant.launch_index] = tuple(sorted(used))
         self.launch_sources[variant.launch_index] = variant.path
         self.carried_rows[variant.launch_index] = carried_row_elements(variant.compiled.ir)
+        self.score_tiles[variant.launch_index] = loop_score_tiles(variant.compiled.ir)
         self.split_reductions[variant.launch_index] = split_reduction(variant.compiled.ir) is not None
         self.pipelined_loads[variant.launch_index] = variant.compiled.pipelined_loads
         self.unit_dims[variant.launch_index] = tuple(

@@ -57,6 +57,7 @@ class KernelPlan:
     launch_tunables: tuple[tuple[int, ...], ...] = ()
     launch_sources: tuple[str, ...] = ()
     carried_rows: tuple[int, ...] = ()  # per launch: whole-row elements its inner loops carry
+    score_tiles: tuple[int, ...] = ()  # per launch: products from zero per inner-loop iteration (compiler.py)
     split_reductions: tuple[bool, ...] = ()  # per launch: whether its K loop may be split (split_k)
     unit_dims: tuple[tuple[int, ...], ...] = ()  # per launch: its grid dims of step 1 (a batch index per program)
     user_tunables: tuple[tuple[str, Any], ...] = ()  # hl.register_tunable: (name, fragment), first use first

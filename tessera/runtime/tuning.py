@@ -213,6 +213,7 @@ def kernel_facts(plan: KernelPlan, backend: Backend) -> KernelFacts:
         programs=max((math.prod(launch.grid) for launch in plan.launches), default=0),
         whole_row=max(plan.whole_rows, default=0), user_tunables=tuple(plan.user_tunables),
         carried_row=max(plan.carried_rows, default=0), split_reduction=any(plan.split_reductions),
+        score_tiles=max(plan.score_tiles, default=0),
         whole_elements=plan.whole_elements, unit_dims=tuple(plan.unit_dims),
         pipelined_loads=tuple(loop for launch in plan.pipelined_loads for loop in launch))
     facts = backend.read_op_mix(facts, [_read(launch.source_path) for launch in plan.launches])
@@ -251,6 +252,7 @@ def _launch_facts(plan: KernelPlan, facts: KernelFacts, backend: Backend) -> tup
             programs=grids.get(source, facts.programs),
             whole_row=plan.whole_rows[position] if position < len(plan.whole_rows) else facts.whole_row,
             carried_row=plan.carried_rows[position] if position < len(plan.carried_rows) else facts.carried_row,
+            score_tiles=plan.score_tiles[position] if position < len(plan.score_tiles) else facts.score_tiles,
             split_reduction=plan.split_reductions[position] if position < len(plan.split_reductions) else False,
             pipelined_loads=plan.pipelined_loads[position] if position < len(plan.pipelined_loads) else ())
         launches.append(backend.read_op_mix(launch, [_read(source)]))

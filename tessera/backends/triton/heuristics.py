@@ -59,6 +59,7 @@ H100_SHARED_MEMORY = 232448  # bytes a program may use on an H100 (the opt-in li
 WIDE_ROWS = 256              # output rows of an attention-shaped program (_widen_accumulated_rows)
 WIDE_ROWS_MIN_WIDTH = 128    # the accumulated whole row (head dim) from which they pay
 WIDE_ROWS_MIN_WAVES = 4      # programs per SM the grid must still have with them
+SHARED_SM_INNER_BLOCK = 32   # the inner block of a dk/dv-shaped launch that lets two programs share an SM
 H100_MULTIPROCESSORS = 132
 SPLIT_K_CHOICES = (1, 2, 3, 4, 6, 8)  # the split_k values the heuristic weighs (space.py offers more)
 SPLIT_K_COST = 0.02          # a slice's partials written and added, in units of a whole K loop's time
@@ -162,6 +163,7 @@ def _dot_kernel(facts: KernelFacts) -> dict[str, Any]:
     wanted["num_stages"] = 3
     wanted["l2_grouping"] = 8
     _widen_accumulated_rows(facts, wanted)
+    _share_multiprocessor(facts, wanted)
     _shape_plain_product(facts, wanted)
     _fit_shared_memory(facts, wanted)
     _split_small_grid(facts, wanted)
@@ -179,12 +181,24 @@ def _batch_dims_slowest(facts: KernelFacts, wanted: dict[str, Any]) -> None:
     across program ids, so programs running together share their operands in L2 and the
     l2_grouping groups the output tiles of one matrix: on the H100, bmm B32 1024^3 0.64x -> 0.84x
     `torch.bmm`, B8 2048^3 0.68x -> 0.89x (CUDA-graph timing). A batch dim whose block is a
-    Config slot (Helion's `hl.tile([batch, m])`) counts once this heuristic has set it to 1."""
+    Config slot (Helion's `hl.tile([batch, m])`) counts once this heuristic has set it to 1.
+
+    With one tiled dim left (attention: query or key blocks, then the batch-head index), L2
+    grouping pairs that dim with the batch dim: programs running together spread over 8 rows of
+    tiles of ~16 heads, each head's operands streamed again for every group of 8 blocks. For
+    loops recomputing two score tiles per iteration (attention's backward) grouping is off: on
+    the H100 (benchmarks/results/issue17/attention_session12.md, B4 H32 S4096) its key-block
+    launch read L2 at 88% hits instead of 77%, and the backward ran 0-6% faster at D128, 2-3% at
+    D64, 10% at D64 causal. The forward (one score tile) keeps it: 3-6% slower without at D128."""
+    ungrouped = False
     for launch, ndim in enumerate(facts.launch_dims):
         fixed = facts.unit_dims[launch] if launch < len(facts.unit_dims) else ()
         units = sorted({*fixed, *(_one_lane_slots(facts, wanted) if launch == 0 else ())})
         if units and len(units) < ndim:
             wanted[f"loop_orders[{launch}]"] = [d for d in range(ndim) if d not in units] + units
+        ungrouped = ungrouped or bool(ndim >= 2 and units and ndim - len(units) < 2)
+    if ungrouped and facts.score_tiles >= 2:
+        wanted["l2_grouping"] = 1
 
 
 def _one_lane_slots(facts: KernelFacts, wanted: dict[str, Any]) -> list[int]:
@@ -201,9 +215,14 @@ def _widen_accumulated_rows(facts: KernelFacts, wanted: dict[str, Any]) -> None:
     dim) per output row. Twice the rows (256: two warpgroups of 128) keep the tensor cores fuller:
     on the H100 at B4 H32 S4096 D128 bf16 the quick tuner's pick, 2.38 -> 2.12 ms (causal 1.26 ->
     1.22). Not with two such accumulators (attention's dk and dv: their registers would spill),
-    nor when the grid would drop under WIDE_ROWS_MIN_WAVES programs per SM."""
+    nor with two score tiles per iteration beside the accumulator (its dq loop: scores and dP; at
+    256 rows 255 registers and 168 bytes of spills on sm_90, 256 -> 128 rows ran the backward
+    7.44 -> 6.73 ms on the H100), nor when the grid would drop under WIDE_ROWS_MIN_WAVES
+    programs per SM."""
     output = [d for d in facts.tunables if d.role == "launch" and d.min_block >= 16]
     if not (WIDE_ROWS_MIN_WIDTH <= facts.whole_row and 0 < facts.carried_row <= facts.whole_row):
+        return
+    if facts.score_tiles > 1:
         return
     if len(output) != 1 or any(d.role == "split" for d in facts.tunables):
         return
@@ -214,6 +233,26 @@ def _widen_accumulated_rows(facts: KernelFacts, wanted: dict[str, Any]) -> None:
         wide *= -(-max(dim.extent, 1) // block)
     if _programs_per_tile(facts, launch) * wide >= WIDE_ROWS_MIN_WAVES * _multiprocessors(facts.on_gpu):
         wanted[f"block_sizes[{output[0].index}]"] = WIDE_ROWS
+
+
+def _share_multiprocessor(facts: KernelFacts, wanted: dict[str, Any]) -> None:
+    """Attention's dk/dv shape (two accumulated whole rows, two score tiles per iteration) with
+    accumulators of at most 128 x 128 fp32 per program (head dim 64): a SHARED_SM_INNER_BLOCK
+    inner block, so that two programs fit on an SM and one's softmax runs beside the other's
+    products. On sm_90 at D64 (128 keys): 192 registers at 64 queries a step, 127 (and 58 KB
+    of shared memory) at 32; on the H100 the backward ran 4.09 -> 3.71 ms (SDPA 3.03). At D128
+    the accumulators alone take 128 registers: 32 gave 212 registers, one program per SM, and
+    ran slower (7.46 against 7.18 ms)."""
+    if facts.carried_row <= facts.whole_row or facts.score_tiles < 2:
+        return
+    output = [d for d in facts.tunables if d.role == "launch" and d.min_block >= 16]
+    inner = [d for d in facts.tunables if d.role not in _OUTPUT_ROLES]
+    if len(output) != 1 or len(inner) != 1:
+        return
+    rows = int(wanted[f"block_sizes[{output[0].index}]"])
+    if rows * facts.carried_row <= DOT_OUTPUT_BLOCK * DOT_OUTPUT_BLOCK:
+        key = f"block_sizes[{inner[0].index}]"
+        wanted[key] = min(int(wanted[key]), max(SHARED_SM_INNER_BLOCK, inner[0].min_block))
 
 
 def _shape_plain_product(facts: KernelFacts, wanted: dict[str, Any]) -> None:
