@@ -71,10 +71,10 @@ def main() -> int:
         os.environ["TRITON_INTERPRET"] = "1"
         os.environ["TESSERA_MODE"] = "interpret"
     os.environ.setdefault("TESSERA_AUTOTUNE_EFFORT", "none")
+    from benchmarks._timing import median_ms  # this script's tree (older trees lack it)
     sys.path.insert(0, os.path.abspath(args.tree))
     import torch
 
-    from benchmarks._timing import median_ms
     from examples import grouped_gemm as gg
     from tessera.runtime.tuning import heuristic_for
 
