@@ -102,6 +102,8 @@ def main() -> int:
         raw = raw_launch(record)
         raw()
         row = {"case": case, "tree": args.label, "config": repr(config), "grid": list(map(int, record.grid)),
+               "arguments": [f"{a.dtype} ptr%16={a.data_ptr() % 16}" if isinstance(a, torch.Tensor) else repr(a)
+                             for a in record.arguments], "warps_stages": [record.num_warps, record.num_stages],
                "tessera_ms": bench(call), "raw_ms": bench(raw)}
         if not args.smoke:
             row.update(profiled_ms=profiled_ms(call, record.function_name),
