@@ -9,7 +9,8 @@ function here is module level. A candidate's fault is chosen by its launch setti
                     code finishes, wrong scratch (partial sums) instead
 
 `timed_bench_setup` (bound to a table with functools.partial) reports fake times by num_warps;
-`heuristic_compiles_slowly_setup` delays the compile of 4-warp candidates (add's heuristic).
+`heuristic_compiles_slowly_setup` delays the compile of 4-warp candidates (add's heuristic);
+`heuristic_compile_marks_setup` also leaves a file when that compile ends.
 
 `echo_setup` and `session_echo_setup` drive WorkerGroup directly (tasks "crash", "hang", "raise");
 `warm_echo_setup` has a warm-up that works, kills its process or hangs.
@@ -90,6 +91,20 @@ class _FaultyBench(BenchHandler):
 
 def faulty_bench_setup(spec: Any) -> BenchHandler:
     return _FaultyBench(spec)
+
+
+def heuristic_compile_marks_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
+    """Candidates of 4 warps (add's heuristic Config) take 1 s to compile, then create the file
+    named by $TESSERA_TEST_COMPILED_MARK: the parent can tell whether that compile had ended."""
+    real = compile_worker_setup(spec)
+
+    def handle(launches: list[Any]) -> Any:
+        result = real(launches)
+        if launches[0].num_warps == 4:
+            time.sleep(1)
+            open(os.environ["TESSERA_TEST_COMPILED_MARK"], "w").close()
+        return result
+    return handle
 
 
 class _TimedBench(BenchHandler):
