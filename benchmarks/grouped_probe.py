@@ -23,6 +23,7 @@ import os
 import sys
 from typing import Any
 
+SEED_SHAPES = ((1024, 512, 2048), (512, 1024, 2048), (1024, 2048, 4096), (4096, 2048, 4096))
 MOE_CASES = ((8, 4096, 2048, 16384), (64, 2048, 7168, 32768), (16, 7168, 4096, 8192))
 
 
@@ -65,6 +66,8 @@ def main() -> int:
     parser.add_argument("--tree", required=True)
     parser.add_argument("--label", required=True)
     parser.add_argument("--out", default=".")
+    parser.add_argument("--configs", default="", help="a Python list of Config kwargs dicts: a row for each too")
+    parser.add_argument("--seed", action="store_true", help="also the seed-000 shapes (4 groups, bf16)")
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, one tiny case (checks the script)")
     args = parser.parse_args()
     if args.smoke:
@@ -85,10 +88,20 @@ def main() -> int:
         return median_ms(function, args.smoke, warmup=10, rep=60)
     generator = torch.Generator().manual_seed(17)
     rows = []
-    for groups, k, n, tokens in ((4, 32, 16, 40),) if args.smoke else MOE_CASES:
-        As, Bs = moe_inputs(groups, k, n, tokens, generator, device)
+    import tessera
+    extra = eval(args.configs) if args.configs else []  # noqa: S307 - the developer's own
+    cases = [(4, 32, 16, 40)] if args.smoke else list(MOE_CASES)
+    if args.seed:
+        cases.insert(0, "seed")
+    for item in cases:
+        if item == "seed":
+            As, Bs = gg.make_inputs(SEED_SHAPES, dtype=torch.bfloat16, device=device)
+            groups, case = 4, "seed000 4 groups"
+        else:
+            groups, k, n, tokens = item
+            As, Bs = moe_inputs(groups, k, n, tokens, generator, device)
+            case = f"moe G{groups} K{k} N{n} T{tokens}"
         arguments, _ = gg.flatten_groups(As, Bs)
-        case = f"moe G{groups} K{k} N{n} T{tokens}"
         bound = gg.grouped_gemm_impl.bind(*arguments)
         config = heuristic_for(bound)
         call = lambda: gg.grouped_gemm_impl(*arguments)  # noqa: E731
@@ -108,6 +121,10 @@ def main() -> int:
         if not args.smoke:
             row.update(profiled_ms=profiled_ms(call, record.function_name),
                        raw_profiled_ms=profiled_ms(raw, record.function_name))
+        for options in extra:
+            configured = tessera.kernel(gg.grouped_gemm_impl.fn, config=tessera.Config(**options))
+            configured(*arguments)
+            row[f"config {options}"] = bench(lambda: configured(*arguments))  # noqa: B023 - called at once
         rows.append(row)
         print(json.dumps(row), flush=True)
         del As, Bs, arguments

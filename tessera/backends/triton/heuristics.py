@@ -120,12 +120,27 @@ def _wanted(facts: KernelFacts) -> dict[str, Any]:
         # by 7-40%; the tuner has the axis
         wanted["l2_grouping"] = 1
         if facts.programs <= PERSISTENT_SPLIT_MAX_PROGRAMS and facts.largest_numel >= PERSISTENT_SPLIT_MIN_ELEMENTS:
-            # one program per SM dealing out the tiles of all grid points: balanced however skewed they are
-            wanted["pid_type"] = "persistent_interleaved"
+            if facts.uses_dot:
+                _widen_split_product(facts, wanted)
+            else:
+                # one program per SM dealing out the tiles of all grid points: balanced however skewed
+                wanted["pid_type"] = "persistent_interleaved"
     _fit_block_elements(facts, wanted)
     if facts.interpreted:
         _widen_for_interpreter(facts, wanted)
     return wanted
+
+
+def _widen_split_product(facts: KernelFacts, wanted: dict[str, Any]) -> None:
+    """A large grouped GEMM (a product over a split loop's tiles, ir/loop_split.py): 128 x 256 output
+    tiles shared flat by SPLIT_PROGRAMS programs. H100, bf16, the same tree and run
+    (benchmarks/results/issue17/moe_session12.md): MoE G8 / G16 / G64 and the seed's 4 groups ran
+    the 128 x 128 persistent_interleaved Config in 0.66 / 1.63 / 3.69 / 0.19 ms; this is what quick
+    tuning picks for the seed (0.15 ms) and what session 9's MoE rows had silently run (0.40 /
+    0.93 / 3.44 ms: the seed's tuned Config, kept for the size bucket)."""
+    splits = sorted((d for d in facts.tunables if d.role == "split"), key=lambda d: d.index)
+    if len(splits) == 2 and wanted.get(f"block_sizes[{splits[1].index}]") == DOT_OUTPUT_BLOCK:
+        wanted[f"block_sizes[{splits[1].index}]"] = WIDE_DOT_BLOCK
 
 
 def _widen_for_interpreter(facts: KernelFacts, wanted: dict[str, Any]) -> None:
