@@ -107,6 +107,17 @@ def heuristic_compile_marks_setup(spec: CompileWorkerSpec) -> Callable[[Any], An
     return handle
 
 
+def eight_warps_compile_slowly_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
+    """Candidates of 8 warps take 6 s to compile (a straggler of add's first ring); the others compile at once."""
+    real = compile_worker_setup(spec)
+
+    def handle(launches: list[Any]) -> Any:
+        if launches[0].num_warps == 8:
+            time.sleep(6)
+        return real(launches)
+    return handle
+
+
 class _TimedBench(BenchHandler):
     """Checks candidates for real, then reports a time from `times[phase][num_warps]`: phase
     "search" for checked tasks (the search's), "final" for unchecked ones (the final timing's)."""
