@@ -48,74 +48,36 @@ def faulty_compile_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
     return handle
 
 
-def heuristic_compiles_slowly_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
-    """Candidates of 4 warps (add's heuristic Config) take 3 s to compile; the others compile at once."""
+def _delayed_compile_setup(spec: CompileWorkerSpec, warps: int, seconds: float,
+                           mark: bool = False) -> Callable[[Any], Any]:
+    """Candidates of `warps` warps take `seconds` more to compile; with `mark`, then create the
+    file named by $TESSERA_TEST_COMPILED_MARK (the parent can tell whether that compile ended)."""
     real = compile_worker_setup(spec)
 
     def handle(launches: list[Any]) -> Any:
-        if launches[0].num_warps == 4:
-            time.sleep(3)
-        return real(launches)
-    return handle
-
-
-def _scratch(task: BenchTask, inputs: list[Any]) -> list[Any]:
-    """Tensors the launches take that are neither inputs nor results (e.g. partial-sum buffers)."""
-    kept = {t.untyped_storage().data_ptr() for t in list(inputs) + list(task.results)}
-    return [a for launch in task.launches for a in launch.arguments
-            if isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() not in kept]
-
-
-class _FaultyBench(BenchHandler):
-    def __call__(self, task: BenchTask) -> Any:
-        launch = task.launches[0]
-        if launch.num_warps == 16:
-            os._exit(9)
-        if launch.num_stages == 3:
-            raise RuntimeError("injected launch failure")
-        if launch.num_stages == 4 and task.run_only:
-            result = super().__call__(task)
-            assert self.session is not None
-            for tensor in _scratch(task, [w for w, _ in self.session.inputs]):
-                tensor.add_(1.0)
-            return result
-        if launch.num_stages == 4 and task.check:
-            super().__call__(dataclasses.replace(task, check=False))
-            for tensor in task.results:
-                tensor.add_(1.0)
-            assert self.session is not None
-            error, detail = accuracy_error(task.results, self.session.reference)
-            return BenchResult(None if error > 1 else 0.0, error, detail)
-        return super().__call__(task)
-
-
-def faulty_bench_setup(spec: Any) -> BenchHandler:
-    return _FaultyBench(spec)
-
-
-def heuristic_compile_marks_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
-    """Candidates of 4 warps (add's heuristic Config) take 1 s to compile, then create the file
-    named by $TESSERA_TEST_COMPILED_MARK: the parent can tell whether that compile had ended."""
-    real = compile_worker_setup(spec)
-
-    def handle(launches: list[Any]) -> Any:
+        slow = launches[0].num_warps == warps
+        if slow:
+            time.sleep(seconds)
         result = real(launches)
-        if launches[0].num_warps == 4:
-            time.sleep(1)
+        if slow and mark:
             open(os.environ["TESSERA_TEST_COMPILED_MARK"], "w").close()
         return result
     return handle
 
 
-def eight_warps_compile_slowly_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
-    """Candidates of 8 warps take 6 s to compile (a straggler of add's first ring); the others compile at once."""
-    real = compile_worker_setup(spec)
+def heuristic_compiles_slowly_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
+    """Candidates of 4 warps (add's heuristic Config) take 3 s to compile; the others compile at once."""
+    return _delayed_compile_setup(spec, 4, 3)
 
-    def handle(launches: list[Any]) -> Any:
-        if launches[0].num_warps == 8:
-            time.sleep(6)
-        return real(launches)
-    return handle
+
+def heuristic_compile_marks_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
+    """Candidates of 4 warps (add's heuristic Config) take 1 s to compile, then leave the mark file."""
+    return _delayed_compile_setup(spec, 4, 1, mark=True)
+
+
+def eight_warps_compile_slowly_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
+    """Candidates of 8 warps take 6 s to compile (a straggler of their batch); the others compile at once."""
+    return _delayed_compile_setup(spec, 8, 6)
 
 
 class _TimedBench(BenchHandler):
