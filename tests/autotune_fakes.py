@@ -9,8 +9,8 @@ function here is module level. A candidate's fault is chosen by its launch setti
                     code finishes, wrong scratch (partial sums) instead
 
 `timed_bench_setup` (bound to a table with functools.partial) reports fake times by num_warps;
-`heuristic_compiles_slowly_setup` delays the compile of 4-warp candidates (add's heuristic);
-`heuristic_compile_marks_setup` also leaves a file when that compile ends.
+`heuristic_compiles_slowly_setup` delays the compile of 4-warp candidates (add's heuristic),
+`eight_warps_compile_slowly_setup` that of 8-warp ones (a straggler of their batch).
 
 `echo_setup` and `session_echo_setup` drive WorkerGroup directly (tasks "crash", "hang", "raise");
 `warm_echo_setup` has a warm-up that works, kills its process or hangs.
@@ -48,31 +48,20 @@ def faulty_compile_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
     return handle
 
 
-def _delayed_compile_setup(spec: CompileWorkerSpec, warps: int, seconds: float,
-                           mark: bool = False) -> Callable[[Any], Any]:
-    """Candidates of `warps` warps take `seconds` more to compile; with `mark`, then create the
-    file named by $TESSERA_TEST_COMPILED_MARK (the parent can tell whether that compile ended)."""
+def _delayed_compile_setup(spec: CompileWorkerSpec, warps: int, seconds: float) -> Callable[[Any], Any]:
+    """Candidates of `warps` warps take `seconds` more to compile; the others compile at once."""
     real = compile_worker_setup(spec)
 
     def handle(launches: list[Any]) -> Any:
-        slow = launches[0].num_warps == warps
-        if slow:
+        if launches[0].num_warps == warps:
             time.sleep(seconds)
-        result = real(launches)
-        if slow and mark:
-            open(os.environ["TESSERA_TEST_COMPILED_MARK"], "w").close()
-        return result
+        return real(launches)
     return handle
 
 
 def heuristic_compiles_slowly_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
     """Candidates of 4 warps (add's heuristic Config) take 3 s to compile; the others compile at once."""
     return _delayed_compile_setup(spec, 4, 3)
-
-
-def heuristic_compile_marks_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
-    """Candidates of 4 warps (add's heuristic Config) take 1 s to compile, then leave the mark file."""
-    return _delayed_compile_setup(spec, 4, 1, mark=True)
 
 
 def eight_warps_compile_slowly_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:

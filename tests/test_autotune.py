@@ -481,29 +481,6 @@ def test_the_budget_never_cancels_the_heuristic_config(interpreter_workers):
     assert result.config["num_warps"] == 4 and result.default_ms == 1.0
 
 
-def test_a_compiled_reference_waits_for_the_pool_to_compile_the_heuristic_config(interpreter_workers, monkeypatch,
-                                                                                 tmp_path):
-    # a kernel whose eager reference is too slow (the MoE grouped GEMM) takes the heuristic
-    # Config's compiled result: the parent must not compile it a second time meanwhile
-    mark = tmp_path / "heuristic_compiled"
-    monkeypatch.setenv("TESSERA_TEST_COMPILED_MARK", str(mark))
-    monkeypatch.setattr(tessera.autotune.pipeline, "_eager_is_affordable", lambda working, config: False)
-    compiled_when_run = []
-    real_reference = tessera.autotune.pipeline._compiled_reference
-
-    def reference(working, config):
-        compiled_when_run.append(mark.exists())
-        return real_reference(working, config)
-    monkeypatch.setattr(tessera.autotune.pipeline, "_compiled_reference", reference)
-    x, y = torch.randn(64, 64), torch.randn(64, 64)
-    heuristic = tuning.heuristic_for(add.bind(x, y))
-    options = TuneOptions(compile_workers=2, rep_ms=1, final_rep_ms=1, progress=False, warm_pool=False,
-                          compile_setup=autotune_fakes.heuristic_compile_marks_setup)
-    result = tune(add.bind(x, y), effort="none", budget_seconds=120, seeds=[heuristic.merged(num_warps=8)],
-                  options=options)
-    assert compiled_when_run == [True] and result.failures == {} and len(result.search.trials) == 2
-
-
 def test_a_batch_does_not_wait_for_one_slow_compile_and_times_it_when_it_is_done(interpreter_workers):
     x, y = torch.randn(64, 64), torch.randn(64, 64)
     heuristic = tuning.heuristic_for(add.bind(x, y))

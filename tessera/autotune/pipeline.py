@@ -290,7 +290,6 @@ class CandidateRunner:
         self._session_sent = False
         self.reference: list[torch.Tensor] | None = None  # the accuracy reference (final results)
         self._held: list[int] = []  # compiled before the bench session was sent
-        self._reference_compiled: bool | None = None  # whether the reference runs a compiled Config
         self._late: list[int] = []  # candidates a batch stopped waiting for (`_stragglers`)
         self.stalled = 0.0  # seconds spent waiting for workers to start: not charged to the budget
 
@@ -356,7 +355,6 @@ class CandidateRunner:
         self.timeline.mark("first_batch_planned", detail=f"{len(configs)} candidates")
         self._send_session()
         while any(self.candidates[i].status == "pending" for i in ids):
-            self._send_session()  # a reference waiting for the heuristic's compile (see there)
             stragglers, due = self._stragglers(ids, planned)
             if stragglers and time.monotonic() >= due:
                 self._late += stragglers
@@ -382,7 +380,6 @@ class CandidateRunner:
             if starting:
                 self.stalled += time.monotonic() - waited
             self._pump()
-        self._send_session(wait_for_baseline=False)  # the final round and later batches need it
         return [self.candidates[i].time_ms for i in ids]
 
     def _stragglers(self, ids: list[int], planned: float) -> tuple[list[int], float]:
@@ -475,13 +472,9 @@ class CandidateRunner:
         assert self.compile_pool is not None and self.bench is not None
         return self.compile_pool.has_ready_worker() and self.bench.has_ready_worker()
 
-    def _send_session(self, wait_for_baseline: bool = True) -> None:
-        """Compute the accuracy reference (the compile pool is busy meanwhile) and give it to the
-        bench worker. A reference that is the heuristic Config's compiled result waits until the
-        pool has compiled that Config (one of the first batch): compiling it here as well took
-        the parent 4 s on the H100 (the MoE kernel), during which nothing could be timed; after
-        the pool, Triton's disk cache holds the binary and the run costs a launch."""
-        if self._session_sent or (wait_for_baseline and self._reference_awaits_baseline()):
+    def _send_session(self) -> None:
+        """Compute the eager reference (the compile pool is busy meanwhile) and give it to the bench worker."""
+        if self._session_sent:
             return
         assert self.bench is not None
         begun = time.monotonic()
@@ -495,15 +488,6 @@ class CandidateRunner:
         self._held.clear()
         self.timeline.add("reference_s", time.monotonic() - begun)
         self.timeline.mark("reference_done", detail=detail)
-
-    def _reference_awaits_baseline(self) -> bool:
-        """Whether the reference is the heuristic's compiled result and its compile is still in
-        the pool (a candidate of this run, neither compiled nor failed yet)."""
-        if self._reference_compiled is None:
-            self._reference_compiled = reference_is_compiled(self.bound, self.reference_config, self.fallback_config)
-        return self._reference_compiled and any(
-            self._is_baseline(number) and candidate.status == "pending" and candidate.compile_s is None
-            for number, candidate in self.candidates.items())
 
     @property
     def tolerance(self) -> tuple[float, float] | None:
@@ -662,17 +646,10 @@ def tuning_reference(working: Any, reference_config: Config | None,
     baseline = working.kernel.settings.autotune_baseline_fn
     if baseline is not None:
         return _result_on_copies(working, lambda: baseline(*working.args, **working.kwargs)), "autotune_baseline_fn"
-    if reference_is_compiled(working, reference_config, fallback):
+    if fallback is not None and (reference_config is None or not _eager_is_affordable(working, reference_config)):
         return (_compiled_reference(working, fallback),
                 f"compiled with {fallback} (eager would take too long)")
     return _eager_reference(working, reference_config), f"eager with {reference_config}"
-
-
-def reference_is_compiled(working: Any, reference_config: Config | None, fallback: Config | None) -> bool:
-    """Whether `tuning_reference` runs `fallback` compiled (no autotune_baseline_fn, and eager
-    mode with `reference_config` would take too long)."""
-    return (working.kernel.settings.autotune_baseline_fn is None and fallback is not None
-            and (reference_config is None or not _eager_is_affordable(working, reference_config)))
 
 
 def baseline_tolerance(given: Any) -> tuple[float, float] | None:
