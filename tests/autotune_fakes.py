@@ -69,6 +69,40 @@ def eight_warps_compile_slowly_setup(spec: CompileWorkerSpec) -> Callable[[Any],
     return _delayed_compile_setup(spec, 8, 6)
 
 
+def _scratch(task: BenchTask, inputs: list[Any]) -> list[Any]:
+    """Tensors the launches take that are neither inputs nor results (e.g. partial-sum buffers)."""
+    kept = {t.untyped_storage().data_ptr() for t in list(inputs) + list(task.results)}
+    return [a for launch in task.launches for a in launch.arguments
+            if isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() not in kept]
+
+
+class _FaultyBench(BenchHandler):
+    def __call__(self, task: BenchTask) -> Any:
+        launch = task.launches[0]
+        if launch.num_warps == 16:
+            os._exit(9)
+        if launch.num_stages == 3:
+            raise RuntimeError("injected launch failure")
+        if launch.num_stages == 4 and task.run_only:
+            result = super().__call__(task)
+            assert self.session is not None
+            for tensor in _scratch(task, [w for w, _ in self.session.inputs]):
+                tensor.add_(1.0)
+            return result
+        if launch.num_stages == 4 and task.check:
+            super().__call__(dataclasses.replace(task, check=False))
+            for tensor in task.results:
+                tensor.add_(1.0)
+            assert self.session is not None
+            error, detail = accuracy_error(task.results, self.session.reference)
+            return BenchResult(None if error > 1 else 0.0, error, detail)
+        return super().__call__(task)
+
+
+def faulty_bench_setup(spec: Any) -> BenchHandler:
+    return _FaultyBench(spec)
+
+
 class _TimedBench(BenchHandler):
     """Checks candidates for real, then reports a time from `times[phase][num_warps]`: phase
     "search" for checked tasks (the search's), "final" for unchecked ones (the final timing's)."""
