@@ -187,8 +187,9 @@ def record_tuned(record: Callable[..., None], case: str, impl: str, flops: float
     """Quick-tune `kernel` (`tune()` returns the Config), then record `run` timed under it; a failure
     is a row. The tuned choice is forgotten afterwards: it is kept per size bucket, not per shape,
     so every later call of `kernel` with the same dtypes would run it too. In session 9 the MoE rows
-    after `--tune "seed000 4 groups bfloat16"` ran the seed's tuned Config under the heuristic label
-    (0.401 / 0.925 ms at G8 / G16; the heuristic Config runs 0.66 / 1.63 ms on that tree)."""
+    after `--tune "seed000 4 groups bfloat16"` ran the seed's tuned Config (128 x 256, flat) under
+    the heuristic label: 0.401 / 0.925 ms at G8 / G16, where that tree's heuristic Config runs
+    0.66 / 1.63 ms (results/issue17/moe_session12.md)."""
     from tessera.runtime.tuning import forget
     try:
         start = time.perf_counter()
