@@ -117,7 +117,7 @@ def _wanted(facts: KernelFacts) -> dict[str, Any]:
         wanted["split_programs"] = SPLIT_PROGRAMS
         # measured on the H100 (benchmarks/results/issue17/moe_session12.md): 128 x 256 persistent
         # tiles grouped by 8 rows run a 64-expert MoE in 2.5 ms (3.5 flat) but slow 8 and 16
-        # experts and the seed shapes by 3-30%; the tuner has the axis
+        # experts and the seed shapes by 3-32%; the tuner has the axis
         wanted["l2_grouping"] = 1
         if facts.programs <= PERSISTENT_SPLIT_MAX_PROGRAMS and facts.largest_numel >= PERSISTENT_SPLIT_MIN_ELEMENTS:
             if facts.uses_dot:
