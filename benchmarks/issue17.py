@@ -113,8 +113,8 @@ def main() -> int:
         except Exception as error:  # noqa: BLE001
             record(case, "tessera kernel (flat buffers)", flops, None, f"error: {type(error).__name__}: {error}"[:300])
         if any(case.startswith(prefix) for prefix in args.tune):
-            record_tuned(record, case, "tessera kernel tuned", flops, lambda: gg.grouped_gemm_impl.autotune(*arguments),
-                         kernel, lambda: check(split(), As, Bs))
+            record_tuned(record, case, "tessera kernel tuned", flops, gg.grouped_gemm_impl,
+                         lambda: gg.grouped_gemm_impl.autotune(*arguments), kernel, lambda: check(split(), As, Bs))
         if args.label == "new":
             record(case, f"torch.mm loop ({str(dtype).replace('torch.', '')})", flops,
                    lambda: [torch.mm(A, B) for A, B in zip(As, Bs)])
@@ -182,9 +182,15 @@ def main() -> int:
     return 0
 
 
-def record_tuned(record: Callable[..., None], case: str, impl: str, flops: float, tune: Callable[[], Any],
-                 run: Callable[[], Any], checked: Callable[[], str] | None = None) -> None:
-    """Quick-tune (`tune()` returns the Config), then record `run` timed under it; a failure is a row."""
+def record_tuned(record: Callable[..., None], case: str, impl: str, flops: float, kernel: Any,
+                 tune: Callable[[], Any], run: Callable[[], Any], checked: Callable[[], str] | None = None) -> None:
+    """Quick-tune `kernel` (`tune()` returns the Config), then record `run` timed under it; a failure
+    is a row. The tuned choice is forgotten afterwards: it is kept per size bucket, not per shape,
+    so every later call of `kernel` with the same dtypes would run it too. In session 9 the MoE rows
+    after `--tune "seed000 4 groups bfloat16"` ran the seed's tuned Config (128 x 256, flat) under
+    the heuristic label: 0.401 / 0.925 ms at G8 / G16, where that tree's heuristic Config runs
+    0.66 / 1.63 ms (results/issue17/moe_session12.md)."""
+    from tessera.runtime.tuning import forget
     try:
         start = time.perf_counter()
         os.environ["TESSERA_AUTOTUNE_EFFORT"] = "quick"
@@ -195,6 +201,7 @@ def record_tuned(record: Callable[..., None], case: str, impl: str, flops: float
         record(case, impl, flops, None, f"error: {type(error).__name__}: {error}"[:300])
     finally:
         os.environ["TESSERA_AUTOTUNE_EFFORT"] = "none"
+        forget(kernel)
 
 
 def attention_rows(args: argparse.Namespace, record: Callable[..., None], device: str, check_dtype: Any) -> None:
@@ -222,7 +229,8 @@ def attention_rows(args: argparse.Namespace, record: Callable[..., None], device
             except Exception as error:  # noqa: BLE001
                 record(case, "tessera (heuristic config)", flops, None, f"error: {type(error).__name__}: {error}"[:300])
             if args.tune_attention and args.label == "new" and case == args.tune_attention:
-                record_tuned(record, case, "tessera quick-tuned", flops, lambda: at.attention.autotune(q, k, v, causal),
+                record_tuned(record, case, "tessera quick-tuned", flops, at.attention,
+                             lambda: at.attention.autotune(q, k, v, causal),
                              lambda: at.attention(q, k, v, causal))
             if args.label == "new":
                 record(case, "F.scaled_dot_product_attention", flops,
@@ -274,7 +282,7 @@ def attention_backward_rows(args: argparse.Namespace, record: Callable[..., None
             record(case, "tessera autograd backward", flops,
                    lambda: torch.autograd.grad(trained, leaves, grad_out, retain_graph=True))
             if case == args.tune_backward:
-                record_tuned(record, case, "tessera attention_bwd quick-tuned", flops,
+                record_tuned(record, case, "tessera attention_bwd quick-tuned", flops, at.attention_bwd,
                              lambda: at.attention_bwd.autotune(grad_out, q, k, v, out, lse, causal),
                              lambda: at.attention_bwd(grad_out, q, k, v, out, lse, causal))
             for options in eval(args.backward_configs) if args.backward_configs else ():  # noqa: S307 - the developer's own

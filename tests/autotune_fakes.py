@@ -9,7 +9,8 @@ function here is module level. A candidate's fault is chosen by its launch setti
                     code finishes, wrong scratch (partial sums) instead
 
 `timed_bench_setup` (bound to a table with functools.partial) reports fake times by num_warps;
-`heuristic_compiles_slowly_setup` delays the compile of 4-warp candidates (add's heuristic).
+`heuristic_compiles_slowly_setup` delays the compile of 4-warp candidates (add's heuristic),
+`eight_warps_compile_slowly_setup` that of 8-warp ones (a straggler of their batch).
 
 `echo_setup` and `session_echo_setup` drive WorkerGroup directly (tasks "crash", "hang", "raise");
 `warm_echo_setup` has a warm-up that works, kills its process or hangs.
@@ -47,15 +48,25 @@ def faulty_compile_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
     return handle
 
 
-def heuristic_compiles_slowly_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
-    """Candidates of 4 warps (add's heuristic Config) take 3 s to compile; the others compile at once."""
+def _delayed_compile_setup(spec: CompileWorkerSpec, warps: int, seconds: float) -> Callable[[Any], Any]:
+    """Candidates of `warps` warps take `seconds` more to compile; the others compile at once."""
     real = compile_worker_setup(spec)
 
     def handle(launches: list[Any]) -> Any:
-        if launches[0].num_warps == 4:
-            time.sleep(3)
+        if launches[0].num_warps == warps:
+            time.sleep(seconds)
         return real(launches)
     return handle
+
+
+def heuristic_compiles_slowly_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
+    """Candidates of 4 warps (add's heuristic Config) take 3 s to compile; the others compile at once."""
+    return _delayed_compile_setup(spec, 4, 3)
+
+
+def eight_warps_compile_slowly_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
+    """Candidates of 8 warps take 6 s to compile (a straggler of their batch); the others compile at once."""
+    return _delayed_compile_setup(spec, 8, 6)
 
 
 def _scratch(task: BenchTask, inputs: list[Any]) -> list[Any]:

@@ -481,6 +481,18 @@ def test_the_budget_never_cancels_the_heuristic_config(interpreter_workers):
     assert result.config["num_warps"] == 4 and result.default_ms == 1.0
 
 
+def test_a_batch_does_not_wait_for_one_slow_compile_and_times_it_when_it_is_done(interpreter_workers):
+    x, y = torch.randn(64, 64), torch.randn(64, 64)
+    heuristic = tuning.heuristic_for(add.bind(x, y))
+    seeds = [heuristic.merged(num_warps=8), heuristic.merged(num_warps=2), heuristic.merged(num_stages=2)]
+    options = TuneOptions(compile_workers=4, rep_ms=1, final_rep_ms=1, progress=False, warm_pool=False,
+                          compile_setup=autotune_fakes.eight_warps_compile_slowly_setup)
+    result = tune(add.bind(x, y), effort="none", budget_seconds=120, seeds=seeds, options=options)
+    times = {(t.config["num_warps"], t.config["num_stages"]): t.time_ms for t in result.search.trials}
+    assert result.phases["stragglers"] == 1 and len(times) == 4 and None not in times.values()
+    assert result.failures == {}
+
+
 def test_a_candidate_slower_than_the_cutoff_on_its_first_run_is_not_timed_further():
     calls = []
 

@@ -184,19 +184,25 @@ def test_a_jagged_elementwise_loop_is_shared_and_correct(device: torch.device) -
         assert "split_tile" in kernel.bind(x, lengths, torch.zeros_like(x)).to_triton_code(config)
 
 
-def test_the_heuristic_shares_a_split_loop_persistently_unless_the_grid_is_large_or_the_call_small() -> None:
+def test_the_heuristic_shares_a_large_split_product_flat_in_wide_tiles() -> None:
     tunables = (TunableDim(0, 64, 16, "split"), TunableDim(1, 64, 16, "split"), TunableDim(2, 64, 16, "loop"))
     few = heuristic_config(config_space(KernelFacts(tunables=tunables, uses_dot=True, programs=8,
                                                     largest_numel=1 << 26)))
-    assert few["block_sizes"] == [128, 128, 64] and few["num_warps"] == 8
-    assert few["pid_type"] == "persistent_interleaved"
+    assert few["block_sizes"] == [128, 256, 64] and few["num_warps"] == 8
+    assert few["pid_type"] == "flat" and few["split_programs"] >= 256
     many = heuristic_config(config_space(KernelFacts(tunables=tunables, uses_dot=True, programs=100_000,
                                                      largest_numel=1 << 26)))
     assert many["pid_type"] == "flat" and many["split_programs"] >= 256
     # Helion's grouped_gemm example: 4 groups, a 640 x 256 input; a few output tiles in all
     small = heuristic_config(config_space(KernelFacts(tunables=tunables, uses_dot=True, programs=4,
                                                       largest_numel=640 * 256)))
-    assert small["pid_type"] == "flat" and small["split_programs"] >= 256
+    assert small["pid_type"] == "flat" and small["split_programs"] >= 256 and small["block_sizes"] == [128, 128, 64]
+
+
+def test_the_heuristic_shares_a_large_split_loop_without_products_persistently() -> None:
+    rows = heuristic_config(config_space(KernelFacts(tunables=(TunableDim(0, 4096, 1, "split"),), programs=8,
+                                                     largest_numel=1 << 26)))
+    assert rows["pid_type"] == "persistent_interleaved"
 
 
 def test_a_kernel_without_a_split_loop_has_no_split_axis() -> None:

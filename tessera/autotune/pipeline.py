@@ -47,7 +47,7 @@ from tessera.autotune.bench_worker import (BenchResult, BenchSession, BenchWorke
                                            bench_worker_setup, flatten_tensors)
 from tessera.autotune.compile_pool import CompileWorkerSpec, compile_task, compile_worker_setup
 from tessera.autotune.host_finish import Finished, finish_on_host, finished_on_host
-from tessera.autotune.search import SearchResult, search
+from tessera.autotune.search import SearchResult, Trial, search
 from tessera.autotune.pool import leased_group, release_group
 from tessera.autotune.workers import Outcome, WorkerGroup, wait_for
 from tessera.backends.config_space import ConfigSpace
@@ -58,6 +58,13 @@ from tessera.runtime.tuning import BACKEND, config_space_for
 PRUNE_FACTOR = 3.0
 """A candidate whose first timed run is this many times slower than the fastest so far is not
 timed further (bench_worker.py: `cutoff_ms`); the final round times the leaders in full."""
+
+STRAGGLER_FACTOR = 2.0
+"""A batch stops waiting for its last few candidates (at most half of it, none of them the
+heuristic, none compiled yet) once this many median compile times of the batch have passed since
+it was planned: they keep compiling and are timed later (`collect_late`), while the search goes
+on. On the H100 one 256 x 128 grouped-GEMM candidate took 7.2 s to compile against a median of
+2.8 s, and the quick search's second ring waited for it."""
 
 BASELINE_MARGIN = 0.01
 """A tuned Config must beat the heuristic one by more than this fraction of its time in the final
@@ -102,6 +109,7 @@ class _Candidate:
     plan: Any = None
     time_ms: float | None = None
     host_finished: bool = False  # host code finishes its results: checked here (host_finish.py)
+    compile_s: float | None = None  # seconds its compile took in the pool (None: not compiled yet)
     status: str = "pending"  # pending | ok | plan | compile | error | timeout | crash | wrong | budget
 
 
@@ -164,9 +172,11 @@ def tune(bound: Any, *, effort: str, budget_seconds: float, seeds: list[Config] 
         baseline = None if only_seeds else space.normalize(heuristic)
         runner.attach(working, reference_config(space, heuristic), heuristic, baseline=baseline)
         runner.timeline.mark("traced")
+        deadline = runner.clock() + budget_seconds
         result = search(space, runner.evaluate, effort="none" if only_seeds else effort, seeds=starts,
                         budget_seconds=budget_seconds, seed=settings.get("autotune_seed") if seed is None else seed,
                         clock=runner.clock)
+        runner.collect_late(result, deadline)
         runner.timeline.mark("search_done", detail=f"{len(result.trials)} candidates")
         best, best_ms, default_ms = runner.final_timing(result, options.final_top, options.final_rep_ms,
                                                         baseline=baseline)
@@ -280,6 +290,7 @@ class CandidateRunner:
         self._session_sent = False
         self.reference: list[torch.Tensor] | None = None  # the accuracy reference (final results)
         self._held: list[int] = []  # compiled before the bench session was sent
+        self._late: list[int] = []  # candidates a batch stopped waiting for (`_stragglers`)
         self.stalled = 0.0  # seconds spent waiting for workers to start: not charged to the budget
 
     # -- life cycle ---------------------------------------------------------------------------
@@ -339,10 +350,17 @@ class CandidateRunner:
         for config in configs:
             ids.append(self._plan_and_compile(config))
             self._pump()
-        self.timeline.add("planning_s", time.monotonic() - planning)
+        planned = time.monotonic()
+        self.timeline.add("planning_s", planned - planning)
         self.timeline.mark("first_batch_planned", detail=f"{len(configs)} candidates")
         self._send_session()
         while any(self.candidates[i].status == "pending" for i in ids):
+            stragglers, due = self._stragglers(ids, planned)
+            if stragglers and time.monotonic() >= due:
+                self._late += stragglers
+                self.timeline.add("stragglers", len(stragglers))
+                progress.log(f"not waiting for candidates {stragglers} (still compiling): timed when they are done")
+                break
             overdue = self.clock() >= deadline
             if overdue:
                 # the budget is spent: stop waiting for compiles and runs still in flight, but the
@@ -355,11 +373,43 @@ class CandidateRunner:
                     break
             starting = not self._workers_ready()
             waited = time.monotonic()
-            wait_for(self.compile_pool, self.bench, until=None if starting or overdue else deadline + self.stalled)
+            until = None if starting or overdue else deadline + self.stalled
+            if stragglers and not starting:
+                until = due if until is None else min(until, due)
+            wait_for(self.compile_pool, self.bench, until=until)
             if starting:
                 self.stalled += time.monotonic() - waited
             self._pump()
         return [self.candidates[i].time_ms for i in ids]
+
+    def _stragglers(self, ids: list[int], planned: float) -> tuple[list[int], float]:
+        """The candidates of a batch it need not wait for, and from when (see STRAGGLER_FACTOR);
+        ([], 0) when it must wait for every pending one."""
+        pending = [n for n in ids if self.candidates[n].status == "pending"]
+        if not pending or 2 * len(pending) > len(ids) or any(
+                self._is_baseline(n) or self.candidates[n].compile_s is not None for n in pending):
+            return [], 0.0
+        compiled = sorted(c.compile_s for n in ids if (c := self.candidates[n]).compile_s is not None)
+        if not compiled:
+            return [], 0.0
+        return pending, planned + STRAGGLER_FACTOR * compiled[len(compiled) // 2]
+
+    def collect_late(self, result: SearchResult, deadline: float) -> None:
+        """Wait, until `deadline` (the budget's, in `clock` time), for the candidates batches left
+        compiling (`_stragglers`), and put their times into `result`'s trials."""
+        late = self._late
+        while any(self.candidates[n].status == "pending" for n in late):
+            if self.clock() >= deadline:
+                self._cancel_queued()
+                for number in late:
+                    if self.candidates[number].status == "pending":
+                        self._fail(number, "budget", "the time budget ran out before it was timed")
+                break
+            wait_for(self.compile_pool, self.bench, until=deadline + self.stalled)
+            self._pump()
+        times = {self.candidates[n].config: self.candidates[n].time_ms for n in late}
+        result.trials[:] = [Trial(t.config, times[t.config]) if t.time_ms is None and t.config in times else t
+                            for t in result.trials]
 
     def final_timing(self, result: SearchResult, top: int, rep_ms: float,
                      baseline: Config | None = None) -> tuple[Config | None, float, float | None]:
@@ -464,6 +514,7 @@ class CandidateRunner:
         for outcome in self.compile_pool.collect():
             candidate = self.candidates[outcome.task_id]
             if outcome.ok:
+                candidate.compile_s = outcome.value
                 self.timeline.mark("first_compiled")
                 self.timeline.add("compile_sum_s", outcome.value)
                 progress.log(f"candidate {outcome.task_id} compiled in {outcome.value:.2f} s: {candidate.config}")

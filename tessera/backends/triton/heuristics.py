@@ -116,17 +116,32 @@ def _wanted(facts: KernelFacts) -> dict[str, Any]:
         wanted = _elementwise_kernel(facts)
     if any(d.role == "split" for d in facts.tunables):
         wanted["split_programs"] = SPLIT_PROGRAMS
-        # measured on the H100 (benchmarks/results/issue17): grouping rows of a shared loop's tiles
-        # helped a 64-expert MoE (3.4 -> 2.5 ms) but slowed 8 and 16 experts and the seed shapes
-        # by 7-40%; the tuner has the axis
+        # measured on the H100 (benchmarks/results/issue17/moe_session12.md): 128 x 256 persistent
+        # tiles grouped by 8 rows run a 64-expert MoE in 2.5 ms (3.5 flat) but slow 8 and 16
+        # experts and the seed shapes by 3-32%; the tuner has the axis
         wanted["l2_grouping"] = 1
         if facts.programs <= PERSISTENT_SPLIT_MAX_PROGRAMS and facts.largest_numel >= PERSISTENT_SPLIT_MIN_ELEMENTS:
-            # one program per SM dealing out the tiles of all grid points: balanced however skewed they are
-            wanted["pid_type"] = "persistent_interleaved"
+            if facts.uses_dot:
+                _widen_split_product(facts, wanted)
+            else:
+                # one program per SM dealing out the tiles of all grid points: balanced however skewed
+                wanted["pid_type"] = "persistent_interleaved"
     _fit_block_elements(facts, wanted)
     if facts.interpreted:
         _widen_for_interpreter(facts, wanted)
     return wanted
+
+
+def _widen_split_product(facts: KernelFacts, wanted: dict[str, Any]) -> None:
+    """A large grouped GEMM (a product over a split loop's tiles, ir/loop_split.py): 128 x 256 output
+    tiles shared flat by SPLIT_PROGRAMS programs, what quick tuning picks for the seed's 4 groups.
+    H100, bf16, one run (benchmarks/results/issue17/moe_session12.md), seed / MoE G8 / G16 / G64:
+    this 0.149 / 0.413 / 0.923 / 3.46 ms; 128 x 128 persistent_interleaved (the heuristic before)
+    0.186 / 0.668 / 1.63 / 3.67; 128 x 128 flat 0.181 / 0.572 / 1.33 / 4.11; 128 x 256
+    persistent_interleaved with l2_grouping=8 0.153 / 0.544 / 1.21 / 2.54 (best only at 64 groups)."""
+    splits = sorted((d for d in facts.tunables if d.role == "split"), key=lambda d: d.index)
+    if len(splits) == 2 and wanted.get(f"block_sizes[{splits[1].index}]") == DOT_OUTPUT_BLOCK:
+        wanted[f"block_sizes[{splits[1].index}]"] = WIDE_DOT_BLOCK
 
 
 def _widen_for_interpreter(facts: KernelFacts, wanted: dict[str, Any]) -> None:
