@@ -9,7 +9,7 @@ import torch
 import tessera
 from tessera import backends
 from tessera.autotune.bench_worker import BenchSession, BenchTask, BenchWorkerSpec, accuracy_error, bench_worker_setup
-from tessera.autotune.pipeline import _eager_reference, reference_config
+from tessera.autotune.reference import bind_on_copies, eager_reference, reference_config
 from tessera.backends.config_space import KernelFacts
 from tessera.config import Config
 from tessera.runtime import tuning
@@ -28,8 +28,8 @@ def test_the_eager_reference_runs_with_big_blocks_and_matches_the_default_one():
     space = tuning.config_space_for(bound.plan(Config()))
     config = reference_config(space, TRITON.heuristic_config(space))
     assert config["block_sizes"][0] >= 16  # 3000 rows: at most 188 tiles instead of 94 of the default 32
-    working = tessera.autotune.pipeline._bind_on_copies(bound)
-    [fast] = _eager_reference(working, config)
+    working = bind_on_copies(bound)
+    [fast] = eager_reference(working, config)
     torch.testing.assert_close(fast, bound.reference())
 
 
@@ -41,7 +41,7 @@ def test_reference_blocks_grow_the_dim_with_the_most_tiles_until_about_256_remai
     assert (8192 // blocks[0]) * (8192 // blocks[1]) == 256
 
 
-def test_an_in_place_kernel_is_restored_after_its_eager_reference():
+def test_an_in_place_kernel_is_restored_after_itseager_reference():
     @tessera.kernel
     def scale_in_place(x: torch.Tensor) -> torch.Tensor:
         for tile in tessera.language.tile(x.size(0)):
@@ -49,8 +49,8 @@ def test_an_in_place_kernel_is_restored_after_its_eager_reference():
         return x
 
     x = torch.arange(8, dtype=torch.float32)
-    working = tessera.autotune.pipeline._bind_on_copies(scale_in_place.bind(x))
-    [reference] = _eager_reference(working, Config(block_sizes=[8]))
+    working = bind_on_copies(scale_in_place.bind(x))
+    [reference] = eager_reference(working, Config(block_sizes=[8]))
     torch.testing.assert_close(reference, x * 2)
     torch.testing.assert_close(working.args[0], x)  # the tuning copy is pristine again
 

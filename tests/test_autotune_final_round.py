@@ -12,6 +12,7 @@ import torch
 
 import tessera
 from tessera.autotune.pipeline import CandidateRunner, TuneOptions, tune
+from tessera.autotune.reference import bind_on_copies
 from tessera.autotune.search import SearchResult, Trial
 from tessera.runtime import tuning
 
@@ -87,7 +88,7 @@ def test_the_budget_never_cancels_the_heuristic_config(interpreter_workers):
 
 def _final_round(times: dict[int, Any], search_times: dict[int, float], top: int | None = None):
     """The final round of add's heuristic (4 warps) against other warp counts under fake times."""
-    working = tessera.autotune.pipeline._bind_on_copies(add.bind(torch.randn(64, 64), torch.randn(64, 64)))
+    working = bind_on_copies(add.bind(torch.randn(64, 64), torch.randn(64, 64)))
     heuristic = tuning.heuristic_for(working)
     configs = {warps: heuristic.merged(num_warps=warps) for warps in times}
     result = SearchResult(None, 0.0, [Trial(configs[warps], search_times[warps]) for warps in times])

@@ -11,6 +11,7 @@ import tessera.language as hl
 from tessera.autotune import host_finish
 from tessera.autotune.bench_worker import BenchResult
 from tessera.autotune.pipeline import CandidateRunner, TuneOptions, _Candidate, tune
+from tessera.autotune.reference import bind_on_copies
 from tessera.autotune.workers import Outcome
 from tessera.config import Config
 
@@ -87,7 +88,7 @@ def test_finishing_on_the_host_runs_the_host_code_on_what_the_launches_wrote():
 
 def test_host_finished_launches_that_write_nothing_into_buffers_holding_the_answer_are_rejected():
     x, weight = args = _column_sum_inputs(32, 8)
-    working = tessera.autotune.pipeline._bind_on_copies(_scaled_column_sums.bind(*args))
+    working = bind_on_copies(_scaled_column_sums.bind(*args))
     runner = CandidateRunner(working, TuneOptions(progress=False), "_scaled_column_sums")
     runner.bench, runner.reference = autotune_fakes.RecordingGroup(), [x * weight, x.sum(dim=0)]
     candidate = runner.candidates[0] = _Candidate(Config(block_sizes=[16, 16]), host_finished=True)
