@@ -16,8 +16,8 @@ from tessera import backends, exc, settings
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
 from tessera.location import SourceLocation, strip_internal_frames, user_location
-from tessera.frontend.rewrite import (BREAKPOINT, COMPARE, DEVICE_IF, DEVICE_LOOP, DEVICE_RANGE, STATIC_RANGE,
-                                      LAUNCH, MINMAX, PRINT, RANGE, TORCH_CALL, RewrittenKernel, rewrite_kernel)
+from tessera.frontend.device_expressions import BREAKPOINT, COMPARE, DEVICE_IF, MINMAX, PRINT, RANGE, TORCH_CALL
+from tessera.frontend.rewrite import DEVICE_LOOP, DEVICE_RANGE, LAUNCH, STATIC_RANGE, RewrittenKernel, rewrite_kernel
 from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments
 from tessera.language.tile import grid, jagged_tile, tile
