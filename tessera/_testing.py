@@ -4,7 +4,7 @@ A Helion example ports by renaming `helion` to `tessera` in its imports; these n
 their meaning: `DEVICE` (the GPU if there is one, else the CPU), `HALF_DTYPE`,
 `LONG_INT_TYPE`, `run_example` (check kernels against a reference) and `do_bench`; and the
 harness of Helion's unit tests (`code_and_output`, `TestCase`, the skip decorators...), defined
-in `tessera/_test_case.py`.
+in `tessera/_test_case.py` and `tessera/_test_skips.py`.
 
 >>> from tessera._testing import DEVICE, run_example
 >>> run_example(lambda x: x + 1, lambda x: 1 + x, (torch.ones(3),))  # doctest: +SKIP
@@ -20,11 +20,13 @@ from typing import Any, Callable
 import torch
 
 from tessera._test_case import (  # noqa: F401  (Helion's unit-test harness, re-exported)
-    EXAMPLES_DIR, PROJECT_ROOT, AssertExpectedJournal, CosSimilarity, assert_helion_compilation, assert_ref_eager_mode, RefEagerTestBase, RefEagerTestDisabled, TestCase, _get_backend,
-    assert_close_with_mismatch_tolerance, check_example, code_and_output, float32_matmul_precision,
-    get_test_dot_precision, get_test_float32_matmul_precision, import_path, is_cuda, matchesBackends, onlyBackends,
-    output_only, skipIfA10G, skipIfCudaCapabilityLessThan, skipIfCute, skipIfFn, skipIfLowVRAM, skipIfMetal,
-    skipIfMTIA, skipIfNormalMode, skipIfNotCUDA, skipIfNotTriton, skipIfPallas, skipIfPallasInterpret,
+    EXAMPLES_DIR, PROJECT_ROOT, AssertExpectedJournal, CosSimilarity, assert_helion_compilation,
+    assert_ref_eager_mode, RefEagerTestBase, RefEagerTestDisabled, TestCase, assert_close_with_mismatch_tolerance,
+    check_example, code_and_output, import_path, output_only)
+from tessera._test_skips import (  # noqa: F401  (its skip decorators and mode queries, re-exported)
+    _get_backend, float32_matmul_precision, get_test_dot_precision, get_test_float32_matmul_precision, is_cuda,
+    matchesBackends, onlyBackends, skipIfA10G, skipIfCudaCapabilityLessThan, skipIfCute, skipIfFn, skipIfLowVRAM,
+    skipIfMetal, skipIfMTIA, skipIfNormalMode, skipIfNotCUDA, skipIfNotTriton, skipIfPallas, skipIfPallasInterpret,
     skipIfPyTorchBaseVerLessThan, skipIfRefEager, skipIfRocm, skipIfSharedMemoryLessThan, skipIfTileIR, skipIfXPU,
     skipUnlessAMDCDNA, skipUnlessBackends, skipUnlessCuteAvailable, skipUnlessMultiXCD, skipUnlessPallas,
     skipUnlessTensorDescriptor, skipUnlessTileIR, xfailIfCute, xfailIfFn, xfailIfPallas, xfailIfPallasInterpret,

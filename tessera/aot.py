@@ -109,10 +109,10 @@ class AOTKernel(Kernel):
                 found.append(value)
         return tuple(found)
 
-    def choose_config(self, mode: str, args: tuple, kwargs: dict) -> Config:
+    def choose_config(self, mode: str, args: tuple, kwargs: dict, stamp: tuple[Any, ...] | None = None) -> Config:
         phase = aot_mode()
         if phase == "disabled" or self.settings.config is not None:
-            return config_for_call(self, mode, args, kwargs)
+            return config_for_call(self, mode, args, kwargs, stamp)
         records = self.records(common_device(self.fn.__name__, args, kwargs))
         if phase == "collect":
             self._run_one_shot(mode, records)
@@ -125,7 +125,7 @@ class AOTKernel(Kernel):
         if memo_key not in self._picked:
             self._picked[memo_key] = records.best_for(features)
         picked = self._picked[memo_key]
-        return picked if picked is not None else config_for_call(self, mode, args, kwargs)
+        return picked if picked is not None else config_for_call(self, mode, args, kwargs, stamp)
 
     def records(self, device: torch.device) -> AOTRecords:
         """This kernel's recorded data on `device` (read from disk once per process)."""

@@ -78,7 +78,8 @@ _DECLARED: tuple[Setting, ...] = (
     Setting("autotune_seed", "TESSERA_AUTOTUNE_SEED", _parse_int, 0,
             "Seed of the autotuner's random choices."),
     Setting("autotune_effort", "TESSERA_AUTOTUNE_EFFORT", _parse_optional_str, None,
-            "Override every kernel's autotune_effort: none | quick | full."),
+            "Override every kernel's autotune_effort: none | quick | full (read on every call: a change "
+            "takes effect on the next)."),
     Setting("op_fuzz_rounds", "TESSERA_OP_FUZZ_ROUNDS", int, 1,
             "Rounds of fresh edge values and input layouts per (op, dtype) pair of the differential op "
             "fuzzer (tests/test_op_fuzz.py); raise it for long runs, e.g. on the GPU."),
@@ -86,7 +87,7 @@ _DECLARED: tuple[Setting, ...] = (
             "Check index tensors on the device: a gathered or scattered index outside its dimension in "
             "a lane that is not masked raises IndexingError at the kernel line after the launch "
             "(instead of reading 0 / skipping the write). Costs a device sync per launch; tuning "
-            "is skipped (the heuristic Config runs). Read when a variant compiles."),
+            "is skipped (the heuristic Config runs). Read on every call: a change takes effect on the next."),
     Setting("aot_mode", "TESSERA_AOT_MODE", _parse_optional_str, None,
             "What tessera.aot_kernel kernels do per call: evaluate (default: run the Config the recorded "
             "data picks for the nearest recorded shape, else the usual choice) | collect (tune each new "
@@ -147,6 +148,8 @@ def _read_raw(variable: str) -> Any:
         usable = isinstance(data, dict) and encode is not None and decode is not None
         _environ_parts[:] = [environ, data if usable else None, encode, decode]
         _ENCODED_KEYS.clear()
+        if usable:
+            _CALL_KEYS[:] = [encode(_BY_NAME[name].env) for name in CALL_SETTINGS]
     data = _environ_parts[1]
     if data is None:
         return environ.get(variable)
@@ -156,20 +159,52 @@ def _read_raw(variable: str) -> Any:
     return data.get(key)
 
 
-def stamp(name: str) -> tuple[int, Any]:
-    """A token of everything `get(name)` reads: the override layers (their generation, bumped
-    by every `override` entry and exit) and the environment's stored value. While the token
-    stays equal, `get(name)` answers the same, so a decision made from it may be repeated.
+def stamp(*names: str) -> tuple[Any, ...]:
+    """A token of everything `get(name)` reads for each of `names`: the override layers (their
+    generation, bumped by every `override` entry and exit) and the environment's stored values.
+    While the token stays equal, `get` answers the same for each, so a decision made from them
+    may be repeated.
 
     >>> stamp("mode") == stamp("mode")
     True
     """
-    return _override_generation[0], _read_raw(_BY_NAME[name].env)
+    return (_override_generation[0], *[_read_raw(_BY_NAME[name].env) for name in names])
 
 
+CALL_SETTINGS = ("mode", "check_indices", "autotune_effort")
+"""The settings a kernel call's remembered decisions depend on: its mode, the variants it compiles
+(index checks are lowered into them) and its Config (the effort, which index checks force to
+"none"). Memos of those decisions hold `call_stamp()` and decide afresh when it changes."""
+
+
+def call_stamp() -> tuple[Any, ...]:
+    """`stamp(*CALL_SETTINGS)`, read the fast way: every kernel call takes it (three dict reads,
+    about as long as `stamp("mode")` alone)."""
+    parts = _environ_parts
+    if os.environ is parts[0] and parts[1] is not None:
+        get = parts[1].get
+        mode, check_indices, effort = _CALL_KEYS
+        return _override_generation[0], get(mode), get(check_indices), get(effort)
+    return stamp(*CALL_SETTINGS)  # first use, or another os.environ: refreshes _environ_parts
+
+
+def get_under(stamp: tuple[Any, ...], name: str) -> Any:
+    """`get(name)` for one of CALL_SETTINGS, where `stamp` is `call_stamp()` taken by this call:
+    read once per stamp, so the calls made under one stamp share the read (a dict lookup
+    instead of parsing the environment on every call)."""
+    known = _READ_UNDER.get(name)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    value = get(name)
+    _READ_UNDER[name] = (stamp, value)  # one assignment: a concurrent reader sees a whole pair
+    return value
+
+
+_READ_UNDER: dict[str, tuple[tuple[Any, ...], Any]] = {}  # setting -> (the stamp it was read under, its value)
 _environ_parts: list[Any] = [None, None, None, None]  # os.environ, and its mapping and codecs when usable
 _override_generation = [0]  # bumped by each override() entry and exit (see stamp)
 _ENCODED_KEYS: dict[str, Any] = {}
+_CALL_KEYS: list[Any] = []  # the encoded environment keys of CALL_SETTINGS (see call_stamp)
 
 
 _usable_cache_dirs: dict[str, str] = {}

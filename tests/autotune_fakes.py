@@ -14,6 +14,9 @@ function here is module level. A candidate's fault is chosen by its launch setti
 
 `echo_setup` and `session_echo_setup` drive WorkerGroup directly (tasks "crash", "hang", "raise");
 `warm_echo_setup` has a warm-up that works, kills its process or hangs.
+
+In the test process: `matmul_facts` / `softmax_facts` are kernel facts for the space, heuristic
+and search tests; `FakeTimedBench` and `RecordingGroup` stand in for the bench worker group.
 """
 from __future__ import annotations
 
@@ -27,7 +30,9 @@ import torch
 from tessera.autotune.bench_worker import BenchHandler, BenchResult, BenchTask, accuracy_error
 from tessera.autotune.compile_pool import CompileWorkerSpec, compile_worker_setup
 from tessera.autotune import forking, pool
-from tessera.autotune.workers import FatalWorkerError
+from tessera.autotune.workers import FatalWorkerError, Outcome
+from tessera.backends.config_space import KernelFacts
+from tessera.ir.tunables import TunableDim
 
 
 def slow_compile_setup(spec: CompileWorkerSpec) -> Callable[[Any], Any]:
@@ -223,3 +228,45 @@ class _WarmEcho:
 
 def warm_echo_setup(behaviour: str) -> _WarmEcho:
     return _WarmEcho(behaviour)
+
+
+# ---------------------------------------------------------------------------------------------
+# Used in the test process
+# ---------------------------------------------------------------------------------------------
+
+def matmul_facts() -> KernelFacts:
+    return KernelFacts(tunables=(TunableDim(0, 4096, 16, "launch"), TunableDim(1, 4096, 16, "launch"),
+                                 TunableDim(2, 4096, 16, "loop")),
+                       launch_dims=(2,), dtypes=(torch.bfloat16,), uses_dot=True)
+
+
+def softmax_facts(rows: int = 8192, width: int = 4096) -> KernelFacts:
+    return KernelFacts(tunables=(TunableDim(0, rows, 1, "launch"),), launch_dims=(1,),
+                       dtypes=(torch.bfloat16,), uses_reduction=True, largest_numel=rows * width)
+
+
+class RecordingGroup:
+    """Stands in for the bench worker group: keeps what is submitted."""
+
+    def __init__(self) -> None:
+        self.submitted: list[tuple[Any, Any]] = []
+
+    def submit(self, task_id: Any, task: Any) -> None:
+        self.submitted.append((task_id, task))
+
+
+class FakeTimedBench:
+    """The bench worker group of a final round: a plan's time is `times[num_warps]`, or in round
+    r `times[num_warps][r]` when that is a tuple."""
+
+    def __init__(self, times: dict[int, Any]) -> None:
+        self.times, self.submitted = times, []
+
+    def submit(self, task_id: Any, task: Any) -> None:
+        self.submitted.append((task_id, task.launches[0].num_warps))
+
+    def wait_all(self) -> list[Outcome]:
+        def time_of(task_id, warps):
+            given = self.times[warps]
+            return given[task_id[1]] if isinstance(given, tuple) else given
+        return [Outcome(task_id, "ok", BenchResult(time_of(task_id, warps), 0.0, "")) for task_id, warps in self.submitted]

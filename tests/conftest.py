@@ -16,7 +16,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     # Tests check results, not tuning: calls run the heuristic Config instead of tuning first
-    # (tests/test_autotune.py drives the tuner explicitly).
+    # (tests/test_autotune_*.py drive the tuner explicitly).
     os.environ.setdefault("TESSERA_AUTOTUNE_EFFORT", "none")
     # A fresh cache per test session: tuned configs from earlier runs must not leak in.
     if "TESSERA_CACHE_DIR" not in os.environ:
@@ -83,3 +83,19 @@ def _triton_stays_compiled(request: pytest.FixtureRequest) -> Any:
     if standard is not None and type(standard.cdiv).__name__ == "InterpretedFunction":
         _TRITON_MODE_REPORTED = True
         pytest.fail("this test imported Triton with its interpreter in a GPU test process")
+
+
+@pytest.fixture
+def private_cache(tmp_path: Any) -> Any:
+    """A cache directory of the test's own: what one autotuning test stores, no other finds."""
+    from tessera import settings  # imported here: the environment is set up first (pytest_configure)
+    with settings.override(cache_dir=str(tmp_path / "cache")):
+        yield
+
+
+@pytest.fixture
+def interpreter_workers(device: torch.device) -> None:
+    """Tuning CPU tensors runs candidates in Triton's interpreter in worker processes, which a
+    GPU test process (Triton imported compiled) cannot start: a CPU-suite test."""
+    if device.type == "cuda":
+        pytest.skip("tunes in Triton's interpreter: the CPU suite covers it")

@@ -13,7 +13,6 @@ import time
 import pytest
 import torch
 
-from tessera import settings
 from tessera.autotune import forking, pool, workers
 from tessera.autotune.pool import leased_group, release_group
 from tessera.autotune.workers import WorkerGroup
@@ -21,10 +20,7 @@ from tessera.autotune.workers import WorkerGroup
 import autotune_fakes
 
 
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path):
-    with settings.override(cache_dir=str(tmp_path / "cache")):
-        yield
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 # ---------------------------------------------------------------------------------------------
 # Workers: faults never reach the parent

@@ -214,7 +214,7 @@ def scatter_checked(values: torch.Tensor, indices: torch.Tensor, out: torch.Tens
 
 
 def _checked(kernel: Any, *args: Any) -> Any:
-    kernel.reset()  # the setting is read when a variant compiles
+    kernel.reset()  # each test compiles (and reports) from a fresh kernel
     try:
         with settings.override(check_indices=True, mode=_generated_mode(args[0].device)):
             return kernel(*args)

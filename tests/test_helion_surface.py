@@ -13,7 +13,7 @@ import tessera
 import tessera.language as hl
 from benchmarks.helion_examples import rewrite_import_line, shrink_sizes
 from tessera import _testing, exc, settings
-from tessera.autotune import pipeline
+from tessera.autotune.reference import baseline_tolerance, bind_on_copies, tuning_reference
 from tessera.autotune.bench_worker import accuracy_error
 from tessera.autotuner import EnumFragment, PowerOfTwoFragment
 from tessera.runtime.tuning import config_for_call, config_space_for, heuristic_for, kernel_facts
@@ -190,19 +190,19 @@ def test_config_overrides_must_make_a_valid_config():
 
 def test_the_baseline_function_is_the_tuning_reference():
     kernel = tessera.kernel(add_one, mode="interpret", autotune_baseline_fn=lambda x: x * 0 + 7)
-    working = pipeline._bind_on_copies(kernel.bind(torch.randn(6)))
-    (reference,), source = pipeline.tuning_reference(working, tessera.Config(block_sizes=[8]), None)
+    working = bind_on_copies(kernel.bind(torch.randn(6)))
+    (reference,), source = tuning_reference(working, tessera.Config(block_sizes=[8]), None)
     assert source == "autotune_baseline_fn" and torch.equal(reference, torch.full((6,), 7.0))
 
 
 def test_baseline_tolerances_replace_the_gates_tolerance_by_dtype():
     kernel = tessera.kernel(add_one, autotune_baseline_atol=0.1, autotune_baseline_rtol=0.0)
-    tolerance = pipeline.baseline_tolerance(kernel.settings)
+    tolerance = baseline_tolerance(kernel.settings)
     assert tolerance == (0.1, 0.0)
     want = torch.zeros(4)
     assert accuracy_error([want + 0.05], [want], tolerance)[0] <= 1.0
     assert accuracy_error([want + 0.2], [want], tolerance)[0] > 1.0
-    assert pipeline.baseline_tolerance(tessera.kernel(add_one).settings) is None
+    assert baseline_tolerance(tessera.kernel(add_one).settings) is None
 
 
 # -- host helpers and module paths ----------------------------------------------------------------

@@ -175,3 +175,40 @@ def test_verify_names_an_axis_no_loop_defines() -> None:
     ir = add.bind(torch.randn(8), torch.randn(8)).to_ir(tessera.Config(block_sizes=[8]))
     with pytest.raises(IRVerificationError, match="axis t0, which no loop or launch defines"):
         verify(ir.replace(launch_axes=()))
+
+
+def test_a_rebuilder_hook_replaces_each_node_once_and_every_use_reads_the_replacement() -> None:
+    from tessera.ir.graph import Node, Rebuilder, walk
+    from tessera.ir.verify import verify
+    ir = add.bind(torch.randn(8), torch.randn(8)).to_ir(tessera.Config(block_sizes=[8]))
+    finished: list[Node] = []
+
+    class Renamed(Rebuilder):
+        def finish(self, original: Node, rebuilt: Node) -> Node:
+            finished.append(original)
+            return dataclasses.replace(rebuilt, name=f"{rebuilt.name}_renamed")
+
+    body = Renamed({}).block(ir.body)
+    nodes = list(walk(body))
+    assert finished == list(walk(ir.body))  # once each, in order
+    assert all(node.name.endswith("_renamed") for node in nodes)
+    assert all(value in nodes for node in nodes for value in node.inputs if isinstance(value, Node))
+    verify(ir.replace(body=body), after="a renaming rebuild")
+
+
+def test_a_rebuilder_places_new_nodes_right_before_the_node_being_rebuilt() -> None:
+    from tessera.ir.graph import Node, Rebuilder
+    ir = add.bind(torch.randn(8), torch.randn(8)).to_ir(tessera.Config(block_sizes=[8]))
+    load = next(node for node in ir.body.nodes if node.op is Op.LOAD)
+    marker = dataclasses.replace(load, name="marker")
+
+    class Marking(Rebuilder):
+        def finish(self, original: Node, rebuilt: Node) -> Node:
+            if original.op is Op.STORE:
+                self.place_before(marker)
+            return rebuilt
+
+    before = list(ir.body.nodes)
+    after = list(Marking({}).block(ir.body).nodes)
+    store = next(index for index, node in enumerate(before) if node.op is Op.STORE)
+    assert after == before[:store] + [marker] + before[store:]

@@ -304,7 +304,7 @@ def substitute_axes(block: Block, axes: Mapping[Axis, Axis]) -> Block:
     that change are rebuilt and every use follows them."""
     if not axes:
         return block
-    return _Substitution(axes).block(block)
+    return Rebuilder(axes).block(block)
 
 
 def with_axes(ir: KernelIR, axes: Mapping[Axis, Axis]) -> KernelIR:
@@ -328,7 +328,7 @@ def rewrite_block(block: Block, nodes: Mapping[Node, Node],
 
     >>> rewrite_block(ir.body, {old_result: new_result}, {loop: (tail_loop,)})   # doctest: +SKIP
     """
-    return _Substitution({}, nodes, insert_after=insert_after).block(block)
+    return Rebuilder({}, nodes, insert_after=insert_after).block(block)
 
 
 def clone_node(node: Node, axes: Mapping[Axis, Axis], nodes: Mapping[Node, Node], suffix: str) -> Node:
@@ -342,12 +342,23 @@ def clone_node(node: Node, axes: Mapping[Axis, Axis], nodes: Mapping[Node, Node]
     scope = {node, *inside, *node.params.get("carried", ())}
     for inner in inside:
         scope.update(inner.params.get("carried", ()))
-    return _Substitution(axes, nodes, scope=scope, suffix=suffix).node(node)
+    return Rebuilder(axes, nodes, scope=scope, suffix=suffix).node(node)
 
 
-class _Substitution:
-    """One rebuild of a block: axes and nodes replaced. `scope` (when given) limits which nodes
-    are rebuilt (others are read as they are), and `suffix` renames what is rebuilt (a copy)."""
+class Rebuilder:
+    """One rebuild of a block: axes and nodes replaced, each node rebuilt once (remembered in
+    `nodes`, so every use reads the same rebuilt node). `scope` (when given) limits which nodes
+    are rebuilt (others are read as they are), and `suffix` renames what is rebuilt (a copy).
+
+    A pass that changes nodes in ways the replacement maps cannot say subclasses it: `finish`
+    sees each node rebuilt (inputs, blocks and params already rebuilt) and returns what replaces
+    it, and `place_before` puts a new node right before the node being rebuilt, in its block.
+
+    >>> class Renamed(Rebuilder):                                       # doctest: +SKIP
+    ...     def finish(self, original, rebuilt):
+    ...         return dataclasses.replace(rebuilt, name=rebuilt.name.upper())
+    >>> Renamed({}).block(ir.body)                                      # doctest: +SKIP
+    """
 
     def __init__(self, axes: Mapping[Axis, Axis], nodes: Mapping[Node, Node] = types.MappingProxyType({}),
                  scope: set[Node] | None = None, suffix: str = "",
@@ -357,15 +368,34 @@ class _Substitution:
         self.scope = scope
         self.suffix = suffix
         self.insert_after = insert_after
+        self._before: list[Node] = []  # what `place_before` placed while the current node was rebuilt
 
     def block(self, block: Block) -> Block:
-        rebuilt = []
+        outer, rebuilt = self._before, []  # a node's inner blocks are rebuilt while it is
         for node in block.nodes:
-            rebuilt.append(self.node(node))
-            rebuilt.extend(self.node(extra) for extra in self.insert_after.get(node, ()))
+            self._place(node, rebuilt)
+            for extra in self.insert_after.get(node, ()):
+                self._place(extra, rebuilt)
+        self._before = outer
         if all(a is b for a, b in zip(rebuilt, block.nodes)) and len(rebuilt) == len(block.nodes):
             return block
         return Block(tuple(rebuilt))
+
+    def _place(self, node: Node, rebuilt: list[Node]) -> None:
+        """Append `node` rebuilt to `rebuilt`, after whatever its rebuild placed before it."""
+        self._before = []
+        built = self.node(node)
+        rebuilt.extend(self._before)
+        rebuilt.append(built)
+
+    def finish(self, original: Node, rebuilt: Node) -> Node:
+        """The node that replaces `original`, given it `rebuilt` with axes and nodes replaced
+        (`original` itself when nothing changed); called once per node."""
+        return rebuilt
+
+    def place_before(self, node: Node) -> None:
+        """Put `node` (new, already rebuilt) right before the node being rebuilt, in its block."""
+        self._before.append(node)
 
     def node(self, node: Node) -> Node:
         known = self.nodes.get(node)
@@ -386,6 +416,7 @@ class _Substitution:
         rebuilt = node if unchanged else dataclasses.replace(
             node, inputs=inputs, shape=shape, params=types.MappingProxyType(params), blocks=blocks,
             name=node.name + self.suffix if node.name else node.name)
+        rebuilt = self.finish(node, rebuilt)
         self.nodes[node] = rebuilt
         return rebuilt
 

@@ -25,8 +25,8 @@ import dataclasses
 import types
 from typing import Any
 
-from tessera.ir.graph import (UNIT, AccessKind, Axis, AxisKind, Block, DimAccess, KernelIR, Node, Op, _Substitution,
-                              freeze_params, walk)
+from tessera.ir.graph import (UNIT, AccessKind, Axis, AxisKind, DimAccess, KernelIR, Node, Op, Rebuilder, freeze_params,
+                              walk)
 
 # ops whose params name no dim by position: dropping the axis from the shapes is all they need
 _SHAPE_ONLY = frozenset({Op.ELEMENTWISE, Op.CAST, Op.FULL, Op.VIEW, Op.BROADCAST, Op.LOOP, Op.CARRIED, Op.DOT})
@@ -53,33 +53,13 @@ def drop_unit_launch_tiles(ir: KernelIR) -> KernelIR:
         return ir
 
 
-class _Dropping(_Substitution):
-    """The rebuild: each node as `_Substitution` rebuilds it, then without the unit axes."""
+class _Dropping(Rebuilder):
+    """The rebuild: each node as `Rebuilder` rebuilds it, then without the unit axes (squeezing
+    views of its inputs placed before it)."""
 
     def __init__(self, units: frozenset[Axis]) -> None:
         super().__init__({})
         self.units = units
-        self.squeezes: list[Node] = []  # views made for the node being rebuilt: placed before it
-
-    def block(self, block: Block) -> Block:
-        outer, rebuilt = self.squeezes, []
-        for node in block.nodes:
-            self.squeezes = []
-            built = self.node(node)
-            rebuilt.extend(self.squeezes)
-            rebuilt.append(built)
-        self.squeezes = outer
-        if len(rebuilt) == len(block.nodes) and all(a is b for a, b in zip(rebuilt, block.nodes)):
-            return block
-        return Block(tuple(rebuilt))
-
-    def node(self, node: Node) -> Node:
-        known = self.nodes.get(node)
-        if known is not None:
-            return known
-        rebuilt = self._without_units(node, super().node(node))
-        self.nodes[node] = rebuilt
-        return rebuilt
 
     def _broadcast_inputs(self, original: Node, rebuilt: Node) -> tuple[Any, ...]:
         """The inputs of a node that broadcasts them against its shape: an input with a unit dim
@@ -98,11 +78,12 @@ class _Dropping(_Substitution):
             kept = tuple(axis for j, axis in enumerate(value.shape) if j not in units and axis not in self.units)
             view = Node(Op.VIEW, (source,), kept, source.dtype, freeze_params({"what": "index"}),
                         location=value.location, name=f"{value.name}_{original.name}_squeezed")
-            self.squeezes.append(view)
+            self.place_before(view)
             inputs[index] = view
         return tuple(inputs)
 
-    def _without_units(self, original: Node, rebuilt: Node) -> Node:
+    def finish(self, original: Node, rebuilt: Node) -> Node:
+        """`rebuilt` without the unit axes (`original`: the node before the rebuild)."""
         sources = [value for value in original.inputs if isinstance(value, Node)]
         held = any(axis in self.units for value in (original, *sources) for axis in value.shape)
         if not held and not _accesses_units(original, self.units):

@@ -74,19 +74,24 @@ class CompiledRunner:
     """Runs the launches of one kernel call in interpret or compiled mode.
 
     With a `recorder` list, launches are recorded as `LaunchRecord`s instead of run (see plan.py).
-    `slots` defaults to a copy of the kernel's table made on first use.
+    `slots` defaults to a copy of the kernel's table made on first use. `check_indices`
+    (TESSERA_CHECK_INDICES, read now when not given) is lowered into the variants it compiles,
+    so it is part of their key and picks its own launch memo.
     """
 
     def __init__(self, kernel: Any, mode: str, config: Config, slots: BlockSlotTable | LazySlotTable | None = None,
-                 store: VariantStore | None = None, recorder: list[LaunchRecord] | None = None) -> None:
+                 store: VariantStore | None = None, recorder: list[LaunchRecord] | None = None,
+                 check_indices: bool | None = None) -> None:
         self.kernel = kernel
         self.mode = mode
         self.config = config
         self.config_key = config_key(config)
+        self.check_indices = bool(settings.get("check_indices")) if check_indices is None else check_indices
+        self.stamp: tuple[Any, ...] | None = None  # the call stamp a kernel call last took this runner under
         self.static_shapes: bool = kernel.settings.static_shapes
         self.slots = slots if slots is not None else LazySlotTable(kernel)
         self.store = store if store is not None else kernel.store
-        self.memo = self.store.memo_for(mode, self.config_key)
+        self.memo = self.store.memo_for(mode, self.config_key, self.check_indices)
         self.recorder = recorder
         self.tunables: dict[int, TunableDim] = {}
         self.user_tunables: dict[str, Any] = {}  # hl.register_tunable name -> its fragment
@@ -140,7 +145,7 @@ class CompiledRunner:
                 self.store.hits += 1
                 return known.hit(self, values, body.__code__.co_freevars, checked, pointers)
         values_key, range_key, arguments = launch_inputs(values, tile_range, self.static_shapes)
-        key = (body.__code__.co_firstlineno, self.mode, self.config_key, range_key, values_key)
+        key = (body.__code__.co_firstlineno, self.mode, self.config_key, self.check_indices, range_key, values_key)
         variants = self.store.variants.get(key)
         variant = next((v for v in variants if v.serves(arguments)), None) if variants is not None else None
         if variant is None:
@@ -208,7 +213,7 @@ class CompiledRunner:
                                if isinstance(v, torch.Tensor)),
             device=_launch_device(values, self.host),
             options=LoweringOptions(interpret=self.mode == "interpret", dot_precision=settings_.dot_precision,
-                                    check_indices=bool(settings.get("check_indices"))),
+                                    check_indices=self.check_indices),
             global_tensors=reads.tensors() if reads else ())
 
     def run_variant(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...]) -> None:
@@ -364,25 +369,32 @@ class _HostInterpreter(EagerInterpreter):
 
 
 def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Config, device: torch.device,
-                 runner: CompiledRunner | None = None) -> Any:
-    """Run the kernel's host code; each top-level tile loop launches a cached Triton kernel."""
+                 runner: CompiledRunner | None = None, stamp: tuple[Any, ...] | None = None) -> Any:
+    """Run the kernel's host code; each top-level tile loop launches a cached Triton kernel.
+    `stamp`: `settings.call_stamp()` as the caller took it before deciding `mode` and `config`
+    (None: taken now)."""
     if runner is not None:  # a BoundKernel's planning or timing runner
         _check_device(mode, device)
         return _run_host_code(kernel, _HostInterpreter(runner.slots, config, device, runner), args, kwargs)
-    # A call takes the kernel's idle runner when it has the call's mode, Config and device, else
-    # a spare one from kernel.spare_runners, else a new one (building one costs about 2 us). A
-    # runner is taken out while in use (list.pop and dict.pop are atomic), so a nested or
-    # concurrent call gets its own.
+    if stamp is None:
+        stamp = settings.call_stamp()
+    # A call takes the kernel's idle runner when it has the call's mode, Config and device and
+    # was taken under the same settings stamp (so its check_indices holds), else a spare one
+    # from kernel.spare_runners, else a new one (building one costs about 2 us). A runner is
+    # taken out while in use (list.pop and dict.pop are atomic), so a nested or concurrent call
+    # gets its own.
     try:
         runner = kernel.idle_runners.pop()
     except IndexError:
         runner = None
-    if runner is not None and runner.config is config and runner.mode == mode and runner.host.device == device:
+    if (runner is not None and runner.config is config and runner.mode == mode and runner.host.device == device
+            and (runner.stamp is stamp or runner.stamp == stamp)):
         _restart(runner)
     else:
         if runner is not None:
             _keep_spare(kernel, runner)
-        runner = _spare_runner(kernel, mode, config, device)
+        runner = _spare_runner(kernel, mode, config, device, stamp)
+        runner.stamp = stamp
     host = runner.host
     interpreter.push(host)  # _run_host_code, inlined: this runs on every call
     try:
@@ -400,7 +412,7 @@ def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Conf
 
 
 def _keep_spare(kernel: Any, runner: CompiledRunner) -> None:
-    kernel.spare_runners[(runner.mode, runner.config_key, runner.host.device)] = runner
+    kernel.spare_runners[(runner.mode, runner.config_key, runner.host.device, runner.check_indices)] = runner
 
 
 def _check_device(mode: str, device: torch.device) -> None:
@@ -416,12 +428,15 @@ def _check_device(mode: str, device: torch.device) -> None:
                                location=user_location(), hint="use mode='compiled' for CUDA tensors")
 
 
-def _spare_runner(kernel: Any, mode: str, config: Config, device: torch.device) -> CompiledRunner:
-    """The kernel's spare runner for this mode, Config and device, restarted; else a new one."""
+def _spare_runner(kernel: Any, mode: str, config: Config, device: torch.device,
+                  stamp: tuple[Any, ...]) -> CompiledRunner:
+    """The kernel's spare runner for this mode, Config, device and TESSERA_CHECK_INDICES,
+    restarted; else a new one."""
     _check_device(mode, device)
-    runner = kernel.spare_runners.pop((mode, config_key(config), device), None)
+    check_indices = bool(settings.get_under(stamp, "check_indices"))
+    runner = kernel.spare_runners.pop((mode, config_key(config), device, check_indices), None)
     if runner is None:
-        runner = CompiledRunner(kernel, mode, config)
+        runner = CompiledRunner(kernel, mode, config, check_indices=check_indices)
         runner.host = _HostInterpreter(runner.slots, config, device, runner)
     else:
         _restart(runner)
@@ -432,7 +447,7 @@ def _restart(runner: CompiledRunner) -> None:
     """Make a spare runner and its host interpreter serve a new call: nothing of the last call stays."""
     if runner.store is not runner.kernel.store:  # kernel.reset() replaced it
         runner.store = runner.kernel.store
-        runner.memo = runner.store.memo_for(runner.mode, runner.config_key)
+        runner.memo = runner.store.memo_for(runner.mode, runner.config_key, runner.check_indices)
     if runner.slots._table is not None:  # type: ignore[union-attr]  (spare runners make their own LazySlotTable)
         runner.slots.reset()  # type: ignore[union-attr]
     if runner.tunables:

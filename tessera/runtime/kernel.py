@@ -16,8 +16,8 @@ from tessera import backends, exc, settings
 from tessera.config import Config
 from tessera.frontend.block_slots import BlockSlotTable, scan_block_slots
 from tessera.location import SourceLocation, strip_internal_frames, user_location
-from tessera.frontend.rewrite import (BREAKPOINT, COMPARE, DEVICE_IF, DEVICE_LOOP, DEVICE_RANGE, STATIC_RANGE,
-                                      LAUNCH, MINMAX, PRINT, RANGE, TORCH_CALL, RewrittenKernel, rewrite_kernel)
+from tessera.frontend.device_expressions import BREAKPOINT, COMPARE, DEVICE_IF, MINMAX, PRINT, RANGE, TORCH_CALL
+from tessera.frontend.rewrite import DEVICE_LOOP, DEVICE_RANGE, LAUNCH, STATIC_RANGE, RewrittenKernel, rewrite_kernel
 from tessera.frontend.source import KernelSource
 from tessera.frontend.specialized import pinned_values, specialized_arguments
 from tessera.language.tile import grid, jagged_tile, tile
@@ -139,7 +139,9 @@ class Kernel:
             if calls is not None:
                 decision = calls.decide(args)
                 if decision is not None:  # a plain call repeating an earlier one's facts (repeated_calls.py)
-                    return run_compiled(self, decision.mode, args, kwargs, decision.config, decision.device)
+                    # positional: a keyword argument costs this path ~0.1 us
+                    return run_compiled(self, decision.mode, args, kwargs, decision.config, decision.device, None,
+                                        decision.stamp)
             if self._constexpr_marks is not None or has_wrapped(args, kwargs):
                 args, kwargs = compile_time_arguments(self._constexpr_marks, args, kwargs)
                 calls = None
@@ -159,14 +161,14 @@ class Kernel:
                     return call_as_custom_op(self, args, kwargs)
                 device = common_device(self.fn.__name__, args, kwargs)
                 calls = None
-            stamp = calls.stamp() if calls is not None else None
-            mode = self.mode_for(device)
+            stamp = settings.call_stamp()  # taken before deciding: a change while deciding shows next call
+            mode = self.mode_for(device, stamp)
             if mode == "eager":
                 return self.call_eager(args, kwargs, device)
-            config = self.choose_config(mode, args, kwargs)
+            config = self.choose_config(mode, args, kwargs, stamp)
             if calls is not None:
                 calls.note(args, CallDecision(mode, config, device, stamp))
-            return run_compiled(self, mode, args, kwargs, config, device)
+            return run_compiled(self, mode, args, kwargs, config, device, stamp=stamp)
         except exc.TesseraError as error:
             if settings.get("debug") == "raw":
                 raise
@@ -221,10 +223,11 @@ class Kernel:
             finally:
                 _silencing.active = False
 
-    def choose_config(self, mode: str, args: tuple, kwargs: dict) -> Config:
+    def choose_config(self, mode: str, args: tuple, kwargs: dict, stamp: tuple[Any, ...] | None = None) -> Config:
         """The Config a compiled or interpreted call runs with (given, stored, tuned or heuristic);
-        `tessera.aot_kernel` kernels choose from recorded data first."""
-        return config_for_call(self, mode, args, kwargs)
+        `tessera.aot_kernel` kernels choose from recorded data first. `stamp`: the call's
+        `settings.call_stamp()`, when the caller has taken it."""
+        return config_for_call(self, mode, args, kwargs, stamp)
 
     @property
     def configs(self) -> list[Config]:
@@ -386,9 +389,10 @@ class Kernel:
             return self.settings.configs[0]
         return _DEFAULT_CONFIG
 
-    def mode_for(self, device: torch.device) -> str:
-        """The mode of a call: the one the settings ask for (`requested_mode`), else by device."""
-        mode = requested_mode(self.settings)
+    def mode_for(self, device: torch.device, stamp: tuple[Any, ...] | None = None) -> str:
+        """The mode of a call: the one the settings ask for (`requested_mode`), else by device;
+        `stamp`: the call's `settings.call_stamp()`, when taken."""
+        mode = requested_mode(self.settings, stamp)
         if mode is None:
             return "compiled" if device_type(device) == "cuda" else "interpret"
         if mode not in MODES:

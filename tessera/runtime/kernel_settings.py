@@ -158,11 +158,12 @@ IGNORED: dict[str, str] = {
 }
 
 
-def requested_mode(settings: Settings) -> str | None:
+def requested_mode(settings: Settings, stamp: tuple[Any, ...] | None = None) -> str | None:
     """The mode these settings ask for: `mode=`, else TESSERA_MODE, None for the device's. An
     explicit `ref_mode=RefMode.OFF` (Helion: the kernel is compiled, whatever HELION_INTERPRET says)
-    overrides TESSERA_MODE=eager, not interpret (Triton's interpreter is no reference mode)."""
-    mode = settings.mode or environment.get("mode")
+    overrides TESSERA_MODE=eager, not interpret (Triton's interpreter is no reference mode).
+    `stamp`: the call's `settings.call_stamp()`, when taken (TESSERA_MODE is then read once per stamp)."""
+    mode = settings.mode or (environment.get("mode") if stamp is None else environment.get_under(stamp, "mode"))
     if mode == "eager" and settings.mode is None and settings.ref_mode_off:
         return None
     return mode

@@ -8,8 +8,10 @@ dtypes, shapes, strides, alignment, devices, scalar values) and of state that is
 
 - the kernel's settings and Config choices: `Kernel.reset` and `ConfigChoices.set` / `clear`
   empty this memo with the Config memo;
-- TESSERA_MODE and `settings.override`: each decision holds `settings.stamp("mode")`, compared
-  on every repeat; a changed stamp forgets every decision (they were all made under the old one).
+- the call-time settings (`settings.CALL_SETTINGS`: TESSERA_MODE, TESSERA_CHECK_INDICES,
+  TESSERA_AUTOTUNE_EFFORT) and `settings.override`: each decision holds `settings.call_stamp()`,
+  compared on every repeat; a changed stamp forgets every decision (they were all made under the
+  old one). The stamp is handed on to the launches, whose runner was chosen under it (compiled.py).
 
 So for a call seen twice, a fast check of its arguments (fast_checks.py, one C++ call for all the
 tensors) answers the whole chain. Only plain calls take part: positional arguments that are
@@ -38,7 +40,7 @@ class CallDecision(NamedTuple):
     mode: str
     config: Config
     device: torch.device
-    stamp: tuple[int, Any]
+    stamp: tuple[Any, ...]
 
     def repeats(self, other: CallDecision) -> bool:
         """Whether `other` decided the same (the Config by identity: a chosen Config is kept)."""
@@ -67,15 +69,10 @@ class RepeatedCalls:
             if found is None:
                 return None
             decision = found[0]
-        if decision.stamp != settings.stamp("mode"):
+        if decision.stamp != settings.call_stamp():
             self.memo.clear()  # decided under other settings: all of them were
             return None
         return decision
-
-    @staticmethod
-    def stamp() -> tuple[int, Any]:
-        """The settings stamp a decision made now is made under (taken before deciding)."""
-        return settings.stamp("mode")
 
     def note(self, args: tuple, decision: CallDecision) -> None:
         """Remember a plain call's decision; when it repeats one remembered for the same facts,

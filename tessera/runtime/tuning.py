@@ -81,12 +81,32 @@ def kernel_defined(kernel: Any) -> None:
 
 class ConfigChoices:
     """The Config each call of one kernel runs with, by `choice_key` of its arguments, with an
-    exact-facts memo in front (exact_facts.py): a repeat call skips building the key."""
+    exact-facts memo in front (exact_facts.py): a repeat call skips building the key.
+
+    The choices were made under one effort (`_effort`: TESSERA_AUTOTUNE_EFFORT, forced to "none"
+    by TESSERA_CHECK_INDICES); `follow_settings` forgets them when those settings change.
+    """
 
     def __init__(self) -> None:
         self.by_key: dict[Any, Config] = {}
         self.by_facts = Memo()
         self.calls = RepeatedCalls()  # whole call decisions (mode, Config, device), forgotten with the choices
+        self.stamp: tuple[Any, ...] | None = None  # settings.call_stamp() when effort_settings was read
+        self.effort_settings: tuple[bool, str | None] | None = None  # what the choices were made under
+
+    def follow_settings(self, stamp: tuple[Any, ...]) -> None:
+        """Forget the choices if TESSERA_CHECK_INDICES or TESSERA_AUTOTUNE_EFFORT changed since they
+        were made; `stamp`: `settings.call_stamp()` now. A changed stamp alone (TESSERA_MODE, an
+        `override` entered) keeps them: the settings are read only then, so a call whose stamp
+        is unchanged pays one tuple compare."""
+        if stamp == self.stamp:
+            return
+        self.stamp = stamp
+        now = (bool(settings.get_under(stamp, "check_indices")), settings.get_under(stamp, "autotune_effort"))
+        if now != self.effort_settings:
+            if self.effort_settings is not None:
+                self.clear()
+            self.effort_settings = now
 
     def __len__(self) -> int:
         return len(self.by_key)
@@ -102,14 +122,16 @@ class ConfigChoices:
         self.calls.clear()
 
 
-def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict) -> Config:
-    """The Config this call of `kernel` runs with (the hook `Kernel.__call__` uses)."""
+def config_for_call(kernel: Any, mode: str, args: tuple, kwargs: dict, stamp: tuple[Any, ...] | None = None) -> Config:
+    """The Config this call of `kernel` runs with (the hook `Kernel.__call__` uses); `stamp`:
+    `settings.call_stamp()` as the caller took it (None: taken now)."""
     given = kernel.settings.config
     if given is not None:
         return given
     if mode == "eager":
         return kernel.default_config()
     choices = kernel.config_choices
+    choices.follow_settings(settings.call_stamp() if stamp is None else stamp)
     memo = choices.by_facts
     # keyword arguments: their names join the mode at the head of the facts
     site, values = ((mode, tuple(kwargs)), (*args, *kwargs.values())) if kwargs else (mode, args)

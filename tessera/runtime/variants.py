@@ -114,16 +114,16 @@ class VariantStore:
     variants: dict[tuple, list[Variant]] = dataclasses.field(default_factory=dict)
     hits: int = 0
     misses: int = 0
-    # launch decisions by exact facts (exact_facts.py), one memo per (mode, Config key)
-    memos: dict[tuple[str, str], Memo] = dataclasses.field(default_factory=dict)
+    # launch decisions by exact facts (exact_facts.py), one memo per (mode, Config key, check_indices)
+    memos: dict[tuple[str, str, bool], Memo] = dataclasses.field(default_factory=dict)
 
     def count(self) -> int:
         return sum(len(v) for v in self.variants.values())
 
-    def memo_for(self, mode: str, config_key: str) -> Memo:
-        memo = self.memos.get((mode, config_key))
+    def memo_for(self, mode: str, config_key: str, check_indices: bool) -> Memo:
+        memo = self.memos.get((mode, config_key, check_indices))
         if memo is None:
-            memo = self.memos[(mode, config_key)] = Memo()
+            memo = self.memos[(mode, config_key, check_indices)] = Memo()
         return memo
 
 
