@@ -357,6 +357,14 @@ OPS: tuple[OpCase, ...] = (
     # fp16/bf16, skipping the product's 16-bit rounding) and log(erfc) at 3.3 turns its ulp into 1.5%
     OpCase("erfc", lambda x, y, z: torch.erfc(x * 4) + torch.log(torch.erfc(x.abs() + 3)), tolerance=1e-5),
     OpCase("erfc", lambda x, y, z: torch.erfc(x), dtype=torch.bfloat16, tolerance=1e-2),
+    # special functions (language/special.py): erfinv over its whole domain (|x| > 1 is NaN, +-1 inf)
+    OpCase("sinc", lambda x, y, z: torch.sinc(x * 3) + x.sinc() * 2, tolerance=1e-5),
+    OpCase("sinc", lambda x, y, z: torch.special.sinc(x), dtype=torch.bfloat16, tolerance=1e-2),
+    OpCase("logit", lambda x, y, z: torch.logit(torch.sigmoid(x * 3)) + x.logit(0.25) * 0 + torch.logit(y, eps=0.1),
+           tolerance=1e-5),
+    OpCase("logit", lambda x, y, z: torch.special.logit(torch.sigmoid(x)), dtype=torch.float16, tolerance=1e-3),
+    OpCase("erfinv", lambda x, y, z: torch.erfinv(x * 0.375) + torch.erfinv(x.clamp(-1, 1)), tolerance=1e-5),
+    OpCase("erfinv", lambda x, y, z: torch.special.erfinv(x * 0.5) + x.erfinv(), dtype=torch.bfloat16, tolerance=1e-2),
     OpCase("clamp", lambda x, y, z: torch.clamp(x, -0.5, 0.5)),
     OpCase("lerp", lambda x, y, z: torch.lerp(x, y, z)),
     OpCase("lerp", lambda x, y, z: x.lerp(y, 0.75), dtype=torch.float16, tolerance=1e-3),
