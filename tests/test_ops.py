@@ -315,6 +315,15 @@ OPS: tuple[OpCase, ...] = (
     OpCase("nan_to_num", lambda x, y, z: (torch.log(x) / (y > 0)).nan_to_num(1.5, 2.0, -3.0), dtype=torch.bfloat16),
     OpCase("normalize", lambda v: F.normalize(v, dim=1), layout="row_to_row", tolerance=1e-5),
     OpCase("normalize", lambda v: F.normalize(v, 1.0, -1) * 0 + F.normalize(v * 0, dim=-1), layout="row_to_row"),
+    OpCase("pad", lambda v: F.pad(v, (1, 2)) + F.pad(v, (2, 1), value=-1.5) + F.pad(v, (3, 0), mode="replicate"),
+           layout="row_to_row"),
+    OpCase("pad", lambda v: F.pad(v, (1, 1), mode="circular") + F.pad(v[:, None, :], (1, 1, 1, 1)).sum(1),
+           layout="row_to_row", dtype=torch.int32, domain="small_int"),
+    OpCase("dropout", lambda x, y, z: F.dropout(x, 0.3, training=False) + F.dropout(y, 0.0) * 2),
+    OpCase("cosine_similarity", lambda v: F.cosine_similarity(v, v.flip([1]) * 2 + 1) + torch.cosine_similarity(
+        v, v[:, :1], dim=-1, eps=1e-3), layout="row_to_value", tolerance=1e-5),
+    OpCase("cosine_similarity", lambda v: F.cosine_similarity(v, v * v), layout="row_to_value", dtype=torch.float16,
+           tolerance=1e-3),
     # arithmetic (language/arithmetic.py)
     OpCase("rsub", lambda x, y, z: torch.rsub(x, y, alpha=2) + torch.rsub(x, 1.5)),
     OpCase("addcmul", lambda x, y, z: torch.addcmul(x, y, z, value=0.5)),
@@ -512,6 +521,10 @@ OPS: tuple[OpCase, ...] = (
     # products (language/math.py)
     OpCase("mm", lambda a, b, c: a @ b, layout="matrix", tolerance=1e-4),
     OpCase("addmm", lambda a, b, c: torch.addmm(c, a, b), layout="matrix", tolerance=1e-4),
+    # torch.nn.functional's layer functions (language/layer_functions.py)
+    OpCase("linear", lambda a, b, c: F.linear(a, b.t(), b[0]) + F.linear(a[None], b.t())[0], layout="matrix",
+           tolerance=1e-4),
+    OpCase("linear", lambda a, b, c: F.linear(a, b.t()), layout="matrix", dtype=torch.bfloat16, tolerance=1e-2),
     OpCase("dot", lambda a, b, c: hl.dot(a, b, acc=c), layout="matrix", tolerance=1e-4,
            reference=lambda a, b, c: c + a @ b),
     OpCase("dot_scaled", lambda a, sa, b, sb, c: hl.dot_scaled(a.to(torch.bfloat16), sa, "bf16", b.to(torch.bfloat16),
@@ -536,6 +549,8 @@ OPS: tuple[OpCase, ...] = (
            reference=lambda x, words: _uniform(words[0]) - x),
     OpCase("torch_randn", lambda v, tm, tn: torch.randn([tm, tn], dtype=torch.float16) + v, layout="implicit_random",
            tolerance=2e-3, reference=lambda x, words: _normal(words).half().float() + x),
+    OpCase("dropout", lambda v, tm, tn: F.dropout(v, 0.25) + F.dropout(v, 0.5, training=False), layout="implicit_random",
+           reference=lambda x, words: x * torch.where(_uniform(words[0]) >= 0.25, 1 / 0.75, 0.0) + x),
     # stacks of like tensors by data pointer (language/stack.py)
     OpCase("stacktensor_like", lambda s: s.amax(0), layout="stacked"),
     OpCase("stack_load", lambda s: s.sum(0), layout="stacked", tolerance=1e-5),

@@ -118,6 +118,10 @@ def _pad_trace(tracer: Tracer, input: Any, pad: Any, mode: str = "constant", val
     if mode not in _PAD_MODES:
         raise exc.UnsupportedOperationError(f"F.pad mode {mode!r}", location=user_location(),
                                             hint=f"use one of {', '.join(_PAD_MODES)}")
+    if mode != "constant" and any(before < 0 or after < 0 for _, before, after in amounts):
+        # torch's circular padding reads past the value for some negative pads (garbage, not a crop)
+        raise exc.UnsupportedOperationError(f"F.pad{tuple(pad)} with a negative pad in mode {mode!r}",
+                                            location=user_location(), hint="crop with a slice first: v[:, 1:]")
     sizes = [1] * input.dim()
     for dim, _, _ in amounts:
         sizes[dim] = whole_extent(tracer, input, dim, "F.pad")  # a tile dim: the located refusal
@@ -162,9 +166,10 @@ def _check_dropout(p: Any, training: Any, inplace: Any) -> None:
 
 def _dropout_eager(input: Any, p: Any = 0.5, training: bool = True, inplace: bool = False) -> Any:
     _check_dropout(p, training, inplace)
-    if not training:
+    if not training or p == 0:  # torch returns x itself (of any dtype)
         return input
-    _probe(F.dropout, input, 0.5)  # torch's refusal of integer inputs
+    with torch.random.fork_rng(devices=[]):  # the probe draws: the launch's seeds must not move
+        _probe(F.dropout, input, p)  # torch's refusal of integer inputs (p = 1 multiplies them by 0)
     uniform = TORCH_FUNCTIONS[torch.rand_like].eager_rule(input, dtype=torch.float32)
     ones = torch.ones_like(uniform, dtype=compute_dtype(input.dtype))
     noise = torch.where(uniform >= p, ones * (1.0 / (1.0 - p) if p < 1 else 0.0), 0.0)
@@ -175,9 +180,10 @@ def _dropout_trace(tracer: Tracer, input: Any, p: Any = 0.5, training: bool = Tr
                    inplace: bool = False) -> TileValue:
     _check_dropout(p, training, inplace)
     input = only_tile_value("F.dropout", input)
-    if not training:
+    if not training or isinstance(p, numbers.Real) and p == 0:  # torch returns x itself (of any dtype)
         return input
-    ask_torch("F.dropout", F.dropout, (input, 0.5), {})
+    with torch.random.fork_rng(devices=[]):  # the probe draws: the launch's seeds must not move
+        ask_torch("F.dropout", F.dropout, (input, p if isinstance(p, numbers.Real) else 0.5), {})
     e = Ops(tracer)
     uniform = TORCH_FUNCTIONS[torch.rand_like].trace_rule(tracer, input, dtype=torch.float32)
     keep = e.ge(uniform, p)
