@@ -21,6 +21,7 @@ from __future__ import annotations
 import numbers
 from typing import Any, Callable
 
+import sympy
 import torch
 import torch.nn.functional as F
 
@@ -66,8 +67,8 @@ def _linear_trace(tracer: Tracer, input: Any, weight: Any, bias: Any = None) -> 
             "the input is 1-, 2- or 3-D and the weight 1- or 2-D", location=user_location(),
             hint="reshape the input to 3-D first (v.reshape(a, b, k)), or use torch.matmul")
     transposed = weight.t() if weight.dim() == 2 else weight
-    if input.dim() == 3 and transposed.dim() == 2:  # a batch of products with one weight
-        transposed = transposed[None]
+    if input.dim() == 3 and transposed.dim() == 2:  # a batch of products with one weight, spread over the batch
+        transposed = transposed[None].expand(input.size(0), -1, -1)
     total = TORCH_FUNCTIONS[torch.matmul].bind(input, transposed, out_dtype=wide_dtype(dtype))
     if bias is not None:
         total = apply_elementwise(tracer, "add", total, widened(tracer, bias, total.dtype))
@@ -180,6 +181,11 @@ def _dropout_trace(tracer: Tracer, input: Any, p: Any = 0.5, training: bool = Tr
                    inplace: bool = False) -> TileValue:
     _check_dropout(p, training, inplace)
     input = only_tile_value("F.dropout", input)
+    if training and not input.dtype.is_floating_point and not isinstance(p, numbers.Real):
+        # torch takes integers at p = 0 and p = 1 only: this call's p, guarded (another retraces)
+        known = float(tracer.symbols.evaluate(p))
+        tracer.symbols.guard(sympy.Eq(p, known), f"F.dropout of integers with p = {known}")
+        p = known
     if not training or isinstance(p, numbers.Real) and p == 0:  # torch returns x itself (of any dtype)
         return input
     with torch.random.fork_rng(devices=[]):  # the probe draws: the launch's seeds must not move
