@@ -507,6 +507,13 @@ OPS: tuple[OpCase, ...] = (
     OpCase("einsum", lambda v: torch.einsum("ij,ij->i", v, v) + torch.einsum("ij->i", v), layout="row_to_value",
            tolerance=1e-4),
     OpCase("einsum", lambda v: torch.einsum("ji->ij", v), layout="transposed", dtype=torch.bfloat16),
+    OpCase("vector_dot", lambda v: torch.dot(v.amax(0), v.amin(0)) + v.sum(1) * v.amin(0).vdot(v.amin(0)),
+           layout="row_to_value", tolerance=1e-4,
+           reference=lambda v: torch.cat([torch.dot(c.amax(0), c.amin(0)) + c.sum(1) * c.amin(0).vdot(c.amin(0))
+                                          for c in v.split(4)])),
+    OpCase("inner", lambda v: torch.inner(v, v.amax(0)) + v.amin(0).inner(v.amax(0)), layout="row_to_value",
+           tolerance=1e-4, reference=lambda v: torch.cat([torch.inner(c, c.amax(0)) + c.amin(0).inner(c.amax(0))
+                                                          for c in v.split(4)])),
     # running extremes and order statistics (language/order_statistics.py)
     OpCase("cummax", lambda v: torch.cummax(v, 1).values + v.cummax(-1).indices, layout="row_to_row"),
     OpCase("cummin", lambda v: v.cummin(1)[0] * 1000 + v.cummin(1)[1], layout="row_to_row", dtype=torch.int32,
