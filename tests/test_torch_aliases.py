@@ -87,3 +87,26 @@ def test_dot_of_matrices_is_refused_as_torch_refuses_it() -> None:
     for mode in MODES:
         with pytest.raises(exc.TesseraError, match="1D|1-D"):
             tessera.kernel(dot_of_matrices, mode=mode)(torch.empty(4), torch.randn(4, 3))
+
+
+def aten_random(out: T, x: T) -> T:
+    torch.manual_seed(3)
+    for tile_m, tile_n in hl.tile(x.size()):
+        out[tile_m, tile_n] = torch.ops.aten.rand.default([tile_m, tile_n], dtype=torch.float32) \
+            + torch.rand([tile_m, tile_n]) * 0
+    return out
+
+
+def torch_random(out: T, x: T) -> T:
+    torch.manual_seed(3)
+    for tile_m, tile_n in hl.tile(x.size()):
+        out[tile_m, tile_n] = torch.rand([tile_m, tile_n]) + torch.rand([tile_m, tile_n]) * 0
+    return out
+
+
+def test_aten_rand_overload_draws_what_torch_rand_draws_in_every_mode() -> None:
+    x = torch.empty(5, 37)
+    results = [tessera.kernel(kernel, mode=mode, config=tessera.Config(block_sizes=[4, 16]))(torch.empty_like(x), x)
+               for kernel in (aten_random, torch_random) for mode in MODES]
+    for other in results[1:]:
+        assert torch.equal(other, results[0])

@@ -1,7 +1,7 @@
-"""torch's special functions on tile values, written with other primitives: `torch.sinc logit erfinv`
-(and their `torch.special` and Tensor-method spellings).
+"""torch's special functions on tile values, written with other primitives: `torch.sinc logit erfinv
+ldexp` (and their `torch.special` and Tensor-method spellings), `torch.special.ndtr xlog1py entr`.
 
-`sinc` and `logit` evaluate torch's CPU formulas (`sin(pi x) / (pi x)` with 1 at 0; `log(x / (1 - x))`
+`sinc`, `logit`, `ndtr`, `xlog1py` and `entr` evaluate torch's CPU formulas (`sin(pi x) / (pi x)` with 1 at 0; `log(x / (1 - x))`
 after the optional clamp to [eps, 1 - eps]). Triton has no erfinv: `erfinv(y)` is `y * P(w)` with
 `w = -log((1 - |y|)(1 + |y|))` and P a polynomial, one for w <= 6.25 (|y| <= 0.998) in w and one
 beyond in sqrt(w). Both were fitted here (least squares on Chebyshev nodes of mpmath's erfinv;
@@ -82,6 +82,55 @@ def _erfinv(e: Ops, y: TileValue) -> TileValue:
     return e.where(e.isnan(y), y, e.copysign(x, y))
 
 
+def _ndtr(e: Ops, x: TileValue) -> TileValue:
+    """torch's: 0.5 + 0.5 erf(t) for |t| < 1 (t = x / sqrt 2), else erfc(|t|) / 2 from the near tail."""
+    t = e.mul(x, math.sqrt(0.5))
+    tail = e.mul(TORCH_FUNCTIONS[torch.erfc].trace_rule(e.tracer, e.abs(t)), 0.5)
+    far = e.where(e.gt(x, 0), e.sub(1, tail), tail)
+    return e.where(e.lt(e.abs(t), 1), e.add(e.mul(e.erf(t), 0.5), 0.5), far)
+
+
+def _result_dtype(function: Any, *operands: Any) -> torch.dtype:
+    return function(*(torch.ones(1, dtype=v.dtype) if isinstance(v, TileValue) else v for v in operands)).dtype
+
+
+def _rounded(e: Ops, value: TileValue, dtype: torch.dtype) -> TileValue:
+    """`value` rounded to `dtype` and widened back: a step torch's CPU kernel rounds (16-bit math)."""
+    return widened(e.tracer, cast(e.tracer, value, dtype), compute_dtype(dtype))
+
+
+def _xlog1py(e: Ops, x: Any, y: Any) -> TileValue:
+    """The operands enter in their own dtypes: torch's CPU kernel rounds log1p(y) to a 16-bit
+    result dtype before the product (c10's 16-bit log1p), so here too."""
+    dtype = _result_dtype(torch.special.xlog1py, x, y)
+    x, y = widened(e.tracer, x, compute_dtype(dtype)), widened(e.tracer, y, compute_dtype(dtype))
+    logarithm = _rounded(e, e.log1p(y), dtype)
+    product = e.where(e.eq(x, 0), 0.0, e.mul(x, logarithm)) if isinstance(x, TileValue) else \
+        (e.mul(logarithm, x) if x != 0 else e.mul(e.abs(y), 0.0))
+    return e.where(e.ne(y, y), y, product) if isinstance(y, TileValue) else product  # a NaN y wins, as torch
+
+
+def _entr(e: Ops, x: TileValue) -> TileValue:
+    """-x log x; 0 at 0 and -inf below it (a NaN stays NaN)."""
+    value = e.where(e.eq(x, 0), 0.0, e.neg(e.mul(x, e.log(x))))
+    return e.where(e.lt(x, 0), float("-inf"), value)
+
+
+def _ldexp(e: Ops, x: Any, exponent: Any) -> TileValue:
+    """x * 2**exponent, the power rounded to the result dtype first as torch's `x * pow(2, e)`
+    (in fp16 2**16 is inf already, so 0 * it is NaN there too)."""
+    dtype = _result_dtype(torch.ldexp, x, exponent)
+    x = widened(e.tracer, x, compute_dtype(dtype))
+    if not isinstance(exponent, TileValue):
+        return e.mul(x, torch.tensor(2.0 ** exponent).to(dtype).item())
+    return e.mul(x, _rounded(e, e.exp2(widened(e.tracer, exponent, compute_dtype(dtype))), dtype))
+
+
 formula_primitive("sinc", "torch.sinc", (torch.sinc, T.sinc, torch.special.sinc), _sinc)
 formula_primitive("logit", "torch.logit", (torch.logit, T.logit, torch.special.logit), _logit, widen=False)
 formula_primitive("erfinv", "torch.erfinv", (torch.erfinv, T.erfinv, torch.special.erfinv), _erfinv)
+formula_primitive("ndtr", "torch.special.ndtr", (torch.special.ndtr,), _ndtr)
+formula_primitive("xlog1py", "torch.special.xlog1py", (torch.special.xlog1py,), _xlog1py, operands=2,
+                  widen=False)
+formula_primitive("entr", "torch.special.entr", (torch.special.entr,), _entr)
+formula_primitive("ldexp", "torch.ldexp", (torch.ldexp, T.ldexp), _ldexp, operands=2, widen=False)
