@@ -248,3 +248,52 @@ def test_cosine_similarity_of_broadcast_operands_and_zero_rows(dtype: torch.dtyp
         expected = op(x)
         for got in _each_mode(rows, expected, x, op):
             torch.testing.assert_close(got, expected, rtol=tolerance, atol=tolerance)
+
+
+# -- pointwise losses and F.one_hot (language/losses.py) -------------------------------------------
+def tile_losses(out: T, x: T, y: T, op: Callable[..., Any]) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile] = op(x[tile, :], y[tile, :]) + x[tile, :].sum(1) * 0
+    return out
+
+
+LOSSES: dict[str, Callable[[T, T], T]] = {
+    "mse mean": lambda a, b: F.mse_loss(a, b), "l1 sum": lambda a, b: F.l1_loss(a, b, reduction="sum"),
+    "smooth l1": lambda a, b: F.smooth_l1_loss(a, b, beta=0.3), "huber": lambda a, b: F.huber_loss(a, b, delta=2.0),
+    "soft margin": lambda a, b: F.soft_margin_loss(a, b.sign()),
+    "kl batchless": lambda a, b: F.kl_div(a.log_softmax(1), b.softmax(1), reduction="sum"),
+    "logits bce": lambda a, b: F.binary_cross_entropy_with_logits(a, b.sigmoid(), pos_weight=b.abs()),
+}
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 7), (6, 16)])
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_loss_reductions_are_over_each_tile_as_eager_computes_them(name: str, shape: tuple[int, int]) -> None:
+    generator = torch.Generator().manual_seed(10)
+    x, y = torch.randn(shape, generator=generator), torch.randn(shape, generator=generator)
+    op = LOSSES[name]
+    expected = torch.cat([op(a, b).expand(a.size(0)) for a, b in zip(x.split(4), y.split(4))])  # one value per tile
+    for mode in MODES:
+        got = tessera.kernel(tile_losses, mode=mode, config=CONFIG)(torch.empty_like(expected), x, y, op)
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5, msg=mode)
+
+
+def weighted_mse(out: T, x: T, y: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile] = F.mse_loss(x[tile], y[tile], weight=y[tile], reduction="none")  # line: weighted-mse
+    return out
+
+
+def one_hot_from_data(out: T, x: T, y: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile] = F.one_hot(x[tile].long()).sum(1)  # line: one-hot-data
+    return out
+
+
+@pytest.mark.parametrize("kernel, line, words", [(weighted_mse, "weighted-mse", "weight"),
+                                                 (one_hot_from_data, "one-hot-data", "num_classes")])
+def test_loss_forms_torch_means_otherwise_are_refused_at_their_line(kernel: Callable[..., T], line: str,
+                                                                   words: str) -> None:
+    with pytest.raises(exc.TesseraError, match=words) as info:
+        tessera.kernel(kernel, mode="interpret")(torch.zeros(6), torch.ones(6), torch.ones(6))
+    assert info.value.location.lineno == marked_line(__file__, line)[0]

@@ -320,10 +320,29 @@ OPS: tuple[OpCase, ...] = (
     OpCase("pad", lambda v: F.pad(v, (1, 1), mode="circular") + F.pad(v[:, None, :], (1, 1, 1, 1)).sum(1),
            layout="row_to_row", dtype=torch.int32, domain="small_int"),
     OpCase("dropout", lambda x, y, z: F.dropout(x, 0.3, training=False) + F.dropout(y, 0.0) * 2),
+    # pointwise losses (language/losses.py): reduction "none" lane by lane, "sum"/"mean" of the whole tile value
+    OpCase("mse_loss", lambda x, y, z: F.mse_loss(x, y, reduction="none") + F.mse_loss(x, z * 0 + 2, reduction="none")),
+    OpCase("l1_loss", lambda x, y, z: F.l1_loss(x, y, reduction="none"), dtype=torch.bfloat16, tolerance=1e-2),
+    OpCase("smooth_l1_loss", lambda x, y, z: F.smooth_l1_loss(x, y, reduction="none", beta=0.5)
+           + F.smooth_l1_loss(x, z, reduction="none", beta=0.0)),
+    OpCase("huber_loss", lambda x, y, z: F.huber_loss(x, y, reduction="none", delta=0.75)),
+    OpCase("soft_margin_loss", lambda x, y, z: F.soft_margin_loss(x, y.sign(), reduction="none"), tolerance=1e-5),
+    OpCase("kl_div", lambda x, y, z: F.kl_div(x, y.abs(), reduction="none") + F.kl_div(x, y, reduction="none",
+                                                                                        log_target=True), tolerance=1e-5),
+    OpCase("binary_cross_entropy_with_logits", lambda x, y, z: F.binary_cross_entropy_with_logits(
+        x * 4, y.sigmoid(), reduction="none") + F.binary_cross_entropy_with_logits(
+        x, y.sigmoid(), z.abs(), reduction="none", pos_weight=z.abs() + 0.5), tolerance=1e-5),
     OpCase("cosine_similarity", lambda v: F.cosine_similarity(v, v.flip([1]) * 2 + 1) + torch.cosine_similarity(
         v, v[:, :1], dim=-1, eps=1e-3), layout="row_to_value", tolerance=1e-5),
     OpCase("cosine_similarity", lambda v: F.cosine_similarity(v, v * v), layout="row_to_value", dtype=torch.float16,
            tolerance=1e-3),
+    OpCase("mse_loss", lambda v: F.mse_loss(v, v.flip([1])) + v.sum(1) * 0 + F.huber_loss(v, v * 0.5, reduction="sum"),
+           layout="row_to_value", tolerance=1e-4,
+           reference=lambda v: torch.cat([F.mse_loss(c, c.flip([1])) + c.sum(1) * 0 + F.huber_loss(c, c * 0.5, reduction="sum")
+                                          for c in v.split(4)])),
+    OpCase("one_hot", lambda v: F.one_hot((v.abs() * 2).long().clamp(0, 5), 6).sum(1) + F.one_hot(v.long() * 0, 1).sum(1),
+           layout="row_to_row", reference=lambda v: F.one_hot((v.abs() * 2).long().clamp(0, 5), 6).sum(1)
+           + F.one_hot(v.long() * 0, 1).sum(1)),
     # arithmetic (language/arithmetic.py)
     OpCase("rsub", lambda x, y, z: torch.rsub(x, y, alpha=2) + torch.rsub(x, 1.5)),
     OpCase("addcmul", lambda x, y, z: torch.addcmul(x, y, z, value=0.5)),
