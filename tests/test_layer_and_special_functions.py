@@ -297,3 +297,39 @@ def test_loss_forms_torch_means_otherwise_are_refused_at_their_line(kernel: Call
     with pytest.raises(exc.TesseraError, match=words) as info:
         tessera.kernel(kernel, mode="interpret")(torch.zeros(6), torch.ones(6), torch.ones(6))
     assert info.value.location.lineno == marked_line(__file__, line)[0]
+
+
+def classified(out: T, x: T, target: T, weight: T, op: Callable[..., Any]) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile] = op(x[tile, :], target[tile], weight[:]) + target[tile] * 0
+    return out
+
+
+CLASSIFICATIONS: dict[str, Callable[[T, T, T], T]] = {
+    "mean": lambda x, t, w: F.cross_entropy(x, t), "weighted sum": lambda x, t, w: F.cross_entropy(x, t, w, reduction="sum"),
+    "weighted mean": lambda x, t, w: F.cross_entropy(x, t, weight=w),
+    "nll ignoring class 0": lambda x, t, w: F.nll_loss(x.log_softmax(1), t.clamp_min(0), ignore_index=0),
+    "fp16 mean": lambda x, t, w: F.cross_entropy(x.half(), t).float(),
+}
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 7), (6, 16)])
+@pytest.mark.parametrize("name", sorted(CLASSIFICATIONS))
+def test_cross_entropy_with_ignored_targets_and_class_weights(name: str, shape: tuple[int, int]) -> None:
+    """Every third target is ignore_index (-100): "mean" divides by the kept targets' weights, so a
+    tile of ignored targets only gives NaN, as torch on that tile."""
+    generator = torch.Generator().manual_seed(11)
+    x = torch.randn(shape, generator=generator)
+    target = torch.randint(0, shape[1], (shape[0],), generator=generator)
+    target[::3] = -100
+    weight = torch.rand(shape[1], generator=generator) + 0.5
+    op = CLASSIFICATIONS[name]
+    expected = torch.cat([op(a, b, weight).float().expand(a.size(0)) for a, b in zip(x.split(4), target.split(4))])
+    for mode in MODES:
+        got = tessera.kernel(classified, mode=mode, config=CONFIG)(torch.empty_like(expected), x, target, weight, op)
+        torch.testing.assert_close(got, expected, rtol=1e-3, atol=1e-3, equal_nan=True, msg=mode)
+    none = F.cross_entropy(x, target, reduction="none")
+    for mode in MODES:
+        got = tessera.kernel(classified, mode=mode, config=CONFIG)(torch.empty_like(none), x, target, weight,
+                                                                   lambda a, b, w: F.cross_entropy(a, b, reduction="none"))
+        torch.testing.assert_close(got, none, rtol=1e-5, atol=1e-5, msg=mode)

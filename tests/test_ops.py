@@ -340,6 +340,12 @@ OPS: tuple[OpCase, ...] = (
            layout="row_to_value", tolerance=1e-4,
            reference=lambda v: torch.cat([F.mse_loss(c, c.flip([1])) + c.sum(1) * 0 + F.huber_loss(c, c * 0.5, reduction="sum")
                                           for c in v.split(4)])),
+    OpCase("cross_entropy", lambda v: F.cross_entropy(v, v.argmin(1), reduction="none") + F.cross_entropy(v, v.argmax(1)),
+           layout="row_to_value", tolerance=1e-5,
+           reference=lambda v: torch.cat([F.cross_entropy(c, c.argmin(1), reduction="none") + F.cross_entropy(c, c.argmax(1))
+                                          for c in v.split(4)])),
+    OpCase("nll_loss", lambda v: F.nll_loss(v.log_softmax(1), v.argmax(1), reduction="none"), layout="row_to_value",
+           tolerance=1e-5),
     OpCase("one_hot", lambda v: F.one_hot((v.abs() * 2).long().clamp(0, 5), 6).sum(1) + F.one_hot(v.long() * 0, 1).sum(1),
            layout="row_to_row", reference=lambda v: F.one_hot((v.abs() * 2).long().clamp(0, 5), 6).sum(1)
            + F.one_hot(v.long() * 0, 1).sum(1)),

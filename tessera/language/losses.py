@@ -124,6 +124,81 @@ for _name, _function, _formula, _parameters in (
     torch_primitive(_name, _function)(_loss_rule(f"F.{_name}", _function, _formula, _parameters))
 
 
+def _classification_dtype(spelling: str, function: Callable[..., Any], scores: TileValue, target: TileValue,
+                          weight: Any) -> torch.dtype:
+    """torch's result dtype, or its refusal, from stand-ins of two classes (class 0 targeted)."""
+    stand_ins = [torch.zeros((2,) * scores.dim(), dtype=scores.dtype), torch.zeros((2,) * target.dim(), dtype=target.dtype)]
+    if weight is not None:
+        stand_ins.append(torch.ones(2, dtype=only_tile_value(spelling, weight).dtype))
+    try:
+        return function(*stand_ins, reduction="none").dtype
+    except (RuntimeError, ValueError) as error:
+        raise exc.DtypeError(f"{spelling} of {', '.join(str(v.dtype) for v in stand_ins)} values: PyTorch refuses it "
+                             f"({str(error).splitlines()[0]})", location=user_location(),
+                             hint="scores in a float dtype, targets int64 class indices (or probabilities)") from None
+
+
+def _classification_rule(spelling: str, function: Callable[..., Any], logits: bool) -> Callable[..., TileValue]:
+    """F.cross_entropy (`logits`) and F.nll_loss of [N, C] (or [C]) scores with class indices [N]
+    (or class probabilities shaped like the scores): the picked score is a sum over the class dim of
+    the lanes whose class equals the target (no gather); "mean" divides by the picked weights'
+    sum over the targets not equal to `ignore_index` (NaN when all are ignored), as torch."""
+    signature = inspect.signature(function)
+
+    def rule(tracer: Tracer, *args: Any, **kwargs: Any) -> TileValue:
+        given = signature.bind(*args, **kwargs)
+        given.apply_defaults()
+        options = dict(given.arguments)
+        scores = only_tile_value(spelling, options["input"])
+        target = only_tile_value(spelling, options["target"])
+        weight, reduction = options["weight"], options["reduction"]
+        if options.get("size_average") is not None or options.get("reduce") is not None \
+                or options.get("label_smoothing", 0.0) != 0.0 or scores.dim() not in (1, 2) \
+                or reduction not in _REDUCTIONS:
+            settings = {k: options.get(k) for k in ("size_average", "reduce", "label_smoothing", "reduction")}
+            raise exc.UnsupportedOperationError(
+                f"{spelling} of rank-{scores.dim()} scores with {settings} inside a tile loop", location=user_location(),
+                hint="pass [N, C] (or [C]) scores, reduction='none'|'sum'|'mean' and no label_smoothing "
+                     "(or write the loss with log_softmax, torch.where and sum)")
+        dtype = _classification_dtype(spelling, function, scores, target, weight)
+        e = Ops(tracer)
+        class_dim = scores.dim() - 1
+        log_probabilities = TORCH_FUNCTIONS[F.log_softmax].bind(scores, class_dim) if logits else scores
+        if target.dtype.is_floating_point:  # class probabilities: -sum_c w_c t_c log p_c
+            terms = e.mul(target, log_probabilities)
+            if weight is not None:
+                terms = e.mul(terms, weight)
+            loss = e.neg(TORCH_FUNCTIONS[torch.sum].bind(terms, class_dim))
+            count: Any = None
+        else:
+            axis = scores.axes[class_dim]
+            classes = 0 if axis is UNIT else view_axes(tracer, tracer.tile_index(axis), (UNIT,) * class_dim + (axis,),
+                                                       "class lanes")
+            hit = e.eq(view_axes(tracer, target, (*target.axes, UNIT), "target classes"), classes)
+
+            def picked(value: TileValue) -> TileValue:
+                return TORCH_FUNCTIONS[torch.sum].bind(e.where(hit, value, 0.0), class_dim)
+            valid = e.ne(target, options["ignore_index"])
+            chosen = e.where(valid, picked(weight if weight is not None else e.add(e.mul(scores, 0.0), 1.0)), 0.0)
+            loss = e.where(valid, e.neg(e.mul(picked(log_probabilities), chosen)), 0.0)
+            count = chosen
+        loss = cast(tracer, loss, dtype) if loss.dtype != dtype else loss
+        if reduction == "none":
+            return loss
+        total = TORCH_FUNCTIONS[torch.sum].bind(loss)
+        if reduction == "sum":
+            return total
+        if count is None:
+            return TORCH_FUNCTIONS[torch.mean].bind(loss)
+        return cast(tracer, e.truediv(total, TORCH_FUNCTIONS[torch.sum].bind(count)), dtype)
+    rule.__name__ = f"_{function.__name__}_trace"
+    return rule
+
+
+torch_primitive("cross_entropy", F.cross_entropy)(_classification_rule("F.cross_entropy", F.cross_entropy, True))
+torch_primitive("nll_loss", F.nll_loss)(_classification_rule("F.nll_loss", F.nll_loss, False))
+
+
 @torch_primitive("one_hot", F.one_hot)
 def one_hot_p(tracer: Tracer, value: Any, num_classes: int = -1) -> TileValue:
     value = only_tile_value("F.one_hot", value)
