@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from tessera import exc
+from tessera.ir import interpreter
 from tessera.ir.graph import UNIT
 from tessera.ir.primitive import TORCH_FUNCTIONS, defined_primitive
 from tessera.language.eager_indexing import refuse_tile_dims
@@ -50,7 +51,14 @@ def _probe(function: Callable[..., Any], *operands: Any, **kwargs: Any) -> torch
 
 
 # -- F.linear -------------------------------------------------------------------------------------
+def _in_tile_loop() -> bool:
+    """Whether eager mode runs a tile loop's body (host code calls torch's own function)."""
+    return bool(getattr(interpreter.active(), "loop_depth", 0))
+
+
 def _linear_eager(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    if not _in_tile_loop():
+        return F.linear(input, weight, bias)
     dtype = _probe(F.linear, input, weight, bias).dtype
     product = exact_matmul(input, weight.mT if weight.dim() == 2 else weight)
     if bias is not None:
@@ -166,6 +174,8 @@ def _check_dropout(p: Any, training: Any, inplace: Any) -> None:
 
 
 def _dropout_eager(input: Any, p: Any = 0.5, training: bool = True, inplace: bool = False) -> Any:
+    if not _in_tile_loop():
+        return F.dropout(input, p, training, inplace)
     _check_dropout(p, training, inplace)
     if not training or p == 0:  # torch returns x itself (of any dtype)
         return input
