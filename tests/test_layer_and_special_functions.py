@@ -144,7 +144,7 @@ def test_pad_of_whole_dims_in_every_mode_of_torch(shape: tuple[int, int], dtype:
     cases: list[Callable[[T], T]] = [
         lambda v: F.pad(v, (1, 2)), lambda v: F.pad(v, (0, 3), value=2.5), lambda v: F.pad(v, (2, -1), value=-1),
         lambda v: F.pad(v, (4, 1), mode="replicate"), lambda v: F.pad(v, (1, 1), mode="circular"),
-        lambda v: F.pad(v[:, None, :], (1, 0, 2, 1)).sum(1)]
+        lambda v: F.pad(v[:, None, :], (1, 0, 2, 1)).sum(1), lambda v: F.pad(v[:, :1], (1, -1), value=3.0)]
     if width > 3:
         cases.append(lambda v: F.pad(v, (3, 2), mode="reflect"))
     for op in cases:
@@ -333,3 +333,16 @@ def test_cross_entropy_with_ignored_targets_and_class_weights(name: str, shape: 
         got = tessera.kernel(classified, mode=mode, config=CONFIG)(torch.empty_like(none), x, target, weight,
                                                                    lambda a, b, w: F.cross_entropy(a, b, reduction="none"))
         torch.testing.assert_close(got, none, rtol=1e-5, atol=1e-5, msg=mode)
+
+
+def padded_by_argument(out: T, x: T, value: float) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = F.pad(x[tile, :], (2, 1), value=value) + F.pad(x[tile, :1], (1, -1), value=value)
+    return out
+
+
+def test_pad_value_may_be_a_runtime_float_argument() -> None:
+    x = torch.randn(5, 7)
+    expected = F.pad(x, (2, 1), value=-0.75) + F.pad(x[:, :1], (1, -1), value=-0.75)
+    for got in _each_mode(padded_by_argument, expected, x, -0.75):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)

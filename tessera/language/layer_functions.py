@@ -136,13 +136,15 @@ def _pad_trace(tracer: Tracer, input: Any, pad: Any, mode: str = "constant", val
         sizes[dim] = whole_extent(tracer, input, dim, "F.pad")  # a tile dim: the located refusal
     try:  # torch's own checks of the mode, the pads and the rank, on a stand-in of the real sizes
         F.pad(torch.empty(sizes, dtype=input.dtype, device="meta"), tuple(pad), mode,
-              None if mode != "constant" else value)
+              value if value is None or isinstance(value, numbers.Number) else 0.0)
     except (RuntimeError, ValueError, NotImplementedError) as error:
         raise exc.ShapeMismatchError(f"F.pad{tuple(pad)} (mode {mode!r}) of a value of shape {sizes}: "
                                      f"{str(error).splitlines()[0]}", location=user_location(),
                                      hint="PyTorch refuses it too") from None
     e = Ops(tracer)
-    fill = torch.tensor(0 if value is None else value).to(input.dtype).item()  # torch converts it to x's dtype
+    fill = 0 if value is None else value  # a number converts to x's dtype, as torch's; a runtime scalar casts there
+    if isinstance(fill, numbers.Number):
+        fill = torch.tensor(fill).to(input.dtype).item()
     for dim, before, after in amounts:
         size = sizes[dim]
         count = size + before + after
@@ -151,13 +153,15 @@ def _pad_trace(tracer: Tracer, input: Any, pad: Any, mode: str = "constant", val
         picked = pick_lanes(tracer, input, dim, axis, _source_lane(e, mode, lanes, before, size))
         if mode == "constant":
             if axis is UNIT:  # one result lane: in the border or not, known now
-                if not 0 <= -before < size:
-                    picked = TORCH_FUNCTIONS[torch.full_like].bind(picked, fill)
+                if 0 <= -before < size:
+                    input = picked
+                    continue
+                inside = e.bitwise_and(e.eq(picked, picked), e.ne(picked, picked))  # nowhere (NaN lanes too)
             else:
                 border = e.bitwise_and(e.ge(lanes, before), e.lt(lanes, before + size))
                 inside = view_axes(tracer, border, tuple(axis if d == dim else UNIT for d in range(input.dim())),
                                    "F.pad border")
-                picked = widened(tracer, e.where(inside, picked, fill), input.dtype)
+            picked = widened(tracer, e.where(inside, picked, fill), input.dtype)
         input = picked
     return input
 
