@@ -110,3 +110,22 @@ def test_aten_rand_overload_draws_what_torch_rand_draws_in_every_mode() -> None:
                for kernel in (aten_random, torch_random) for mode in MODES]
     for other in results[1:]:
         assert torch.equal(other, results[0])
+
+
+def aten_products(out: T, x: T, y: T) -> T:
+    for tile_m, tile_n in hl.tile(out.size()):
+        product = torch.ops.aten.mm.dtype(x[tile_m, :], y[:, tile_n], torch.float32)
+        out[tile_m, tile_n] = torch.ops.aten.addmm.default(product, x[tile_m, :].float(), y[:, tile_n].float(),
+                                                            beta=0.5) + torch.ops.aten.mm.default(x[tile_m, :], y[:, tile_n])
+    return out
+
+
+def test_aten_product_overloads_are_torchs_products() -> None:
+    generator = torch.Generator().manual_seed(12)
+    x, y = torch.randn(5, 16, generator=generator).half(), torch.randn(16, 7, generator=generator).half()
+    wide = x.double() @ y.double()
+    expected = (wide * 1.5 + wide.half().double()).float()
+    for mode in MODES:
+        got = tessera.kernel(aten_products, mode=mode, config=tessera.Config(block_sizes=[4, 16]))(
+            torch.empty_like(expected), x, y)
+        torch.testing.assert_close(got, expected, rtol=1e-3, atol=1e-3, msg=mode)
