@@ -315,6 +315,40 @@ OPS: tuple[OpCase, ...] = (
     OpCase("nan_to_num", lambda x, y, z: (torch.log(x) / (y > 0)).nan_to_num(1.5, 2.0, -3.0), dtype=torch.bfloat16),
     OpCase("normalize", lambda v: F.normalize(v, dim=1), layout="row_to_row", tolerance=1e-5),
     OpCase("normalize", lambda v: F.normalize(v, 1.0, -1) * 0 + F.normalize(v * 0, dim=-1), layout="row_to_row"),
+    OpCase("pad", lambda v: F.pad(v, (1, 2)) + F.pad(v, (2, 1), value=-1.5) + F.pad(v, (3, 0), mode="replicate"),
+           layout="row_to_row"),
+    OpCase("pad", lambda v: F.pad(v, (1, 1), mode="circular") + F.pad(v[:, None, :], (1, 1, 1, 1)).sum(1),
+           layout="row_to_row", dtype=torch.int32, domain="small_int"),
+    OpCase("dropout", lambda x, y, z: F.dropout(x, 0.3, training=False) + F.dropout(y, 0.0) * 2),
+    # pointwise losses (language/losses.py): reduction "none" lane by lane, "sum"/"mean" of the whole tile value
+    OpCase("mse_loss", lambda x, y, z: F.mse_loss(x, y, reduction="none") + F.mse_loss(x, z * 0 + 2, reduction="none")),
+    OpCase("l1_loss", lambda x, y, z: F.l1_loss(x, y, reduction="none"), dtype=torch.bfloat16, tolerance=1e-2),
+    OpCase("smooth_l1_loss", lambda x, y, z: F.smooth_l1_loss(x, y, reduction="none", beta=0.5)
+           + F.smooth_l1_loss(x, z, reduction="none", beta=0.0)),
+    OpCase("huber_loss", lambda x, y, z: F.huber_loss(x, y, reduction="none", delta=0.75)),
+    OpCase("soft_margin_loss", lambda x, y, z: F.soft_margin_loss(x, y.sign(), reduction="none"), tolerance=1e-5),
+    OpCase("kl_div", lambda x, y, z: F.kl_div(x, y.abs(), reduction="none") + F.kl_div(x, y, reduction="none",
+                                                                                        log_target=True), tolerance=1e-5),
+    OpCase("binary_cross_entropy_with_logits", lambda x, y, z: F.binary_cross_entropy_with_logits(
+        x * 4, y.sigmoid(), reduction="none") + F.binary_cross_entropy_with_logits(
+        x, y.sigmoid(), z.abs(), reduction="none", pos_weight=z.abs() + 0.5), tolerance=1e-5),
+    OpCase("cosine_similarity", lambda v: F.cosine_similarity(v, v.flip([1]) * 2 + 1) + torch.cosine_similarity(
+        v, v[:, :1], dim=-1, eps=1e-3), layout="row_to_value", tolerance=1e-5),
+    OpCase("cosine_similarity", lambda v: F.cosine_similarity(v, v * v), layout="row_to_value", dtype=torch.float16,
+           tolerance=1e-3),
+    OpCase("mse_loss", lambda v: F.mse_loss(v, v.flip([1])) + v.sum(1) * 0 + F.huber_loss(v, v * 0.5, reduction="sum"),
+           layout="row_to_value", tolerance=1e-4,
+           reference=lambda v: torch.cat([F.mse_loss(c, c.flip([1])) + c.sum(1) * 0 + F.huber_loss(c, c * 0.5, reduction="sum")
+                                          for c in v.split(4)])),
+    OpCase("cross_entropy", lambda v: F.cross_entropy(v, v.argmin(1), reduction="none") + F.cross_entropy(v, v.argmax(1)),
+           layout="row_to_value", tolerance=1e-5,
+           reference=lambda v: torch.cat([F.cross_entropy(c, c.argmin(1), reduction="none") + F.cross_entropy(c, c.argmax(1))
+                                          for c in v.split(4)])),
+    OpCase("nll_loss", lambda v: F.nll_loss(v.log_softmax(1), v.argmax(1), reduction="none"), layout="row_to_value",
+           tolerance=1e-5),
+    OpCase("one_hot", lambda v: F.one_hot((v.abs() * 2).long().clamp(0, 5), 6).sum(1) + F.one_hot(v.long() * 0, 1).sum(1),
+           layout="row_to_row", reference=lambda v: F.one_hot((v.abs() * 2).long().clamp(0, 5), 6).sum(1)
+           + F.one_hot(v.long() * 0, 1).sum(1)),
     # arithmetic (language/arithmetic.py)
     OpCase("rsub", lambda x, y, z: torch.rsub(x, y, alpha=2) + torch.rsub(x, 1.5)),
     OpCase("addcmul", lambda x, y, z: torch.addcmul(x, y, z, value=0.5)),
@@ -357,6 +391,19 @@ OPS: tuple[OpCase, ...] = (
     # fp16/bf16, skipping the product's 16-bit rounding) and log(erfc) at 3.3 turns its ulp into 1.5%
     OpCase("erfc", lambda x, y, z: torch.erfc(x * 4) + torch.log(torch.erfc(x.abs() + 3)), tolerance=1e-5),
     OpCase("erfc", lambda x, y, z: torch.erfc(x), dtype=torch.bfloat16, tolerance=1e-2),
+    # special functions (language/special.py): erfinv over its whole domain (|x| > 1 is NaN, +-1 inf)
+    OpCase("sinc", lambda x, y, z: torch.sinc(x * 3) + x.sinc() * 2, tolerance=1e-5),
+    OpCase("sinc", lambda x, y, z: torch.special.sinc(x), dtype=torch.bfloat16, tolerance=1e-2),
+    OpCase("logit", lambda x, y, z: torch.logit(torch.sigmoid(x * 3)) + x.logit(0.25) * 0 + torch.logit(y, eps=0.1),
+           tolerance=1e-5),
+    OpCase("logit", lambda x, y, z: torch.special.logit(torch.sigmoid(x)), dtype=torch.float16, tolerance=1e-3),
+    OpCase("erfinv", lambda x, y, z: torch.erfinv(x * 0.375) + torch.erfinv(x.clamp(-1, 1)), tolerance=1e-5),
+    OpCase("erfinv", lambda x, y, z: torch.special.erfinv(x * 0.5) + x.erfinv(), dtype=torch.bfloat16, tolerance=1e-2),
+    OpCase("ndtr", lambda x, y, z: torch.special.ndtr(x * 4), tolerance=1e-5),
+    OpCase("xlog1py", lambda x, y, z: torch.special.xlog1py(x * (x > 0.5), y.abs()) + torch.special.xlog1py(2, x.abs()),
+           tolerance=1e-5),
+    OpCase("entr", lambda x, y, z: torch.special.entr(x) + torch.special.entr(x * (x > 0.5)), tolerance=1e-5),
+    OpCase("ldexp", lambda x, y, z: torch.ldexp(x, torch.round(y * 4)) + x.ldexp(torch.round(z)), tolerance=1e-5),
     OpCase("clamp", lambda x, y, z: torch.clamp(x, -0.5, 0.5)),
     OpCase("lerp", lambda x, y, z: torch.lerp(x, y, z)),
     OpCase("lerp", lambda x, y, z: x.lerp(y, 0.75), dtype=torch.float16, tolerance=1e-3),
@@ -490,6 +537,13 @@ OPS: tuple[OpCase, ...] = (
     OpCase("einsum", lambda v: torch.einsum("ij,ij->i", v, v) + torch.einsum("ij->i", v), layout="row_to_value",
            tolerance=1e-4),
     OpCase("einsum", lambda v: torch.einsum("ji->ij", v), layout="transposed", dtype=torch.bfloat16),
+    OpCase("vector_dot", lambda v: torch.dot(v.amax(0), v.amin(0)) + v.sum(1) * v.amin(0).vdot(v.amin(0)),
+           layout="row_to_value", tolerance=1e-4,
+           reference=lambda v: torch.cat([torch.dot(c.amax(0), c.amin(0)) + c.sum(1) * c.amin(0).vdot(c.amin(0))
+                                          for c in v.split(4)])),
+    OpCase("inner", lambda v: torch.inner(v, v.amax(0)) + v.amin(0).inner(v.amax(0)), layout="row_to_value",
+           tolerance=1e-4, reference=lambda v: torch.cat([torch.inner(c, c.amax(0)) + c.amin(0).inner(c.amax(0))
+                                                          for c in v.split(4)])),
     # running extremes and order statistics (language/order_statistics.py)
     OpCase("cummax", lambda v: torch.cummax(v, 1).values + v.cummax(-1).indices, layout="row_to_row"),
     OpCase("cummin", lambda v: v.cummin(1)[0] * 1000 + v.cummin(1)[1], layout="row_to_row", dtype=torch.int32,
@@ -504,6 +558,10 @@ OPS: tuple[OpCase, ...] = (
     # products (language/math.py)
     OpCase("mm", lambda a, b, c: a @ b, layout="matrix", tolerance=1e-4),
     OpCase("addmm", lambda a, b, c: torch.addmm(c, a, b), layout="matrix", tolerance=1e-4),
+    # torch.nn.functional's layer functions (language/layer_functions.py)
+    OpCase("linear", lambda a, b, c: F.linear(a, b.t(), b[0]) + F.linear(a[None], b.t())[0], layout="matrix",
+           tolerance=1e-4),
+    OpCase("linear", lambda a, b, c: F.linear(a, b.t()), layout="matrix", dtype=torch.bfloat16, tolerance=1e-2),
     OpCase("dot", lambda a, b, c: hl.dot(a, b, acc=c), layout="matrix", tolerance=1e-4,
            reference=lambda a, b, c: c + a @ b),
     OpCase("dot_scaled", lambda a, sa, b, sb, c: hl.dot_scaled(a.to(torch.bfloat16), sa, "bf16", b.to(torch.bfloat16),
@@ -528,6 +586,8 @@ OPS: tuple[OpCase, ...] = (
            reference=lambda x, words: _uniform(words[0]) - x),
     OpCase("torch_randn", lambda v, tm, tn: torch.randn([tm, tn], dtype=torch.float16) + v, layout="implicit_random",
            tolerance=2e-3, reference=lambda x, words: _normal(words).half().float() + x),
+    OpCase("dropout", lambda v, tm, tn: F.dropout(v, 0.25) + F.dropout(v, 0.5, training=False), layout="implicit_random",
+           reference=lambda x, words: x * torch.where(_uniform(words[0]) >= 0.25, 1 / 0.75, 0.0) + x),
     # stacks of like tensors by data pointer (language/stack.py)
     OpCase("stacktensor_like", lambda s: s.amax(0), layout="stacked"),
     OpCase("stack_load", lambda s: s.sum(0), layout="stacked", tolerance=1e-5),

@@ -35,8 +35,6 @@ class Alternative:
 
 
 ALTERNATIVES: tuple[Alternative, ...] = (
-    Alternative("F.dropout", (F.dropout,),
-                "write the mask with torch.rand_like(v) > p (or hl.rand with an explicit seed)"),
     Alternative("torch.nonzero / torch.masked_select / x[bool_mask]",
                 (torch.nonzero, T.nonzero, torch.masked_select, T.masked_select, torch.argwhere, T.argwhere),
                 "the result's shape would depend on the data: keep the shape and select with "

@@ -91,8 +91,8 @@ def _normalize(tracer: Tracer, x: Any, p: float = 2.0, dim: int = 1, eps: float 
 
 formula_primitive("leaky_relu", "F.leaky_relu", (F.leaky_relu,), _leaky_relu)
 formula_primitive("elu", "F.elu", (F.elu,), _elu)
-formula_primitive("selu", "F.selu", (F.selu,), _selu)
-formula_primitive("celu", "F.celu", (F.celu,), _celu)
+formula_primitive("selu", "F.selu", (F.selu, torch.selu), _selu)
+formula_primitive("celu", "F.celu", (F.celu, torch.celu), _celu)
 formula_primitive("mish", "F.mish", (F.mish,), _mish)
 formula_primitive("hardtanh", "F.hardtanh", (F.hardtanh,), _hardtanh, integers_as_is=True)
 formula_primitive("relu6", "F.relu6", (F.relu6,), _relu6, integers_as_is=True)

@@ -129,9 +129,9 @@ formula_primitive("copysign", "torch.copysign", (torch.copysign, T.copysign), _c
 formula_primitive("signbit", "torch.signbit", (torch.signbit, T.signbit), _signbit, widen=False)
 formula_primitive("heaviside", "torch.heaviside", (torch.heaviside, T.heaviside), _heaviside, operands=2,
                   integers_as_is=True)
-formula_primitive("xlogy", "torch.xlogy", (torch.xlogy, T.xlogy), _xlogy, operands=2)
+formula_primitive("xlogy", "torch.xlogy", (torch.xlogy, T.xlogy, torch.special.xlogy), _xlogy, operands=2)
 formula_primitive("float_power", "torch.float_power", (torch.float_power, T.float_power), _float_power, operands=2)
-formula_primitive("round", "torch.round", (torch.round, T.round), _round, integers_as_is=True)
+formula_primitive("round", "torch.round", (torch.round, T.round, torch.special.round), _round, integers_as_is=True)
 formula_primitive("frac", "torch.frac", (torch.frac, T.frac), _frac)
 formula_primitive("clamp_min", "torch.clamp_min", (torch.clamp_min, T.clamp_min), _clamp_min, integers_as_is=True)
 formula_primitive("clamp_max", "torch.clamp_max", (torch.clamp_max, T.clamp_max), _clamp_max, integers_as_is=True)

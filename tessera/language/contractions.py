@@ -57,6 +57,28 @@ def _mv_trace(tracer: Tracer, matrix: Any, vector: Any) -> TileValue:
     return vector_product(tracer, matrix, vector, product_dtype(matrix, vector))
 
 
+def _vector_dot_trace(tracer: Tracer, a: Any, b: Any) -> TileValue:
+    """torch.dot / torch.vdot (real values: the same): two 1-D values of one dtype, as torch asks."""
+    a, b = _vectors("torch.dot", a, b)
+    if a.dim() != 1 or b.dim() != 1:
+        raise exc.ShapeMismatchError(f"torch.dot of values of rank {a.dim()} and {b.dim()}", location=user_location(),
+                                     hint="torch.dot takes two 1-D values (torch too); use torch.inner or @ for more")
+    if a.dtype != b.dtype or a.dtype == torch.bool:
+        raise exc.DtypeError(f"torch.dot of {a.dtype} and {b.dtype} values", location=user_location(),
+                             hint="torch.dot takes two values of one numeric dtype (torch too): convert one first")
+    return vector_product(tracer, a, b, a.dtype)
+
+
+def _inner_trace(tracer: Tracer, a: Any, b: Any) -> TileValue:
+    """torch.inner: the sum over both operands' last dims, every other dim kept (a's, then b's)."""
+    a, b = _vectors("torch.inner", a, b)
+    if a.dim() == 0 or b.dim() == 0:
+        return apply_elementwise(tracer, "mul", a, b)
+    letters = "abcdefghijklmnopqrstuvwxy"
+    first, second = letters[:a.dim() - 1], letters[a.dim() - 1:a.dim() + b.dim() - 2]
+    return _einsum_trace(tracer, f"{first}z,{second}z->{first}{second}", a, b)
+
+
 # -- torch.einsum ---------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Equation:
@@ -178,3 +200,6 @@ def _einsum_eager(equation: Any, *operands: Any) -> torch.Tensor:
 outer_p = defined_primitive("outer", torch.outer, _outer_trace, torch_functions=(torch.outer, T.outer, torch.ger, T.ger))
 mv_p = defined_primitive("mv", torch.mv, _mv_trace, torch_functions=(torch.mv, T.mv))
 einsum_p = defined_primitive("einsum", _einsum_eager, _einsum_trace, torch_functions=(torch.einsum,))
+vector_dot_p = defined_primitive("vector_dot", torch.dot, _vector_dot_trace,
+                                 torch_functions=(torch.dot, T.dot, torch.vdot, T.vdot))
+inner_p = defined_primitive("inner", torch.inner, _inner_trace, torch_functions=(torch.inner, T.inner))

@@ -37,7 +37,7 @@ torch_primitive("contiguous", T.contiguous)(_copy("contiguous"))
 torch_primitive("detach", T.detach, torch.detach)(_copy("detach"))
 
 
-@torch_primitive("flatten", T.flatten, torch.flatten)
+@torch_primitive("flatten", T.flatten, torch.flatten, torch.ravel, T.ravel)
 def flatten_p(tracer: Tracer, value: Any, start_dim: int = 0, end_dim: int = -1) -> TileValue:
     value = only_tile_value("torch.flatten", value)
     if value.dim() == 0:

@@ -42,9 +42,10 @@ T = torch.Tensor
 
 ELEMENTWISE_OPS: tuple[ElementwiseOp, ...] = (
     ElementwiseOp("add", 2, "arith", (torch.add, T.add)),
-    ElementwiseOp("sub", 2, "arith", (torch.sub, T.sub)),
-    ElementwiseOp("mul", 2, "arith", (torch.mul, T.mul)),
-    ElementwiseOp("truediv", 2, "divide", (torch.div, torch.true_divide, T.div)),
+    ElementwiseOp("sub", 2, "arith", (torch.sub, T.sub, torch.subtract, T.subtract)),
+    ElementwiseOp("mul", 2, "arith", (torch.mul, T.mul, torch.multiply, T.multiply)),
+    ElementwiseOp("truediv", 2, "divide", (torch.div, torch.true_divide, T.div, T.true_divide, torch.divide,
+                                            T.divide)),
     ElementwiseOp("floordiv", 2, "arith", (torch.floor_divide,)),
     ElementwiseOp("mod", 2, "arith", (torch.remainder,)),
     ElementwiseOp("fmod", 2, "arith", (torch.fmod, T.fmod)),  # C's remainder: the dividend's sign
@@ -64,14 +65,14 @@ ELEMENTWISE_OPS: tuple[ElementwiseOp, ...] = (
     # shifts by less than the bit width (wider shifts are undefined on the GPU; torch gives 0 or -1)
     ElementwiseOp("lshift", 2, "logical", (torch.bitwise_left_shift, T.bitwise_left_shift)),
     ElementwiseOp("rshift", 2, "logical", (torch.bitwise_right_shift, T.bitwise_right_shift)),
-    ElementwiseOp("neg", 1, "arith", (torch.neg, T.neg)),
-    ElementwiseOp("abs", 1, "arith", (torch.abs, T.abs)),
+    ElementwiseOp("neg", 1, "arith", (torch.neg, T.neg, torch.negative, T.negative)),
+    ElementwiseOp("abs", 1, "arith", (torch.abs, T.abs, torch.absolute, T.absolute)),
     ElementwiseOp("relu", 1, "arith", (torch.relu, T.relu, torch.nn.functional.relu)),
     ElementwiseOp("exp", 1, "float", (torch.exp, T.exp)),
-    ElementwiseOp("exp2", 1, "float", (torch.exp2, T.exp2)),
+    ElementwiseOp("exp2", 1, "float", (torch.exp2, T.exp2, torch.special.exp2)),
     ElementwiseOp("log", 1, "float", (torch.log, T.log)),
     ElementwiseOp("log2", 1, "float", (torch.log2, T.log2)),
-    ElementwiseOp("log1p", 1, "float", (torch.log1p, T.log1p)),
+    ElementwiseOp("log1p", 1, "float", (torch.log1p, T.log1p, torch.special.log1p)),
     ElementwiseOp("sqrt", 1, "float", (torch.sqrt, T.sqrt)),
     ElementwiseOp("rsqrt", 1, "float", (torch.rsqrt, T.rsqrt)),
     ElementwiseOp("reciprocal", 1, "float", (torch.reciprocal, T.reciprocal)),
@@ -79,7 +80,7 @@ ELEMENTWISE_OPS: tuple[ElementwiseOp, ...] = (
     ElementwiseOp("tanh", 1, "float", (torch.tanh, T.tanh)),
     ElementwiseOp("sin", 1, "float", (torch.sin, T.sin)),
     ElementwiseOp("cos", 1, "float", (torch.cos, T.cos)),
-    ElementwiseOp("erf", 1, "float", (torch.erf, T.erf)),
+    ElementwiseOp("erf", 1, "float", (torch.erf, T.erf, torch.special.erf)),
     ElementwiseOp("gelu", 1, "float", (torch.nn.functional.gelu,)),
     ElementwiseOp("silu", 1, "float", (torch.nn.functional.silu,)),
     ElementwiseOp("where", 3, "where", (torch.where,)),  # T.where (x.where(condition, y)): where_method_p

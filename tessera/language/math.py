@@ -178,8 +178,11 @@ def _accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
 
 # -- torch's products: same node, PyTorch's result dtype ----------------------------------------
 T = torch.Tensor
-mm_p = Primitive("mm", torch_functions=(torch.mm, T.mm, torch.bmm, T.bmm, torch.matmul, T.matmul, T.__matmul__))
-addmm_p = Primitive("addmm", torch_functions=(torch.addmm, T.addmm, torch.baddbmm, T.baddbmm))
+_ATEN = torch.ops.aten  # the ATen overloads too (`torch.ops.aten.bmm.dtype(a, b, torch.float32)`)
+mm_p = Primitive("mm", torch_functions=(torch.mm, T.mm, torch.bmm, T.bmm, torch.matmul, T.matmul, T.__matmul__,
+                                        _ATEN.mm.default, _ATEN.mm.dtype, _ATEN.bmm.default, _ATEN.bmm.dtype))
+addmm_p = Primitive("addmm", torch_functions=(torch.addmm, T.addmm, torch.baddbmm, T.baddbmm, _ATEN.addmm.default,
+                                              _ATEN.addmm.dtype, _ATEN.baddbmm.default, _ATEN.baddbmm.dtype))
 
 
 # torch's product signatures, one table for eager and trace rules: operands (positional, or by

@@ -154,12 +154,13 @@ def _softmax(tracer: Tracer, value: TileValue, dim: int, log: bool, dtype: torch
     return cast(tracer, result, dtype or value.dtype)
 
 
-@torch_primitive("softmax", torch.softmax, T.softmax, torch.nn.functional.softmax)
+@torch_primitive("softmax", torch.softmax, T.softmax, torch.nn.functional.softmax, torch.special.softmax)
 def softmax_p(tracer: Tracer, value: TileValue, dim: int, dtype: torch.dtype | None = None, **_: Any) -> TileValue:
     return _softmax(tracer, value, dim, False, dtype)
 
 
-@torch_primitive("log_softmax", torch.log_softmax, T.log_softmax, torch.nn.functional.log_softmax)
+@torch_primitive("log_softmax", torch.log_softmax, T.log_softmax, torch.nn.functional.log_softmax,
+                 torch.special.log_softmax)
 def log_softmax_p(tracer: Tracer, value: TileValue, dim: int, dtype: torch.dtype | None = None,
                        **_: Any) -> TileValue:
     return _softmax(tracer, value, dim, True, dtype)

@@ -387,5 +387,9 @@ def _implicit_trace(fn: str) -> Any:
     return rule
 
 
+# the ATen overloads of the same functions, which kernels traced from torch code spell out
+_ATEN_SPELLINGS = {"rand": (torch.ops.aten.rand.default,), "randn": (torch.ops.aten.randn.default,),
+                   "rand_like": (torch.ops.aten.rand_like.default,), "randn_like": (torch.ops.aten.randn_like.default,)}
 for _fn in _IMPLICIT_FNS:
-    defined_primitive(f"torch_{_fn}", _implicit_eager(_fn), _implicit_trace(_fn), torch_functions=(getattr(torch, _fn),))
+    defined_primitive(f"torch_{_fn}", _implicit_eager(_fn), _implicit_trace(_fn),
+                      torch_functions=(getattr(torch, _fn), *_ATEN_SPELLINGS.get(_fn, ())))

@@ -108,7 +108,7 @@ var_mean_p = torch_primitive("var_mean", torch.var_mean)(_variance_rule("var_mea
 std_mean_p = torch_primitive("std_mean", torch.std_mean)(_variance_rule("std_mean"))
 
 
-@torch_primitive("logsumexp", torch.logsumexp, T.logsumexp)
+@torch_primitive("logsumexp", torch.logsumexp, T.logsumexp, torch.special.logsumexp)
 def logsumexp_p(tracer: Tracer, value: TileValue, dim: Any, keepdim: bool = False, *, out: Any = None) -> TileValue:
     value = only_tile_value("logsumexp", value)
     ask_torch("torch.logsumexp", torch.logsumexp, (value,), {"dim": dim, "keepdim": keepdim})

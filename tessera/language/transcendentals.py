@@ -136,8 +136,14 @@ def _expm1(e: Ops, x: TileValue) -> TileValue:
     return e.expm1(x)
 
 
+# torch's other spellings of the same functions (`torch.arccos`, `torch.special.erfc`, ...)
+_ALIASES = {"atan": ("arctan",), "asin": ("arcsin",), "acos": ("arccos",), "asinh": ("arcsinh",),
+            "acosh": ("arccosh",), "atanh": ("arctanh",)}
 for _name, _formula in (("expm1", _expm1), ("log10", _log10), ("atan", _atan), ("asin", _asin), ("acos", _acos),
                         ("sinh", _sinh), ("cosh", _cosh), ("asinh", _asinh), ("acosh", _acosh),
                         ("atanh", _atanh), ("erfc", _erfc)):
-    formula_primitive(_name, f"torch.{_name}", (getattr(torch, _name), getattr(T, _name)), _formula)
-formula_primitive("atan2", "torch.atan2", (torch.atan2, T.atan2, torch.arctan2), _atan2, operands=2)
+    _aliases = tuple(f for alias in _ALIASES.get(_name, ()) for f in (getattr(torch, alias), getattr(T, alias)))
+    _special = (getattr(torch.special, _name),) if hasattr(torch.special, _name) else ()
+    formula_primitive(_name, f"torch.{_name}", (getattr(torch, _name), getattr(T, _name), *_aliases, *_special),
+                      _formula)
+formula_primitive("atan2", "torch.atan2", (torch.atan2, T.atan2, torch.arctan2, T.arctan2), _atan2, operands=2)
