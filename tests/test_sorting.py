@@ -81,3 +81,16 @@ def test_equal_values_keep_their_order(device: torch.device) -> None:
 def test_sorting_int64_is_refused_with_a_way_around() -> None:
     with pytest.raises(exc.DtypeError, match="convert to float32 or int32"):
         tessera.kernel(sort_rows, mode="interpret", config=CONFIG)(torch.zeros(2, 4, dtype=torch.int64), False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_nans_with_the_sign_bit_set_sort_as_the_largest_values(dtype: torch.dtype, device: torch.device) -> None:
+    # torch's CUDA radix sort put -NaN before the numbers in rows of 33+ (pytorch#190781): eager
+    # mode on the H100 took it for the largest value's place in topk / kthvalue (found by the op fuzz)
+    x = torch.randn(5, 37, device=device).to(dtype)
+    x[1, 3], x[2, 30], x[3, 0], x[3, 36] = -float("nan"), float("nan"), -float("nan"), -float("nan")
+    reference = torch.sort(x.cpu().float(), dim=1, descending=True, stable=True)
+    for mode in _modes(device):
+        values, indices = tessera.kernel(sort_rows, mode=mode, config=CONFIG)(x, True)
+        torch.testing.assert_close(values.cpu().float(), reference.values, equal_nan=True, msg=mode)
+        assert torch.equal(indices.cpu(), reference.indices), mode

@@ -29,7 +29,7 @@ from tessera.language.operands import ask_torch
 from tessera.language.reductions import record_reduction
 from tessera.language.scans import scan_trace
 from tessera.language.slicing import known_int, slice_dim, whole_extent
-from tessera.language.sorting import sorted_with_indices
+from tessera.language.sorting import sorted_with_indices, stable_sort
 from tessera.language.statistics import only_tile_value
 from tessera.language.view import cast, reshape_value, view_axes
 from tessera.location import user_location
@@ -155,7 +155,7 @@ def _kthvalue_eager(value: Any, k: int, dim: int = -1, keepdim: bool = False, *,
     torch.kthvalue(value.reshape(-1)[:1], 1)  # torch's own dtype checks (no bools), as the trace asks
     if value.dim():
         refuse_tile_dims(value, [dim % value.dim()], "torch.kthvalue")
-    values, indices = torch.sort(value, dim=dim, stable=True)
+    values, indices = stable_sort(value, dim)
     take = torch.full((1,), k - 1, dtype=torch.int64, device=value.device) if value.dim() else None
     if take is None:
         return torch.return_types.kthvalue((values, indices))

@@ -84,14 +84,26 @@ def _argsort_trace(tracer: Tracer, value: Any, dim: Any = -1, descending: bool =
     return sorted_with_indices(tracer, value, dim, descending, None, "torch.argsort")[1]
 
 
+def stable_sort(value: torch.Tensor, dim: int = -1, descending: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eager mode's sort: stable, as the generated sort (torch's CUDA sort is not, by default),
+    with every NaN the largest value. torch's CUDA radix sort puts NaNs whose sign bit is set
+    before the numbers (pytorch/pytorch#190781; rows of 33 and more under torch 2.11): the sort
+    runs on a key whose NaNs are positive, and the values are read back from `value`."""
+    key = value
+    if value.is_floating_point():
+        key = torch.where(value.isnan(), torch.full((), float("nan"), dtype=value.dtype, device=value.device), value)
+    _, indices = torch.sort(key, dim=dim, descending=descending, stable=True)
+    values = torch.gather(value, dim, indices) if value.dim() else value.clone()
+    return values, indices
+
+
 def _argsort_eager(value: Any, dim: Any = -1, descending: bool = False, *, stable: bool = False,
                    out: Any = None) -> Any:
-    return torch.argsort(value, dim=dim, descending=descending, stable=True)  # stable: as the generated sort
+    return stable_sort(value, dim, descending)[1]
 
 
 def _sort_eager(value: Any, dim: Any = -1, descending: bool = False, *, stable: bool = False, out: Any = None) -> Any:
-    # the generated sort is stable: eager (torch's CUDA sort is not, by default) must agree on ties
-    return torch.sort(value, dim=dim, descending=descending, stable=True)
+    return torch.return_types.sort(stable_sort(value, dim, descending))
 
 
 sort_p = Primitive("sort", torch_functions=(torch.sort, T.sort))
@@ -101,7 +113,7 @@ def _topk_eager(value: Any, k: int, dim: Any = -1, largest: bool = True, sorted:
                 out: Any = None) -> Any:
     # the first k of the stable sort: torch's topk may name any of tied lanes, the generated one the earliest
     torch.topk(value, k, dim=dim, largest=largest)  # torch's own checks (k too large, bools)
-    values, indices = torch.sort(value, dim=dim, descending=largest, stable=True)
+    values, indices = stable_sort(value, dim, largest)
     return torch.return_types.topk((values.narrow(dim, 0, k), indices.narrow(dim, 0, k)))
 
 
