@@ -375,6 +375,45 @@ class Tracer:
             location=user_location(),
             hint="operands must have the same tiles in the same positions, or size 1 to broadcast")
 
+    def contracted_axis(self, a: Axis, b: Axis, what: str) -> Axis:
+        """The dim a product sums over, from its operands' inner dims: as `unify_axes`, and also two
+        different tiles whose lanes pair up one for one on every iteration (see `pairs_lanes`)."""
+        try:
+            return self.unify_axes(a, b, what)
+        except exc.ShapeMismatchError:
+            a, b = self.canonical_axis(a), self.canonical_axis(b)
+            if self.pairs_lanes(a, b):
+                return a
+            if a.is_tile and b.is_tile and a.block == b.block:
+                raise exc.ShapeMismatchError(
+                    f"{what}: tiles {a.name} and {b.name} are summed lane for lane, but their ranges "
+                    f"({a.range_begin}:{a.range_end} and {b.range_begin}:{b.range_end}) do not give them "
+                    f"the same lanes on every iteration", location=user_location(),
+                    hint=f"both ranges must have the same length, a multiple of the block ({a.block}) or at most "
+                         f"one block; else index both operands with the same tile") from None
+            raise
+
+    def pairs_lanes(self, a: Axis, b: Axis) -> bool:
+        """Whether two tiles have the same valid lanes on every pair of iterations: same block, ranges
+        of the same host length L, and L one block or less or a multiple of the block (no tail tile).
+        Eager mode multiplies `p[tq, tk] @ v[tq, :]` whenever the sizes agree; this is when they always
+        agree. Both facts become guards (a tail retraces and fails, as eager fails on that iteration)."""
+        if not (a.is_tile and b.is_tile) or a.block != b.block:
+            return False
+        lengths = [self.symbols.canonical(sympy.sympify(axis.range_end) - sympy.sympify(axis.range_begin))
+                   for axis in (a, b)]
+        if any(self.symbols.on_device(length) or not length.free_symbols <= set(self.symbols.values)
+               for length in lengths):
+            return False
+        actual = self.symbols.evaluate(lengths[0])
+        if actual != self.symbols.evaluate(lengths[1]) or not (actual <= a.block or actual % a.block == 0):
+            return False
+        reason = f"tiles {a.name} and {b.name} of a product pair lane for lane"
+        self.symbols.guard_equal(lengths[0], lengths[1], reason)
+        self.symbols.guard(sympy.Le(lengths[0], a.block) if actual <= a.block
+                           else sympy.Eq(sympy.Mod(lengths[0], a.block), 0), reason)
+        return True
+
     def broadcast(self, shapes: list[tuple[Axis, ...]], what: str) -> tuple[Axis, ...]:
         rank = max((len(s) for s in shapes), default=0)
         result: list[Axis] = []
