@@ -59,3 +59,44 @@ def test_one_compiled_variant_serves_lengths_with_no_tail_and_refuses_a_tail_lat
         torch.testing.assert_close(kernel(q), _reference(q, 16), atol=1e-4, rtol=1e-4)
     with pytest.raises(tessera.exc.ShapeMismatchError, match="same lanes on every iteration"):
         kernel(torch.randn(2, 24, 8))
+
+
+def _window_store(mode: str, extra_rows: int):
+    @tessera.kernel(mode=mode, config=tessera.Config(block_sizes=[4]))
+    def kernel(x: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(x.shape[0] + extra_rows, x.shape[1], dtype=x.dtype, device=x.device)
+        for tile in hl.tile(x.shape[0]):
+            out[tile.begin:tile.begin + 4, :] = x[tile, :] * 2.0
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("rows", [1, 3, 4, 6, 13])
+def test_a_tile_value_fills_the_window_that_starts_at_its_tile_and_ends_with_the_dimension(mode, rows):
+    x = torch.randn(rows, 3)
+    torch.testing.assert_close(_window_store(mode, 0)(x), x * 2.0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("rows", [4, 8, 16])
+def test_a_tile_value_fills_a_longer_dimension_window_by_window_when_no_tile_is_short(mode, rows):
+    x = torch.randn(rows, 5)
+    expected = torch.cat([x * 2.0, torch.zeros(8, 5)])
+    torch.testing.assert_close(_window_store(mode, 8)(x), expected)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_short_tail_tile_facing_a_full_window_is_refused(mode):
+    with pytest.raises(tessera.exc.TesseraError) as caught:
+        _window_store(mode, 8)(torch.randn(6, 3))  # the last tile has 2 rows, its window 4
+    assert "test_paired_tiles.py" in str(caught.value)
+
+
+def test_a_compiled_window_store_is_reused_while_its_facts_hold_and_refuses_a_short_tail_later():
+    kernel = _window_store("interpret", 8)
+    for rows in (4, 12):
+        x = torch.randn(rows, 2)
+        torch.testing.assert_close(kernel(x), torch.cat([x * 2.0, torch.zeros(8, 2)]))
+    with pytest.raises(tessera.exc.ShapeMismatchError):
+        kernel(torch.randn(6, 2))

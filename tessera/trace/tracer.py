@@ -74,6 +74,8 @@ class Tracer:
         # whole axes allocated by a register_block_size value (`hl.zeros([t, block])`): a tile of
         # that block combines with them lane for lane (see `fits_block_axis`)
         self.block_size_axes: set[Axis] = set()
+        # window axes (`x[s : s + n]`, trace/views.py) -> (start, size of the view it reads from s on)
+        self.window_axes: dict[Axis, tuple[Any, Any]] = {}
         self.dot_axes: set[Axis] = set()
         self.predicate: Node | None = None  # condition of the device `if` branch being traced
         self._tunable_axes: list[tuple[int, Axis, str]] = []  # (block_sizes index, axis, role)
@@ -225,6 +227,51 @@ class Tracer:
             moved = self.emit(Op.ELEMENTWISE, [inside.node, moved.node, other], axes, value.dtype,
                               fn="where", compute=value.dtype)
         return moved
+
+    def onto_windows(self, value: TileValue, shape: tuple[Axis, ...]) -> TileValue:
+        """`value` (aligned right with `shape`) with each tile dim that faces a window starting at that
+        tile's first index (`out[t.begin : t.begin + block] = x[t]`) renamed to the window's axis,
+        where the two have the same lanes on every iteration (`window_pairs_tile`)."""
+        offset = len(shape) - len(value.axes)
+        if offset < 0:
+            return value
+        target = tuple(shape[offset + i] if self.window_pairs_tile(shape[offset + i], axis) else axis
+                       for i, axis in enumerate(value.axes))
+        if target == value.axes:
+            return value
+        return self.emit(Op.VIEW, [value.node], target, value.dtype, what="tile onto the window it fills")
+
+    def window_pairs_tile(self, window: Axis, tile: Axis) -> bool:
+        """Whether window `x[s : s + n]`'s lanes are tile `t`'s on every iteration: s is t's first
+        index, n its block, and the window is cut short exactly where the tile is (the sliced dim
+        ends where the tile's range does), or never while the tile is never short (the range is a
+        multiple of the block and the dim reaches its end). Eager mode stores whenever the two
+        lengths agree; these facts, guarded, say they always agree."""
+        if window not in self.window_axes or not tile.is_tile or window.block != tile.block:
+            return False
+        start, view_size = self.window_axes[window]
+        canonical = self.symbols.canonical
+        if sympy.expand(canonical(sympy.sympify(start)) - canonical(sympy.sympify(tile.begin))) != 0:
+            return False
+        length = canonical(sympy.sympify(window.end))
+        dim_end = canonical(sympy.expand(sympy.sympify(view_size) + sympy.sympify(start)))
+        range_end, range_begin = canonical(sympy.sympify(tile.range_end)), canonical(sympy.sympify(tile.range_begin))
+        host = set(self.symbols.values)
+        if any(not sympy.sympify(e).free_symbols <= host for e in (length, dim_end, range_end, range_begin)):
+            return False
+        if self.symbols.evaluate(length) != tile.block:
+            return False
+        reason = f"window {window.name} holds the lanes of tile {tile.name}"
+        self.symbols.guard(sympy.Eq(length, tile.block), reason)
+        if self.symbols.evaluate(dim_end) == self.symbols.evaluate(range_end):
+            self.symbols.guard(sympy.Eq(dim_end, range_end), reason)
+            return True
+        no_tail = sympy.Eq(sympy.Mod(range_end - range_begin, tile.block), 0)
+        if not (self.symbols.evaluate(no_tail) and self.symbols.evaluate(dim_end) >= self.symbols.evaluate(range_end)):
+            return False
+        self.symbols.guard(no_tail, reason)
+        self.symbols.guard(sympy.Ge(dim_end, range_end), reason)
+        return True
 
     def block_renames(self, value: TileValue, shape: tuple[Axis, ...]) -> dict[int, Axis]:
         """The dims of `value` (aligned right with `shape`) that `onto_block_axes` renames, and to what."""
