@@ -29,6 +29,7 @@ from tessera.ir.tile_range import TileRange, reversed_range_error, static_bounds
 from tessera.ir.tunables import TunableDim, tunable_value
 from tessera.location import user_location
 from tessera.trace.block_sizes import BlockSlots, choose_block_sizes
+from tessera.trace.factories import TileFactoryMode
 from tessera.trace.indexing import trace_load
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
 from tessera.trace.symbols import SymbolTable
@@ -89,6 +90,7 @@ class Tracer:
         self.jagged_ends: dict[Axis, TileValue] = {}  # the axis of an hl.jagged_tile -> its per-lane ends
         self.random_sites: dict[Any, TensorProxy] = {}  # call site of torch.rand_like & co. -> its seed parameter
         self.lifted: dict[int, TensorProxy] = {}  # id of a module-global tensor the body reads -> its parameter
+        self.rule_depth = 0  # > 0 while a primitive's trace rule runs
 
     # -- interpreter protocol -------------------------------------------------------------
     def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
@@ -99,7 +101,11 @@ class Tracer:
         if self.lifted:  # a module-global tensor read in the body: its kernel parameter
             args = tuple(self.lifted.get(id(a), a) if isinstance(a, torch.Tensor) else a for a in args)
             params = {k: self.lifted.get(id(v), v) if isinstance(v, torch.Tensor) else v for k, v in params.items()}
-        return rule(self, *args, **params)
+        self.rule_depth += 1  # a rule's own torch calls are plain torch (factories.py)
+        try:
+            return rule(self, *args, **params)
+        finally:
+            self.rule_depth -= 1
 
     def iterate_tiles(self, tile_range: TileRange) -> Iterator[Any]:
         raise exc.UnsupportedSyntaxError(
@@ -596,7 +602,7 @@ class Tracer:
         function = types.FunctionType(body.__code__, body.__globals__, body.__name__, body.__defaults__,
                                       tuple(types.CellType(value) for value in cells))
         self.location = tile_range.location
-        with interpreter.activate(self):
+        with interpreter.activate(self), TileFactoryMode(self):
             try:
                 function(target)
             except TypeError as error:  # Python's own, at a line of the body (`s[0]` of a scalar)
