@@ -10,6 +10,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tessera.ir.primitive import TORCH_FUNCTIONS
+from tessera.trace.proxy import written_by_user
 
 if TYPE_CHECKING:
     from tessera.trace.tracer import Tracer
@@ -21,7 +22,8 @@ TILE_FACTORIES = frozenset({torch.arange, torch.zeros, torch.ones, torch.empty, 
 
 class TileFactoryMode(TorchFunctionMode):
     """Active while a tile loop's body is traced: the factories above, called by the user's code
-    (not by a primitive's rule, which may build host tensors of its own), bind their primitives."""
+    (not by a primitive's rule or Tessera's own code, which build host tensors of their own), bind
+    their primitives."""
 
     def __init__(self, tracer: Tracer) -> None:
         super().__init__()
@@ -30,6 +32,9 @@ class TileFactoryMode(TorchFunctionMode):
     def __torch_function__(self, func: Callable[..., Any], types: Any, args: tuple = (),
                            kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
-        if func in TILE_FACTORIES and not self.tracer.rule_depth and func in TORCH_FUNCTIONS:
+        # (the caller: 1 frame up, torch's dispatch adds none; Tessera's own shape code asks
+        # torch.empty for dtype examples, which must stay plain tensors)
+        if func in TILE_FACTORIES and not self.tracer.rule_depth and func in TORCH_FUNCTIONS \
+                and written_by_user(1):
             return TORCH_FUNCTIONS[func].bind(*args, **kwargs)
         return func(*args, **kwargs)
