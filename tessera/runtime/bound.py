@@ -14,13 +14,16 @@ from typing import Any, Callable
 
 import torch
 
+from tessera import exc
 from tessera.backends.config_space import ConfigSpace
 from tessera.config import Config
 from tessera.ir.graph import KernelIR
+from tessera.location import user_location
 from tessera.language.rng import generator_at, generator_state
 from tessera.runtime.call_keys import argument_key, common_device
 from tessera.runtime.compiled import CompiledRunner, IRRecorder, VariantStore, run_compiled
 from tessera.runtime.eager import run_eager
+from tessera.runtime.fake_calls import fake_mode_active
 from tessera.runtime.plan import KernelPlan, LaunchRecord
 from tessera.runtime.repro import INTERPRET_HEADER, repro_caller
 from tessera.runtime.tuning import config_space_for
@@ -90,7 +93,13 @@ class BoundKernel:
         config = _as_config(config) or self.kernel.default_config()
         kernel, mode = self.kernel, self.mode
 
-        def run(*args: Any, **kwargs: Any) -> Any:
+        def run(*args: Any, _launcher: Any = None, **kwargs: Any) -> Any:
+            # `_launcher`: Helion's hook that replaces the launch (its fake-tensor shape inference
+            # passes a no-op); under a FakeTensorMode nothing is launched anyway (fake_calls.py)
+            if _launcher is not None and not fake_mode_active():
+                raise exc.UnsupportedOperationError(
+                    "compile_config(...)(..., _launcher=...) with real tensors: Tessera launches its own kernels",
+                    location=user_location(), hint="call it without _launcher (or on fake tensors, which never launch)")
             return run_compiled(kernel, mode, args, kwargs, config, common_device(kernel.fn.__name__, args, kwargs))
         return run
 

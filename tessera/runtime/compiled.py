@@ -31,6 +31,7 @@ from tessera.location import user_location
 from tessera.marking import STATIC_DIMS_ATTRIBUTE
 from tessera.runtime.call_keys import config_key, device_type, launch_inputs, needs_int64, overlaps_itself
 from tessera.runtime.eager import EagerInterpreter
+from tessera.runtime.fake_calls import at_hint_sizes, fake_mode_active
 from tessera.runtime.exact_facts import launch_facts
 from tessera.runtime.fast_checks import facts_check
 from tessera.runtime.global_reads import GlobalReads
@@ -88,6 +89,7 @@ class CompiledRunner:
         self.store = store if store is not None else kernel.store
         self.memo = self.store.memo_for(mode, self.config_key)
         self.recorder = recorder
+        self.fake = False  # this call's tensors are fake (fake_calls.py): launches trace but never run
         self.tunables: dict[int, TunableDim] = {}
         self.user_tunables: dict[str, Any] = {}  # hl.register_tunable name -> its fragment
         self.host: Any = None  # the host interpreter of a kernel's spare runner (see run_compiled)
@@ -111,7 +113,9 @@ class CompiledRunner:
         """
         values = [*map(_CELL_CONTENTS, body.__closure__ or ())]  # no comprehension frame: on every launch
         facts = None
-        if self.recorder is None:
+        if self.fake:  # fake tensors (torch.compile): traced at their hint sizes, never launched
+            values = [at_hint_sizes(value) for value in values]
+        elif self.recorder is None:
             # id: a code object hashes its bytecode; the kernel holds its loop bodies, so ids stay unique
             memo, site = self.memo, id(body.__code__)
             entries = memo.recent.get(site) if memo.recent else None
@@ -220,7 +224,7 @@ class CompiledRunner:
         if self.recorder is not None:
             self._record(variant, arguments, grid)
             return
-        if min(grid) <= 0:
+        if min(grid) <= 0 or self.fake:
             return
         variant.loaded.launch(grid, arguments)
 
@@ -366,6 +370,12 @@ def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Conf
     """Run the kernel's host code; each top-level tile loop launches a cached Triton kernel."""
     if runner is not None:  # a BoundKernel's planning or timing runner
         _check_device(mode, device)
+        runner.fake = fake_mode_active()
+        return _run_host_code(kernel, _HostInterpreter(runner.slots, config, device, runner), args, kwargs)
+    if fake_mode_active():  # a runner of its own: no later real call reuses this one's state
+        _check_device(mode, device)
+        runner = CompiledRunner(kernel, mode, config)
+        runner.fake = True
         return _run_host_code(kernel, _HostInterpreter(runner.slots, config, device, runner), args, kwargs)
     # A call takes the kernel's idle runner when it has the call's mode, Config and device, else
     # a spare one from kernel.spare_runners, else a new one (building one costs about 2 us). A
