@@ -25,6 +25,7 @@ from tessera.runtime.compiled import CompiledRunner, IRRecorder, VariantStore, r
 from tessera.runtime.eager import run_eager
 from tessera.runtime.fake_calls import fake_mode_active
 from tessera.runtime.plan import KernelPlan, LaunchRecord
+from tessera.runtime.planning_writes import arguments_kept
 from tessera.runtime.repro import INTERPRET_HEADER, repro_caller
 from tessera.runtime.tuning import config_space_for
 
@@ -116,7 +117,7 @@ class BoundKernel:
         config = _as_config(config) or self.kernel.default_config()
         records: list[LaunchRecord] = []
         runner = self._runner(config, records)
-        with self.same_random_draws():
+        with self.same_random_draws(), arguments_kept(self.args, self.kwargs):
             result = run_compiled(self.kernel, self.mode, self.args, self.kwargs, config, self.device, runner)
         tunables = [runner.tunables[index] for index in sorted(runner.tunables)]
         dims = runner.launch_dims
