@@ -100,3 +100,29 @@ def test_a_compiled_window_store_is_reused_while_its_facts_hold_and_refuses_a_sh
         torch.testing.assert_close(kernel(x), torch.cat([x * 2.0, torch.zeros(8, 2)]))
     with pytest.raises(tessera.exc.ShapeMismatchError):
         kernel(torch.randn(6, 2))
+
+
+def _rows_into_whole_dim(mode: str):
+    @tessera.kernel(mode=mode, config=tessera.Config(block_sizes=[4, 4]))
+    def kernel(x: torch.Tensor) -> torch.Tensor:
+        rows, cols = x.shape
+        out = torch.empty(rows, cols, dtype=x.dtype, device=x.device)
+        for tile in hl.tile(cols):
+            for row_tile in hl.tile(rows):
+                out[:, tile] = x[row_tile, tile] * 2.0
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("rows", [3, 4])
+def test_a_tile_that_covers_a_whole_dim_in_one_iteration_fills_that_dims_slice(mode, rows):
+    x = torch.randn(rows, 7)
+    torch.testing.assert_close(_rows_into_whole_dim(mode)(x), x * 2.0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_tile_that_needs_two_iterations_for_a_whole_dim_is_refused(mode):
+    with pytest.raises(tessera.exc.TesseraError) as caught:
+        _rows_into_whole_dim(mode)(torch.randn(6, 7))
+    assert "test_paired_tiles.py" in str(caught.value)

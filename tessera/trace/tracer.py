@@ -236,12 +236,14 @@ class Tracer:
 
     def onto_windows(self, value: TileValue, shape: tuple[Axis, ...]) -> TileValue:
         """`value` (aligned right with `shape`) with each tile dim that faces a window starting at that
-        tile's first index (`out[t.begin : t.begin + block] = x[t]`) renamed to the window's axis,
-        where the two have the same lanes on every iteration (`window_pairs_tile`)."""
+        tile's first index (`out[t.begin : t.begin + block] = x[t]`), or a whole dim its one iteration
+        covers, renamed to that axis, where the two have the same lanes on every iteration
+        (`window_pairs_tile`, `whole_pairs_tile`)."""
         offset = len(shape) - len(value.axes)
         if offset < 0:
             return value
-        target = tuple(shape[offset + i] if self.window_pairs_tile(shape[offset + i], axis) else axis
+        target = tuple(shape[offset + i] if self.window_pairs_tile(shape[offset + i], axis)
+                       or self.whole_pairs_tile(shape[offset + i], axis) else axis
                        for i, axis in enumerate(value.axes))
         if target == value.axes:
             return value
@@ -277,6 +279,27 @@ class Tracer:
             return False
         self.symbols.guard(no_tail, reason)
         self.symbols.guard(sympy.Ge(dim_end, range_end), reason)
+        return True
+
+    def whole_pairs_tile(self, whole: Axis, tile: Axis) -> bool:
+        """Whether a whole dim's lanes are a tile's on every iteration: the tile's loop runs once,
+        from 0 over the dim's whole size, in a block of the dim's (`out[:, t] = stack[s, t]` with
+        `s` one tile of all the stack's rows). Both facts are guarded."""
+        if whole not in self._full_axes or not tile.is_tile or whole.block != tile.block:
+            return False
+        if self.row_loop is not None and whole is self.row_loop.axis:  # a chunked row: its block is the chunk
+            return False
+        canonical = self.symbols.canonical
+        begin, end = canonical(sympy.sympify(tile.range_begin)), canonical(sympy.sympify(tile.range_end))
+        extent = canonical(sympy.sympify(whole.end))
+        host = set(self.symbols.values)
+        if begin != 0 or any(not sympy.sympify(e).free_symbols <= host for e in (end, extent)):
+            return False
+        if self.symbols.evaluate(end) != self.symbols.evaluate(extent) or self.symbols.evaluate(end) > tile.block:
+            return False
+        reason = f"tile {tile.name} runs once over the whole dim {whole.name}"
+        self.symbols.guard_equal(end, extent, reason)
+        self.symbols.guard(sympy.Le(end, tile.block), reason)
         return True
 
     def block_renames(self, value: TileValue, shape: tuple[Axis, ...]) -> dict[int, Axis]:
