@@ -21,8 +21,8 @@ def add_rows(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def _symbolic_fakes(*shapes: tuple[int, ...]) -> tuple[list[torch.Tensor], FakeTensorMode]:
-    # imported here: torch._dynamo imports triton, which must first be imported by a kernel call
-    # (interpret mode sets its interpreter up before that)
+    # torch._dynamo imports triton: an interpret-mode call first imports it with its interpreter
+    tessera.kernel(add_rows, mode="interpret")(torch.zeros(1, 1), torch.zeros(1, 1))
     from torch._dynamo.source import ConstantSource
     from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
     env = ShapeEnv()

@@ -101,7 +101,10 @@ class BoundKernel:
                 raise exc.UnsupportedOperationError(
                     "compile_config(...)(..., _launcher=...) with real tensors: Tessera launches its own kernels",
                     location=user_location(), hint="call it without _launcher (or on fake tensors, which never launch)")
-            return run_compiled(kernel, mode, args, kwargs, config, common_device(kernel.fn.__name__, args, kwargs))
+            device = common_device(kernel.fn.__name__, args, kwargs)
+            if fake_mode_active():  # a runner of its own (it traces, never launches): nothing is kept for real calls
+                return run_compiled(kernel, mode, args, kwargs, config, device, CompiledRunner(kernel, mode, config))
+            return run_compiled(kernel, mode, args, kwargs, config, device)
         return run
 
     @property

@@ -370,12 +370,7 @@ def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Conf
     """Run the kernel's host code; each top-level tile loop launches a cached Triton kernel."""
     if runner is not None:  # a BoundKernel's planning or timing runner
         _check_device(mode, device)
-        runner.fake = fake_mode_active()
-        return _run_host_code(kernel, _HostInterpreter(runner.slots, config, device, runner), args, kwargs)
-    if fake_mode_active():  # a runner of its own: no later real call reuses this one's state
-        _check_device(mode, device)
-        runner = CompiledRunner(kernel, mode, config)
-        runner.fake = True
+        runner.fake = fake_mode_active()  # (a kernel's own call on fake tensors is a custom op: torch_library.py)
         return _run_host_code(kernel, _HostInterpreter(runner.slots, config, device, runner), args, kwargs)
     # A call takes the kernel's idle runner when it has the call's mode, Config and device, else
     # a spare one from kernel.spare_runners, else a new one (building one costs about 2 us). A
