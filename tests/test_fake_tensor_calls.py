@@ -71,3 +71,24 @@ def test_a_real_call_after_fake_ones_computes_and_the_launcher_hook_is_refused_o
     bound = kernel.bind((a, b))
     with pytest.raises(tessera.exc.UnsupportedOperationError, match="_launcher"):
         bound.compile_config(bound.config_spec.default_config())(a, b, _launcher=lambda *args: None)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_compile_config_runs_on_fake_tensors_of_data_dependent_sizes(mode):
+    """Unbacked sizes (no example value, a known range) trace at a value of their range."""
+    tessera.kernel(add_rows, mode="interpret")(torch.zeros(1, 1), torch.zeros(1, 1))  # Triton first, interpreted
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    env = ShapeEnv()
+    fake_mode = FakeTensorMode(shape_env=env)
+    kernel = tessera.kernel(add_rows, mode=mode)
+    with fake_mode:
+        sizes = []
+        for _ in range(2):
+            size = env.create_unbacked_symint()
+            torch._check(size >= 2)
+            torch._check(size <= 4096)
+            sizes.append(size)
+        x, y = torch.empty(sizes, dtype=torch.float16), torch.empty(sizes, dtype=torch.float16)
+        bound = kernel.bind((x, y))
+        result = bound.compile_config(bound.config_spec.default_config())(x, y, _launcher=lambda *a, **k: None)
+    assert result.shape == x.shape

@@ -31,7 +31,7 @@ from tessera.location import user_location
 from tessera.marking import STATIC_DIMS_ATTRIBUTE
 from tessera.runtime.call_keys import config_key, device_type, launch_inputs, needs_int64, overlaps_itself
 from tessera.runtime.eager import EagerInterpreter
-from tessera.runtime.fake_calls import at_hint_sizes, fake_mode_active
+from tessera.runtime.fake_calls import at_hint_sizes, fake_mode_active, range_at_hints
 from tessera.runtime.exact_facts import launch_facts
 from tessera.runtime.fast_checks import facts_check
 from tessera.runtime.global_reads import GlobalReads
@@ -115,6 +115,7 @@ class CompiledRunner:
         facts = None
         if self.fake:  # fake tensors (torch.compile): traced at their hint sizes, never launched
             values = [at_hint_sizes(value) for value in values]
+            tile_range = range_at_hints(tile_range)
         elif self.recorder is None:
             # id: a code object hashes its bytecode; the kernel holds its loop bodies, so ids stay unique
             memo, site = self.memo, id(body.__code__)
