@@ -84,10 +84,11 @@ _DECLARED: tuple[Setting, ...] = (
             "Rounds of fresh edge values and input layouts per (op, dtype) pair of the differential op "
             "fuzzer (tests/test_op_fuzz.py); raise it for long runs, e.g. on the GPU."),
     Setting("check_indices", "TESSERA_CHECK_INDICES", _parse_bool, False,
-            "Check index tensors on the device: a gathered or scattered index outside its dimension in "
-            "a lane that is not masked raises IndexingError at the kernel line after the launch "
-            "(instead of reading 0 / skipping the write). Costs a device sync per launch; tuning "
-            "is skipped (the heuristic Config runs). Read on every call: a change takes effect on the next."),
+            "Check index tensors: a gathered or scattered index outside its dimension in a lane that "
+            "is not masked raises IndexingError at the kernel line (eager mode: at once; generated "
+            "code: after the launch) instead of reading 0 / skipping the write, as every mode does "
+            "by default. On the device it costs a sync per launch; tuning is skipped (the heuristic "
+            "Config runs). Read on every call: a change takes effect on the next."),
     Setting("aot_mode", "TESSERA_AOT_MODE", _parse_optional_str, None,
             "What tessera.aot_kernel kernels do per call: evaluate (default: run the Config the recorded "
             "data picks for the nearest recorded shape, else the usual choice) | collect (tune each new "

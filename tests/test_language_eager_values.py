@@ -12,6 +12,7 @@ import torch
 
 import tessera
 import tessera.language as hl
+from tessera import settings
 
 from eager_kernels import eager_kernel
 
@@ -182,7 +183,9 @@ def test_store_of_a_tile_past_the_end_raises_indexing_error(device):
         fill(torch.zeros(10, device=device), 40)
 
 
-def test_unmasked_out_of_range_index_raises_indexing_error(device):
+def test_unmasked_out_of_range_index_reads_zero_and_checked_indices_report_it(device):
+    """As generated code: an out-of-range lane reads 0 (nothing outside the tensor is read);
+    TESSERA_CHECK_INDICES turns it into a located IndexingError."""
     @eager_kernel()
     def gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         out = torch.empty(index.size(0), dtype=x.dtype, device=x.device)
@@ -190,8 +193,10 @@ def test_unmasked_out_of_range_index_raises_indexing_error(device):
             out[tile] = hl.load(x, [index[tile]])
         return out
 
-    with pytest.raises(tessera.exc.IndexingError, match="not masked"):
-        gather(torch.zeros(4, device=device), torch.tensor([0, 4], device=device))
+    x = torch.arange(1.0, 5.0, device=device)
+    torch.testing.assert_close(gather(x, torch.tensor([0, 4], device=device)), torch.tensor([1.0, 0.0], device=device))
+    with settings.override(check_indices=True), pytest.raises(tessera.exc.IndexingError, match="not masked"):
+        gather(x, torch.tensor([0, 4], device=device))
 
 
 def test_negative_index_counts_from_the_end_and_below_minus_size_is_out_of_range(device):
@@ -202,20 +207,23 @@ def test_negative_index_counts_from_the_end_and_below_minus_size_is_out_of_range
             out[tile] = hl.load(x, [index[tile]])
         return out
 
-    x = torch.arange(4.0, device=device)
+    x = torch.arange(1.0, 5.0, device=device)
     torch.testing.assert_close(gather(x, torch.tensor([0, -1, -4], device=device)), x[[0, -1, -4]])  # as torch
-    with pytest.raises(tessera.exc.IndexingError):
+    torch.testing.assert_close(gather(x, torch.tensor([0, -5], device=device)), torch.tensor([1.0, 0.0], device=device))
+    with settings.override(check_indices=True), pytest.raises(tessera.exc.IndexingError):
         gather(x, torch.tensor([0, -5], device=device))
 
 
-def test_unmasked_out_of_range_scatter_index_raises_indexing_error(device):
+def test_unmasked_out_of_range_scatter_index_writes_nothing_and_checked_indices_report_it(device):
     @eager_kernel()
     def scatter_ones(index: torch.Tensor, out: torch.Tensor) -> None:
         for tile in hl.tile(index.size(0)):
             hl.store(out, [index[tile]], 1.0)
 
     out = torch.zeros(4, device=device)
-    with pytest.raises(tessera.exc.IndexingError):
+    scatter_ones(torch.tensor([0, 4, -5, 2], device=device), out)
+    torch.testing.assert_close(out, torch.tensor([1.0, 0.0, 1.0, 0.0], device=device))
+    with settings.override(check_indices=True), pytest.raises(tessera.exc.IndexingError):
         scatter_ones(torch.tensor([0, 4], device=device), out)
 
 

@@ -22,6 +22,7 @@ from tessera.language.elementwise import apply_elementwise
 from tessera.language.tile import grid
 from tessera.language.scans import HL_FORMS_OF_TORCH
 from tessera.location import user_location
+from tessera.trace.factories import TILE_FACTORIES
 from tessera.trace.proxy import AxisSize, HostScalar, TileValue
 from tessera.trace.tracer import Tracer, current_tracer
 
@@ -278,7 +279,7 @@ def torch_call_helper(function: Any, *args: Any, **kwargs: Any) -> Any:
         # a constant index made in the loop (`torch.tensor([0, 2])`) lives where the kernel runs: eager
         # mode on a GPU otherwise mixed it (on the CPU) with the tile values (a raw device error)
         kwargs = {**kwargs, "device": interpreter.device()}
-    if (function in _TILE_FACTORIES or any(isinstance(value, sympy.Expr) and not isinstance(value, HostScalar)
+    if (function in TILE_FACTORIES or any(isinstance(value, sympy.Expr) and not isinstance(value, HostScalar)
                                            and value.free_symbols for value in (*args, *kwargs.values()))) \
             and function in TORCH_FUNCTIONS:
         return TORCH_FUNCTIONS[function].bind(*args, **kwargs)
@@ -325,9 +326,6 @@ def _holds_tile_values(values: Any) -> bool:
     return isinstance(values, (tuple, list)) and any(_holds_tile_values(value) for value in values)
 
 
-# made inside a tile loop, these are tile values even from plain ints (`torch.arange(tile.block_size)`,
-# `torch.zeros(block_m, block_n)` with host constants): registers, as hl.zeros makes them
-_TILE_FACTORIES = frozenset({torch.arange, torch.zeros, torch.ones, torch.empty, torch.full})
 
 
 def device_if_helper(condition: Any, then_body: Callable[..., tuple], else_body: Callable[..., tuple],

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import sympy
 import torch
 
-from tessera import exc
+from tessera import exc, settings
 from tessera.location import user_location
 from tessera.ir import interpreter
 from tessera.language import eager_lanes, eager_write_back
@@ -249,13 +249,23 @@ def _clamped(tensor: torch.Tensor, index: Index, tensor_dims: list[tuple[int, in
     return tuple(items)
 
 
-def _check_unmasked(in_bounds: torch.Tensor, mask: Any) -> None:
-    bad = ~in_bounds if mask is None else (~in_bounds & torch.as_tensor(mask, device=in_bounds.device))
-    if bool(bad.any()):
-        raise exc.IndexingError(
-            "an index tensor holds values outside the tensor's dimension in lanes that are not masked",
-            location=user_location(),
-            hint="mask those lanes with extra_mask=..., or clamp the indices")
+def _in_range_lanes(in_bounds: torch.Tensor, mask: Any) -> Any:
+    """The lanes an access through index tensors touches: those of `mask` whose indices are in
+    range. A lane out of range reads 0 and writes nothing, as in generated code (nothing outside
+    the tensor is read, in any mode, and a later `where` may drop the lane, as Helion's jagged
+    kernels do); with TESSERA_CHECK_INDICES an unmasked one is a located error in every mode."""
+    mask = None if mask is None else torch.as_tensor(mask, device=in_bounds.device)
+    if settings.get("check_indices"):
+        bad = ~in_bounds if mask is None else (~in_bounds & mask)
+        if bool(bad.any()):
+            raise exc.IndexingError(
+                "an index tensor holds values outside the tensor's dimension in lanes that are not masked "
+                "(TESSERA_CHECK_INDICES)", location=user_location(),
+                hint="mask those lanes with extra_mask=..., or clamp the indices")
+        return mask
+    if bool(in_bounds.all()):
+        return mask
+    return in_bounds if mask is None else in_bounds & mask
 
 
 def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
@@ -277,7 +287,7 @@ def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
     tensor_dims = _tensor_dims(tensor, index)
     read = _clamped(tensor, index, tensor_dims) if tensor_dims else index
     if tensor_dims:
-        _check_unmasked(_in_bounds(tensor, index, tensor_dims), mask)
+        mask = _in_range_lanes(_in_bounds(tensor, index, tensor_dims), mask)
     if inside is not None:
         _check_masked_tile_lanes(inside[read], mask)
     value = tensor[read]
@@ -399,7 +409,7 @@ def store(tensor: torch.Tensor, index: Any, value: Any, mask: Any = None, accumu
     if not tensor_dims and isinstance(value, torch.Tensor) and value.dim():
         value = cut_padded_rows(value, tensor[index].shape)  # a view: no copy
     if tensor_dims:
-        _check_unmasked(_in_bounds(tensor, index, tensor_dims), mask)
+        mask = _in_range_lanes(_in_bounds(tensor, index, tensor_dims), mask)
         index = _clamped(tensor, index, tensor_dims)
     target_shape = tensor[index].shape
     if isinstance(value, torch.Tensor) and lanes != eager_lanes.LOST:
@@ -486,13 +496,17 @@ def read_modify_write(tensor: torch.Tensor, index: Any, update: Any, *operands: 
     _note_access(tensor, True)
     index = normalize_index(tensor, index)
     tensor_dims = _tensor_dims(tensor, index)
+    keep = None
     if tensor_dims:
-        _check_unmasked(_in_bounds(tensor, index, tensor_dims), None)
+        keep = _in_range_lanes(_in_bounds(tensor, index, tensor_dims), None)
         index = _clamped(tensor, index, tensor_dims)
     target_shape = tensor[index].shape
     values = [torch.as_tensor(v, device=tensor.device).to(tensor.dtype).expand(target_shape).reshape(-1)
               for v in operands]
     coords = tuple(c.expand(target_shape).reshape(-1) for c in _coordinates(tensor, index))
+    if keep is not None:  # lanes whose indices are out of range update nothing
+        kept = keep.expand(target_shape).reshape(-1)
+        values, coords = [v[kept] for v in values], tuple(c[kept] for c in coords)
     if not coords:  # a 0-d tensor: one element
         tensor.copy_(update(tensor, *(v.reshape(()) for v in values)))
         return

@@ -113,7 +113,7 @@ def dot_trace(tracer: Tracer, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtyp
         raise exc.ShapeMismatchError(f"hl.dot needs two 2-D or two 3-D tiles, got ranks {a.dim()} and {b.dim()}",
                                      location=user_location())
     check_integer_product(a, b)
-    k = tracer.unify_axes(a.axes[-1], b.axes[-2], "matrix product inner dimension")
+    k = tracer.contracted_axis(a.axes[-1], b.axes[-2], "matrix product inner dimension")
     if k is not UNIT and (a.axes[-2] is k or b.axes[-1] is k):
         # `s[tm, tm] @ v[tm, tn]`: one tile indexes the inner dim and an outer one; a product's
         # dims must be distinct register dims

@@ -12,8 +12,9 @@ import torch
 
 from tessera import exc
 from tessera.ir.primitive import Primitive
-from tessera.language import eager_indexing
+from tessera.language import eager_indexing, eager_lanes
 from tessera.language.stack import StackTensor
+from tessera.language.tile import Tile
 from tessera.language.rearrange import select_lanes, tensor_index_position
 from tessera.language.slicing import constant_picks
 from tessera.language.view import subscript_value
@@ -42,6 +43,42 @@ def load(tensor: torch.Tensor, index: Sequence[Any], extra_mask: Any = None,
     if isinstance(tensor, StackTensor):
         return _stack_access("hl.load", tensor, index, extra_mask)
     return load_p.bind(tensor, outer_indices(index), extra_mask, eviction_policy=eviction_policy)
+
+
+def _tiles_of_index_tensors(index: Sequence[Any]) -> list[Any] | None:
+    """The tile each 1-D index tensor of a subscript runs over (its traced axis, or the Tile an
+    eager value's lanes follow), or None where one runs over no tile or is not 1-D."""
+    tiles = []
+    for value in index:
+        if isinstance(value, TileValue):
+            if value.dim() != 1 or not value.axes[0].is_tile:
+                return None
+            tiles.append(value.axes[0])
+        elif isinstance(value, torch.Tensor):
+            lanes = eager_lanes.lanes_of(value)
+            if value.dim() != 1 or lanes == eager_lanes.LOST or not isinstance(lanes[0], Tile):
+                return None
+            tiles.append(lanes[0])
+    return tiles
+
+
+def crossed_indices(index: Any) -> Any:
+    """A subscript's index with Helion's meaning where torch's has none: 1-D index tensors over
+    different tiles (`out[tile_m.index, tile_n.index]`, `x[rows[t0], cols[t1]]`) each give the
+    result a dim of its own, as in `hl.load` (`outer_indices`). Torch pairs index tensors up
+    elementwise, which different tiles cannot be (the trace's dims differ; in eager mode equal
+    sizes would silently pair lanes of unrelated tiles); index tensors over one tile still pair."""
+    if not isinstance(index, tuple):
+        return index
+    tiles = _tiles_of_index_tensors(index)
+    if not tiles or len(tiles) < 2:
+        return index
+    distinct = all(not _same_tile(a, b) for i, a in enumerate(tiles) for b in tiles[i + 1:])
+    return outer_indices(index) if distinct else index
+
+
+def _same_tile(a: Any, b: Any) -> bool:
+    return a is b if not isinstance(a, Tile) else eager_lanes.same_tile(a, b)
 
 
 def outer_indices(index: Sequence[Any]) -> tuple[Any, ...]:
@@ -224,7 +261,7 @@ def _getitem_eager(tensor: torch.Tensor, index: Any) -> torch.Tensor:
         return torch.Tensor.__getitem__(tensor, index)
     if _has_bool_index(index):  # boolean selection is plain PyTorch (no tiles, no bounds to check)
         return torch.Tensor.__getitem__(tensor, index)
-    return eager_indexing.load(tensor, index)
+    return eager_indexing.load(tensor, crossed_indices(index))
 
 
 def _setitem_eager(tensor: torch.Tensor, index: Any, value: Any) -> None:
@@ -233,7 +270,7 @@ def _setitem_eager(tensor: torch.Tensor, index: Any, value: Any) -> None:
     if _has_bool_index(index):
         torch.Tensor.__setitem__(tensor, index, value)
         return
-    eager_indexing.store(tensor, index, value)
+    eager_indexing.store(tensor, crossed_indices(index), value)
 
 
 getitem_p = Primitive("getitem", torch_functions=(torch.Tensor.__getitem__,))
@@ -249,7 +286,7 @@ def _getitem_trace(tracer: Tracer, value: Any, index: Any) -> Any:
                                 "indexing a tile value with a tensor", True)
         return subscript_value(tracer, *constant_picks(tracer, value, index))
     if isinstance(value, TensorProxy):
-        return tensor_getitem(tracer, value, index)
+        return tensor_getitem(tracer, value, crossed_indices(index))
     raise exc.IndexingError(f"cannot index {type(value).__name__} inside a tile loop", location=user_location())
 
 
@@ -262,4 +299,4 @@ def _setitem_trace(tracer: Tracer, tensor: Any, index: Any, value: Any) -> None:
     if not isinstance(tensor, TensorProxy):
         raise exc.IndexingError(f"cannot store into {type(tensor).__name__} inside a tile loop",
                                 location=user_location(), hint="store into a tensor argument of the kernel")
-    tensor_setitem(tracer, tensor, index, value)
+    tensor_setitem(tracer, tensor, crossed_indices(index), value)

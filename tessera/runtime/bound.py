@@ -14,14 +14,18 @@ from typing import Any, Callable
 
 import torch
 
+from tessera import exc
 from tessera.backends.config_space import ConfigSpace
 from tessera.config import Config
 from tessera.ir.graph import KernelIR
+from tessera.location import user_location
 from tessera.language.rng import generator_at, generator_state
 from tessera.runtime.call_keys import argument_key, common_device
 from tessera.runtime.compiled import CompiledRunner, IRRecorder, VariantStore, run_compiled
 from tessera.runtime.eager import run_eager
+from tessera.runtime.fake_calls import fake_mode_active
 from tessera.runtime.plan import KernelPlan, LaunchRecord
+from tessera.runtime.planning_writes import arguments_kept
 from tessera.runtime.repro import INTERPRET_HEADER, repro_caller
 from tessera.runtime.tuning import config_space_for
 
@@ -90,8 +94,17 @@ class BoundKernel:
         config = _as_config(config) or self.kernel.default_config()
         kernel, mode = self.kernel, self.mode
 
-        def run(*args: Any, **kwargs: Any) -> Any:
-            return run_compiled(kernel, mode, args, kwargs, config, common_device(kernel.fn.__name__, args, kwargs))
+        def run(*args: Any, _launcher: Any = None, **kwargs: Any) -> Any:
+            # `_launcher`: Helion's hook that replaces the launch (its fake-tensor shape inference
+            # passes a no-op); under a FakeTensorMode nothing is launched anyway (fake_calls.py)
+            if _launcher is not None and not fake_mode_active():
+                raise exc.UnsupportedOperationError(
+                    "compile_config(...)(..., _launcher=...) with real tensors: Tessera launches its own kernels",
+                    location=user_location(), hint="call it without _launcher (or on fake tensors, which never launch)")
+            device = common_device(kernel.fn.__name__, args, kwargs)
+            if fake_mode_active():  # a runner of its own (it traces, never launches): nothing is kept for real calls
+                return run_compiled(kernel, mode, args, kwargs, config, device, CompiledRunner(kernel, mode, config))
+            return run_compiled(kernel, mode, args, kwargs, config, device)
         return run
 
     @property
@@ -107,7 +120,7 @@ class BoundKernel:
         config = _as_config(config) or self.kernel.default_config()
         records: list[LaunchRecord] = []
         runner = self._runner(config, records)
-        with self.same_random_draws():
+        with self.same_random_draws(), arguments_kept(self.args, self.kwargs):
             result = run_compiled(self.kernel, self.mode, self.args, self.kwargs, config, self.device, runner)
         tunables = [runner.tunables[index] for index in sorted(runner.tunables)]
         dims = runner.launch_dims

@@ -31,6 +31,7 @@ from tessera.location import user_location
 from tessera.marking import STATIC_DIMS_ATTRIBUTE
 from tessera.runtime.call_keys import config_key, device_type, launch_inputs, needs_int64, overlaps_itself
 from tessera.runtime.eager import EagerInterpreter
+from tessera.runtime.fake_calls import at_hint_sizes, fake_mode_active, range_at_hints
 from tessera.runtime.exact_facts import launch_facts
 from tessera.runtime.fast_checks import facts_check
 from tessera.runtime.global_reads import GlobalReads
@@ -93,6 +94,7 @@ class CompiledRunner:
         self.store = store if store is not None else kernel.store
         self.memo = self.store.memo_for(mode, self.config_key, self.check_indices)
         self.recorder = recorder
+        self.fake = False  # this call's tensors are fake (fake_calls.py): launches trace but never run
         self.tunables: dict[int, TunableDim] = {}
         self.user_tunables: dict[str, Any] = {}  # hl.register_tunable name -> its fragment
         self.host: Any = None  # the host interpreter of a kernel's spare runner (see run_compiled)
@@ -117,7 +119,10 @@ class CompiledRunner:
         """
         values = [*map(_CELL_CONTENTS, body.__closure__ or ())]  # no comprehension frame: on every launch
         facts = None
-        if self.recorder is None:
+        if self.fake:  # fake tensors (torch.compile): traced at their hint sizes, never launched
+            values = [at_hint_sizes(value) for value in values]
+            tile_range = range_at_hints(tile_range)
+        elif self.recorder is None:
             # id: a code object hashes its bytecode; the kernel holds its loop bodies, so ids stay unique
             memo, site = self.memo, id(body.__code__)
             entries = memo.recent.get(site) if memo.recent else None
@@ -226,7 +231,7 @@ class CompiledRunner:
         if self.recorder is not None:
             self._record(variant, arguments, grid)
             return
-        if min(grid) <= 0:
+        if min(grid) <= 0 or self.fake:
             return
         variant.loaded.launch(grid, arguments)
 
@@ -375,6 +380,7 @@ def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Conf
     (None: taken now)."""
     if runner is not None:  # a BoundKernel's planning or timing runner
         _check_device(mode, device)
+        runner.fake = fake_mode_active()  # (a kernel's own call on fake tensors is a custom op: torch_library.py)
         return _run_host_code(kernel, _HostInterpreter(runner.slots, config, device, runner), args, kwargs)
     if stamp is None:
         stamp = settings.call_stamp()

@@ -40,6 +40,9 @@ from tessera.trace.proxy import TileValue, out_argument_error, unsupported_opera
 
 
 EAGER_MAX_REGISTERED_BLOCK = 1024
+# hl.load / hl.store / hl.atomic_* in host code (Helion's reference mode runs them there): an
+# eager access of a whole host tensor, in every mode, as the host code's torch ops are
+HOST_MEMORY_PRIMITIVES = frozenset({"load", "store", "atomic"})
 
 
 class EagerInterpreter:
@@ -61,7 +64,7 @@ class EagerInterpreter:
         self.arguments: dict[int, tuple[str, torch.Tensor]] = {}  # id -> (name, tensor) of the tensor arguments
 
     def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
-        if primitive.device_only and self.loop_depth == 0:
+        if primitive.device_only and self.loop_depth == 0 and primitive.name not in HOST_MEMORY_PRIMITIVES:
             raise exc.NotInTileLoopError(
                 interpreter.public_name(primitive.name), location=user_location(),
                 hint="move it into a `for tile in hl.tile(...)` loop, or use the torch "

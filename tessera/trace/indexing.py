@@ -83,6 +83,7 @@ def resolve_index(tracer: Tracer, tensor: TensorProxy, index: Any,
             result.append(axis)
         elif isinstance(item, Window):  # `length` lanes from the view's start, masked past its end
             axis = tracer.full_axis(item.length)
+            tracer.window_axes[axis] = (item.start, size)
             accesses.append(DimAccess(AccessKind.AXIS, axis=axis, bound=size))
             result.append(axis)
         elif isinstance(item, TileValue):
@@ -308,6 +309,7 @@ def stored_value(tracer: Tracer, tensor: TensorProxy, shape: tuple[Axis, ...], v
             # leading dims of one element go, as torch's setitem drops them (`src[i] = dst[i : i + 1]`)
             value = tracer.emit(Op.VIEW, [value.node], value.axes[extra:], value.dtype,
                                 what="store of a value with leading one-element dims")
+        value = tracer.onto_windows(value, shape)
         target = tracer.broadcast([shape, value.axes], f"store into {tensor.name}")
         if any(tracer.fits_padded_axis(a, b) for a, b in zip(value.axes[::-1], shape[::-1])):
             value = tracer.onto_block_axes(value, shape)  # a padded allocation stored into its row

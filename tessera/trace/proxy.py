@@ -336,7 +336,7 @@ class HostScalar(sympy.Symbol):
     def __index__(self) -> int:
         # Python needs a plain int (`[0.0] * x.size(1)`, `range(x.size(1))` in a helper the rewrite does
         # not see): the user's code gets this call's value, and the variant is pinned to it by a guard
-        value = symbol_value(self) if self.is_integer and _written_by_user(1) else None
+        value = symbol_value(self) if self.is_integer and written_by_user(1) else None
         if value is None:
             raise TypeError(f"{self} is a number known per call, not a Python int here")
         _decided_while_tracing(self, value, "==")  # the guard: calls with another value retrace
@@ -366,12 +366,12 @@ def _user_relation(expression: sympy.Expr, other: Any, spelling: str, depth: int
     """`expression <spelling> other` decided for the traced call when the user's code compares it
     with a Python number; None (sympy's own answer) otherwise. `depth`: how many frames up the
     comparison was written."""
-    if not isinstance(other, (int, float)) or isinstance(other, bool) or not _written_by_user(depth):
+    if not isinstance(other, (int, float)) or isinstance(other, bool) or not written_by_user(depth):
         return None
     return _decided_while_tracing(expression, other, spelling)
 
 
-def _written_by_user(depth: int) -> bool:
+def written_by_user(depth: int) -> bool:
     """Whether the frame `depth` levels above the caller is the user's code. Only the user's code
     gets value-dependent answers: sympy caches what it simplifies by structure, so an answer given
     to sympy (or to Tessera's own shape code) would be reused for a later call with another value."""
@@ -404,7 +404,7 @@ def _relation_truth(relation: sympy.core.relational.Relational) -> bool:
     a call is traced, it is decided for that call and guarded (as HostScalar's comparisons are)."""
     spelling = getattr(relation, "rel_op", None)
     decided = _decided_while_tracing(relation.lhs, relation.rhs, spelling) \
-        if spelling in RELATIONS and _written_by_user(1) else None
+        if spelling in RELATIONS and written_by_user(1) else None
     return _SYMPY_RELATION_TRUTH(relation) if decided is None else decided
 
 

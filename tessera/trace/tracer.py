@@ -29,6 +29,7 @@ from tessera.ir.tile_range import TileRange, reversed_range_error, static_bounds
 from tessera.ir.tunables import TunableDim, tunable_value
 from tessera.location import user_location
 from tessera.trace.block_sizes import BlockSlots, choose_block_sizes
+from tessera.trace.factories import TileFactoryMode
 from tessera.trace.indexing import trace_load
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
 from tessera.trace.symbols import SymbolTable
@@ -74,6 +75,8 @@ class Tracer:
         # whole axes allocated by a register_block_size value (`hl.zeros([t, block])`): a tile of
         # that block combines with them lane for lane (see `fits_block_axis`)
         self.block_size_axes: set[Axis] = set()
+        # window axes (`x[s : s + n]`, trace/views.py) -> (start, size of the view it reads from s on)
+        self.window_axes: dict[Axis, tuple[Any, Any]] = {}
         self.dot_axes: set[Axis] = set()
         self.predicate: Node | None = None  # condition of the device `if` branch being traced
         self._tunable_axes: list[tuple[int, Axis, str]] = []  # (block_sizes index, axis, role)
@@ -87,6 +90,7 @@ class Tracer:
         self.jagged_ends: dict[Axis, TileValue] = {}  # the axis of an hl.jagged_tile -> its per-lane ends
         self.random_sites: dict[Any, TensorProxy] = {}  # call site of torch.rand_like & co. -> its seed parameter
         self.lifted: dict[int, TensorProxy] = {}  # id of a module-global tensor the body reads -> its parameter
+        self.rule_depth = 0  # > 0 while a primitive's trace rule runs
 
     # -- interpreter protocol -------------------------------------------------------------
     def process(self, primitive: Primitive, args: tuple, params: dict) -> Any:
@@ -97,7 +101,11 @@ class Tracer:
         if self.lifted:  # a module-global tensor read in the body: its kernel parameter
             args = tuple(self.lifted.get(id(a), a) if isinstance(a, torch.Tensor) else a for a in args)
             params = {k: self.lifted.get(id(v), v) if isinstance(v, torch.Tensor) else v for k, v in params.items()}
-        return rule(self, *args, **params)
+        self.rule_depth += 1  # a rule's own torch calls are plain torch (factories.py)
+        try:
+            return rule(self, *args, **params)
+        finally:
+            self.rule_depth -= 1
 
     def iterate_tiles(self, tile_range: TileRange) -> Iterator[Any]:
         raise exc.UnsupportedSyntaxError(
@@ -229,6 +237,74 @@ class Tracer:
             moved = self.emit(Op.ELEMENTWISE, [inside.node, moved.node, other], axes, value.dtype,
                               fn="where", compute=value.dtype)
         return moved
+
+    def onto_windows(self, value: TileValue, shape: tuple[Axis, ...]) -> TileValue:
+        """`value` (aligned right with `shape`) with each tile dim that faces a window starting at that
+        tile's first index (`out[t.begin : t.begin + block] = x[t]`), or a whole dim its one iteration
+        covers, renamed to that axis, where the two have the same lanes on every iteration
+        (`window_pairs_tile`, `whole_pairs_tile`)."""
+        offset = len(shape) - len(value.axes)
+        if offset < 0:
+            return value
+        target = tuple(shape[offset + i] if self.window_pairs_tile(shape[offset + i], axis)
+                       or self.whole_pairs_tile(shape[offset + i], axis) else axis
+                       for i, axis in enumerate(value.axes))
+        if target == value.axes:
+            return value
+        return self.emit(Op.VIEW, [value.node], target, value.dtype, what="tile onto the window it fills")
+
+    def window_pairs_tile(self, window: Axis, tile: Axis) -> bool:
+        """Whether window `x[s : s + n]`'s lanes are tile `t`'s on every iteration: s is t's first
+        index, n its block, and the window is cut short exactly where the tile is (the sliced dim
+        ends where the tile's range does), or never while the tile is never short (the range is a
+        multiple of the block and the dim reaches its end). Eager mode stores whenever the two
+        lengths agree; these facts, guarded, say they always agree."""
+        if window not in self.window_axes or not tile.is_tile or window.block != tile.block:
+            return False
+        start, view_size = self.window_axes[window]
+        canonical = self.symbols.canonical
+        if sympy.expand(canonical(sympy.sympify(start)) - canonical(sympy.sympify(tile.begin))) != 0:
+            return False
+        length = canonical(sympy.sympify(window.end))
+        dim_end = canonical(sympy.expand(sympy.sympify(view_size) + sympy.sympify(start)))
+        range_end, range_begin = canonical(sympy.sympify(tile.range_end)), canonical(sympy.sympify(tile.range_begin))
+        host = set(self.symbols.values)
+        if any(not sympy.sympify(e).free_symbols <= host for e in (length, dim_end, range_end, range_begin)):
+            return False
+        if self.symbols.evaluate(length) != tile.block:
+            return False
+        reason = f"window {window.name} holds the lanes of tile {tile.name}"
+        self.symbols.guard(sympy.Eq(length, tile.block), reason)
+        if self.symbols.evaluate(dim_end) == self.symbols.evaluate(range_end):
+            self.symbols.guard(sympy.Eq(dim_end, range_end), reason)
+            return True
+        no_tail = sympy.Eq(sympy.Mod(range_end - range_begin, tile.block), 0)
+        if not (self.symbols.evaluate(no_tail) and self.symbols.evaluate(dim_end) >= self.symbols.evaluate(range_end)):
+            return False
+        self.symbols.guard(no_tail, reason)
+        self.symbols.guard(sympy.Ge(dim_end, range_end), reason)
+        return True
+
+    def whole_pairs_tile(self, whole: Axis, tile: Axis) -> bool:
+        """Whether a whole dim's lanes are a tile's on every iteration: the tile's loop runs once,
+        from 0 over the dim's whole size, in a block of the dim's (`out[:, t] = stack[s, t]` with
+        `s` one tile of all the stack's rows). Both facts are guarded."""
+        if whole not in self._full_axes or not tile.is_tile or whole.block != tile.block:
+            return False
+        if self.row_loop is not None and whole is self.row_loop.axis:  # a chunked row: its block is the chunk
+            return False
+        canonical = self.symbols.canonical
+        begin, end = canonical(sympy.sympify(tile.range_begin)), canonical(sympy.sympify(tile.range_end))
+        extent = canonical(sympy.sympify(whole.end))
+        host = set(self.symbols.values)
+        if begin != 0 or any(not sympy.sympify(e).free_symbols <= host for e in (end, extent)):
+            return False
+        if self.symbols.evaluate(end) != self.symbols.evaluate(extent) or self.symbols.evaluate(end) > tile.block:
+            return False
+        reason = f"tile {tile.name} runs once over the whole dim {whole.name}"
+        self.symbols.guard_equal(end, extent, reason)
+        self.symbols.guard(sympy.Le(end, tile.block), reason)
+        return True
 
     def block_renames(self, value: TileValue, shape: tuple[Axis, ...]) -> dict[int, Axis]:
         """The dims of `value` (aligned right with `shape`) that `onto_block_axes` renames, and to what."""
@@ -379,6 +455,45 @@ class Tracer:
             location=user_location(),
             hint="operands must have the same tiles in the same positions, or size 1 to broadcast")
 
+    def contracted_axis(self, a: Axis, b: Axis, what: str) -> Axis:
+        """The dim a product sums over, from its operands' inner dims: as `unify_axes`, and also two
+        different tiles whose lanes pair up one for one on every iteration (see `pairs_lanes`)."""
+        try:
+            return self.unify_axes(a, b, what)
+        except exc.ShapeMismatchError:
+            a, b = self.canonical_axis(a), self.canonical_axis(b)
+            if self.pairs_lanes(a, b):
+                return a
+            if a.is_tile and b.is_tile and a.block == b.block:
+                raise exc.ShapeMismatchError(
+                    f"{what}: tiles {a.name} and {b.name} are summed lane for lane, but their ranges "
+                    f"({a.range_begin}:{a.range_end} and {b.range_begin}:{b.range_end}) do not give them "
+                    f"the same lanes on every iteration", location=user_location(),
+                    hint=f"both ranges must have the same length, a multiple of the block ({a.block}) or at most "
+                         f"one block; else index both operands with the same tile") from None
+            raise
+
+    def pairs_lanes(self, a: Axis, b: Axis) -> bool:
+        """Whether two tiles have the same valid lanes on every pair of iterations: same block, ranges
+        of the same host length L, and L one block or less or a multiple of the block (no tail tile).
+        Eager mode multiplies `p[tq, tk] @ v[tq, :]` whenever the sizes agree; this is when they always
+        agree. Both facts become guards (a tail retraces and fails, as eager fails on that iteration)."""
+        if not (a.is_tile and b.is_tile) or a.block != b.block:
+            return False
+        lengths = [self.symbols.canonical(sympy.sympify(axis.range_end) - sympy.sympify(axis.range_begin))
+                   for axis in (a, b)]
+        if any(self.symbols.on_device(length) or not length.free_symbols <= set(self.symbols.values)
+               for length in lengths):
+            return False
+        actual = self.symbols.evaluate(lengths[0])
+        if actual != self.symbols.evaluate(lengths[1]) or not (actual <= a.block or actual % a.block == 0):
+            return False
+        reason = f"tiles {a.name} and {b.name} of a product pair lane for lane"
+        self.symbols.guard_equal(lengths[0], lengths[1], reason)
+        self.symbols.guard(sympy.Le(lengths[0], a.block) if actual <= a.block
+                           else sympy.Eq(sympy.Mod(lengths[0], a.block), 0), reason)
+        return True
+
     def broadcast(self, shapes: list[tuple[Axis, ...]], what: str) -> tuple[Axis, ...]:
         rank = max((len(s) for s in shapes), default=0)
         result: list[Axis] = []
@@ -514,7 +629,7 @@ class Tracer:
         function = types.FunctionType(body.__code__, body.__globals__, body.__name__, body.__defaults__,
                                       tuple(types.CellType(value) for value in cells))
         self.location = tile_range.location
-        with interpreter.activate(self):
+        with interpreter.activate(self), TileFactoryMode(self):
             try:
                 function(target)
             except TypeError as error:  # Python's own, at a line of the body (`s[0]` of a scalar)
