@@ -65,15 +65,27 @@ def _eager_on_whole_dims(function: Callable[..., Any], what: str, dims_of: Calla
     return rule
 
 
+def _spelled_dims(dims: tuple) -> Any:
+    """The one dims argument of `torch.flip(v, dims)` / `torch.tile(v, dims)` from the method
+    spellings torch also takes: `v.flip(1)`, `v.flip(0, 1)`, `v.tile(1, 2)`, `v.tile(2)`."""
+    if len(dims) == 1 and isinstance(dims[0], (list, tuple, torch.Size)):
+        return tuple(dims[0])
+    return tuple(dims)
+
+
 # -- torch.flip -----------------------------------------------------------------------------------
-def _flip_dims(value: Any, dims: Any) -> list[int]:
-    return _dims(value, dims, "torch.flip")
+def _flip_dims(value: Any, *dims: Any) -> list[int]:
+    return _dims(value, _spelled_dims(dims), "torch.flip")
 
 
-def _flip_trace(tracer: Tracer, value: Any, dims: Any) -> TileValue:
+def _flip_eager(value: Any, *dims: Any) -> Any:
+    return torch.flip(value, _spelled_dims(dims))
+
+
+def _flip_trace(tracer: Tracer, value: Any, *dims: Any) -> TileValue:
     value = only_tile_value("torch.flip", value)
-    ask_torch("torch.flip", torch.flip, (value, dims), {})
-    for dim in _flip_dims(value, dims):
+    ask_torch("torch.flip", torch.flip, (value, _spelled_dims(dims)), {})
+    for dim in _flip_dims(value, *dims):
         size = whole_extent(tracer, value, dim, "torch.flip")
         if size > 1:
             value = _moved(tracer, value, dim, size, lambda p, n=size: apply_elementwise(
@@ -145,16 +157,20 @@ def _repeat_trace(tracer: Tracer, value: Any, *sizes: Any) -> TileValue:
     return _repeat(tracer, value, sizes, "Tensor.repeat", False)
 
 
-def _tile_trace(tracer: Tracer, value: Any, dims: Any) -> TileValue:
-    return _repeat(tracer, value, (dims,), "torch.tile", True)
+def _tile_trace(tracer: Tracer, value: Any, *dims: Any) -> TileValue:
+    return _repeat(tracer, value, (_spelled_dims(dims),), "torch.tile", True)
+
+
+def _tile_eager(value: Any, *dims: Any) -> Any:
+    return torch.tile(value, _spelled_dims(dims))
 
 
 def _repeat_dims(value: Any, *sizes: Any) -> list[int]:
     return _repeated_dims(value, _counts(value, sizes, "Tensor.repeat", False))
 
 
-def _tile_dims(value: Any, dims: Any) -> list[int]:
-    return _repeated_dims(value, _counts(value, (dims,), "torch.tile", True))
+def _tile_dims(value: Any, *dims: Any) -> list[int]:
+    return _repeated_dims(value, _counts(value, (_spelled_dims(dims),), "torch.tile", True))
 
 
 # -- torch.index_select ---------------------------------------------------------------------------
@@ -275,7 +291,13 @@ def _narrow_trace(tracer: Tracer, value: Any, dim: int, start: Any, length: Any)
     value = only_tile_value("Tensor.narrow", value)
     position = _one_dim(value, dim)[0]
     begin, count = known_int(tracer, start, "Tensor.narrow"), known_int(tracer, length, "Tensor.narrow")
-    return slice_dim(tracer, value, position, slice(begin, begin + count))
+    size = whole_extent(tracer, value, position, "Tensor.narrow")
+    first = begin + size if begin < 0 else begin  # torch counts a negative start from the end
+    if not (0 <= first <= size and 0 <= count <= size - first):
+        raise exc.IndexingError(f"Tensor.narrow(dim={dim}, start={begin}, length={count}) of a dim of size {size}",
+                                location=user_location(),
+                                hint=f"start in [-{size}, {size}] and start + length <= {size} (torch refuses it too)")
+    return slice_dim(tracer, value, position, slice(first, first + count))
 
 
 def _select_trace(tracer: Tracer, value: Any, dim: int, index: Any) -> TileValue:
@@ -283,13 +305,13 @@ def _select_trace(tracer: Tracer, value: Any, dim: int, index: Any) -> TileValue
     return slice_dim(tracer, value, _one_dim(value, dim)[0], known_int(tracer, index, "Tensor.select"))
 
 
-flip_p = defined_primitive("flip", _eager_on_whole_dims(torch.flip, "torch.flip", _flip_dims), _flip_trace,
+flip_p = defined_primitive("flip", _eager_on_whole_dims(_flip_eager, "torch.flip", _flip_dims), _flip_trace,
                            torch_functions=(torch.flip, T.flip))
 roll_p = defined_primitive("roll", _eager_on_whole_dims(torch.roll, "torch.roll", _roll_dims), _roll_trace,
                            torch_functions=(torch.roll, T.roll))
 repeat_p = defined_primitive("repeat", _eager_on_whole_dims(T.repeat, "Tensor.repeat", _repeat_dims), _repeat_trace,
                              torch_functions=(T.repeat,))
-tile_p = defined_primitive("torch_tile", _eager_on_whole_dims(torch.tile, "torch.tile", _tile_dims), _tile_trace,
+tile_p = defined_primitive("torch_tile", _eager_on_whole_dims(_tile_eager, "torch.tile", _tile_dims), _tile_trace,
                            torch_functions=(torch.tile, T.tile))
 index_select_p = defined_primitive(
     "index_select", _eager_on_whole_dims(torch.index_select, "torch.index_select", _index_select_dims),
