@@ -7,11 +7,8 @@ runs in eager mode and in the device's compiled mode (interpret on CPU).
 """
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import warnings
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -19,14 +16,10 @@ import torch
 
 import tessera
 import tessera.language as hl
+from benchmark_modules import load_benchmark
 from tessera import exc
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "program_fuzz.py"
-_SPEC = importlib.util.spec_from_file_location("program_fuzz", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-program_fuzz = importlib.util.module_from_spec(_SPEC)
-sys.modules["program_fuzz"] = program_fuzz  # dataclasses look their module up by name
-_SPEC.loader.exec_module(program_fuzz)
+program_fuzz = load_benchmark("program_fuzz")
 
 SEEDS = range(12)
 T = torch.Tensor
