@@ -366,14 +366,18 @@ def _tolerance(program: Program, result: torch.Tensor) -> float:
     return max(TOLERANCES.get(d, 0.0) for d in dtypes)
 
 
-def outcome(program: Program, module: Any, mode: str, expected: torch.Tensor) -> tuple[str, Any]:
-    """("ok", result) or ("located", error) or ("raw", error) of one run in `mode`."""
-    out = torch.zeros(expected.shape, dtype=expected.dtype)
+def outcome(program: Program, module: Any, mode: str, expected: torch.Tensor,
+            arguments: tuple[Any, ...] | None = None) -> tuple[str, Any]:
+    """("ok", result) or ("located", error) or ("raw", error) of one run in `mode` (on the program's
+    inputs and an output shaped as `expected`, or on `arguments`)."""
+    if arguments is None:
+        arguments = (program.x, program.aux, program.idx, torch.zeros(expected.shape, dtype=expected.dtype))
     kernel = tessera.kernel(module.kernel, mode=mode, config=tessera.Config(block_sizes=[program.block]))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return "ok", kernel(program.x, program.aux, program.idx, out)
+            return "ok", kernel(*[a.clone() if isinstance(a, torch.Tensor) and a.dim() and a.stride()[-1] else a
+                                  for a in arguments])
     except exc.TesseraError as error:
         return "located", error
     except Exception as error:  # noqa: BLE001 - a raw crash is what the fuzz reports
@@ -415,16 +419,100 @@ def run_seed(seed: int, modes: tuple[str, ...] = ("eager", "interpret")) -> tupl
     return findings, refusal
 
 
+# -- host-side misuse: the same program called with an argument it was not written for -------------
+MISUSES = ("x_of_rank_3", "x_of_rank_1", "float_index", "bool_index", "matrix_index", "index_out_of_range",
+           "out_of_another_dtype", "out_wider", "out_narrower", "x_of_another_dtype")
+
+
+def _misused(program: Program, expected: torch.Tensor, misuse: str, rng: random.Random) -> tuple[Any, ...]:
+    """The kernel's arguments (x, aux, idx, out) with one of them changed as `misuse` names."""
+    x, aux, idx = program.x, program.aux, program.idx
+    out = torch.zeros(expected.shape, dtype=expected.dtype)
+    if misuse == "x_of_rank_3":
+        x = x.contiguous()[:, None, :].expand(-1, 2, -1)
+        out = torch.zeros((expected.shape[0], 2, *expected.shape[1:]), dtype=expected.dtype)
+    elif misuse == "x_of_rank_1":
+        x = x[:, 0].contiguous()
+    elif misuse == "float_index":
+        idx = idx.float()
+    elif misuse == "bool_index":
+        idx = idx != 0
+    elif misuse == "matrix_index":
+        idx = idx[None, :]
+    elif misuse == "index_out_of_range":
+        idx = idx + rng.choice([64, -64])
+    elif misuse == "out_of_another_dtype":
+        out = out.to(rng.choice([torch.float64, torch.int32, torch.float16, torch.bool]))
+    elif misuse == "out_wider":
+        out = torch.zeros(expected.shape[0], 3 if expected.dim() == 1 else expected.shape[1] + 1, dtype=expected.dtype)
+    elif misuse == "out_narrower" and expected.dim() == 2:
+        out = out[:, : expected.shape[1] - 1].contiguous() if expected.shape[1] > 1 else out[:0]
+    elif misuse == "x_of_another_dtype":
+        x = x.to(rng.choice([torch.float64, torch.int32, torch.float16, torch.bool]))
+    return x, aux, idx, out
+
+
+def _torch_answer(module: Any, arguments: tuple[Any, ...]) -> torch.Tensor | BaseException:
+    """What the kernel computes by torch's rules (the steps on the whole x, stored into out), or torch's error."""
+    x, aux, idx, out = arguments
+    answer = out.clone()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            value = module.reference(x.contiguous(), aux, idx)
+            if value.dim() == 1:
+                answer[:] = value
+            else:
+                answer[:, :] = value
+    except Exception as error:  # noqa: BLE001 - torch refuses the misused call
+        return error
+    return answer
+
+
+def run_misuse(seed: int, modes: tuple[str, ...] = ("eager", "interpret")) -> list[Finding]:
+    """The findings of seed `seed`'s program called with one misused argument: each mode must give
+    torch's answer or a located error, and a located error wherever torch refuses."""
+    program = draw(seed)
+    module = load(program)
+    rng = random.Random(seed)
+    misuse = rng.choice(MISUSES)
+    if misuse in ("float_index", "bool_index", "matrix_index", "index_out_of_range") and "idx[" not in program.source():
+        return []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = module.reference(program.x.contiguous(), program.aux, program.idx)
+    arguments = _misused(program, expected, misuse, rng)
+    answer = _torch_answer(module, arguments)
+    described = f"misuse {misuse}: " + program.describe()
+    findings = []
+    for mode in modes:
+        status, value = outcome(program, module, mode, expected, arguments)
+        if status == "raw":
+            findings.append(Finding(seed, "raw", f"{mode} ({misuse}): {type(value).__name__}: {str(value)[:300]}",
+                                    described))
+        elif status == "ok" and isinstance(answer, BaseException):
+            if misuse == "index_out_of_range" and mode != "eager":
+                continue  # registers cannot raise: an index outside the dim reads 0 (README limits)
+            findings.append(Finding(seed, "wrong", f"{mode} ({misuse}): computes where torch raises "
+                                    f"{type(answer).__name__}: {str(answer)[:200]}", described))
+        elif status == "ok":
+            problem = mismatch(value, answer, _tolerance(program, answer))
+            if problem:
+                findings.append(Finding(seed, "wrong", f"{mode} ({misuse}): {problem}", described))
+    return findings
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--base", type=int, default=0)
     parser.add_argument("--show", action="store_true", help="print each finding's program")
     parser.add_argument("--refusals", action="store_true", help="print the error of each program refused")
+    parser.add_argument("--misuse", action="store_true", help="call each program with one misused argument")
     options = parser.parse_args(argv)
     found, refused = 0, 0
     for seed in range(options.base, options.base + options.seeds):
-        findings, refusal = run_seed(seed)
+        findings, refusal = (run_misuse(seed), None) if options.misuse else run_seed(seed)
         refused += refusal is not None
         if refusal and options.refusals:
             print(f"[refused] seed {seed}: {refusal}", flush=True)

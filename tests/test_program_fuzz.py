@@ -192,3 +192,59 @@ def test_whole_dim_moves_after_a_slice_still_match_torch_in_eager(device: torch.
             result = tessera.kernel(rearranged, mode=mode, config=tessera.Config(block_sizes=[4]))(
                 x, torch.zeros(6, 3, device=device), _narrowed_then_flipped)
         torch.testing.assert_close(result, _narrowed_then_flipped(x), msg=lambda text: f"{mode}: {text}")
+
+
+def first_row_of_block(x: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile].repeat(1, 1, 2)[0][:, 0]
+    return out
+
+
+def test_an_int_index_of_a_tile_dim_is_refused_after_a_partial_index_in_every_mode(device: torch.device) -> None:
+    """`x[tile]` of a 3-D tensor lost its lanes in eager mode, so `[0]` of its tile dim read each
+    block's first row (an answer that depends on the block size) where the trace refuses."""
+    x = torch.randn(4, 2, 3, device=device)
+    for mode in _modes(device):
+        with pytest.raises(exc.UnsupportedOperationError) as caught:
+            tessera.kernel(first_row_of_block, mode=mode, config=tessera.Config(block_sizes=[2]))(
+                x, torch.zeros(4, device=device))
+        _assert_located(caught.value)
+
+
+# -- eager mode cut a value of 8 loaded lanes to a row of 7 at the store (a padded row is Helion's
+# -- hl.zeros([tile, next_power_of_2(n)]), never data read from memory): silently dropped a column --
+def store_row(x: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = x[tile, :].to(torch.float32) * 2
+    return out
+
+
+def add_row(x: T, y: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = x[tile, :] + y[tile, :]
+    return out
+
+
+def padded_accumulator(x: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        acc = hl.zeros([tile, 8], dtype=torch.float32)
+        acc = acc + x[tile, :]
+        out[tile, :] = acc
+    return out
+
+
+def test_a_store_of_more_loaded_lanes_than_the_row_is_refused_in_every_mode(device: torch.device) -> None:
+    x = torch.randn(4, 8, device=device)
+    for mode in _modes(device):
+        with pytest.raises(exc.ShapeMismatchError) as caught:
+            tessera.kernel(store_row, mode=mode)(x, torch.zeros(4, 7, device=device))
+        assert caught.value.location is not None, mode
+        with pytest.raises(exc.ShapeMismatchError):
+            tessera.kernel(add_row, mode=mode)(x, x[:, :7], torch.zeros(4, 7, device=device))
+
+
+def test_a_row_padded_to_a_power_of_two_still_combines_with_the_row(device: torch.device) -> None:
+    x = torch.randn(4, 7, device=device)
+    for mode in _modes(device):
+        torch.testing.assert_close(tessera.kernel(padded_accumulator, mode=mode)(x, torch.zeros(4, 7, device=device)),
+                                   x, msg=lambda text: f"{mode}: {text}")

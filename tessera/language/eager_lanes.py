@@ -274,7 +274,7 @@ def index_lanes(tensor: torch.Tensor, index: Any) -> Lanes | str:
         if inner == LOST:
             return LOST
         lanes[spot:spot] = list(inner)
-    return tuple(lanes)
+    return tuple(lanes) + tuple(own[dim:])  # dims the index leaves out are read whole (`x[tile]` of a matrix)
 
 
 def jagged_mask(lanes: Lanes | str, what: str) -> torch.Tensor | None:
