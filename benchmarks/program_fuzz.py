@@ -76,6 +76,11 @@ import torch.nn.functional as F
 import tessera.language as hl
 
 
+def half(n):
+    """A helper the kernel calls with a size: Python decides on it, as the user wrote."""
+    return n // 2 if n > 1 else 1
+
+
 def kernel(x, aux, idx, out):
     for tile in hl.tile(x.size(0)):
         v = x[tile, :]
@@ -150,7 +155,17 @@ class Draws:
         return [self.flip, self.roll, self.repeat, self.index_select, self.index_select, self.tensor_index,
                 self.tensor_split, self.narrow, self.select, self.argsort, self.cumulative, self.logcumsumexp,
                 self.kthvalue, self.median, self.contraction, self.contraction, self.pointwise, self.pointwise,
-                self.elementwise, self.cast, self.normalise]
+                self.elementwise, self.cast, self.normalise, self.sized, self.sized]
+
+    # size expressions: v.size(1) used as a Python number, in the kernel and in a helper it calls
+    def sized(self, v: torch.Tensor) -> str:
+        d = self.dim()
+        return self.rng.choice([
+            f"torch.roll(v, half(v.size({d})), {d})", f"v.narrow({d}, 0, half(v.size({d})))",
+            f"torch.kthvalue(v, half(v.size({d})), {d}).values", f"v[:, : max(v.size({d}) - 1, 1)]",
+            f"v.repeat(1, 2 if v.size({d}) < 5 else 1)", f"torch.tensor_split(v, half(v.size({d})), {d})[0]",
+            f"v * v.size({d})", f"v.index_select(1, torch.arange(0, v.size({d}), 2))",
+            f"v[:, v.size({d}) // 2]", f"v.narrow(1, v.size({d}) - 1, 1) if v.size({d}) % 2 else v.flip(1)"])
 
     # whole-dim lane moves
     def flip(self, v: torch.Tensor) -> str:
@@ -334,7 +349,12 @@ def _evaluate(step: str, v: torch.Tensor, program: Program) -> Any:
     import torch.nn.functional as F  # noqa: N812,F401 - the steps' namespace
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return eval(step, {"torch": torch, "F": F}, {"v": v, "aux": program.aux, "idx": program.idx})  # noqa: S307
+        return eval(step, {"torch": torch, "F": F, "half": _half}, {"v": v, "aux": program.aux,  # noqa: S307
+                                                                    "idx": program.idx})
+
+
+def _half(n: int) -> int:
+    return n // 2 if n > 1 else 1
 
 
 # -- running ----------------------------------------------------------------------------------------

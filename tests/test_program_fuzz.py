@@ -248,3 +248,54 @@ def test_a_row_padded_to_a_power_of_two_still_combines_with_the_row(device: torc
     for mode in _modes(device):
         torch.testing.assert_close(tessera.kernel(padded_accumulator, mode=mode)(x, torch.zeros(4, 7, device=device)),
                                    x, msg=lambda text: f"{mode}: {text}")
+
+
+# -- sizes decided in Python: `torch.roll(v, half(v.size(1)), 1)` was a raw TypeError ('floor' object
+# -- is not iterable), `v * v.size(1)` and counts from size expressions were refused --------------
+def _half(n: Any) -> Any:
+    return n // 2 if n > 1 else 1
+
+
+def _rolled_by_half(v: Any) -> Any:
+    return torch.roll(v, _half(v.size(1)), 1)
+
+
+def _scaled_by_size(v: Any) -> Any:
+    return v * v.size(1) + v.size(-1) * v
+
+
+def _repeated_by_half(v: Any) -> Any:
+    return v.repeat(1, _half(v.size(1)))[:, :4]
+
+
+def _split_by_half(v: Any) -> Any:
+    return torch.tensor_split(v, _half(v.size(1)), 1)[0][:, :1] + torch.tensor_split(v, [_half(v.size(1))], 1)[1][:, :1]
+
+
+def sized_body(x: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        v = x[tile, :]
+        out[tile, :] = torch.roll(v, _half(v.size(1)), 1)[:, :4] * v.size(1)
+    return out
+
+
+@pytest.mark.parametrize("rearrange", [_rolled_by_half, _scaled_by_size, _repeated_by_half, _split_by_half])
+def test_sizes_decided_in_python_match_torch_and_retrace_for_other_sizes(rearrange: Callable[[Any], Any],
+                                                                         device: torch.device) -> None:
+    for mode in _modes(device):
+        kernel = tessera.kernel(rearranged, mode=mode, config=tessera.Config(block_sizes=[4]))
+        for columns in (5, 8, 5, 4):  # another size must not reuse the variant the first one pinned
+            x = torch.randn(7, columns, generator=torch.Generator().manual_seed(columns)).to(device)
+            expected = rearrange(x)
+            result = kernel(x, torch.zeros(expected.shape, device=device), rearrange)
+            torch.testing.assert_close(result, expected, msg=lambda text: f"{mode}, {columns} columns: {text}")
+
+
+def test_sizes_decided_in_the_kernel_body_retrace_for_other_sizes(device: torch.device) -> None:
+    for mode in _modes(device):
+        kernel = tessera.kernel(sized_body, mode=mode, config=tessera.Config(block_sizes=[4]))
+        for columns in (5, 8, 5, 6):
+            x = torch.randn(7, columns, generator=torch.Generator().manual_seed(columns)).to(device)
+            expected = torch.roll(x, _half(columns), 1)[:, :4] * columns
+            torch.testing.assert_close(kernel(x, torch.zeros(7, 4, device=device)), expected,
+                                       msg=lambda text: f"{mode}, {columns} columns: {text}")

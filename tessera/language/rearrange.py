@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import sympy
 import torch
 
 from tessera import exc
@@ -65,6 +66,19 @@ def _eager_on_whole_dims(function: Callable[..., Any], what: str, dims_of: Calla
     return rule
 
 
+def _known(tracer: Tracer, value: Any, what: str) -> Any:
+    """A size expression (`v.size(1) // 2`, decided in user code or a helper) as this call's int,
+    guarded; lists of them item by item; anything else as given (checked by the caller)."""
+    if isinstance(value, (list, tuple, torch.Size)):
+        return type(value)(_known(tracer, item, what) for item in value) if not isinstance(value, torch.Size) \
+            else tuple(value)
+    if isinstance(value, bool) or isinstance(value, int):
+        return value
+    if isinstance(value, sympy.Basic) or hasattr(value, "number"):
+        return known_int(tracer, value, what)
+    return value
+
+
 def _spelled_dims(dims: tuple) -> Any:
     """The one dims argument of `torch.flip(v, dims)` / `torch.tile(v, dims)` from the method
     spellings torch also takes: `v.flip(1)`, `v.flip(0, 1)`, `v.tile(1, 2)`, `v.tile(2)`."""
@@ -106,6 +120,7 @@ def _roll_dims(value: Any, shifts: Any, dims: Any = None) -> list[int]:
 
 def _roll_trace(tracer: Tracer, value: Any, shifts: Any, dims: Any = None) -> TileValue:
     value = only_tile_value("torch.roll", value)
+    shifts = _known(tracer, shifts, "torch.roll")
     positions = _roll_dims(value, shifts, dims)
     amounts = [shifts] if isinstance(shifts, int) else list(shifts)
     if len(amounts) != len(positions) or any(isinstance(s, bool) or not isinstance(s, int) for s in amounts):
@@ -141,6 +156,7 @@ def _repeated_dims(value: Any, counts: list[int]) -> list[int]:
 
 def _repeat(tracer: Tracer, value: Any, sizes: tuple, what: str, padded: bool) -> TileValue:
     value = only_tile_value(what, value)
+    sizes = _known(tracer, sizes, what)
     counts = _counts(value, sizes, what, padded)
     extra = len(counts) - value.dim()
     if extra:  # new leading dims, each of size 1 before its count applies
@@ -254,6 +270,7 @@ def _tensor_split_dims(value: Any, indices_or_sections: Any, dim: int = 0) -> li
 
 def _tensor_split_trace(tracer: Tracer, value: Any, indices_or_sections: Any, dim: int = 0) -> tuple[TileValue, ...]:
     value = only_tile_value("torch.tensor_split", value)
+    indices_or_sections = _known(tracer, indices_or_sections, "torch.tensor_split")
     position = _tensor_split_dims(value, indices_or_sections, dim)[0]
     size = whole_extent(tracer, value, position, "torch.tensor_split", exc.UnsupportedSplitOperation)
     if isinstance(indices_or_sections, int) and not isinstance(indices_or_sections, bool):

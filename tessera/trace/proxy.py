@@ -333,16 +333,21 @@ class HostScalar(sympy.Symbol):
     __gt__ = _decided_in_user_code(sympy.Symbol.__gt__, ">")
     __ge__ = _decided_in_user_code(sympy.Symbol.__ge__, ">=")
 
-    def __index__(self) -> int:
-        # Python needs a plain int (`[0.0] * x.size(1)`, `range(x.size(1))` in a helper the rewrite does
-        # not see): the user's code gets this call's value, and the variant is pinned to it by a guard
-        value = symbol_value(self) if self.is_integer and _written_by_user(1) else None
-        if value is None:
-            raise TypeError(f"{self} is a number known per call, not a Python int here")
-        _decided_while_tracing(self, value, "==")  # the guard: calls with another value retrace
-        return value
-
     __hash__ = sympy.Symbol.__hash__
+
+
+def _size_index(self: sympy.Expr) -> int:
+    """Python needs a plain int (`[0.0] * x.size(1)`, `range(x.size(1))`, `torch.roll(v, n // 2)`
+    in a helper the rewrite does not see): the user's code gets this call's value, and the variant
+    is pinned to it by a guard."""
+    value = symbol_value(self) if self.is_integer and _written_by_user(1) else None
+    if value is None:
+        raise TypeError(f"{self} is a number known per call, not a Python int here")
+    _decided_while_tracing(self, value, "==")  # the guard: calls with another value retrace
+    return value
+
+
+HostScalar.__index__ = _size_index  # type: ignore[method-assign]
 
 
 def symbol_value(symbol: sympy.Expr) -> int | None:
@@ -416,6 +421,7 @@ sympy.core.relational.Relational.__bool__ = _relation_truth  # type: ignore[meth
 for _expression_class in (sympy.Add, sympy.Mul, sympy.Pow, sympy.Mod, sympy.floor, sympy.ceiling, sympy.Min, sympy.Max):
     _expression_class.__eq__ = _decided_in_user_code(_expression_class.__eq__, "==")  # type: ignore[method-assign]
     _expression_class.__ne__ = _decided_in_user_code(_expression_class.__ne__, "==", negated=True)  # type: ignore[method-assign]
+    _expression_class.__index__ = _size_index  # type: ignore[attr-defined]
 
 
 class AxisSize(_TorchLike):
