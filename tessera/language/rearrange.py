@@ -69,9 +69,9 @@ def _eager_on_whole_dims(function: Callable[..., Any], what: str, dims_of: Calla
 def _known(tracer: Tracer, value: Any, what: str) -> Any:
     """A size expression (`v.size(1) // 2`, decided in user code or a helper) as this call's int,
     guarded; lists of them item by item; anything else as given (checked by the caller)."""
-    if isinstance(value, (list, tuple, torch.Size)):
-        return type(value)(_known(tracer, item, what) for item in value) if not isinstance(value, torch.Size) \
-            else tuple(value)
+    if isinstance(value, (list, tuple)):  # torch.Size too
+        known = [_known(tracer, item, what) for item in value]
+        return known if isinstance(value, list) else tuple(known)
     if isinstance(value, bool) or isinstance(value, int):
         return value
     if isinstance(value, sympy.Basic) or hasattr(value, "number"):
