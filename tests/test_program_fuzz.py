@@ -299,3 +299,25 @@ def test_sizes_decided_in_the_kernel_body_retrace_for_other_sizes(device: torch.
             expected = torch.roll(x, _half(columns), 1)[:, :4] * columns
             torch.testing.assert_close(kernel(x, torch.zeros(7, 4, device=device)), expected,
                                        msg=lambda text: f"{mode}, {columns} columns: {text}")
+
+
+# -- the truth of a size expression in a helper (`2.0 if n % 2 else 3.0`) was always True in compiled
+# -- modes (a sympy object), so a call with an even size silently took the odd branch ---------------
+def _by_parity(n: Any) -> float:
+    return 2.0 if n % 2 else 3.0
+
+
+def scaled_by_parity(x: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = x[tile, :] * _by_parity(x.size(1)) + _by_parity(x[tile, :].size(1) // 2)
+    return out
+
+
+def test_the_truth_of_a_size_expression_in_a_helper_is_decided_per_call(device: torch.device) -> None:
+    for mode in _modes(device):
+        kernel = tessera.kernel(scaled_by_parity, mode=mode)
+        for columns in (5, 6, 4, 7):
+            x = torch.ones(3, columns, device=device)
+            expected = x * _by_parity(columns) + _by_parity(columns // 2)
+            torch.testing.assert_close(kernel(x, torch.zeros(3, columns, device=device)), expected,
+                                       msg=lambda text: f"{mode}, {columns} columns: {text}")

@@ -347,7 +347,16 @@ def _size_index(self: sympy.Expr) -> int:
     return value
 
 
+def _size_truth(self: sympy.Expr) -> bool:
+    """`2.0 if n % 2 else 3.0` / `if n // 16:` in a helper the rewrite does not see: the truth of a size
+    expression (nonzero) for the traced call, guarded; elsewhere (sympy's and Tessera's own code)
+    Python's default for objects, True. Was always True, so another size silently took the branch."""
+    decided = _user_relation(self, 0, "!=")
+    return True if decided is None else decided
+
+
 HostScalar.__index__ = _size_index  # type: ignore[method-assign]
+HostScalar.__bool__ = _size_truth  # type: ignore[method-assign]
 
 
 def symbol_value(symbol: sympy.Expr) -> int | None:
@@ -422,6 +431,7 @@ for _expression_class in (sympy.Add, sympy.Mul, sympy.Pow, sympy.Mod, sympy.floo
     _expression_class.__eq__ = _decided_in_user_code(_expression_class.__eq__, "==")  # type: ignore[method-assign]
     _expression_class.__ne__ = _decided_in_user_code(_expression_class.__ne__, "==", negated=True)  # type: ignore[method-assign]
     _expression_class.__index__ = _size_index  # type: ignore[attr-defined]
+    _expression_class.__bool__ = _size_truth  # type: ignore[attr-defined]
 
 
 class AxisSize(_TorchLike):
@@ -504,6 +514,12 @@ class AxisSize(_TorchLike):
 
     def __rfloordiv__(self, other: Any) -> Any:
         return _size_number(other, "//") // self.number("//")
+
+    def __mod__(self, other: Any) -> Any:
+        return self.number("%") % _size_number(other, "%")
+
+    def __rmod__(self, other: Any) -> Any:
+        return _size_number(other, "%") % self.number("%")
 
 
 def _size_number(value: Any, operation: str) -> Any:
