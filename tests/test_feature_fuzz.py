@@ -6,18 +6,11 @@ runs: `python benchmarks/feature_fuzz.py --seeds 200`.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "feature_fuzz.py"
-_SPEC = importlib.util.spec_from_file_location("feature_fuzz", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-feature_fuzz = importlib.util.module_from_spec(_SPEC)
-sys.modules["feature_fuzz"] = feature_fuzz  # dataclasses look their module up by name
-_SPEC.loader.exec_module(feature_fuzz)
+from benchmark_modules import load_benchmark
+
+feature_fuzz = load_benchmark("feature_fuzz")
 
 SEEDS = range(3)
 

@@ -39,6 +39,21 @@ def is_tile_value(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and getattr(value, _TILE_VALUE_MARK, False)
 
 
+_MEMORY_ROWS_MARK = "_tessera_memory_rows"
+
+
+def mark_memory_rows(value: Any) -> Any:
+    """Marks a value read from memory (or computed lane for lane from one): its dims hold real
+    lanes, never a row padded to a power of two (`is_padded_row`), so nothing cuts them."""
+    if isinstance(value, torch.Tensor):
+        setattr(value, _MEMORY_ROWS_MARK, True)
+    return value
+
+
+def holds_memory_rows(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and getattr(value, _MEMORY_ROWS_MARK, False)
+
+
 def is_constant_index(item: Any) -> bool:
     """An int, or a slice of constant ints other than `:`: lanes of a whole dim a tile value gives
     up (language/slicing.py)."""
@@ -186,8 +201,9 @@ def is_padded_row(padded: int, row: int) -> bool:
 
 def cut_padded_rows(value: Any, shape: Sequence[int]) -> Any:
     """`value` with each trailing dim of padded lanes (`is_padded_row`) where `shape` has the row
-    cut to the row: the lanes the compiled code masks."""
-    if not isinstance(value, torch.Tensor):
+    cut to the row: the lanes the compiled code masks. A value of memory rows is never cut (its
+    lanes are data: a store of 8 loaded lanes into a row of 7 is refused, as traced)."""
+    if not isinstance(value, torch.Tensor) or holds_memory_rows(value):
         return value
     for position in range(1, min(value.dim(), len(shape)) + 1):
         if is_padded_row(value.size(-position), int(shape[-position])):
@@ -300,6 +316,8 @@ def load(tensor: torch.Tensor, index: Any, mask: Any = None) -> torch.Tensor:
         mark_tail_tiles(value, original)
     if mask is None and inside is None:
         eager_write_back.note_read(value, tensor, original)
+    if reads_values:
+        mark_memory_rows(value)
     return value if lanes is None else eager_lanes.tag(value, lanes)
 
 

@@ -181,18 +181,52 @@ def regrouped(source: Any, shape: Sequence[int]) -> Lanes | str:
 
 
 def _subscript_lanes(source: Any, index: Any) -> Lanes | str:
-    """Lanes of a tile value's view `v[:, None]` / `v[..., None]` (the only subscripts of registers)."""
+    """Lanes of a tile value's view `v[:, None]` / `v[..., None]`, or of constant slices and ints
+    of its whole dims (`v[:, :3]`, `v[:, 0]`): a whole dim's lanes stay whole, an int drops its dim."""
     own = lanes_of(source)
     items = list(index) if isinstance(index, tuple) else [index]
-    if own == LOST or not all(item is None or item is Ellipsis or item == slice(None) for item in items):
+    if own == LOST or not all(item is None or item is Ellipsis or isinstance(item, slice)
+                              or (isinstance(item, int) and not isinstance(item, bool)) for item in items):
         return LOST
     if any(item is Ellipsis for item in items):
         spot = next(i for i, item in enumerate(items) if item is Ellipsis)
-        items[spot:spot + 1] = [slice(None)] * (source.dim() - sum(1 for item in items if isinstance(item, slice)))
+        consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
+        items[spot:spot + 1] = [slice(None)] * (source.dim() - consumed)
     lanes, dims = [], iter(own)
     for item in items:
-        lanes.append(None if item is None else next(dims, None))
+        if item is None:
+            lanes.append(None)
+            continue
+        lane = next(dims, None)
+        if lane is not None and item != slice(None):  # part of a tile: not followed
+            return LOST
+        if isinstance(item, slice):
+            lanes.append(lane)
     return tuple(lanes) + tuple(dims)
+
+
+# ops that move lanes only within whole dims (rearrange.py, sorting.py): a dim keeps its tile where
+# its size is unchanged (they refuse tile dims, so a tile dim is never the one moved)
+_WHOLE_DIM_MOVES = frozenset({"flip", "roll", "repeat", "torch_tile", "index_select", "narrow", "tensor_split",
+                              "argsort", "sort", "topk"})
+
+
+def _whole_dim_lanes(name: str, source: torch.Tensor, args: tuple, kwargs: dict, result: torch.Tensor) -> Lanes | str:
+    own = lanes_of(source)
+    if own == LOST:
+        return LOST
+    if name == "select":  # drops its dim
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+        return tuple(lane for d, lane in enumerate(own) if d != int(dim) % max(source.dim(), 1))
+    if name == "mv":
+        return (own[0],)
+    if name == "outer":
+        return (own[0], lanes_of(args[1])[0]) if lanes_of(args[1]) != LOST else LOST
+    extra = result.dim() - source.dim()  # repeat/tile may add leading dims
+    if extra < 0:
+        return LOST
+    return (None,) * extra + tuple(lane if result.size(extra + d) == source.size(d) else None
+                                   for d, lane in enumerate(own))
 
 
 def access_mask(tensor: torch.Tensor, index: tuple, mask: Any, what: str) -> tuple[Any, Lanes | str]:
@@ -240,7 +274,7 @@ def index_lanes(tensor: torch.Tensor, index: Any) -> Lanes | str:
         if inner == LOST:
             return LOST
         lanes[spot:spot] = list(inner)
-    return tuple(lanes)
+    return tuple(lanes) + tuple(own[dim:])  # dims the index leaves out are read whole (`x[tile]` of a matrix)
 
 
 def jagged_mask(lanes: Lanes | str, what: str) -> torch.Tensor | None:
@@ -392,6 +426,8 @@ def result_lanes(name: str, args: tuple, kwargs: dict, result: torch.Tensor) -> 
             return LOST if own == LOST else tuple(None if d in dims else lane for d, lane in enumerate(own))
     if name == "getitem" and len(args) == 2:
         return _subscript_lanes(source, args[1])
+    if name in _WHOLE_DIM_MOVES or name in ("select", "mv", "outer"):
+        return _whole_dim_lanes(name, source, args, kwargs, result)
     if name == "unsqueeze":
         own = lanes_of(source)
         dim = int(kwargs.get("dim", args[1] if len(args) > 1 else 0)) % (source.dim() + 1)

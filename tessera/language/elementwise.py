@@ -23,7 +23,7 @@ from tessera.language.operands import ask_torch, scalar_operand
 from tessera.location import user_location
 from tessera.language.tail_fill import OTHER_VALUE, past_end_fill
 from tessera.trace.indexing import trace_load
-from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
+from tessera.trace.proxy import AxisSize, TensorProxy, TileProxy, TileValue
 from tessera.trace.tile_alignment import align_operands
 from tessera.trace.tracer import Tracer
 
@@ -165,6 +165,8 @@ def scalar_tensor_value(tracer: Tracer, value: Any) -> Any:
     reads it: a 0-d value, which promotes like a scalar (`fp16 * fp32 0-d` stays fp16)."""
     if isinstance(value, TensorProxy) and value.dim() == 0:
         return trace_load(tracer, value, ())
+    if isinstance(value, AxisSize):  # `v * v.size(1)`: a whole dim's size is a number (a tile's: an error)
+        return value.number("an elementwise op")
     return value
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import sympy
 import torch
 
 from tessera import exc
@@ -65,15 +66,40 @@ def _eager_on_whole_dims(function: Callable[..., Any], what: str, dims_of: Calla
     return rule
 
 
+def _known(tracer: Tracer, value: Any, what: str) -> Any:
+    """A size expression (`v.size(1) // 2`, decided in user code or a helper) as this call's int,
+    guarded; lists of them item by item; anything else as given (checked by the caller)."""
+    if isinstance(value, (list, tuple)):  # torch.Size too
+        known = [_known(tracer, item, what) for item in value]
+        return known if isinstance(value, list) else tuple(known)
+    if isinstance(value, bool) or isinstance(value, int):
+        return value
+    if isinstance(value, sympy.Basic) or hasattr(value, "number"):
+        return known_int(tracer, value, what)
+    return value
+
+
+def _spelled_dims(dims: tuple) -> Any:
+    """The one dims argument of `torch.flip(v, dims)` / `torch.tile(v, dims)` from the method
+    spellings torch also takes: `v.flip(1)`, `v.flip(0, 1)`, `v.tile(1, 2)`, `v.tile(2)`."""
+    if len(dims) == 1 and isinstance(dims[0], (list, tuple, torch.Size)):
+        return tuple(dims[0])
+    return tuple(dims)
+
+
 # -- torch.flip -----------------------------------------------------------------------------------
-def _flip_dims(value: Any, dims: Any) -> list[int]:
-    return _dims(value, dims, "torch.flip")
+def _flip_dims(value: Any, *dims: Any) -> list[int]:
+    return _dims(value, _spelled_dims(dims), "torch.flip")
 
 
-def _flip_trace(tracer: Tracer, value: Any, dims: Any) -> TileValue:
+def _flip_eager(value: Any, *dims: Any) -> Any:
+    return torch.flip(value, _spelled_dims(dims))
+
+
+def _flip_trace(tracer: Tracer, value: Any, *dims: Any) -> TileValue:
     value = only_tile_value("torch.flip", value)
-    ask_torch("torch.flip", torch.flip, (value, dims), {})
-    for dim in _flip_dims(value, dims):
+    ask_torch("torch.flip", torch.flip, (value, _spelled_dims(dims)), {})
+    for dim in _flip_dims(value, *dims):
         size = whole_extent(tracer, value, dim, "torch.flip")
         if size > 1:
             value = _moved(tracer, value, dim, size, lambda p, n=size: apply_elementwise(
@@ -94,6 +120,7 @@ def _roll_dims(value: Any, shifts: Any, dims: Any = None) -> list[int]:
 
 def _roll_trace(tracer: Tracer, value: Any, shifts: Any, dims: Any = None) -> TileValue:
     value = only_tile_value("torch.roll", value)
+    shifts = _known(tracer, shifts, "torch.roll")
     positions = _roll_dims(value, shifts, dims)
     amounts = [shifts] if isinstance(shifts, int) else list(shifts)
     if len(amounts) != len(positions) or any(isinstance(s, bool) or not isinstance(s, int) for s in amounts):
@@ -129,6 +156,7 @@ def _repeated_dims(value: Any, counts: list[int]) -> list[int]:
 
 def _repeat(tracer: Tracer, value: Any, sizes: tuple, what: str, padded: bool) -> TileValue:
     value = only_tile_value(what, value)
+    sizes = _known(tracer, sizes, what)
     counts = _counts(value, sizes, what, padded)
     extra = len(counts) - value.dim()
     if extra:  # new leading dims, each of size 1 before its count applies
@@ -145,16 +173,20 @@ def _repeat_trace(tracer: Tracer, value: Any, *sizes: Any) -> TileValue:
     return _repeat(tracer, value, sizes, "Tensor.repeat", False)
 
 
-def _tile_trace(tracer: Tracer, value: Any, dims: Any) -> TileValue:
-    return _repeat(tracer, value, (dims,), "torch.tile", True)
+def _tile_trace(tracer: Tracer, value: Any, *dims: Any) -> TileValue:
+    return _repeat(tracer, value, (_spelled_dims(dims),), "torch.tile", True)
+
+
+def _tile_eager(value: Any, *dims: Any) -> Any:
+    return torch.tile(value, _spelled_dims(dims))
 
 
 def _repeat_dims(value: Any, *sizes: Any) -> list[int]:
     return _repeated_dims(value, _counts(value, sizes, "Tensor.repeat", False))
 
 
-def _tile_dims(value: Any, dims: Any) -> list[int]:
-    return _repeated_dims(value, _counts(value, (dims,), "torch.tile", True))
+def _tile_dims(value: Any, *dims: Any) -> list[int]:
+    return _repeated_dims(value, _counts(value, (_spelled_dims(dims),), "torch.tile", True))
 
 
 # -- torch.index_select ---------------------------------------------------------------------------
@@ -238,6 +270,7 @@ def _tensor_split_dims(value: Any, indices_or_sections: Any, dim: int = 0) -> li
 
 def _tensor_split_trace(tracer: Tracer, value: Any, indices_or_sections: Any, dim: int = 0) -> tuple[TileValue, ...]:
     value = only_tile_value("torch.tensor_split", value)
+    indices_or_sections = _known(tracer, indices_or_sections, "torch.tensor_split")
     position = _tensor_split_dims(value, indices_or_sections, dim)[0]
     size = whole_extent(tracer, value, position, "torch.tensor_split", exc.UnsupportedSplitOperation)
     if isinstance(indices_or_sections, int) and not isinstance(indices_or_sections, bool):
@@ -275,7 +308,13 @@ def _narrow_trace(tracer: Tracer, value: Any, dim: int, start: Any, length: Any)
     value = only_tile_value("Tensor.narrow", value)
     position = _one_dim(value, dim)[0]
     begin, count = known_int(tracer, start, "Tensor.narrow"), known_int(tracer, length, "Tensor.narrow")
-    return slice_dim(tracer, value, position, slice(begin, begin + count))
+    size = whole_extent(tracer, value, position, "Tensor.narrow")
+    first = begin + size if begin < 0 else begin  # torch counts a negative start from the end
+    if not (0 <= first <= size and 0 <= count <= size - first):
+        raise exc.IndexingError(f"Tensor.narrow(dim={dim}, start={begin}, length={count}) of a dim of size {size}",
+                                location=user_location(),
+                                hint=f"start in [-{size}, {size}] and start + length <= {size} (torch refuses it too)")
+    return slice_dim(tracer, value, position, slice(first, first + count))
 
 
 def _select_trace(tracer: Tracer, value: Any, dim: int, index: Any) -> TileValue:
@@ -283,13 +322,13 @@ def _select_trace(tracer: Tracer, value: Any, dim: int, index: Any) -> TileValue
     return slice_dim(tracer, value, _one_dim(value, dim)[0], known_int(tracer, index, "Tensor.select"))
 
 
-flip_p = defined_primitive("flip", _eager_on_whole_dims(torch.flip, "torch.flip", _flip_dims), _flip_trace,
+flip_p = defined_primitive("flip", _eager_on_whole_dims(_flip_eager, "torch.flip", _flip_dims), _flip_trace,
                            torch_functions=(torch.flip, T.flip))
 roll_p = defined_primitive("roll", _eager_on_whole_dims(torch.roll, "torch.roll", _roll_dims), _roll_trace,
                            torch_functions=(torch.roll, T.roll))
 repeat_p = defined_primitive("repeat", _eager_on_whole_dims(T.repeat, "Tensor.repeat", _repeat_dims), _repeat_trace,
                              torch_functions=(T.repeat,))
-tile_p = defined_primitive("torch_tile", _eager_on_whole_dims(torch.tile, "torch.tile", _tile_dims), _tile_trace,
+tile_p = defined_primitive("torch_tile", _eager_on_whole_dims(_tile_eager, "torch.tile", _tile_dims), _tile_trace,
                            torch_functions=(torch.tile, T.tile))
 index_select_p = defined_primitive(
     "index_select", _eager_on_whole_dims(torch.index_select, "torch.index_select", _index_select_dims),

@@ -25,7 +25,8 @@ import tessera.language  # noqa: F401  (defines the primitives whose eager rules
 from tessera.ir.primitive import ALL_PRIMITIVES, TORCH_FUNCTIONS, Primitive
 from tessera.ir.tile_range import TileRange, reversed_range_error, static_bounds
 from tessera.language import eager_write_back
-from tessera.language.eager_indexing import cut_padded_rows, is_padded_row, is_tile_value, mark_tile_values
+from tessera.language.eager_indexing import (cut_padded_rows, holds_memory_rows, is_padded_row, is_tile_value,
+                                             mark_memory_rows, mark_tile_values)
 from tessera.language.elementwise import ELEMENTWISE_OPS
 from tessera.language.rng import LaunchSeeds
 from tessera.ir.tunables import tunable_value
@@ -288,11 +289,19 @@ class EagerTorchMode(TorchFunctionMode):
             return args[0] if result is fitted[0] and fitted[0] is not args[0] else result  # in place: the whole
         if tracking:
             _tag_lanes(name, args, kwargs, result)
+        if self.eager.loop_depth and isinstance(result, torch.Tensor):
+            _carry_memory_rows(args, result)
         if self.eager.loop_depth and _makes_tile_value(func, args, kwargs, result):
             mark_tile_values(result)
         if func is torch.where and len(args) == 3 and not kwargs and self.eager.loop_depth:
             eager_write_back.note_where(result, *args)
         return result
+
+
+def _carry_memory_rows(args: tuple, result: torch.Tensor) -> None:
+    """A result of the shape of an operand of memory rows holds real lanes too (`v.to(dtype)`, `v * 2`)."""
+    if any(holds_memory_rows(a) and a.shape == result.shape for a in args if isinstance(a, torch.Tensor)):
+        mark_memory_rows(result)
 
 
 def _primitive_name(func: Callable[..., Any]) -> str:
@@ -403,8 +412,9 @@ def fit_padded_rows(func: Callable[..., Any], args: tuple) -> tuple | None:
             return None
     if not rows:
         return None
-    return tuple(cut_padded_rows(a, [rows.get(a.dim() - d, a.size(d)) for d in range(a.dim())])
-                 if isinstance(a, torch.Tensor) else a for a in args)
+    fitted = tuple(cut_padded_rows(a, [rows.get(a.dim() - d, a.size(d)) for d in range(a.dim())])
+                   if isinstance(a, torch.Tensor) else a for a in args)
+    return None if all(f is a for f, a in zip(fitted, args)) else fitted  # only memory rows: nothing to cut
 
 
 _RESHAPES = frozenset({torch.Tensor.reshape, torch.Tensor.view, torch.reshape})

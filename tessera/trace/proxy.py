@@ -333,16 +333,30 @@ class HostScalar(sympy.Symbol):
     __gt__ = _decided_in_user_code(sympy.Symbol.__gt__, ">")
     __ge__ = _decided_in_user_code(sympy.Symbol.__ge__, ">=")
 
-    def __index__(self) -> int:
-        # Python needs a plain int (`[0.0] * x.size(1)`, `range(x.size(1))` in a helper the rewrite does
-        # not see): the user's code gets this call's value, and the variant is pinned to it by a guard
-        value = symbol_value(self) if self.is_integer and written_by_user(1) else None
-        if value is None:
-            raise TypeError(f"{self} is a number known per call, not a Python int here")
-        _decided_while_tracing(self, value, "==")  # the guard: calls with another value retrace
-        return value
-
     __hash__ = sympy.Symbol.__hash__
+
+
+def _size_index(self: sympy.Expr) -> int:
+    """Python needs a plain int (`[0.0] * x.size(1)`, `range(x.size(1))`, `torch.roll(v, n // 2)`
+    in a helper the rewrite does not see): the user's code gets this call's value, and the variant
+    is pinned to it by a guard."""
+    value = symbol_value(self) if self.is_integer and _written_by_user(1) else None
+    if value is None:
+        raise TypeError(f"{self} is a number known per call, not a Python int here")
+    _decided_while_tracing(self, value, "==")  # the guard: calls with another value retrace
+    return value
+
+
+def _size_truth(self: sympy.Expr) -> bool:
+    """`2.0 if n % 2 else 3.0` / `if n // 16:` in a helper the rewrite does not see: the truth of a size
+    expression (nonzero) for the traced call, guarded; elsewhere (sympy's and Tessera's own code)
+    Python's default for objects, True. Was always True, so another size silently took the branch."""
+    decided = _user_relation(self, 0, "!=")
+    return True if decided is None else decided
+
+
+HostScalar.__index__ = _size_index  # type: ignore[method-assign]
+HostScalar.__bool__ = _size_truth  # type: ignore[method-assign]
 
 
 def symbol_value(symbol: sympy.Expr) -> int | None:
@@ -416,6 +430,8 @@ sympy.core.relational.Relational.__bool__ = _relation_truth  # type: ignore[meth
 for _expression_class in (sympy.Add, sympy.Mul, sympy.Pow, sympy.Mod, sympy.floor, sympy.ceiling, sympy.Min, sympy.Max):
     _expression_class.__eq__ = _decided_in_user_code(_expression_class.__eq__, "==")  # type: ignore[method-assign]
     _expression_class.__ne__ = _decided_in_user_code(_expression_class.__ne__, "==", negated=True)  # type: ignore[method-assign]
+    _expression_class.__index__ = _size_index  # type: ignore[attr-defined]
+    _expression_class.__bool__ = _size_truth  # type: ignore[attr-defined]
 
 
 class AxisSize(_TorchLike):
@@ -498,6 +514,12 @@ class AxisSize(_TorchLike):
 
     def __rfloordiv__(self, other: Any) -> Any:
         return _size_number(other, "//") // self.number("//")
+
+    def __mod__(self, other: Any) -> Any:
+        return self.number("%") % _size_number(other, "%")
+
+    def __rmod__(self, other: Any) -> Any:
+        return _size_number(other, "%") % self.number("%")
 
 
 def _size_number(value: Any, operation: str) -> Any:
