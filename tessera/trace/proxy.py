@@ -340,7 +340,7 @@ def _size_index(self: sympy.Expr) -> int:
     """Python needs a plain int (`[0.0] * x.size(1)`, `range(x.size(1))`, `torch.roll(v, n // 2)`
     in a helper the rewrite does not see): the user's code gets this call's value, and the variant
     is pinned to it by a guard."""
-    value = symbol_value(self) if self.is_integer and _written_by_user(1) else None
+    value = symbol_value(self) if self.is_integer and written_by_user(1) else None
     if value is None:
         raise TypeError(f"{self} is a number known per call, not a Python int here")
     _decided_while_tracing(self, value, "==")  # the guard: calls with another value retrace
@@ -389,8 +389,14 @@ def written_by_user(depth: int) -> bool:
     """Whether the frame `depth` levels above the caller is the user's code. Only the user's code
     gets value-dependent answers: sympy caches what it simplifies by structure, so an answer given
     to sympy (or to Tessera's own shape code) would be reused for a later call with another value."""
-    caller = sys._getframe(depth + 1).f_globals.get("__name__", "")
+    frame = sys._getframe(depth + 1)
+    while frame.f_back is not None and frame.f_globals.get("__name__") == _PASS_THROUGH:
+        frame = frame.f_back  # trace/factories.py's torch-function mode only forwards the user's call
+    caller = frame.f_globals.get("__name__", "")
     return not caller.startswith(("sympy", "tessera.", "torch"))
+
+
+_PASS_THROUGH = "tessera.trace.factories"
 
 
 def _decided_while_tracing(left: Any, right: Any, spelling: str = "==") -> bool | None:
