@@ -411,3 +411,32 @@ def test_int8_dot_into_an_int32_accumulator(mode, shape):
     x, y = torch.randint(-10, 10, (m, k), dtype=torch.int8), torch.randint(-10, 10, (k, n), dtype=torch.int8)
     result = tessera.kernel(int8_product, mode=mode)(x, y, torch.int32)
     torch.testing.assert_close(result, (x.int() @ y.int()), atol=0, rtol=0)
+
+
+def _batch_one_right(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(x.size(0), x.size(1), w.size(1))
+    for tile in hl.tile(x.size(0)):
+        out[tile, :, :] = x[tile, :, :] @ w[None, :, :]
+    return out
+
+
+def _batch_one_left(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(x.size(0), w.size(0), x.size(2))
+    for tile in hl.tile(x.size(0)):
+        out[tile, :, :] = torch.matmul(w[None, :, :], x[tile, :, :])
+    return out
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+@pytest.mark.parametrize("sizes", [(3, 4, 8, 5), (5, 32, 32, 16), (1, 1, 1, 1)])
+def test_a_batch_of_one_meets_a_tiled_batch(mode: str, sizes: tuple[int, int, int, int]) -> None:
+    # the batch-1 operand is broadcast before tl.dot (which does not broadcast): was a "Tessera bug" error
+    batch, m, k, n = sizes
+    x, w = torch.randn(batch, m, k), torch.randn(k, n)
+    config = tessera.Config(block_sizes=[4])
+    torch.testing.assert_close(tessera.kernel(_batch_one_right, mode=mode, config=config)(x, w), x @ w,
+                               rtol=1e-4, atol=1e-4)
+    y = torch.randn(batch, k, n)
+    left = torch.randn(m, k)
+    torch.testing.assert_close(tessera.kernel(_batch_one_left, mode=mode, config=config)(left, y), left @ y,
+                               rtol=1e-4, atol=1e-4)

@@ -31,7 +31,7 @@ def emit_dot(emitter: Emitter, node: Node, emit_block: Callable[[Emitter, Block]
     if node in emitter.chunked_dots:
         _chunked_dot(emitter, node, common, emit_block)
         return
-    left, right = emitter.operand(a, common), emitter.operand(b, common)
+    left, right = _batched(emitter.operand(a, common), a, node), _batched(emitter.operand(b, common), b, node)
     accumulator = emitter.operand(acc, accumulate) if acc is not None else None
     # A batched (3-D) tl.dot whose batch blocks are all 1 is a plain matrix product: as 2-D it
     # gets the tensor-core path (wgmma on Hopper), which 3-D dots do not.
@@ -110,10 +110,10 @@ def _padded_dot(emitter: Emitter, node: Node, common: torch.dtype) -> None:
 
     least_k = min_dot_depth(common)
     depth = max(k, least_k)
-    left = pad(emitter.operand(a, common), m, k, "a", least_k)  # K padded
+    left = pad(_batched(emitter.operand(a, common), a, node), m, k, "a", least_k)  # K padded
     if m < MIN_DOT_BLOCK:
         left = swap(pad(swap(left), depth, m, "at"))  # M padded
-    right = emitter.operand(b, common)
+    right = _batched(emitter.operand(b, common), b, node)
     if k < least_k:
         right = swap(pad(swap(right), n, k, "bt", least_k))  # K padded
     right = pad(right, depth, n, "b")  # N padded
@@ -134,6 +134,15 @@ def _padded_dot(emitter: Emitter, node: Node, common: torch.dtype) -> None:
         emitter.line(f"{name} = {emitter.operand(acc, accumulate)} + {name}")
     if node.dtype != accumulate:
         emitter.line(f"{name} = {emitter.cast(name, accumulate, node.dtype)}")
+
+
+def _batched(text: str, operand: Node, node: Node) -> str:
+    """An operand of a batched product whose batch dims are 1 where the product's are not
+    (`x[t, :, :] @ w[None, :, :]`), broadcast to the product's batch: tl.dot does not broadcast."""
+    batch = [axis.block for axis in node.shape[:-2]]
+    if len(operand.shape) != len(node.shape) or [axis.block for axis in operand.shape[:-2]] == batch:
+        return text
+    return f"tl.broadcast_to({text}, {[*batch, operand.shape[-2].block, operand.shape[-1].block]})"
 
 
 def squeezed_product(node: Node) -> bool:
