@@ -21,7 +21,7 @@ import torch
 from tessera import exc
 from tessera.config import DEFAULT_ROW_CHUNK, ONE_BLOCK_ROW_LIMIT, Config, reduction_loop_of
 from tessera.ir import interpreter
-from tessera.ir.graph import (UNIT, AccessKind, Axis, AxisKind, Block, GridDim, KernelIR, LoopDim, Node,
+from tessera.ir.graph import (UNIT, Axis, AxisKind, Block, GridDim, KernelIR, LoopDim, Node,
                               Op, RowLoop, freeze_params, substitute_axes, walk)
 from tessera.ir.passes import next_power_of_two, whole_dim_bucket
 from tessera.ir.primitive import Primitive
@@ -31,6 +31,7 @@ from tessera.location import user_location
 from tessera.trace.block_sizes import BlockSlots, choose_block_sizes
 from tessera.trace.factories import TileFactoryMode
 from tessera.trace.indexing import trace_load
+from tessera.trace.lane_pairing import pairs_lanes, whole_pairs_tile, window_pairs_tile
 from tessera.trace.proxy import TensorProxy, TileProxy, TileValue
 from tessera.trace.symbols import SymbolTable
 
@@ -246,65 +247,12 @@ class Tracer:
         offset = len(shape) - len(value.axes)
         if offset < 0:
             return value
-        target = tuple(shape[offset + i] if self.window_pairs_tile(shape[offset + i], axis)
-                       or self.whole_pairs_tile(shape[offset + i], axis) else axis
+        target = tuple(shape[offset + i] if window_pairs_tile(self, shape[offset + i], axis)
+                       or whole_pairs_tile(self, shape[offset + i], axis) else axis
                        for i, axis in enumerate(value.axes))
         if target == value.axes:
             return value
         return self.emit(Op.VIEW, [value.node], target, value.dtype, what="tile onto the window it fills")
-
-    def window_pairs_tile(self, window: Axis, tile: Axis) -> bool:
-        """Whether window `x[s : s + n]`'s lanes are tile `t`'s on every iteration: s is t's first
-        index, n its block, and the window is cut short exactly where the tile is (the sliced dim
-        ends where the tile's range does), or never while the tile is never short (the range is a
-        multiple of the block and the dim reaches its end). Eager mode stores whenever the two
-        lengths agree; these facts, guarded, say they always agree."""
-        if window not in self.window_axes or not tile.is_tile or window.block != tile.block:
-            return False
-        start, view_size = self.window_axes[window]
-        canonical = self.symbols.canonical
-        if sympy.expand(canonical(sympy.sympify(start)) - canonical(sympy.sympify(tile.begin))) != 0:
-            return False
-        length = canonical(sympy.sympify(window.end))
-        dim_end = canonical(sympy.expand(sympy.sympify(view_size) + sympy.sympify(start)))
-        range_end, range_begin = canonical(sympy.sympify(tile.range_end)), canonical(sympy.sympify(tile.range_begin))
-        host = set(self.symbols.values)
-        if any(not sympy.sympify(e).free_symbols <= host for e in (length, dim_end, range_end, range_begin)):
-            return False
-        if self.symbols.evaluate(length) != tile.block:
-            return False
-        reason = f"window {window.name} holds the lanes of tile {tile.name}"
-        self.symbols.guard(sympy.Eq(length, tile.block), reason)
-        if self.symbols.evaluate(dim_end) == self.symbols.evaluate(range_end):
-            self.symbols.guard(sympy.Eq(dim_end, range_end), reason)
-            return True
-        no_tail = sympy.Eq(sympy.Mod(range_end - range_begin, tile.block), 0)
-        if not (self.symbols.evaluate(no_tail) and self.symbols.evaluate(dim_end) >= self.symbols.evaluate(range_end)):
-            return False
-        self.symbols.guard(no_tail, reason)
-        self.symbols.guard(sympy.Ge(dim_end, range_end), reason)
-        return True
-
-    def whole_pairs_tile(self, whole: Axis, tile: Axis) -> bool:
-        """Whether a whole dim's lanes are a tile's on every iteration: the tile's loop runs once,
-        from 0 over the dim's whole size, in a block of the dim's (`out[:, t] = stack[s, t]` with
-        `s` one tile of all the stack's rows). Both facts are guarded."""
-        if whole not in self._full_axes or not tile.is_tile or whole.block != tile.block:
-            return False
-        if self.row_loop is not None and whole is self.row_loop.axis:  # a chunked row: its block is the chunk
-            return False
-        canonical = self.symbols.canonical
-        begin, end = canonical(sympy.sympify(tile.range_begin)), canonical(sympy.sympify(tile.range_end))
-        extent = canonical(sympy.sympify(whole.end))
-        host = set(self.symbols.values)
-        if begin != 0 or any(not sympy.sympify(e).free_symbols <= host for e in (end, extent)):
-            return False
-        if self.symbols.evaluate(end) != self.symbols.evaluate(extent) or self.symbols.evaluate(end) > tile.block:
-            return False
-        reason = f"tile {tile.name} runs once over the whole dim {whole.name}"
-        self.symbols.guard_equal(end, extent, reason)
-        self.symbols.guard(sympy.Le(end, tile.block), reason)
-        return True
 
     def block_renames(self, value: TileValue, shape: tuple[Axis, ...]) -> dict[int, Axis]:
         """The dims of `value` (aligned right with `shape`) that `onto_block_axes` renames, and to what."""
@@ -462,7 +410,7 @@ class Tracer:
             return self.unify_axes(a, b, what)
         except exc.ShapeMismatchError:
             a, b = self.canonical_axis(a), self.canonical_axis(b)
-            if self.pairs_lanes(a, b):
+            if pairs_lanes(self, a, b):
                 return a
             if a.is_tile and b.is_tile and a.block == b.block:
                 raise exc.ShapeMismatchError(
@@ -472,27 +420,6 @@ class Tracer:
                     hint=f"both ranges must have the same length, a multiple of the block ({a.block}) or at most "
                          f"one block; else index both operands with the same tile") from None
             raise
-
-    def pairs_lanes(self, a: Axis, b: Axis) -> bool:
-        """Whether two tiles have the same valid lanes on every pair of iterations: same block, ranges
-        of the same host length L, and L one block or less or a multiple of the block (no tail tile).
-        Eager mode multiplies `p[tq, tk] @ v[tq, :]` whenever the sizes agree; this is when they always
-        agree. Both facts become guards (a tail retraces and fails, as eager fails on that iteration)."""
-        if not (a.is_tile and b.is_tile) or a.block != b.block:
-            return False
-        lengths = [self.symbols.canonical(sympy.sympify(axis.range_end) - sympy.sympify(axis.range_begin))
-                   for axis in (a, b)]
-        if any(self.symbols.on_device(length) or not length.free_symbols <= set(self.symbols.values)
-               for length in lengths):
-            return False
-        actual = self.symbols.evaluate(lengths[0])
-        if actual != self.symbols.evaluate(lengths[1]) or not (actual <= a.block or actual % a.block == 0):
-            return False
-        reason = f"tiles {a.name} and {b.name} of a product pair lane for lane"
-        self.symbols.guard_equal(lengths[0], lengths[1], reason)
-        self.symbols.guard(sympy.Le(lengths[0], a.block) if actual <= a.block
-                           else sympy.Eq(sympy.Mod(lengths[0], a.block), 0), reason)
-        return True
 
     def broadcast(self, shapes: list[tuple[Axis, ...]], what: str) -> tuple[Axis, ...]:
         rank = max((len(s) for s in shapes), default=0)
