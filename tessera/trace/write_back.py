@@ -84,9 +84,9 @@ def _no_store_since(tracer: Tracer, load: Node, tensor_name: str) -> bool:
     """Whether `load` sits in a block still open and nothing traced after it stores into the tensor."""
     blocks = tracer.open_blocks()
     for depth, nodes in enumerate(blocks):
-        if any(node is load for node in nodes):
-            later = nodes[next(i for i, node in enumerate(nodes) if node is load) + 1:]
-            later += [node for deeper in blocks[depth + 1:] for node in deeper]
+        position = next((i for i, node in enumerate(nodes) if node is load), None)
+        if position is not None:
+            later = nodes[position + 1:] + [node for deeper in blocks[depth + 1:] for node in deeper]
             return not any(inner.op is Op.STORE and inner.params["tensor"].name == tensor_name
                            for inner in walk(Block(tuple(later))))
     return False
