@@ -161,3 +161,27 @@ def test_inductor_compiles_the_code_around_a_kernel(device):
     x = torch.randn(9, 13, device=device)
     expected = _softmax_twice(x)
     torch.testing.assert_close(torch.compile(_softmax_twice, fullgraph=True)(x), expected)
+
+
+@pytest.mark.parametrize("requested, cuda, interpreted", [
+    ("interpret", True, True),    # TESSERA_MODE=interpret on a GPU machine (was: Triton imported compiled)
+    ("compiled", False, False),
+    (None, True, False),          # no mode asked for: the device decides
+    (None, False, True),
+    ("eager", True, False),       # eager runs no generated code: the device decides
+])
+def test_triton_is_imported_as_the_waiting_kernels_will_run(requested, cuda, interpreted, monkeypatch):
+    """When dynamo's import pulls in Triton, its interpreter is chosen for the mode the defined
+    kernels ask for, not only by whether CUDA is present."""
+    from tessera.runtime import torch_library
+
+    @tessera.kernel(mode=requested)
+    def add_one(x):
+        out = torch.empty_like(x)
+        for tile in hl.tile(x.size(0)):
+            out[tile] = x[tile] + 1.0
+        return out
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.delenv("TESSERA_MODE", raising=False)
+    assert torch_library._kernels_run_interpreted([add_one]) is interpreted

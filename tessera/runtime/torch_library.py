@@ -34,6 +34,7 @@ from tessera.ir.graph import Op
 from tessera.location import user_location
 from tessera.runtime.call_structure import CallResult, Leaf, flatten, rebuild, split_result, unflatten
 from tessera.runtime.compiled import CompiledRunner, VariantStore, run_compiled
+from tessera.runtime.kernel_settings import requested_mode
 
 _LIBRARY_NAME = "tessera"
 _library: torch.library.Library | None = None
@@ -262,14 +263,26 @@ class _DynamoWatcher(importlib.abc.MetaPathFinder):
 
         def exec_module(module: Any) -> None:
             # dynamo imports Triton, whose interpreter is chosen at import: choose it as this
-            # machine's kernels will run (interpreted without CUDA), not as dynamo would
-            for backend in {kernel.settings.backend for kernel in list(_waiting)}:
-                backends.get(backend).prepare_worker(interpret=not torch.cuda.is_available())
+            # process's kernels will run (the mode they ask for, TESSERA_MODE=interpret on a GPU
+            # machine included; else interpreted without CUDA), not as dynamo would
+            waiting = list(_waiting)
+            interpret = _kernels_run_interpreted(waiting)
+            for backend in {kernel.settings.backend for kernel in waiting}:
+                backends.get(backend).prepare_worker(interpret=interpret)
             execute(module)
             _announce_waiting()
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
+
+
+def _kernels_run_interpreted(kernels: list[Any]) -> bool:
+    """Whether these kernels' generated code will run in Triton's interpreter: a mode asked for
+    (`mode=` or TESSERA_MODE) decides; without one, the device does (interpreted without CUDA)."""
+    requested = {requested_mode(kernel.settings) for kernel in kernels} - {None, "eager"}
+    if requested:
+        return "interpret" in requested
+    return not torch.cuda.is_available()
 
 
 def custom_ops(kernel: Any) -> list[KernelOp]:
