@@ -440,3 +440,36 @@ def test_a_batch_of_one_meets_a_tiled_batch(mode: str, sizes: tuple[int, int, in
     left = torch.randn(m, k)
     torch.testing.assert_close(tessera.kernel(_batch_one_left, mode=mode, config=config)(left, y), left @ y,
                                rtol=1e-4, atol=1e-4)
+
+
+def fp8_product(x, y):
+    out = torch.empty([x.size(0), y.size(1)], dtype=torch.float16, device=x.device)
+    for tile_m, tile_n in hl.tile([x.size(0), y.size(1)]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(x.size(1)):
+            acc = hl.dot(x[tile_m, tile_k], y[tile_k, tile_n], acc=acc)
+        out[tile_m, tile_n] = acc.to(torch.float16)
+    return out
+
+
+def test_float8_products_add_each_step_into_float32_on_hopper() -> None:
+    # Triton's sm_90 default adds a whole fp8 K in the tensor cores' reduced-precision accumulator
+    # (torch._scaled_mm's use_fast_accum=True): Helion's fp8_gemm at 1024^3 fell outside its
+    # tolerance on the H100. Compiled for sm_90 on the CPU: wgmma, each 32-deep sum promoted.
+    from sm90_compile import sm90_ttgir
+
+    x = torch.randn(256, 256).to(torch.float8_e4m3fn)
+    y = torch.randn(256, 256).to(torch.float8_e4m3fn).T.contiguous().T
+    config = tessera.Config(block_sizes=[64, 64, 128], num_warps=4, num_stages=3)
+    (ttgir,) = sm90_ttgir(tessera.kernel(fp8_product, mode="interpret"), (x, y), config)
+    dots = re.findall(r"ttng.warp_group_dot .*", ttgir)
+    assert dots and all("maxNumImpreciseAcc = 32" in dot for dot in dots), dots
+
+
+@pytest.mark.parametrize("size", [32, 96, 160])
+def test_float8_product_matches_a_float32_product(size: int, device: torch.device) -> None:
+    x = (torch.randn(size, size) * 2).to(torch.float8_e4m3fn).to(device)
+    y = torch.randn(size, size).to(torch.float8_e4m3fn).to(device)
+    for mode in ("eager", "interpret") if device.type == "cpu" else ("eager", "compiled"):
+        result = tessera.kernel(fp8_product, mode=mode)(x, y)
+        torch.testing.assert_close(result.float(), (x.float() @ y.float()).half().float(), rtol=2e-3, atol=2e-3)
