@@ -36,10 +36,11 @@ def _sm90_compile(kernel: Any, args: tuple, config: Any, compile_one: Any) -> li
     irs = bound.to_ir(plan.config)
     irs = irs if isinstance(irs, tuple) else (irs,)
     backend = TritonBackend()
+    options = LoweringOptions(interpret=False, fp8_fast_accum=kernel.settings.fp8_fast_accum)
     with tempfile.TemporaryDirectory() as folder:
         launches = []
         for number, (ir, launch) in enumerate(zip(irs, plan.launches)):
-            lowered = backend.lower(ir, plan.config, LoweringOptions(interpret=False))
+            lowered = backend.lower(ir, plan.config, options)
             path = os.path.join(folder, f"kernel_{number}.py")
             with open(path, "w") as handle:
                 handle.write(lowered.source)

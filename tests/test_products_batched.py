@@ -452,18 +452,22 @@ def fp8_product(x, y):
     return out
 
 
-def test_float8_products_add_each_step_into_float32_on_hopper() -> None:
+@pytest.mark.parametrize("block_k, fast, interval", [(128, False, 128), (64, False, 64), (256, False, 128),
+                                                     (128, True, 1073741824)])
+def test_float8_products_add_each_step_into_float32_on_hopper(block_k: int, fast: bool, interval: int) -> None:
     # Triton's sm_90 default adds a whole fp8 K in the tensor cores' reduced-precision accumulator
     # (torch._scaled_mm's use_fast_accum=True): Helion's fp8_gemm at 1024^3 fell outside its
-    # tolerance on the H100. Compiled for sm_90 on the CPU: wgmma, each 32-deep sum promoted.
+    # tolerance on the H100. Compiled for sm_90 on the CPU: wgmma, each 128-deep sum (or the K
+    # block) promoted to float32, unless the kernel asks for fp8_fast_accum (Triton's default).
     from sm90_compile import sm90_ttgir
 
     x = torch.randn(256, 256).to(torch.float8_e4m3fn)
     y = torch.randn(256, 256).to(torch.float8_e4m3fn).T.contiguous().T
-    config = tessera.Config(block_sizes=[64, 64, 128], num_warps=4, num_stages=3)
-    (ttgir,) = sm90_ttgir(tessera.kernel(fp8_product, mode="interpret"), (x, y), config)
+    config = tessera.Config(block_sizes=[64, 64, block_k], num_warps=4, num_stages=3)
+    kernel = tessera.kernel(fp8_product, mode="interpret", fp8_fast_accum=fast)
+    (ttgir,) = sm90_ttgir(kernel, (x, y), config)
     dots = re.findall(r"ttng.warp_group_dot .*", ttgir)
-    assert dots and all("maxNumImpreciseAcc = 32" in dot for dot in dots), dots
+    assert dots and all(f"maxNumImpreciseAcc = {interval} " in dot for dot in dots), dots
 
 
 @pytest.mark.parametrize("size", [32, 96, 160])

@@ -36,11 +36,13 @@ class LoweringOptions:
     """How to lower, besides the Config: the mode and the kernel settings a backend reads.
 
     `interpret` is True when the code runs on the CPU (Triton's interpreter, Pallas's
-    `interpret=True`); `dot_precision` is the kernel's `dot_precision=` setting.
+    `interpret=True`); `dot_precision` is the kernel's `dot_precision=` setting, `fp8_fast_accum`
+    its `fp8_fast_accum=` (fp8 products summed in the tensor cores' reduced precision).
     """
 
     interpret: bool
     dot_precision: str = "tf32"
+    fp8_fast_accum: bool = False
     check_indices: bool = False  # TESSERA_CHECK_INDICES: report out-of-range index tensors
 
 

@@ -218,7 +218,7 @@ class CompiledRunner:
                                if isinstance(v, torch.Tensor)),
             device=_launch_device(values, self.host),
             options=LoweringOptions(interpret=self.mode == "interpret", dot_precision=settings_.dot_precision,
-                                    check_indices=self.check_indices),
+                                    fp8_fast_accum=settings_.fp8_fast_accum, check_indices=self.check_indices),
             global_tensors=reads.tensors() if reads else ())
 
     def run_variant(self, variant: Variant, arguments: list[Any], grid: tuple[int, ...]) -> None:

@@ -463,6 +463,7 @@ def kernel(fn: Callable[..., Any] | None = None, *, config: Config | dict[str, A
     Settings (see runtime/kernel_settings.py for all, Helion's included): `config=` / `configs=`,
     `mode=` ('eager' | 'interpret' | 'compiled'), `static_shapes=`, `autotune_effort=`
     ('none' | 'quick' | 'full'), `autotune_budget_seconds=`, `dot_precision=` ('tf32' | 'ieee'),
+    `fp8_fast_accum=` (fp8 products summed in the tensor cores' reduced precision, faster),
     `max_variants=`, `ignore_warnings=`, `autotune_baseline_fn=`, `autotune_config_overrides=`, ...
     They stay settable after decoration: `kernel.settings.static_shapes = True`.
 

@@ -94,6 +94,7 @@ HONOURED: dict[str, tuple[Any, Callable[[Any], None] | None]] = {
     "autotune_budget_seconds": (30.0, _kind("autotune_budget_seconds", _NUMBER, "30")),
     "autotune_random_seed": (None, _kind("autotune_random_seed", (int, type(None)), "0")),
     "dot_precision": ("tf32", _choice("dot_precision", environment.DOT_PRECISIONS)),
+    "fp8_fast_accum": (False, _kind("fp8_fast_accum", (bool,), "True")),
     "max_variants": (64, _kind("max_variants", (int,), "64")),
     "backend": ("triton", _check_backend),
     "ignore_warnings": ((), _check_warnings),

@@ -51,6 +51,7 @@ class Emitter(EmitterBase):
         self.ir = ir
         # Triton's interpreter computes products exactly; on the GPU the kernel's setting decides
         self.dot_precision = "ieee" if options.interpret else triton_input_precision(options.dot_precision)
+        self.fp8_fast_accum = options.fp8_fast_accum
         self.config = config
         self.parameters = set(ir.parameters)
         self.guards: list[tuple[sympy.Basic, str]] = []  # what the generated code relies on beyond the IR's guards

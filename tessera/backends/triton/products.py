@@ -43,7 +43,7 @@ def emit_dot(emitter: Emitter, node: Node, emit_block: Callable[[Emitter, Block]
             accumulator = emitter.flat[acc]
         elif accumulator is not None:
             accumulator = f"tl.reshape({accumulator}, {emitter.block_shape(node.shape[-2:])})"
-    precision = _dot_options(emitter, common)
+    precision = _dot_options(emitter, common, node.params["k_axis"].block)
     if accumulator is not None:
         text = f"tl.dot({left}, {right}, acc={accumulator}{precision}, out_dtype={TRITON_DTYPES[accumulate]})"
     else:
@@ -61,21 +61,26 @@ MIN_DOT_BLOCK = 16  # tl.dot's smallest M, N and K
 _FP8 = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
 
 
-def _dot_options(emitter: Emitter, common: torch.dtype) -> str:
-    """tl.dot's keyword arguments for operands of dtype `common` (text starting with ', ' or empty).
+def _dot_options(emitter: Emitter, common: torch.dtype, depth: int) -> str:
+    """tl.dot's keyword arguments for operands of dtype `common` and a K block of `depth` (text
+    starting with ', ' or empty).
 
-    float32: the kernel's `dot_precision`. 8-bit floats: `max_num_imprecise_acc=32`. Triton's
-    default on sm_90 lets Hopper's fp8 tensor cores add the whole K in their reduced-precision
-    accumulator (what `torch._scaled_mm(use_fast_accum=True)` does); torch's default, eager and
-    interpret mode add in float32. At 1024^3 the fast way left Helion's fp8_gemm outside its 1e-2
-    tolerance on the H100. 32 (one wgmma's K) promotes each step into float32 and keeps wgmma
-    (H100, 256^3: max error 0.028 like the precise _scaled_mm, fast 0.052); 0 would make Triton 3.6
-    convert the operands to fp16 for Ampere's mma instead."""
+    float32: the kernel's `dot_precision`. 8-bit floats: Triton's sm_90 default lets Hopper's fp8
+    tensor cores add the whole K in their reduced-precision accumulator (torch._scaled_mm's
+    `use_fast_accum=True`): at 4096^3 the H100 gave 23701 elements outside 1e-2 of torch's answer
+    (max error 1.74, Helion's fp8_gemm failed at 1024^3). torch's default, eager and interpret mode
+    add in float32; here each 128-deep step (or the K block, if shorter) is added into float32:
+    max error 0.151 there, as cuBLAS's precise mode, where every 32 gave 0.135 at 0.85x the speed
+    (0 would make Triton convert the operands to fp16 for Ampere's mma). `fp8_fast_accum=True`
+    (a kernel setting) keeps Triton's fast way."""
     if common == torch.float32:
         return f", input_precision='{emitter.dot_precision}'"
-    if common in _FP8 and not emitter.interpret:
-        return ", max_num_imprecise_acc=32"
+    if common in _FP8 and not emitter.interpret and not emitter.fp8_fast_accum:
+        return f", max_num_imprecise_acc={min(FP8_PROMOTION_STEP, depth)}"
     return ""
+
+
+FP8_PROMOTION_STEP = 128
 
 
 def min_dot_depth(common: torch.dtype) -> int:
@@ -99,7 +104,7 @@ def _chunked_dot(emitter: Emitter, node: Node, common: torch.dtype,
     for copy in plan.nodes:
         emitter.renamed[copy] = f"{copy.name}_{chunk.name}"
     emit_block(emitter, Block(plan.nodes))
-    precision = _dot_options(emitter, common)
+    precision = _dot_options(emitter, common, chunk.block)
     emitter.line(f"{total} = tl.dot({emitter.operand(plan.left, common)}, {emitter.operand(plan.right, common)}, "
                  f"acc={total}{precision}, out_dtype={TRITON_DTYPES[accumulate]})")
     emitter.indent -= 1
@@ -136,7 +141,7 @@ def _padded_dot(emitter: Emitter, node: Node, common: torch.dtype) -> None:
     if k < least_k:
         right = swap(pad(swap(right), n, k, "bt", least_k))  # K padded
     right = pad(right, depth, n, "b")  # N padded
-    precision = _dot_options(emitter, common)
+    precision = _dot_options(emitter, common, depth)
     emitter.line(f"{name} = tl.dot({left}, {right}{precision}, out_dtype={TRITON_DTYPES[accumulate]})")
     rows, width = max(m, MIN_DOT_BLOCK), max(n, MIN_DOT_BLOCK)
     while width > n:  # the padding's columns were interleaved: the first of each pair is kept
