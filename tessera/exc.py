@@ -180,6 +180,12 @@ class BackendCompileError(InternalError):
     template = "internal error: Triton failed to compile the generated kernel: {detail}"
 
 
+class OutOfResourcesError(TesseraError):
+    """The kernel under this Config needs more shared memory or registers per program than the GPU
+    has: the Config's tiles (or tensors read whole with `:`) are too big, not a Tessera bug."""
+    template = "the kernel needs more of the GPU than it has under this Config: {detail}"
+
+
 class AutotuneError(TesseraError):
     """Every autotuning candidate failed."""
 

@@ -2,7 +2,8 @@
 
 Triton reads a kernel's source from its file, so each generated kernel is written under the cache
 directory (named by a digest of its text) and imported as a module. A Triton failure on that code
-becomes a `BackendCompileError` located at the kernel line that produced the failing line.
+becomes a `BackendCompileError` (an `OutOfResourcesError` when the Config is too big for the GPU)
+located at the kernel line that produced the failing line.
 """
 from __future__ import annotations
 
@@ -217,8 +218,8 @@ def compile_error(error: BaseException, path: str, source: str, function_name: s
     where = f"{path}:{line}" if line is not None else path
     if type(error).__name__ == "OutOfResources":
         # the Config's tiles, not a Tessera bug: say which keys shrink them
-        return exc.BackendCompileError(
-            f"the Config needs more of the GPU than it has ({text[:200]})", location=location,
+        return exc.OutOfResourcesError(
+            text[:200], location=location,
             hint="pass a Config with smaller block_sizes or a lower num_stages (num_stages=1 keeps one copy of "
                  "each tile), or let the tuner search (autotune_effort='quick'); a dimension read whole with "
                  f"`:` is held in full whatever the Config: tile it with hl.tile instead. Generated source: {where}")
