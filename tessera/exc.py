@@ -180,6 +180,12 @@ class BackendCompileError(InternalError):
     template = "internal error: Triton failed to compile the generated kernel: {detail}"
 
 
+class InlineAsmError(TesseraError):
+    """The GPU's assembler refused a kernel holding `hl.inline_asm_elementwise` PTX (e.g. instructions
+    of a newer GPU): the user's assembly, not a Tessera bug."""
+    template = "{detail}"
+
+
 class OutOfResourcesError(TesseraError):
     """The kernel under this Config needs more shared memory or registers per program than the GPU
     has: the Config's tiles (or tensors read whole with `:`) are too big, not a Tessera bug."""

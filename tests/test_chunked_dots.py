@@ -91,3 +91,22 @@ def test_running_out_of_shared_memory_names_the_config_keys_to_change() -> None:
     text = str(error)
     assert "Required: 296968" in text and "block_sizes" in text and "num_stages" in text
     assert "Tessera bug" not in text and "internal error" not in text
+
+
+def test_ptxas_refusing_inline_assembly_is_the_users_assembly_not_a_tessera_bug() -> None:
+    """Helion's blackwell_attention on the H100: its inline PTX holds Blackwell instructions."""
+    from tessera import exc
+    from tessera.backends.triton.modules import compile_error
+
+    class PTXASError(Exception):  # Triton's class, by name
+        pass
+
+    source = "def k_kernel(x):\n    v = tl.inline_asm_elementwise('tcgen05.ld ...', '=r,r', [x], dtype=tl.int32, is_pure=True, pack=1)\n"
+    log = ("Repro command: ptxas -lineinfo ...\n"
+           "ptxas /tmp/k.ptx, line 120; error   : Instruction 'tcgen05.ld' not supported on .target 'sm_90a'\n"
+           "ptxas fatal   : Ptx assembly aborted due to errors")
+    error = compile_error(PTXASError(log), "/tmp/k.py", source, "k_kernel", {}, None)
+    assert isinstance(error, exc.InlineAsmError) and not isinstance(error, exc.InternalError)
+    assert "tcgen05.ld" in str(error) and "Tessera bug" not in str(error) and "hl.inline_asm_elementwise" in str(error)
+    plain = compile_error(PTXASError(log), "/tmp/k.py", "def k_kernel(x):\n    pass\n", "k_kernel", {}, None)
+    assert isinstance(plain, exc.BackendCompileError)  # without inline assembly: ours

@@ -223,10 +223,23 @@ def compile_error(error: BaseException, path: str, source: str, function_name: s
             hint="pass a Config with smaller block_sizes or a lower num_stages (num_stages=1 keeps one copy of "
                  "each tile), or let the tuner search (autotune_effort='quick'); a dimension read whole with "
                  f"`:` is held in full whatever the Config: tile it with hl.tile instead. Generated source: {where}")
+    if type(error).__name__ == "PTXASError" and "tl.inline_asm_elementwise(" in source:
+        # the user's own PTX is the likeliest cause: ptxas names the instruction it refused
+        return exc.InlineAsmError(
+            f"ptxas refused the kernel's PTX ({_ptxas_complaint(str(error))})", location=location,
+            hint="check the hl.inline_asm_elementwise assembly against this GPU's architecture (instructions of newer "
+                 f"GPUs are refused) and its constraints; the generated source is {where}")
     return exc.BackendCompileError(
         f"{type(error).__name__}: {text[:300]}", location=location,
         hint=f"this is a Tessera bug; the generated source is {where}. Run the kernel with mode='eager' "
              "meanwhile, and please report it with that file")
+
+
+def _ptxas_complaint(text: str) -> str:
+    """ptxas's own error lines from a PTXASError's text (its repro command and log come first)."""
+    complaints = [line.strip() for line in text.splitlines() if "ptxas" in line and "error" in line.lower()
+                  and "Repro command" not in line]
+    return "; ".join(complaints[:3])[:400] or text.strip().splitlines()[-1][:300]
 
 
 def error_location(error: BaseException, path: str, source: str, function_name: str, locations: dict[int, Any],
