@@ -32,3 +32,103 @@ def test_a_picked_negative_zero_keeps_its_sign(dtype: torch.dtype, shape: tuple[
         result = tessera.kernel(first_column, mode=mode, config=CONFIG)(x.to(device)).cpu()
         assert torch.equal(result.signbit(), torch.ones(shape[0], dtype=torch.bool)), mode
 
+
+
+SHAPES = [(1, 1), (5, 7), (6, 16), (3, 2)]
+
+
+def _agree(kernel: object, *args: T, device: torch.device, expected: T) -> None:
+    for mode in _modes(device):
+        result = tessera.kernel(kernel, mode=mode, config=CONFIG)(*(a.to(device) for a in args)).cpu()
+        assert result.dtype == expected.dtype, mode
+        torch.testing.assert_close(result, expected, rtol=1e-3, atol=1e-3, msg=mode)
+
+
+def middle_column(x: T) -> T:
+    out = torch.empty(x.size(0), 2, dtype=x.dtype, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        v = x[tile, :]
+        out[tile, 0] = v[:, v.size(1) // 2]
+        out[tile, 1] = v[:, v.size(1) - 1 : v.size(1)].sum(1)
+    return out
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_a_tile_value_index_computed_from_its_size(shape: tuple[int, int], device: torch.device) -> None:
+    # `v.size(1) // 2` was a symbol when traced: "indexing a tile value with floor(x_size1/2)"
+    x = torch.randn(shape)
+    expected = torch.stack([x[:, shape[1] // 2], x[:, -1]], 1)
+    _agree(middle_column, x, device=device, expected=expected)
+
+
+def strided_aranges(x: T) -> T:
+    n = x.size(1)
+    out = torch.empty(x.size(0), 3, dtype=torch.int64, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        v = x[tile, :]
+        every_third = torch.arange(0, n, 3, device=x.device)
+        out[tile, 0] = (v[:, ::3] * every_third[None, :]).sum(1)
+        out[tile, 1] = (v[:, 1::2] * torch.arange(1, v.size(1), 2, device=x.device)[None, :]).sum(1)
+        out[tile, 2] = (v * torch.arange(0, n, device=x.device)[None, :]).sum(1) + every_third.sum()
+    return out
+
+
+@pytest.mark.parametrize("shape", [*SHAPES, (2, 20)], ids=str)
+def test_arange_with_a_step_up_to_a_host_size(shape: tuple[int, int], device: torch.device) -> None:
+    # the length ceil(n / step) of a host size n was refused as "not a compile-time int"; it is a
+    # whole dim of that runtime length now (one kernel per power-of-two bucket)
+    x = torch.randint(-5, 5, shape)
+    n = shape[1]
+    expected = torch.stack([(x[:, ::3] * torch.arange(0, n, 3)).sum(1), (x[:, 1::2] * torch.arange(1, n, 2)).sum(1),
+                            (x * torch.arange(n)).sum(1) + torch.arange(0, n, 3).sum()], 1)
+    _agree(strided_aranges, x, device=device, expected=expected)
+
+
+def extreme_of_an_empty_piece(x: T) -> T:
+    out = torch.empty(x.size(0), dtype=x.dtype, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = torch.tensor_split(x[tile, :], 4, 1)[3].amax(1)
+    return out
+
+
+def extreme_of_a_row(x: T) -> T:
+    out = torch.empty(x.size(0), dtype=torch.int64, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile, :].argmax(1)
+    return out
+
+
+def test_an_extreme_of_no_elements_is_refused_in_every_mode(device: torch.device) -> None:
+    # the masked reduction answered -inf where torch (and eager mode) refuse
+    for mode in _modes(device):
+        with pytest.raises(tessera.exc.TorchOperationError, match="amax"):
+            tessera.kernel(extreme_of_an_empty_piece, mode=mode, config=CONFIG)(torch.randn(5, 3, device=device))
+        kernel = tessera.kernel(extreme_of_a_row, mode=mode, config=CONFIG)
+        assert kernel(torch.ones(5, 1, device=device)).tolist() == [0] * 5  # sizes 0 and 1 share a block
+        with pytest.raises(tessera.exc.TorchOperationError, match="argmax"):
+            kernel(torch.ones(5, 0, device=device))
+
+
+def einsum_rows(x: T, w: T) -> T:
+    out = torch.empty(x.size(0), w.size(1), dtype=torch.promote_types(x.dtype, w.dtype), device=x.device)
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = torch.einsum("ik,kj->ij", x[tile, :], w[:, :])
+    return out
+
+
+@pytest.mark.parametrize("dtypes", [(torch.float16, torch.float32), (torch.int64, torch.float32),
+                                    (torch.bfloat16, torch.float16), (torch.float32, torch.float32)], ids=str)
+@pytest.mark.parametrize("rows", [1, 5, 8])
+def test_einsum_over_a_one_element_dim_promotes_mixed_dtypes(dtypes: tuple[torch.dtype, torch.dtype], rows: int,
+                                                             device: torch.device) -> None:
+    # torch multiplies across a one-element contracted dim (and promotes); the trace asked torch
+    # with two elements there, where torch refuses mixed dtypes
+    x, w = (torch.randint(-3, 4, shape).to(dtype) for shape, dtype in zip([(rows, 1), (1, 6)], dtypes))
+    _agree(einsum_rows, x, w, device=device, expected=torch.einsum("ik,kj->ij", x, w))
+
+
+def test_einsum_contracting_mixed_dtypes_is_refused_in_every_mode(device: torch.device) -> None:
+    x, w = torch.randn(5, 3), torch.randn(3, 4).half()
+    for mode in _modes(device):
+        with pytest.raises(tessera.exc.DtypeError):
+            tessera.kernel(einsum_rows, mode=mode, config=CONFIG)(x.to(device), w.to(device))

@@ -111,11 +111,9 @@ def slice_dim(tracer: Tracer, value: TileValue, dim: int, item: slice | int) -> 
     count = len(range(start, stop, step))
     if count == size:
         return value
-    if count == 0:
-        raise exc.IndexingError(f"the slice {item!r} of a dimension of size {size} is empty",
-                                location=user_location(), hint="a tile value holds at least one lane per dim")
     if count == 1:  # one lane: a dim of size 1, as torch's v[:, 2:3]
         return pick_lanes(tracer, value, dim, UNIT, start)
+    # count 0 (v[:, 3:3], an empty tensor_split piece): a dim of no lanes (one masked lane), as torch's
     axis, wanted = _lane_numbers(tracer, count, start, step)
     return pick_lanes(tracer, value, dim, axis, wanted)
 
@@ -123,7 +121,7 @@ def slice_dim(tracer: Tracer, value: TileValue, dim: int, item: slice | int) -> 
 def constant_picks(tracer: Tracer, value: TileValue, index: Any) -> tuple[TileValue, Any]:
     """`value[index]`'s constant slices and ints of whole dims applied (picked lanes), and the
     index left for the view rules (`:` where a slice was, nothing where an int was)."""
-    items = list(index) if isinstance(index, tuple) else [index]
+    items = [_size_as_int(tracer, item) for item in (index if isinstance(index, tuple) else [index])]
     if not any(is_constant_index(item) for item in items):
         return value, index
     if Ellipsis in items:
@@ -143,6 +141,19 @@ def constant_picks(tracer: Tracer, value: TileValue, index: Any) -> tuple[TileVa
             value = slice_dim(tracer, value, dims[position], _constant(item))
             items[position:position + 1] = [] if not isinstance(item, slice) else [slice(None)]
     return value, tuple(items)
+
+
+def _size_as_int(tracer: Tracer, item: Any) -> Any:
+    """An index computed from sizes (`v[:, v.size(1) // 2]`) as this call's int, guarded as the
+    sliced dim's size is (eager mode sees the int); anything else unchanged."""
+    if isinstance(item, slice):
+        parts = [_size_as_int(tracer, part) for part in (item.start, item.stop, item.step)]
+        return slice(*parts) if parts != [item.start, item.stop, item.step] else item
+    expression = item.number("a tile value index") if hasattr(item, "number") else item
+    if isinstance(expression, sympy.Expr) and not expression.is_Integer \
+            and expression.free_symbols <= set(tracer.symbols.values):
+        return known_int(tracer, expression, "a tile value index")
+    return item
 
 
 def _constant(item: Any) -> Any:
