@@ -132,3 +132,45 @@ def test_einsum_contracting_mixed_dtypes_is_refused_in_every_mode(device: torch.
     for mode in _modes(device):
         with pytest.raises(tessera.exc.DtypeError):
             tessera.kernel(einsum_rows, mode=mode, config=CONFIG)(x.to(device), w.to(device))
+
+
+def rms_rows(x: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = torch.nn.functional.rms_norm(x[tile, :], [x.size(1)])
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("shape", [(5, 1), (3, 2), (6, 16)], ids=str)
+def test_rms_norm_default_eps_is_that_of_the_compute_dtype(dtype: torch.dtype, shape: tuple[int, int],
+                                                           device: torch.device) -> None:
+    # torch's default eps is fp32's for 16-bit inputs; bf16's own (0.0078) moved one-element rows by 4%
+    x = (torch.randn(shape, generator=torch.Generator().manual_seed(3)) * 0.3).to(dtype)
+    expected = torch.nn.functional.rms_norm(x, [shape[1]])
+    for mode in _modes(device):
+        result = tessera.kernel(rms_rows, mode=mode, config=CONFIG)(x.to(device)).cpu()
+        torch.testing.assert_close(result, expected, rtol=1e-2, atol=1e-2, msg=mode)
+
+
+def truncated_quotients(x: T, y: T) -> T:
+    out = torch.empty(x.shape, dtype=torch.promote_types(x.dtype, y.dtype), device=x.device)
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = torch.div(x[tile, :], y[tile, :], rounding_mode="trunc")
+    return out
+
+
+@pytest.mark.parametrize("dtypes", [(torch.float32, torch.float32), (torch.float16, torch.float16),
+                                    (torch.bfloat16, torch.int32), (torch.int64, torch.float64)], ids=str)
+@pytest.mark.parametrize("shape", [(1, 1), (5, 7)], ids=str)
+def test_truncated_division_of_floats(dtypes: tuple[torch.dtype, torch.dtype], shape: tuple[int, int],
+                                      device: torch.device) -> None:
+    # refused when traced ("not supported inside a compiled tile loop") while eager computed it
+    generator = torch.Generator().manual_seed(5)
+    x = (torch.randn(shape, generator=generator) * 20).to(dtypes[0])
+    y = (torch.randn(shape, generator=generator) * 4).to(dtypes[1])
+    y.view(-1)[::3] = 0  # x / 0: inf, and 0 / 0: NaN, truncate to themselves
+    expected = torch.div(x, y, rounding_mode="trunc")
+    for mode in _modes(device):
+        result = tessera.kernel(truncated_quotients, mode=mode, config=CONFIG)(x.to(device), y.to(device)).cpu()
+        torch.testing.assert_close(result, expected, rtol=0, atol=0, equal_nan=True, msg=mode)
