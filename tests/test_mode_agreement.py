@@ -174,3 +174,54 @@ def test_truncated_division_of_floats(dtypes: tuple[torch.dtype, torch.dtype], s
     for mode in _modes(device):
         result = tessera.kernel(truncated_quotients, mode=mode, config=CONFIG)(x.to(device), y.to(device)).cpu()
         torch.testing.assert_close(result, expected, rtol=0, atol=0, equal_nan=True, msg=mode)
+
+
+def with_scalar_tensor(x: T, s: T, op: object) -> T:
+    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = op(x[tile, :], s)  # type: ignore[operator]
+    return out
+
+
+SCALAR_TENSOR_OPS = {
+    "pow": lambda v, s: torch.pow(v.abs(), s),
+    "atan2": lambda v, s: torch.atan2(v, s.float()),
+    "hypot": lambda v, s: torch.hypot(v, s.float()),
+    "masked_fill": lambda v, s: v.masked_fill(v > 0, s),
+    "method": lambda v, s: v * s.float() + s.to(torch.float16),
+    "operators": lambda v, s: torch.where(s > 0, v, -v) * (s + 1) - (2.0 ** s) + (-s),
+    "clamp": lambda v, s: v.clamp(-s, s + 1),
+}
+
+
+@pytest.mark.parametrize("name", SCALAR_TENSOR_OPS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32], ids=str)
+@pytest.mark.parametrize("shape", [(1, 1), (5, 7)], ids=str)
+def test_a_zero_dim_tensor_argument_as_a_scalar(name: str, dtype: torch.dtype, shape: tuple[int, int],
+                                                device: torch.device) -> None:
+    # each was an internal error (a comparison of the 0-d value broke Triton's interpreter), a raw
+    # AttributeError (s.float()), a Python TypeError (s + 1) or a refusal (masked_fill), while eager computed it
+    op = SCALAR_TENSOR_OPS[name]
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(2)) * 3
+    s = torch.tensor(2, dtype=dtype)
+    expected = op(x, s).float()
+    for mode in _modes(device):
+        result = tessera.kernel(with_scalar_tensor, mode=mode, config=CONFIG)(x.to(device), s.to(device), op).cpu()
+        torch.testing.assert_close(result, expected, rtol=1e-4, atol=1e-4, msg=mode)
+
+
+def bump_argument(x: T, s: T) -> T:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        t = s
+        t += 1  # line: in-place-argument
+        out[tile] = x[tile] + t
+    return out
+
+
+def test_an_in_place_update_of_a_tensor_argument_is_located() -> None:
+    # with s + 1 defined for 0-d arguments, `s += 1` would have rebound the name silently
+    from marked_lines import marked_line
+    with pytest.raises(tessera.exc.UnsupportedOperationError, match="in place") as caught:
+        tessera.kernel(bump_argument, mode="interpret", config=CONFIG)(torch.zeros(5), torch.tensor(1.0))
+    assert caught.value.location.lineno == marked_line(__file__, "in-place-argument")[0]
