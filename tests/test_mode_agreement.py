@@ -225,3 +225,21 @@ def test_an_in_place_update_of_a_tensor_argument_is_located() -> None:
     with pytest.raises(tessera.exc.UnsupportedOperationError, match="in place") as caught:
         tessera.kernel(bump_argument, mode="interpret", config=CONFIG)(torch.zeros(5), torch.tensor(1.0))
     assert caught.value.location.lineno == marked_line(__file__, "in-place-argument")[0]
+
+
+def inner_rows(x: T, y: T) -> T:
+    out = torch.empty(x.size(0), dtype=torch.float32, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = torch.inner(x[tile, :], y[tile, :])[:, 0].float()
+    return out
+
+
+@pytest.mark.parametrize("dtypes", [(torch.bool, torch.bool), (torch.float32, torch.float16)], ids=str)
+@pytest.mark.parametrize("shape", [(1, 1), (5, 3)], ids=str)
+def test_inner_refuses_what_torch_refuses_at_every_size(dtypes: tuple[torch.dtype, torch.dtype],
+                                                        shape: tuple[int, int], device: torch.device) -> None:
+    # one-element dims let the einsum it is built on accept bools and mixed dtypes; torch.inner does not
+    x, y = torch.ones(shape, dtype=dtypes[0]), torch.ones(shape, dtype=dtypes[1])
+    for mode in _modes(device):
+        with pytest.raises(tessera.exc.TesseraError):
+            tessera.kernel(inner_rows, mode=mode, config=CONFIG)(x.to(device), y.to(device))

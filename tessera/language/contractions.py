@@ -74,6 +74,9 @@ def _inner_trace(tracer: Tracer, a: Any, b: Any) -> TileValue:
     a, b = _vectors("torch.inner", a, b)
     if a.dim() == 0 or b.dim() == 0:
         return apply_elementwise(tracer, "mul", a, b)
+    if a.dtype != b.dtype or a.dtype == torch.bool:  # torch's rule at every size (einsum's allows one-element dims)
+        raise exc.DtypeError(f"torch.inner of {a.dtype} and {b.dtype} values", location=user_location(),
+                             hint="torch.inner takes two values of one numeric dtype (torch too): convert one first")
     letters = "abcdefghijklmnopqrstuvwxy"
     first, second = letters[:a.dim() - 1], letters[a.dim() - 1:a.dim() + b.dim() - 2]
     return _einsum_trace(tracer, f"{first}z,{second}z->{first}{second}", a, b)
