@@ -85,8 +85,9 @@ def test_tuning_a_kernel_with_host_writes_checks_every_candidate_as_one_call(int
         expected = _flat(tessera.kernel(kernel, mode="eager")(*expected_arguments))
         arguments = [a.clone() for a in originals]
         tuned = tessera.kernel(kernel, mode="interpret")
-        result = tune(tuned.bind(*arguments), effort="quick", budget_seconds=5, options=options)
-        assert result.failures == {}, (kernel.__name__, result.failures)  # every candidate was "wrong"
+        result = tune(tuned.bind(*arguments), effort="quick", budget_seconds=30, options=options)
+        # every candidate was "wrong" (a loaded machine may still run out of budget or time out)
+        assert result.failures.get("wrong", 0) == 0 and len(result.search.trials) > 3, (kernel.__name__, result.failures)
         for argument, original in zip(arguments, originals):
             assert torch.equal(argument, original), kernel.__name__  # tuning works on copies
         got = _flat(tuned.bind(*arguments).run(result.config))
