@@ -7,7 +7,6 @@ import torch
 
 import tessera
 import tessera.language as hl
-from tessera import exc
 
 T = torch.Tensor
 CONFIG = tessera.Config(block_sizes=[4])
@@ -78,9 +77,87 @@ def test_equal_values_keep_their_order(device: torch.device) -> None:
         assert indices.cpu().tolist() == [[0, 2, 1, 3, 4]], mode
 
 
-def test_sorting_int64_is_refused_with_a_way_around() -> None:
-    with pytest.raises(exc.DtypeError, match="convert to float32 or int32"):
-        tessera.kernel(sort_rows, mode="interpret", config=CONFIG)(torch.zeros(2, 4, dtype=torch.int64), False)
+def _wide_rows(dtype: torch.dtype, shape: tuple[int, int]) -> T:
+    """Negative and positive values far outside 32 bits, with ties (and, for float64, NaN and -0.0)."""
+    x = torch.randint(-4, 4, shape, generator=torch.Generator().manual_seed(shape[1]))
+    if dtype == torch.int64:
+        return x * 2 ** 40 + x.sign()  # differ only above bit 32 or only in the lowest bit
+    x = x.double() * 1e300
+    x.view(-1)[::5] = -0.0
+    x.view(-1)[3::7] = float("nan")
+    return x
+
+
+def top_two(x: T) -> tuple[T, T]:
+    values = torch.empty(x.size(0), 2, dtype=x.dtype, device=x.device)
+    indices = torch.empty(x.size(0), 2, dtype=torch.int64, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        values[tile, :], indices[tile, :] = torch.topk(x[tile, :], 2, dim=1, largest=False)
+    return values, indices
+
+
+def second_and_median(x: T) -> tuple[T, T, T, T]:
+    second, second_at = torch.empty(x.size(0), dtype=x.dtype), torch.empty(x.size(0), dtype=torch.int64)
+    middle, middle_at = torch.empty(x.size(0), dtype=x.dtype), torch.empty(x.size(0), dtype=torch.int64)
+    for tile in hl.tile(x.size(0)):
+        second[tile], second_at[tile] = torch.kthvalue(x[tile, :], 2, dim=1)
+        middle[tile], middle_at[tile] = torch.median(x[tile, :], dim=1)
+    return second, second_at, middle, middle_at
+
+
+def argsort_columns(x: T) -> T:
+    out = torch.empty(x.shape, dtype=torch.int64, device=x.device)
+    for tile in hl.tile(x.size(1)):
+        out[:, tile] = torch.argsort(x[:, tile], dim=0, descending=True)
+    return out
+
+
+def _same(actual: T, expected: T) -> bool:
+    """Equal values, NaNs in the same places, and the sign of every zero kept."""
+    actual = actual.cpu()
+    if actual.is_floating_point():
+        return torch.equal(actual.isnan(), expected.isnan()) and torch.equal(
+            actual.nan_to_num(0.0).signbit(), expected.nan_to_num(0.0).signbit()) and torch.equal(
+            actual.nan_to_num(0.0), expected.nan_to_num(0.0))
+    return torch.equal(actual, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float64], ids=str)
+@pytest.mark.parametrize("shape", [(5, 13), (1, 1), (3, 16), (2, 7)], ids=str)
+@pytest.mark.parametrize("descending", [False, True])
+def test_64_bit_sort_gives_torchs_values_and_indices(dtype: torch.dtype, shape: tuple[int, int], descending: bool,
+                                                     device: torch.device) -> None:
+    # 64-bit values do not fit the value-above-lane key: they sort by rank (int64 was refused)
+    x = _wide_rows(dtype, shape)
+    expected = torch.sort(x, dim=1, descending=descending, stable=True)
+    for mode in _modes(device):
+        values, indices = tessera.kernel(sort_rows, mode=mode, config=CONFIG)(x.to(device), descending)
+        assert _same(values, expected.values) and torch.equal(indices.cpu(), expected.indices), mode
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float64], ids=str)
+@pytest.mark.parametrize("shape", [(5, 13), (1, 2), (3, 16)], ids=str)
+def test_64_bit_topk_kthvalue_median(dtype: torch.dtype, shape: tuple[int, int], device: torch.device) -> None:
+    x = _wide_rows(dtype, shape)
+    order = torch.sort(x, dim=1, stable=True)
+    middle = (shape[1] - 1) // 2
+    nan_rows = x.isnan().any(1)
+    expected_middle = order.values[:, middle].masked_fill(nan_rows, float("nan")) if dtype.is_floating_point \
+        else order.values[:, middle]
+    expected_middle_at = torch.where(nan_rows, x.isnan().to(torch.uint8).argmax(1), order.indices[:, middle])
+    for mode in _modes(device):
+        values, indices = tessera.kernel(top_two, mode=mode, config=CONFIG)(x.to(device))
+        assert _same(values, order.values[:, :2]) and torch.equal(indices.cpu(), order.indices[:, :2]), mode
+        second, second_at, found, found_at = tessera.kernel(second_and_median, mode=mode, config=CONFIG)(x.to(device))
+        assert _same(second, order.values[:, 1]) and torch.equal(second_at.cpu(), order.indices[:, 1]), mode
+        assert _same(found, expected_middle) and torch.equal(found_at.cpu(), expected_middle_at), mode
+
+
+def test_64_bit_argsort_along_the_first_dimension(device: torch.device) -> None:
+    x = _wide_rows(torch.int64, (9, 6))
+    expected = torch.sort(x, dim=0, descending=True, stable=True).indices
+    for mode in _modes(device):
+        assert torch.equal(tessera.kernel(argsort_columns, mode=mode, config=CONFIG)(x.to(device)).cpu(), expected), mode
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -39,6 +39,7 @@ from tessera.autotune.bench_worker import flatten_tensors
 from tessera.compiler import flat_values
 from tessera.runtime.compiled import CompiledRunner, run_compiled
 from tessera.runtime.plan import KernelPlan, LaunchRecord
+from tessera.runtime.planning_writes import SkipArgumentWrites, argument_storages
 
 
 def _launch_storages(plan: KernelPlan) -> set[int]:
@@ -81,6 +82,7 @@ class _CopyingRunner(CompiledRunner):
         self.position = 0
         self.stored: dict[int, torch.Tensor] = {}
         self._values: list[Any] = []
+        self.skipped = SkipArgumentWrites(set())  # the host's writes skipped until the first launch
 
     def launch(self, tile_range: Any, body: Any, launch_index: int = 0) -> None:
         values = [cell.cell_contents for cell in body.__closure__ or ()]
@@ -89,6 +91,7 @@ class _CopyingRunner(CompiledRunner):
 
     def run_variant(self, variant: Any, arguments: list[Any], grid: tuple[int, ...],
                     remembered_binary: list[Any] | None = None) -> None:
+        self.skipped.storages.clear()  # from the first launch on, the host's writes are this call's
         if self.position >= len(self.launches):
             raise RuntimeError("the host code launched more kernels than its plan recorded")
         recorded = self.launches[self.position]
@@ -118,7 +121,12 @@ def finish_on_host(bound: Any, plan: KernelPlan) -> Finished:
     again on `bound`'s arguments, each launch replaced by copying the recorded launch's tensors;
     and which of the plan's tensors the launches store into."""
     runner = _CopyingRunner(bound, plan.config, plan.launches)
-    result = run_compiled(bound.kernel, bound.mode, bound.args, bound.kwargs, plan.config, bound.device, runner)
+    # the host's writes into its arguments before the first launch are in the state the launches
+    # started from (host_writes.py): applied again, `x.add_(1)` would count twice, `out.zero_()`
+    # would erase what the launches wrote
+    runner.skipped = SkipArgumentWrites(argument_storages((*bound.args, *bound.kwargs.values())))
+    with runner.skipped:
+        result = run_compiled(bound.kernel, bound.mode, bound.args, bound.kwargs, plan.config, bound.device, runner)
     if runner.position != len(plan.launches):
         raise RuntimeError("the host code launched fewer kernels than its plan recorded")
     return Finished(flatten_tensors(result), list(runner.stored.values()))

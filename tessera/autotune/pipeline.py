@@ -20,7 +20,9 @@ The time budget counts from there: waiting for workers to start is not charged t
 
 The kernel is tuned on copies of its arguments (aliasing kept), so timing runs of an in-place
 kernel never touch the user's tensors, and the eager reference is computed once, in the parent
-(both in reference.py).
+(both in reference.py). Host code that writes into its arguments (`x.add_(1)` before the tile
+loop, `out.mul_(3)` after it) is run once on the copies first (host_writes.py), so the launches
+replayed start from the state the call's launches start from.
 Every failure is a failed candidate with a reason in the log: planning (a ConfigError), compile
 error, exception, timeout, crash of a worker, wrong result.
 The accuracy reference is the kernel's final result; a plan whose result host code finishes
@@ -48,6 +50,7 @@ from tessera.autotune.bench_worker import (BenchResult, BenchSession, BenchWorke
                                            bench_worker_setup)
 from tessera.autotune.compile_pool import CompileWorkerSpec, compile_task, compile_worker_setup
 from tessera.autotune.host_finish import Finished, finish_on_host, finished_on_host
+from tessera.autotune.host_writes import record_host_writes
 from tessera.autotune.search import SearchResult, Trial, search
 from tessera.autotune.pool import leased_group, release_group
 from tessera.autotune.reference import baseline_tolerance, bind_on_copies, reference_config, tuning_reference
@@ -157,6 +160,7 @@ def tune(bound: Any, *, effort: str, budget_seconds: float, seeds: list[Config] 
     try:
         runner.start()  # first: the workers start up while this thread traces and plans
         working = bind_on_copies(bound)
+        record_host_writes(working)  # host code writing into its arguments: replayed as one call does
         backend = bound.kernel.settings.backend
         space = config_space_for(working.plan(Config()), backend)
         for config in seeds or []:
@@ -252,6 +256,10 @@ class CandidateRunner:
         self._held: list[int] = []  # compiled before the bench session was sent
         self._late: list[int] = []  # candidates a batch stopped waiting for (`_stragglers`)
         self.stalled = 0.0  # seconds spent waiting for workers to start: not charged to the budget
+        # a gate whose result lies in the tuning copies (host writes after the launch, host_writes.py):
+        # no other run may overwrite them before the parent has finished it (`_submit_bench`)
+        self._open_gate: Any = None
+        self._deferred: list[tuple[Any, Any]] = []
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -460,7 +468,7 @@ class CandidateRunner:
         overrides = self.bound.kernel.settings.autotune_config_overrides
         try:
             candidate.plan = self.bound.plan(config.merged(**overrides) if overrides else config)
-            candidate.host_finished = finished_on_host(candidate.plan)
+            candidate.host_finished = finished_on_host(candidate.plan) or getattr(self.bound, "host_writes_after_launch", False)
         except Exception as error:  # noqa: BLE001 - a config the kernel cannot take is just skipped
             self._fail(number, "plan", f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
             return number
@@ -505,20 +513,26 @@ class CandidateRunner:
         if candidate.status != "pending":
             return
         if not candidate.host_finished:
-            self.bench.submit(number, bench_task(candidate.plan, check=True, rep_ms=self.options.rep_ms,
-                                                 cutoff_ms=self._cutoff_ms()))
+            self._submit_bench(number, bench_task(candidate.plan, check=True, rep_ms=self.options.rep_ms,
+                                                  cutoff_ms=self._cutoff_ms()))
             return
+        # (no early check when the host code writes into the tuning copies: a gate's result may
+        # lie there now, and the host code would write it again)
+        if not getattr(self.bound, "host_writes_after_launch", False):
+            self._poison_answered_outputs(candidate)
+        self._submit_bench(("gate", number), bench_task(candidate.plan, check=True, rep_ms=0.0, run_only=True))
+
+    def _poison_answered_outputs(self, candidate: _Candidate) -> None:
+        """If the buffers already hold the answer (memory reused from an earlier candidate), poison
+        those the candidate's launches store into, so launches that write nothing cannot pass."""
         try:
             error, finished = self._host_result_error(candidate)
             if error <= 1.0:
-                # the buffers already hold the answer (memory reused from an earlier candidate):
-                # poison those its launches store into, so launches that write nothing cannot pass
                 with torch.no_grad():
                     for tensor in finished.outputs_outside([w for w, _ in self.bound.tuning_storages]):
                         tensor.fill_(math.nan if tensor.is_floating_point() else -1)
         except Exception:  # noqa: BLE001 - the check after the run reports what is wrong
             pass
-        self.bench.submit(("gate", number), bench_task(candidate.plan, check=True, rep_ms=0.0, run_only=True))
 
     def _host_result_error(self, candidate: _Candidate) -> tuple[float, Finished]:
         """The accuracy error (tolerance units) of the candidate's host code run on what its
@@ -529,8 +543,37 @@ class CandidateRunner:
             return 0.0, finished
         return accuracy_error(finished.results, self.reference, self.tolerance)[0], finished
 
+    def _submit_bench(self, task_id: Any, task: Any) -> None:
+        """Send a task to the bench worker, or hold it while a gate's result lies in the tuning
+        copies: every run restores and rewrites them, and the parent has yet to finish the gate's
+        result there (its host code reads what the gate's launches wrote)."""
+        if self._open_gate is not None:
+            self._deferred.append((task_id, task))
+            return
+        assert self.bench is not None
+        self.bench.submit(task_id, task)
+        if isinstance(task_id, tuple) and task_id[0] == "gate" and getattr(self.bound, "host_writes_after_launch", False):
+            self._open_gate = task_id
+
+    def _close_gate(self, task_id: Any) -> None:
+        if self._open_gate != task_id:
+            return
+        self._open_gate = None
+        held, self._deferred = self._deferred, []
+        for index, (held_id, task) in enumerate(held):
+            self._submit_bench(held_id, task)
+            if self._open_gate is not None:  # a held gate opened: the rest wait for it
+                self._deferred = held[index + 1:] + self._deferred
+                return
+
     def _gate_on_host(self, outcome: Outcome) -> None:
         """The worker ran a host-finished candidate once: finish and check it here, then time it."""
+        try:
+            self._check_gate(outcome)
+        finally:
+            self._close_gate(outcome.task_id)
+
+    def _check_gate(self, outcome: Outcome) -> None:
         number = outcome.task_id[1]
         candidate = self.candidates[number]
         if candidate.status != "pending":
@@ -547,8 +590,8 @@ class CandidateRunner:
             self._fail(number, "wrong", f"accuracy gate: the host-finished result is off by {error:.3g} tolerances")
             return
         assert self.bench is not None
-        self.bench.submit(number, bench_task(candidate.plan, check=False, rep_ms=self.options.rep_ms,
-                                             cutoff_ms=self._cutoff_ms()))
+        self._submit_bench(number, bench_task(candidate.plan, check=False, rep_ms=self.options.rep_ms,
+                                              cutoff_ms=self._cutoff_ms()))
 
     def _finish(self, outcome: Outcome) -> None:
         candidate = self.candidates[outcome.task_id]
@@ -585,8 +628,11 @@ class CandidateRunner:
 
     def _cancel_queued(self) -> None:
         assert self.compile_pool is not None and self.bench is not None
+        kept = [(task_id, task) for task_id, task in self._deferred if self._is_baseline(task_id)]
+        dropped = [task_id for task_id, _ in self._deferred if not self._is_baseline(task_id)]
+        self._deferred = kept
         for number in (self.compile_pool.cancel_queued(keep=self._is_baseline)
-                       + self.bench.cancel_queued(keep=self._is_baseline)):
+                       + self.bench.cancel_queued(keep=self._is_baseline) + dropped):
             if isinstance(number, tuple) and number[0] == "gate":
                 number = number[1]
             if isinstance(number, int) and self.candidates[number].status == "pending":

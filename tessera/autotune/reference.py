@@ -135,7 +135,11 @@ def eager_reference(working: Any, config: Config | None) -> list[torch.Tensor]:
 def result_on_copies(working: Any, run: Any) -> list[torch.Tensor]:
     """The tensors `run()` returns on the tuning copies. The copies are restored from their
     pristine twins afterwards (an in-place kernel wrote them), and an output that aliases one of
-    them is cloned first."""
+    them is cloned first. The run starts from the call's own state (`call_storages`: the host
+    code writes into its arguments before its launches, host_writes.py) where that differs."""
+    with torch.no_grad():
+        for copy, state in getattr(working, "call_storages", ()):
+            copy.copy_(state)
     try:
         result = run()
         shared = {w.untyped_storage().data_ptr() for w, _ in working.tuning_storages}

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import sympy
 import torch
 import torch.nn.functional as F
 
 from tessera import exc
 from tessera.ir.primitive import torch_primitive
-from tessera.language.elementwise import apply_elementwise
+from tessera.language.elementwise import apply_elementwise, scalar_tensor_value
 from tessera.language.operands import ask_torch
 from tessera.language.reductions import record_reduction as reduce
 from tessera.language.statistics import only_tile_value, variance
@@ -29,6 +30,7 @@ T = torch.Tensor
 @torch_primitive("masked_fill", torch.masked_fill, T.masked_fill)
 def masked_fill_p(tracer: Tracer, value: TileValue, mask: Any, fill: Any) -> TileValue:
     value = only_tile_value("torch.masked_fill", value)
+    fill = scalar_tensor_value(tracer, fill)  # a 0-d tensor argument: its value, as eager reads it
     answer = ask_torch("torch.masked_fill", torch.masked_fill, (value, mask, fill), {})
     # torch converts the fill to the tensor's dtype first (-1.5 into int64 is -1); a select in a
     # wider dtype would round large int64 values
@@ -101,13 +103,28 @@ def _floating(kind: str, value: Any) -> TileValue:
     return value
 
 
-def _normalized_dims(kind: str, value: TileValue, shape: Any) -> list[int]:
+def _same_size(tracer: Tracer, axis: Any, size: Any) -> bool:
+    """Whether whole dim `axis` has `size` elements: a host size naming it (`x.size(1)`) included,
+    also where the dim is the unit axis (x.size(1) == 1: its end is 1, the size a symbol)."""
+    if isinstance(size, AxisSize):
+        return size.axis == axis
+    end, size = tracer.symbols.canonical(sympy.sympify(axis.end)), tracer.symbols.canonical(sympy.sympify(size))
+    if end == size:
+        return True
+    known = set(tracer.symbols.values)
+    if not (end.free_symbols | size.free_symbols) <= known or tracer.symbols.evaluate(end) != tracer.symbols.evaluate(size):
+        return False
+    tracer.symbols.guard_equal(end, size, "a normalized dim's size")
+    return True
+
+
+def _normalized_dims(tracer: Tracer, kind: str, value: TileValue, shape: Any) -> list[int]:
     """The trailing dims `normalized_shape` names; each must be a whole dimension of that size."""
     sizes = [shape] if isinstance(shape, int) else list(shape)
     dims = list(range(value.dim() - len(sizes), value.dim()))
     for d, size in zip(dims, sizes):
         axis = value.axes[d]
-        same = size.axis == axis if isinstance(size, AxisSize) else axis.end == size
+        same = not axis.is_tile and _same_size(tracer, axis, size)
         if axis.is_tile or not same:
             raise exc.UnsupportedOperationError(
                 f"{kind} over a dimension that is {'a tile' if axis.is_tile else 'not of that size'} "
@@ -128,7 +145,7 @@ def _affine(tracer: Tracer, normalized: TileValue, weight: Any, bias: Any) -> Ti
 def layer_norm_p(tracer: Tracer, value: TileValue, normalized_shape: Any, weight: Any = None, bias: Any = None,
                  eps: float = 1e-5) -> TileValue:
     value = _floating("F.layer_norm", value)
-    dims = _normalized_dims("F.layer_norm", value, normalized_shape)
+    dims = _normalized_dims(tracer, "F.layer_norm", value, normalized_shape)
     wide = cast(tracer, value, torch.float32) if value.dtype != torch.float64 else value
     count = 1
     for d in dims:
@@ -144,10 +161,10 @@ def layer_norm_p(tracer: Tracer, value: TileValue, normalized_shape: Any, weight
 def rms_norm_p(tracer: Tracer, value: TileValue, normalized_shape: Any, weight: Any = None,
                eps: float | None = None) -> TileValue:
     value = _floating("F.rms_norm", value)
-    dims = _normalized_dims("F.rms_norm", value, normalized_shape)
+    dims = _normalized_dims(tracer, "F.rms_norm", value, normalized_shape)
     wide = cast(tracer, value, torch.float32) if value.dtype != torch.float64 else value
-    if eps is None:  # torch's default: the machine epsilon of the input's dtype
-        eps = torch.finfo(value.dtype).eps
+    if eps is None:  # torch's default: the machine epsilon of the dtype it computes in (fp32 for
+        eps = torch.finfo(wide.dtype).eps  # 16-bit inputs; bf16's was 6e4 times too large)
     count = 1
     for d in dims:
         count = count * value.axes[d].end

@@ -74,6 +74,9 @@ def _inner_trace(tracer: Tracer, a: Any, b: Any) -> TileValue:
     a, b = _vectors("torch.inner", a, b)
     if a.dim() == 0 or b.dim() == 0:
         return apply_elementwise(tracer, "mul", a, b)
+    if a.dtype != b.dtype or a.dtype == torch.bool:  # torch's rule at every size (einsum's allows one-element dims)
+        raise exc.DtypeError(f"torch.inner of {a.dtype} and {b.dtype} values", location=user_location(),
+                             hint="torch.inner takes two values of one numeric dtype (torch too): convert one first")
     letters = "abcdefghijklmnopqrstuvwxy"
     first, second = letters[:a.dim() - 1], letters[a.dim() - 1:a.dim() + b.dim() - 2]
     return _einsum_trace(tracer, f"{first}z,{second}z->{first}{second}", a, b)
@@ -168,10 +171,13 @@ def _einsum_operands(operands: tuple) -> list[Any]:
 def _einsum_trace(tracer: Tracer, equation: Any, *operands: Any) -> TileValue:
     values = _vectors("torch.einsum", *_einsum_operands(operands))
     parsed = parse_equation(equation, [v.dim() for v in values])
-    # torch's result dtype (a sum of one int operand gives int64) and refusals (bools in a product),
-    # asked of stand-ins of two elements per dim (one-element dims take shortcuts that refuse nothing)
+    # torch's result dtype (a sum of one int operand gives int64) and refusals (bools in a product,
+    # mixed dtypes in a contraction), asked of stand-ins with the operands' one-element dims and two
+    # elements in every other: torch multiplies across a one-element contracted dim, which promotes
     try:
-        result = torch.einsum(equation, *(torch.zeros((2,) * v.dim(), dtype=v.dtype) for v in values)).dtype
+        stand_ins = (torch.zeros([1 if tracer.canonical_axis(axis) is UNIT else 2 for axis in v.axes], dtype=v.dtype)
+                     for v in values)
+        result = torch.einsum(equation, *stand_ins).dtype
     except (RuntimeError, NotImplementedError) as error:
         raise exc.DtypeError(f"torch.einsum({equation!r}) of {[str(v.dtype) for v in values]}: PyTorch refuses it "
                              f"({str(error).splitlines()[0]})", location=user_location(),

@@ -150,11 +150,18 @@ def _arange_trace(tracer: Tracer, begin: Any, end: Any, *, step: int, dtype: tor
         if end.axis.is_tile:
             lanes = apply_elementwise(tracer, "sub", lanes, end.axis.begin)
         return lanes if lanes.dtype == dtype else cast(tracer, lanes, dtype)
-    if any(isinstance(v, AxisSize) for v in (begin, end, step)):
+    if any(isinstance(v, AxisSize) and v.axis.is_tile for v in (begin, end, step)):
         raise exc.DynamicAllocationError("hl.arange/torch.arange of a tile value's size takes it as the only bound",
                                          location=user_location(), hint="write torch.arange(v.size(d))")
-    begin, end, step = (tracer.symbols.canonical(sympy.sympify(v)) for v in (begin, end, step))
+    begin, end, step = (tracer.symbols.canonical(sympy.sympify(v.number("torch.arange") if isinstance(v, AxisSize)
+                                                               else v)) for v in (begin, end, step))
     length = sympy.ceiling(sympy.simplify((end - begin) / step))
+    if not length.is_Integer and step.is_Integer and int(step) > 0 and begin.is_Integer \
+            and length.free_symbols <= set(tracer.symbols.values):
+        # a length of host sizes (`torch.arange(0, n, 2)`, n a dim): a whole dim of that runtime
+        # length, masked as one read with `:` is (a block per power-of-two bucket of the length)
+        runtime_length = sympy.floor((end - begin + int(step) - 1) / int(step))
+        return tracer.emit(Op.ARANGE, [], (tracer.full_axis(runtime_length),), dtype, begin=int(begin), step=int(step))
     if not (length.is_Integer and step.is_Integer and int(step) > 0):
         raise exc.DynamicAllocationError(
             f"hl.arange/torch.arange from {begin} to {end} by {step}: its length must be a compile-time int "

@@ -195,14 +195,13 @@ def _unsupported_form(what: str, hint: str) -> exc.UnsupportedOperationError:
 
 
 def _rounded_division(tracer: Tracer, args: tuple[Any, ...], mode: str, dtype: torch.dtype) -> TileValue:
-    """`torch.div(a, b, rounding_mode=mode)`: 'floor' is floor division; 'trunc' of integers is the
-    floor quotient moved one toward zero where the remainder is nonzero and the signs differ."""
+    """`torch.div(a, b, rounding_mode=mode)`: 'floor' is floor division; 'trunc' of floats the
+    truncated quotient, of integers the floor quotient moved one toward zero where the remainder
+    is nonzero and the signs differ."""
     if mode == "floor":
         return apply_elementwise(tracer, "floordiv", *args)
-    if dtype.is_floating_point:
-        raise _unsupported_form("torch.div(..., rounding_mode='trunc') of floats",
-                                "use rounding_mode='floor' where the quotient is not negative, or run the "
-                                "kernel with mode='eager'")
+    if dtype.is_floating_point:  # torch's: the quotient rounded to the dtype, then truncated
+        return apply_elementwise(tracer, "trunc", apply_elementwise(tracer, "truediv", *args))
     # a scalar divisor wraps into the dtype first (uint8 // -3 divides by 253), so its sign does too
     args = tuple(a if isinstance(a, TileValue) else scalar_operand(a, dtype) for a in args)
     quotient = apply_elementwise(tracer, "floordiv", *args)

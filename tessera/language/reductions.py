@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import sympy
 import torch
 
 from tessera import exc
@@ -44,6 +45,8 @@ def record_reduction(tracer: Tracer, kind: str, value: TileValue, dim: Any, keep
     if kind == "sum" and dtype is None and not value.dtype.is_floating_point:
         dtype = torch.int64 if value.dtype != torch.bool else torch.int64
     for d in reversed(normalized_dims(value, dim)):
+        if kind in _EXTREMES:
+            _refuse_empty_dim(tracer, kind, result, d)
         result = _outside_jagged_ends(tracer, kind, result, d)
         axes = list(result.axes)
         out_axes = axes[:d] + ([UNIT] if keepdim else []) + axes[d + 1:]
@@ -54,6 +57,30 @@ def record_reduction(tracer: Tracer, kind: str, value: TileValue, dim: Any, keep
         result = tracer.emit(Op.REDUCE, [result.node], tuple(out_axes), out_dtype, fn=kind, dim=d,
                              keepdim=keepdim, axis=axes[d], accumulate=_accumulator(kind, result.dtype, out_dtype))
     return result
+
+
+_EXTREMES = frozenset({"amax", "amin", "argmax", "argmin"})
+
+
+def _refuse_empty_dim(tracer: Tracer, kind: str, value: TileValue, dim: int) -> None:
+    """torch refuses an extreme over a dim of no elements (an empty tensor_split piece, a size-0
+    dim read whole); the masked reduction gave -inf. A one-lane block holds sizes 0 and 1, so
+    which one this variant was traced for is guarded."""
+    axis = tracer.canonical_axis(value.axes[dim])
+    if axis is UNIT or axis.is_tile or axis.block != 1:
+        return
+    extent = tracer.symbols.canonical(sympy.sympify(axis.end))
+    if extent.is_Integer:
+        empty = int(extent) == 0
+    elif extent.free_symbols <= set(tracer.symbols.values):
+        empty = tracer.symbols.evaluate(extent) == 0
+        tracer.symbols.guard(sympy.Eq(extent, 0) if empty else sympy.Ge(extent, 1),
+                             f"dimension {extent} is {'' if empty else 'not '}empty, reduced by {kind}")
+    else:
+        return
+    if empty:
+        raise exc.TorchOperationError(f"torch.{kind} over dim {dim}, which has no elements: torch refuses it",
+                                      location=user_location(), hint="reduce a dim of at least one element")
 
 
 def _outside_jagged_ends(tracer: Tracer, kind: str, value: TileValue, dim: int) -> TileValue:

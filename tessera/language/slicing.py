@@ -22,12 +22,14 @@ from tessera.language.operands import ask_torch
 from tessera.language.reductions import record_reduction
 from tessera.language.statistics import only_tile_value
 from tessera.language.eager_indexing import is_constant_index, sliced_tile_dim_error
-from tessera.language.view import cast, view_axes
+from tessera.language.view import cast, view_axes, view_dtype
 from tessera.location import user_location
 from tessera.trace.proxy import TileValue
 from tessera.trace.tracer import Tracer
 
 T = torch.Tensor
+_SAME_WIDTH_INTS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16,
+                    torch.bfloat16: torch.int16}
 
 
 def whole_extent(tracer: Tracer, value: TileValue, dim: int, what: str,
@@ -51,6 +53,9 @@ def whole_extent(tracer: Tracer, value: TileValue, dim: int, what: str,
 def pick_lanes(tracer: Tracer, value: TileValue, dim: int, axis: Axis, wanted: Any) -> TileValue:
     """`value` with dim `dim` replaced by `axis`, whose lane p holds value's lane wanted[p] (0 where
     wanted[p] names no lane). `wanted` is an int32 value of axes (axis,), or an int (axis UNIT)."""
+    bits = _SAME_WIDTH_INTS.get(value.dtype)
+    if bits is not None:  # a float's lane is picked as its bits: a float sum (+0.0 start) lost a -0.0's sign
+        return view_dtype(tracer, pick_lanes(tracer, view_dtype(tracer, value, bits), dim, axis, wanted), value.dtype)
     rank = value.dim()
     lanes_axis = tracer.canonical_axis(value.axes[dim])
     # source: dim moved to a new last position (a unit dim left in its place); wanted spread along dim
@@ -68,13 +73,12 @@ def pick_lanes(tracer: Tracer, value: TileValue, dim: int, axis: Axis, wanted: A
         positions = view_axes(tracer, tracer.tile_index(lanes_axis), (UNIT,) * rank + (lanes_axis,), "slice lanes")
         hit = apply_elementwise(tracer, "eq", wanted, positions)
     # the one picked lane is summed in a 32-bit (or wider) dtype: 8- and 16-bit sums compiled for
-    # the GPU gave wrong values (int8 off by 256, bf16 rows); the other lanes add -0.0 to a float,
-    # which keeps every value (and a -0.0) exactly
+    # the GPU gave wrong values (int8 off by 256, bf16 rows)
     wide_dtype = source.dtype
     if source.dtype in (torch.bool, torch.int8, torch.uint8, torch.int16):
         wide_dtype = torch.int32
-    elif source.dtype in (torch.float16, torch.bfloat16) or source.dtype.is_floating_point and source.dtype.itemsize < 2:
-        wide_dtype = torch.float32
+    elif source.dtype.is_floating_point:
+        wide_dtype = torch.float32  # fp8: widened, its -0.0 kept by the other lanes' -0.0
     wide = source if source.dtype == wide_dtype else cast(tracer, source, wide_dtype)
     picked = apply_elementwise(tracer, "where", hit, wide, -0.0 if wide_dtype.is_floating_point else 0)
     total = record_reduction(tracer, "sum", picked, rank, False, dtype=wide.dtype)
@@ -107,11 +111,9 @@ def slice_dim(tracer: Tracer, value: TileValue, dim: int, item: slice | int) -> 
     count = len(range(start, stop, step))
     if count == size:
         return value
-    if count == 0:
-        raise exc.IndexingError(f"the slice {item!r} of a dimension of size {size} is empty",
-                                location=user_location(), hint="a tile value holds at least one lane per dim")
     if count == 1:  # one lane: a dim of size 1, as torch's v[:, 2:3]
         return pick_lanes(tracer, value, dim, UNIT, start)
+    # count 0 (v[:, 3:3], an empty tensor_split piece): a dim of no lanes (one masked lane), as torch's
     axis, wanted = _lane_numbers(tracer, count, start, step)
     return pick_lanes(tracer, value, dim, axis, wanted)
 
@@ -119,7 +121,7 @@ def slice_dim(tracer: Tracer, value: TileValue, dim: int, item: slice | int) -> 
 def constant_picks(tracer: Tracer, value: TileValue, index: Any) -> tuple[TileValue, Any]:
     """`value[index]`'s constant slices and ints of whole dims applied (picked lanes), and the
     index left for the view rules (`:` where a slice was, nothing where an int was)."""
-    items = list(index) if isinstance(index, tuple) else [index]
+    items = [_size_as_int(tracer, item) for item in (index if isinstance(index, tuple) else [index])]
     if not any(is_constant_index(item) for item in items):
         return value, index
     if Ellipsis in items:
@@ -139,6 +141,19 @@ def constant_picks(tracer: Tracer, value: TileValue, index: Any) -> tuple[TileVa
             value = slice_dim(tracer, value, dims[position], _constant(item))
             items[position:position + 1] = [] if not isinstance(item, slice) else [slice(None)]
     return value, tuple(items)
+
+
+def _size_as_int(tracer: Tracer, item: Any) -> Any:
+    """An index computed from sizes (`v[:, v.size(1) // 2]`) as this call's int, guarded as the
+    sliced dim's size is (eager mode sees the int); anything else unchanged."""
+    if isinstance(item, slice):
+        parts = [_size_as_int(tracer, part) for part in (item.start, item.stop, item.step)]
+        return slice(*parts) if parts != [item.start, item.stop, item.step] else item
+    expression = item.number("a tile value index") if hasattr(item, "number") else item
+    if isinstance(expression, sympy.Expr) and not expression.is_Integer \
+            and expression.free_symbols <= set(tracer.symbols.values):
+        return known_int(tracer, expression, "a tile value index")
+    return item
 
 
 def _constant(item: Any) -> Any:

@@ -3,7 +3,8 @@
 Triton sorts only values, along the last dimension. A SORT node sorts one 64-bit key per element:
 the value's bits mapped to an order-preserving int32 in the high half and its position in the low
 half, so equal values keep their order (a stable sort) and the indices come back with the values.
-Lanes past the extent sort to the end. 64-bit dtypes do not fit the key and are refused.
+Lanes past the extent sort to the end. A 64-bit value (int64, float64) does not fit the key: the
+lowering sorts its rank among the lanes instead.
 
 >>> values, indices = torch.sort(x[tile, :], dim=1, descending=True)         # doctest: +SKIP
 >>> best, where = torch.topk(scores[tile, :], 4)                              # doctest: +SKIP
@@ -24,8 +25,8 @@ from tessera.trace.proxy import TileValue
 from tessera.trace.tracer import Tracer
 
 T = torch.Tensor
-SORTABLE = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int16, torch.int8, torch.uint8,
-            torch.bool)
+SORTABLE = (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
+            torch.int8, torch.uint8, torch.bool)
 
 
 def sorted_with_indices(tracer: Tracer, value: Any, dim: Any, descending: bool, k: int | None, what: str) -> Any:
@@ -36,8 +37,8 @@ def sorted_with_indices(tracer: Tracer, value: Any, dim: Any, descending: bool, 
     ask_torch(what, torch.topk if k is not None else torch.sort, (value,),
               {"dim": dim, **({"k": 1} if k is not None else {})})
     if value.dtype not in SORTABLE:
-        raise exc.DtypeError(f"{what} of a {value.dtype} value: the sort key holds 32-bit values and their positions",
-                             location=user_location(), hint="convert to float32 or int32 first")
+        raise exc.DtypeError(f"{what} of a {value.dtype} value: tile values of this dtype do not sort",
+                             location=user_location(), hint="convert to float32, float64, int32 or int64 first")
     if value.dim() == 0:
         raise exc.UnsupportedOperationError(f"{what} of a 0-d value", location=user_location(),
                                             hint="sort a value with a dimension")

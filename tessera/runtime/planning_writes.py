@@ -12,7 +12,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
-def _argument_storages(values: Any) -> set[int]:
+def argument_storages(values: Any) -> set[int]:
     found: set[int] = set()
     for value in values:
         if type(value) in (torch.Tensor, torch.nn.Parameter) and value.device.type != "meta":
@@ -21,15 +21,30 @@ def _argument_storages(values: Any) -> set[int]:
             if address:
                 found.add(address)
         elif isinstance(value, (list, tuple)):
-            found |= _argument_storages(value)
+            found |= argument_storages(value)
         elif isinstance(value, dict):
-            found |= _argument_storages(value.values())
+            found |= argument_storages(value.values())
     return found
 
 
-class _SkipArgumentWrites(TorchDispatchMode):
+def written_into(func: Any, args: tuple, kwargs: dict, storages: set[int]) -> list[torch.Tensor] | None:
+    """The tensors an aten op writes (in place or through out=) when one of them lies in one of
+    `storages` (data pointers of plain tensors), else None."""
+    schema = func._schema
+    if not schema.is_mutable:
+        return None
+    written = [value for argument, value in _schema_values(schema, args, kwargs)
+               if argument.alias_info is not None and argument.alias_info.is_write]
+    tensors = [t for t in written if isinstance(t, torch.Tensor)]
+    if tensors and any(type(t) in (torch.Tensor, torch.nn.Parameter) and t.device.type != "meta"
+                       and t.untyped_storage().data_ptr() in storages for t in tensors):
+        return tensors
+    return None
+
+
+class SkipArgumentWrites(TorchDispatchMode):
     """Skips every aten op that writes into one of `storages` (in place or through out=), returning
-    what the op would have: the written tensors."""
+    what the op would have: the written tensors. Emptying `storages` lets every write through."""
 
     def __init__(self, storages: set[int]) -> None:
         super().__init__()
@@ -37,14 +52,9 @@ class _SkipArgumentWrites(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
-        schema = func._schema
-        if schema.is_mutable:
-            written = [value for argument, value in _schema_values(schema, args, kwargs)
-                       if argument.alias_info is not None and argument.alias_info.is_write]
-            tensors = [t for t in written if isinstance(t, torch.Tensor)]
-            if tensors and any(type(t) in (torch.Tensor, torch.nn.Parameter) and t.device.type != "meta"
-                               and t.untyped_storage().data_ptr() in self.storages for t in tensors):
-                return tensors[0] if len(schema.returns) == 1 else tuple(tensors[:len(schema.returns)])
+        tensors = written_into(func, args, kwargs, self.storages)
+        if tensors is not None:
+            return tensors[0] if len(func._schema.returns) == 1 else tuple(tensors[:len(func._schema.returns)])
         return func(*args, **kwargs)
 
 
@@ -60,9 +70,9 @@ def _schema_values(schema: Any, args: tuple, kwargs: dict) -> Iterator[tuple[Any
 @contextlib.contextmanager
 def arguments_kept(args: tuple, kwargs: dict) -> Iterator[None]:
     """While the block runs, no aten op writes into the storage of a tensor in `args`/`kwargs`."""
-    storages = _argument_storages((*args, *kwargs.values()))
+    storages = argument_storages((*args, *kwargs.values()))
     if not storages:
         yield
         return
-    with _SkipArgumentWrites(storages):
+    with SkipArgumentWrites(storages):
         yield

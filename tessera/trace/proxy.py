@@ -637,5 +637,53 @@ class TensorProxy(_TorchLike):
             total = total * size
         return total
 
+    def __getattr__(self, name: str) -> Any:
+        """A torch.Tensor method this proxy lacks, of a 0-d tensor argument (`scale.float()`): the
+        method of its value, read when called, once, as eager mode reads the tensor."""
+        sizes = self.__dict__.get("sizes")
+        if name.startswith("_") or sizes is None or sizes or not callable(getattr(torch.Tensor, name, None)):
+            raise AttributeError(name)
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return getattr(self[()], name)(*args, **kwargs)
+        return method
+
     def __repr__(self) -> str:
         return f"TensorProxy({self.name}: {self.dtype}, {self.sizes})"
+
+
+def _zero_dim_argument_operator(name: str) -> Callable[..., Any]:
+    """`scale * 2`, `s > 0`, `-s` of a 0-d tensor argument: the operator of its value, read once
+    as eager mode reads the tensor; of a bigger tensor argument, Python's TypeError (which the
+    tile loop reports, located)."""
+    def operator(self: TensorProxy, *other: Any) -> Any:
+        if self.sizes:
+            if other:
+                return NotImplemented
+            raise TypeError(f"bad operand type for {name}: a whole tensor argument")
+        return getattr(self[()], name)(*other)
+    return operator
+
+
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**", "and": "&",
+            "or": "|", "xor": "^", "matmul": "@", "lshift": "<<", "rshift": ">>"}
+
+
+def _argument_in_place_operator(name: str) -> Callable[..., Any]:
+    """`s += 1` of a tensor argument would rebind the name to a new value, where eager mode writes
+    the tensor: a located error, never a silent difference."""
+    def operator(self: TensorProxy, other: Any) -> Any:
+        raise exc.UnsupportedOperationError(
+            f"`{self.name} {_SYMBOLS.get(name, name)}= ...` updates the tensor argument {self.name} in place inside a tile loop",
+            location=user_location(), hint=f"store into it instead: {self.name}[...] = ...")
+    return operator
+
+
+for _name in BINARY_OPERATORS:
+    setattr(TensorProxy, f"__{_name}__", _zero_dim_argument_operator(f"__{_name}__"))
+    setattr(TensorProxy, f"__r{_name}__", _zero_dim_argument_operator(f"__r{_name}__"))
+    setattr(TensorProxy, f"__i{_name}__", _argument_in_place_operator(_name))
+for _name in COMPARISONS.keys() - {"eq", "ne"}:  # (== keeps its identity meaning: proxies are dict keys)
+    setattr(TensorProxy, f"__{_name}__", _zero_dim_argument_operator(f"__{_name}__"))
+for _name in UNARY_OPERATORS:
+    setattr(TensorProxy, f"__{_name}__", _zero_dim_argument_operator(f"__{_name}__"))

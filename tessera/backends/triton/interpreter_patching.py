@@ -21,6 +21,11 @@ A fourth is a check the GPU cannot make: a store in which two unmasked lanes of 
 different values to one element (a scatter whose index tensor repeats) raises `ConflictingStores`.
 On the GPU which lane wins is undefined; the interpreter's numpy store lets the last lane win, so
 the answer would be silently whatever order numpy used. Eager mode refuses the same store.
+
+A fifth fixes a comparison's element type: the interpreter labels `a < b` with the operands'
+type (fp32) instead of int1, which is harmless on a block but not on a scalar (a 0-d tensor
+argument's value): broadcast against a block, the scalar bool became fp32 data, and `&`/`|`
+with a block's bools raised a numpy TypeError (`torch.atan2(v, s)`, `v ** s`).
 """
 from __future__ import annotations
 
@@ -28,6 +33,8 @@ import contextlib
 import dataclasses
 import functools
 from typing import Any, Iterator
+
+import numpy
 
 _installed = False
 
@@ -106,6 +113,15 @@ class _NothingToRestore:
         pass
 
 
+_COMPARISONS = frozenset({numpy.less, numpy.less_equal, numpy.greater, numpy.greater_equal, numpy.equal,
+                          numpy.not_equal})
+
+
+def _int1() -> Any:
+    import triton.language as tl
+    return tl.int1
+
+
 def install() -> None:
     """Patch the interpreter's `_patch_lang` and launches (idempotent)."""
     global _installed
@@ -151,7 +167,16 @@ def install() -> None:
             _check_store_lanes(ptrs.data, value.data, mask.data)
         return create_masked_store(self, ptrs, value, mask, *args)
 
+    binary_op = interpreter.InterpreterBuilder.binary_op
+
+    @functools.wraps(binary_op)
+    def compare_as_bool(self: Any, lhs: Any, rhs: Any, op: Any) -> Any:
+        if _Launch.patched is not None and op in _COMPARISONS:
+            return interpreter.TensorHandle(op(lhs.data, rhs.data), _int1())
+        return binary_op(self, lhs, rhs, op)
+
     interpreter.InterpreterBuilder.create_masked_store = checked_store
+    interpreter.InterpreterBuilder.binary_op = compare_as_bool
     interpreter._patch_lang = patch_lang_once
     interpreter.InterpreterBuilder.create_print = print_prefix_alone
     interpreter.GridExecutor.__call__ = launch_once_patched

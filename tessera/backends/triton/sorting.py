@@ -1,5 +1,6 @@
 """Lowering of sorts of tile values (Op.SORT: torch.sort, argsort and topk): 64-bit keys holding an
-order-preserving int32 of each value above its lane number, sorted with tl.sort / tl.topk."""
+order-preserving int32 of each value above its lane number, sorted with tl.sort / tl.topk. A 64-bit
+value does not fit above its lane: it is first replaced by its rank (emit_wide_sort)."""
 from __future__ import annotations
 
 import torch
@@ -15,8 +16,11 @@ def emit_sort(emitter: Emitter, node: Node) -> None:
     0.0 are one value to torch's sort (a tie, kept in lane order): both take the key of 0.0, and the
     lowest bit of the key remembers the sign of a -0.0 so the sorted value keeps it."""
     source, axis = node.inputs[0], node.params["axis"]
+    if source.dtype.itemsize == 8:
+        emit_wide_sort(emitter, node)
+        return
     descending, k = node.params["descending"], node.params["k"]
-    name, rank = emitter.name_of(node), len(source.shape)
+    name = emitter.name_of(node)
     bits = f"{name}_bits"
     floating = source.dtype.is_floating_point
     if floating:
@@ -32,7 +36,7 @@ def emit_sort(emitter: Emitter, node: Node) -> None:
     if axis.needs_mask:
         emitter.line(f"{bits} = tl.where({emitter.axis_mask(axis, source.shape)}, {bits}, "
                      f"{-2 ** 31 if descending else 2 ** 31 - 1})")
-    lanes = f"tl.broadcast_to({Emitter.placed(f'tl.arange(0, {axis.block})', rank - 1, rank)}, {emitter.block_shape(source.shape)})"
+    lanes = _lane_numbers(emitter, node)
     low = f"((1073741823 - {lanes}).to(tl.int64) << 1)" if descending else f"({lanes}.to(tl.int64) << 1)"
     if floating:
         low = f"({low} | {name}_negative_zero)"
@@ -53,3 +57,45 @@ def emit_sort(emitter: Emitter, node: Node) -> None:
         emitter.line(f"{name}_0 = {emitter.cast(bits, torch.int32, source.dtype)}")
     position = f"(({name}_keys & 0xFFFFFFFF) >> 1)"
     emitter.line(f"{name}_1 = {f'(1073741823 - {position})' if descending else position}.to(tl.int64)")
+
+
+def _lane_numbers(emitter: Emitter, node: Node) -> str:
+    source, axis = node.inputs[0], node.params["axis"]
+    rank = len(source.shape)
+    return (f"tl.broadcast_to({Emitter.placed(f'tl.arange(0, {axis.block})', rank - 1, rank)}, "
+            f"{emitter.block_shape(source.shape)})")
+
+
+def emit_wide_sort(emitter: Emitter, node: Node) -> None:
+    """Sort 64-bit values (int64, float64) with indices: each value becomes an order-preserving int64
+    (a float64's bits with the negatives' magnitude bits flipped, NaN above inf, -0.0 equal to 0.0);
+    those sort alone, and a binary search of the sorted row (log2(block) tl.gather steps) gives each
+    lane its rank, the number of lanes strictly before it. Ranks fit 32 bits, so the 32-bit key of
+    emit_sort (rank above lane) orders ties by lane; the values are gathered back by index, which
+    keeps a -0.0. Ranks stay in order whatever the padding lanes hold; padding takes rank `block`."""
+    source, axis = node.inputs[0], node.params["axis"]
+    descending, k = node.params["descending"], node.params["k"]
+    name, rank = emitter.name_of(node), len(source.shape)
+    value, key, last = emitter.name_of(source), f"{name}_order", rank - 1
+    if source.dtype.is_floating_point:
+        emitter.line(f"{key} = {value}.to(tl.int64, bitcast=True)")
+        emitter.line(f"{key} = tl.where({value} != {value}, 0x7FF8000000000000, "
+                     f"tl.where({key} < 0, {key} ^ 0x7FFFFFFFFFFFFFFF, {key}))")
+        emitter.line(f"{key} = tl.where({value} == 0, 0, {key})")
+    else:
+        emitter.line(f"{key} = {value}.to(tl.int64)")
+    emitter.line(f"{name}_sorted = tl.sort({key}, dim={last}, descending={bool(descending)})")
+    before = ">" if descending else "<"
+    emitter.line(f"{name}_rank = tl.zeros({emitter.block_shape(source.shape)}, dtype=tl.int32)")
+    step = axis.block // 2
+    while step:  # lanes strictly before: a prefix of the sorted row, found by halving
+        emitter.line(f"{name}_probe = tl.gather({name}_sorted, {name}_rank + {step - 1}, {last})")
+        emitter.line(f"{name}_rank = tl.where({name}_probe {before} {key}, {name}_rank + {step}, {name}_rank)")
+        step //= 2
+    if axis.needs_mask:
+        emitter.line(f"{name}_rank = tl.where({emitter.axis_mask(axis, source.shape)}, {name}_rank, {axis.block})")
+    keys = f"{name}_keys"
+    emitter.line(f"{keys} = ({name}_rank.to(tl.int64) << 32) | {_lane_numbers(emitter, node)}.to(tl.int64)")
+    emitter.line(f"{keys} = tl.sort({keys}, dim={last})" if k is None else f"{keys} = ~tl.topk(~{keys}, {k}, dim={last})")
+    emitter.line(f"{name}_1 = {keys} & 0xFFFFFFFF")
+    emitter.line(f"{name}_0 = tl.gather({value}, {name}_1.to(tl.int32), {last})")
