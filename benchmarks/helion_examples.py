@@ -195,16 +195,22 @@ def _patch_triton_autotuner_to_cpu() -> None:
 _timings: list[dict[str, Any]] = []
 
 
-def _timed_run_example(original: Any, lock_path: str) -> Any:
-    """`run_example` that checks as before, then times each implementation (compiled mode)."""
+def _do_bench(function: Any) -> float:
+    import triton.testing
+
+    return float(triton.testing.do_bench(function, warmup=25, rep=100, return_mode="median"))
+
+
+def _timed_run_example(original: Any, lock_path: str, do_bench: Any = _do_bench) -> Any:
+    """`run_example` that checks as before, then times each implementation (compiled mode) with
+    `do_bench` (a function's median ms)."""
     import fcntl
 
     import torch
-    import triton.testing
 
     def bench(function: Any) -> float | str:
         try:
-            return float(triton.testing.do_bench(function, warmup=25, rep=100, return_mode="median"))
+            return do_bench(function)
         except Exception as error:  # a baseline that fails to compile is a table entry, not a failure
             return f"error: {_first_line(error)}"
 
