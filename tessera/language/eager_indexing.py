@@ -362,12 +362,13 @@ def lane_tail_marks(value: torch.Tensor) -> dict[int, tuple[int, int, int]]:
     one lane broadcast against a register_block_size allocation (a silent wrong answer) and
     others met it as a shape error."""
     lanes = eager_lanes.lanes_of(value)
-    if lanes == eager_lanes.LOST or not any(isinstance(lane, Tile) for lane in lanes):
+    if lanes == eager_lanes.LOST:
         return {}
-    depth_of = _tile_depths()
-    return {value.dim() - d: (lane.block_size, len(lane), depth_of.get(id(lane), 0))
-            for d, lane in enumerate(lanes)
-            if isinstance(lane, Tile) and len(lane) < lane.block_size and value.size(d) == len(lane)}
+    marks: dict[int, tuple[int, int, int]] = {}
+    for d, lane in enumerate(lanes):  # every elementwise op asks: full tiles leave at the first test
+        if isinstance(lane, Tile) and lane.end - lane.begin < lane.block_size and value.size(d) == len(lane):
+            marks[value.dim() - d] = (lane.block_size, len(lane), _tile_depths().get(id(lane), 0))
+    return marks
 
 
 def _tile_depths() -> dict[int, int]:
