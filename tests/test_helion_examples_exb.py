@@ -128,7 +128,8 @@ def test_interpret_mode_runs_wider_blocks_than_the_gpu_heuristic() -> None:
     bound = _blocked_row_sums.bind(torch.randn(256, 4096))
     gpu, interpreted = heuristic_for(bound)["block_sizes"], heuristic_for(bound, interpreted=True)["block_sizes"]
     assert all(wide >= narrow for wide, narrow in zip(interpreted, gpu)) and interpreted != gpu
-    # widened up to 128 per dim and 16384 elements a tile, never narrower than the GPU's blocks
-    # (a row kernel's GPU chunk, 4096 here, is already wider)
-    assert all(wide <= max(128, narrow) for wide, narrow in zip(interpreted, gpu))
-    assert interpreted[0] * interpreted[1] <= max(16384, gpu[0] * gpu[1])
+    # widened up to 128 per dim and INTERPRETER_ELEMENTS a tile, never narrower than the GPU's
+    # blocks (a row kernel's GPU chunk, 4096 here, is already wider)
+    from tessera.backends.triton.heuristics import INTERPRETER_BLOCK, INTERPRETER_ELEMENTS
+    assert all(wide <= max(INTERPRETER_BLOCK, narrow) for wide, narrow in zip(interpreted, gpu))
+    assert interpreted[0] * interpreted[1] <= max(INTERPRETER_ELEMENTS, gpu[0] * gpu[1])

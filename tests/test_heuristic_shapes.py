@@ -259,6 +259,17 @@ def test_widened_interpreter_blocks_stay_within_tritons_block_limit() -> None:
     assert torch.Size(blocks).numel() <= 2 ** 20, blocks
 
 
+def test_interpreter_blocks_grow_past_a_wide_inner_loop() -> None:
+    # grpo_loss at the examples' CPU sizes: a 4096-wide vocabulary block left the interpreter
+    # [1, 1] -> [4, 1] token tiles, 256 programs of ~100 ops each, whose Python cost per op
+    # (not the elements) made one call take 5-8 s and the example's 180 calls time out
+    logits, scale = torch.empty(8, 128, 4000), torch.empty(8, 128)
+    bound = per_token_scaled_rows.bind(logits, scale)
+    gpu, interpreted = heuristic_for(bound)["block_sizes"], heuristic_for(bound, interpreted=True)["block_sizes"]
+    assert gpu[2] == interpreted[2] == 4096
+    assert (8 // interpreted[0]) * (128 // interpreted[1]) <= 16, interpreted
+
+
 @pytest.mark.parametrize("mode", ["eager", "interpret"])
 def test_per_token_scaled_rows_matches_torch(mode: str) -> None:
     logits, scale = torch.randn(3, 5, 37), torch.randn(3, 5)

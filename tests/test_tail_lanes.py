@@ -3,8 +3,9 @@
 A `register_block_size` accumulator combines an inner tile's values lane for lane; on the tail
 tile the lanes past the end hold no element. They used to join the accumulator as 0, so a max
 of negative values, a min of positive ones or a product read 0 (a silent wrong answer in every
-mode). Each test runs in eager and interpret mode against PyTorch, at widths with and without
-a tail and of size 1.
+mode). Loads that gather by offsets computed from tile indices carry the same tail (eager used
+to broadcast a one-lane tail over the allocation). Each test runs in eager and interpret mode
+against PyTorch, at widths with and without a tail and of size 1.
 """
 from __future__ import annotations
 
@@ -118,3 +119,33 @@ def test_variance_over_a_tile_counts_its_own_lanes(kind: str, width: int, mode: 
         expected[:, i] = spread[0] if kind.endswith("_mean") else spread
     result = tessera.kernel(kernel, config=tessera.Config(block_sizes=[2]), mode=mode)(x)
     torch.testing.assert_close(result, expected, rtol=1e-5, atol=1e-5)
+
+
+def gathered_dot(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Row-wise dot products whose loads gather by offsets computed from tile indices (no tile
+    indexes the tensors), accumulated in a register_block_size allocation."""
+    m, n = x.shape
+    out = torch.empty([m], dtype=x.dtype, device=x.device)
+    block = hl.register_block_size(n)
+    for tile_m in hl.tile(m):
+        acc = hl.zeros([tile_m, block], dtype=x.dtype)
+        for tile_n in hl.tile(n, block_size=block):
+            offsets = tile_m.index[:, None] * n + tile_n.index[None, :]
+            v = hl.load(x.view(-1), [offsets], extra_mask=(tile_n.index < n)[None, :])
+            w = y.view(-1)[tile_n.index * 1]
+            acc = acc + v * w[None, :]
+        out[tile_m] = acc.sum(-1)
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("width", (1, 5, 8, 13))
+@pytest.mark.parametrize("blocks", ([4, 2], [8, 8], [16, 4]))
+def test_gathered_tail_lanes_fit_the_allocation(blocks: list[int], width: int, mode: str) -> None:
+    # eager read the tail of a gather as a plain tensor: a one-lane tail broadcast over the
+    # allocation's block (a silent wrong sum) and a longer one cut the allocation or raised a
+    # shape error; its lanes now mark it as a tail as a load by the tile is
+    torch.manual_seed(width)
+    x, y = torch.randn(5, width), torch.randn(width)
+    kernel = tessera.kernel(gathered_dot, config=tessera.Config(block_sizes=blocks), mode=mode)
+    torch.testing.assert_close(kernel(x, y), (x * y).sum(-1), rtol=1e-5, atol=1e-5)

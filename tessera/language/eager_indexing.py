@@ -344,8 +344,7 @@ def mark_tail_tiles(value: torch.Tensor, original: Any, allocation: bool = False
     items = original if isinstance(original, (tuple, list)) else (original,)
     if Ellipsis in [i for i in items if not isinstance(i, torch.Tensor)]:
         return
-    open_tiles = getattr(interpreter.active(), "open_tiles", [])
-    depth_of = {id(tile): depth for depth, combo in enumerate(open_tiles) for tile in combo}
+    depth_of = _tile_depths()
     # an index's ints select (their dims go); an allocation's ints are sizes
     kept = list(items) if allocation else [item for item in items if not (isinstance(item, int) and not isinstance(item, bool))]
     if len(kept) != value.dim():
@@ -354,6 +353,28 @@ def mark_tail_tiles(value: torch.Tensor, original: Any, allocation: bool = False
              for d, item in enumerate(kept) if isinstance(item, Tile) and len(item) < item.block_size}
     if marks:
         setattr(value, "_tessera_tails", marks)
+
+
+def lane_tail_marks(value: torch.Tensor) -> dict[int, tuple[int, int, int]]:
+    """The tail marks `mark_tail_tiles` gives, read from the lanes of a value that no tile indexed:
+    a gather by offsets computed from `tile.index` (`hl.load(x, [t0.index[:, None] * n + t1.index])`,
+    the fp4 loads) runs over a tail tile as a load by the tile does; without the mark, a tail of
+    one lane broadcast against a register_block_size allocation (a silent wrong answer) and
+    others met it as a shape error."""
+    lanes = eager_lanes.lanes_of(value)
+    if lanes == eager_lanes.LOST:
+        return {}
+    marks: dict[int, tuple[int, int, int]] = {}
+    for d, lane in enumerate(lanes):  # every elementwise op asks: full tiles leave at the first test
+        if isinstance(lane, Tile) and lane.end - lane.begin < lane.block_size and value.size(d) == len(lane):
+            marks[value.dim() - d] = (lane.block_size, len(lane), _tile_depths().get(id(lane), 0))
+    return marks
+
+
+def _tile_depths() -> dict[int, int]:
+    """id(tile) -> the depth of its loop, for the tiles of the open tile loops."""
+    open_tiles = getattr(interpreter.active(), "open_tiles", [])
+    return {id(tile): depth for depth, combo in enumerate(open_tiles) for tile in combo}
 
 
 def _padded_past_masked_tiles(tensor: torch.Tensor, index: Any) -> tuple[torch.Tensor, torch.Tensor | None, Any]:

@@ -26,6 +26,7 @@ from tessera.ir.primitive import ALL_PRIMITIVES, TORCH_FUNCTIONS, Primitive
 from tessera.ir.tile_range import TileRange, reversed_range_error, static_bounds
 from tessera.language import eager_write_back
 from tessera.language.eager_indexing import (cut_padded_rows, holds_memory_rows, is_padded_row, is_tile_value,
+                                             lane_tail_marks,
                                              mark_memory_rows, mark_tile_values)
 from tessera.language.elementwise import ELEMENTWISE_OPS
 from tessera.language.rng import LaunchSeeds
@@ -372,7 +373,7 @@ def fit_to_block_sizes(func: Callable[..., Any], args: tuple, tails: dict[int, t
     targets: dict[int, int] = {}  # position from the right -> the length the operands take there
     for position, (block, length, depth) in tails.items():
         if any(isinstance(a, torch.Tensor) and a.dim() >= position and a.size(-position) == block
-               and position not in getattr(a, _TAILS, {}) for a in args):
+               and position not in own_tail_marks(a) for a in args):
             targets[position] = block if depth else length
     if not targets:
         return args
@@ -457,10 +458,14 @@ def tail_marks(args: tuple) -> dict[int, tuple[int, int, int]]:
     """The tail-tile dims of the tensor operands (merged), empty when none has any."""
     marks: dict[int, tuple[int, int, int]] = {}
     for arg in args:
-        found = getattr(arg, _TAILS, None) if isinstance(arg, torch.Tensor) else None
-        if found:
-            marks.update(found)
+        if isinstance(arg, torch.Tensor):
+            marks.update(own_tail_marks(arg))
     return marks
+
+
+def own_tail_marks(value: torch.Tensor) -> dict[int, tuple[int, int, int]]:
+    """A tensor's tail marks: those a load by a tile set, else those its lanes tell."""
+    return getattr(value, _TAILS, None) or lane_tail_marks(value)
 
 
 def mark_tails(result: Any, tails: dict[int, tuple[int, int, int]]) -> None:
@@ -474,7 +479,7 @@ def mark_tails(result: Any, tails: dict[int, tuple[int, int, int]]) -> None:
 def _resized(tensor: torch.Tensor, targets: dict[int, int], fill: Any = 0) -> torch.Tensor:
     """`tensor` cut or padded to the `targets` lengths; padding takes `fill` (language/tail_fill.py:
     the op's identity, or the lanes there of where's other value)."""
-    marked = getattr(tensor, _TAILS, {})
+    marked = own_tail_marks(tensor)
     for position, length in targets.items():
         if tensor.dim() < position or tensor.size(-position) == length \
                 or tensor.size(-position) == 1 and position not in marked:  # a dim that broadcasts
@@ -485,7 +490,7 @@ def _resized(tensor: torch.Tensor, targets: dict[int, int], fill: Any = 0) -> to
             continue
         shape = list(tensor.shape)
         shape[dim] = length - tensor.size(dim)
-        if isinstance(fill, torch.Tensor) and position in getattr(fill, _TAILS, {}):
+        if isinstance(fill, torch.Tensor) and position in own_tail_marks(fill):
             fill = 0  # where's other value is a tail tile's too: no lanes of its own there
         if isinstance(fill, torch.Tensor):
             padding = fill.to(tensor.dtype)

@@ -74,7 +74,11 @@ CHUNK_STAGES = 4
 MAX_ACCUMULATOR_PER_THREAD = 128  # fp32 accumulator elements per thread of a dot kernel; more spills
 SHARED_MEMORY_MARGIN = 0.9   # the estimate leaves out Triton's own scratch (barriers, layout conversions)
 INTERPRETER_BLOCK = 128      # interpret mode: the widest block _widen_for_interpreter gives a dim
-INTERPRETER_ELEMENTS = 16384  # interpret mode: the most elements of a program's tile it widens to
+# interpret mode: the most elements of a program's tile it widens to. The interpreter pays
+# ~0.1-0.2 ms of Python per op and ~1-2 ns per element, so tiles pay up to a few 100K elements:
+# Helion's grpo_loss (8 x 128 tokens x 4000 vocabulary) at 16384 ran 256 programs, 5-8 s a call;
+# at 2**18, 16 programs and ~1 s (Triton's own limit on a block is 2**20)
+INTERPRETER_ELEMENTS = 1 << 18
 
 
 def heuristic_config(space: ConfigSpace) -> Config:
