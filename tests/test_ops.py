@@ -293,6 +293,9 @@ OPS: tuple[OpCase, ...] = (
     OpCase("isnan", lambda x, y, z: torch.where(torch.isnan(torch.log(x)), y, z)),
     OpCase("isinf", lambda x, y, z: torch.where((1 / (x * (x > 0))).isinf(), y, z)),
     OpCase("isfinite", lambda x, y, z: torch.where(torch.isfinite(torch.log(x) / (y > 0)), y, z)),
+    OpCase("isposinf", lambda x, y, z: torch.where(torch.isposinf(torch.log(x) / (y > 0)), y, z)),
+    OpCase("isneginf", lambda x, y, z: torch.where((torch.log(x) / (y > 0)).isneginf(), y, z)),
+    OpCase("positive", lambda x, y, z: torch.positive(x) + y.positive()),
     OpCase("softplus", lambda x, y, z: F.softplus(x * 30), tolerance=1e-4),
     OpCase("softplus", lambda x, y, z: F.softplus(x, beta=2.0, threshold=1.0), tolerance=1e-4),
     # activations (language/activations.py): torch's formulas, fp32 inside for 16-bit inputs
@@ -431,6 +434,9 @@ OPS: tuple[OpCase, ...] = (
     OpCase("bfloat16", lambda x, y, z: x.bfloat16(), tolerance=1e-2), OpCase("int", lambda x, y, z: (x * 4).int()),
     OpCase("long", lambda x, y, z: (x * 4).long()), OpCase("bool", lambda x, y, z: (x > 0).int().bool()),
     OpCase("double", lambda x, y, z: x.double()), OpCase("type_as", lambda x, y, z: (x * 4).int().type_as(y)),
+    OpCase("short", lambda x, y, z: (x * 4).short()), OpCase("char", lambda x, y, z: (x * 4).char()),
+    OpCase("byte", lambda x, y, z: (x * 4).abs().byte()),
+    OpCase("type", lambda x, y, z: (x * 4).type(torch.int16) + y.type(dtype=torch.float16).float() + len(x.type())),
     OpCase("getitem", lambda v: v[:, None].sum(1), layout="row_to_row"),
     # copies and masks (language/copies.py): tril/triu count rows within the tile (block 4), as eager's block does
     OpCase("clone", lambda x, y, z: x.clone() + torch.clone(y)),

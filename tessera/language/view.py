@@ -71,8 +71,21 @@ def _cast_rule(dtype: torch.dtype) -> Any:
 
 
 for _method, _dtype in (("float", torch.float32), ("half", torch.float16), ("bfloat16", torch.bfloat16),
-                        ("int", torch.int32), ("long", torch.int64), ("bool", torch.bool), ("double", torch.float64)):
+                        ("int", torch.int32), ("long", torch.int64), ("bool", torch.bool), ("double", torch.float64),
+                        ("short", torch.int16), ("char", torch.int8), ("byte", torch.uint8)):
     torch_primitive(_method, getattr(T, _method))(_cast_rule(_dtype))
+
+
+@torch_primitive("type", T.type)
+def type_p(tracer: Tracer, value: TileValue, dtype: Any = None, **kwargs: Any) -> Any:
+    """`v.type(torch.float16)` converts; `v.type()` names the type as torch does ('torch.FloatTensor')."""
+    dtype = kwargs.get("dtype", dtype)
+    if dtype is None:
+        return torch.empty(0, dtype=value.dtype).type()
+    if not isinstance(dtype, torch.dtype):
+        raise exc.DtypeError(f"Tensor.type({dtype!r}) inside a tile loop: only a torch.dtype is understood",
+                             location=user_location(), hint="write v.type(torch.float16) or v.to(torch.float16)")
+    return cast(tracer, value, dtype)
 
 
 @torch_primitive("type_as", T.type_as)
