@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from tessera import exc
 from tessera.ir.primitive import torch_primitive
-from tessera.language.elementwise import apply_elementwise
+from tessera.language.elementwise import apply_elementwise, scalar_tensor_value
 from tessera.language.operands import ask_torch
 from tessera.language.reductions import record_reduction as reduce
 from tessera.language.statistics import only_tile_value, variance
@@ -29,6 +29,7 @@ T = torch.Tensor
 @torch_primitive("masked_fill", torch.masked_fill, T.masked_fill)
 def masked_fill_p(tracer: Tracer, value: TileValue, mask: Any, fill: Any) -> TileValue:
     value = only_tile_value("torch.masked_fill", value)
+    fill = scalar_tensor_value(tracer, fill)
     answer = ask_torch("torch.masked_fill", torch.masked_fill, (value, mask, fill), {})
     # torch converts the fill to the tensor's dtype first (-1.5 into int64 is -1); a select in a
     # wider dtype would round large int64 values

@@ -162,9 +162,14 @@ def _tail_fill(tracer: Tracer, name: str, position: int, operands: tuple[Any, ..
 
 def scalar_tensor_value(tracer: Tracer, value: Any) -> Any:
     """A 0-d tensor argument used as an operand (`x[tile] * scale`) is read once, as eager mode
-    reads it: a 0-d value, which promotes like a scalar (`fp16 * fp32 0-d` stays fp16)."""
+    reads it: a 0-d value, which promotes like a scalar (`fp16 * fp32 0-d` stays fp16). A 0-d
+    tensor made inside the loop is a constant 0-d value."""
     if isinstance(value, TensorProxy) and value.dim() == 0:
         return trace_load(tracer, value, ())
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and value.device.type != "meta":
+        # `torch.tensor(2.0)` made in the loop: a constant, kept 0-d so it promotes as eager's does
+        # (an fp64 0-d tensor times an int tile is fp64, where the Python float would give fp32)
+        return tracer.emit(Op.FULL, [tracer.symbols.canonical(value.item())], (), value.dtype)
     if isinstance(value, AxisSize):  # `v * v.size(1)`: a whole dim's size is a number (a tile's: an error)
         return value.number("an elementwise op")
     return value

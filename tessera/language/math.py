@@ -11,6 +11,7 @@ from tessera.ir import interpreter
 from tessera.ir.graph import UNIT, Op
 from tessera.ir.primitive import Primitive
 from tessera.language.elementwise import apply_elementwise
+from tessera.language.operands import check_operand
 from tessera.language.reductions import record_reduction
 from tessera.language.view import cast, view_axes
 from tessera.location import user_location
@@ -109,6 +110,9 @@ def _dot_eager(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None, *,
 
 @dot_p.def_trace
 def dot_trace(tracer: Tracer, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtype | None) -> TileValue:
+    for operand in (a, b, acc):
+        if isinstance(operand, torch.Tensor):  # made in the loop (torch.eye(8)): no register layout to take
+            check_operand(operand, "a matrix product")
     if a.dim() != b.dim() or a.dim() not in (2, 3):
         raise exc.ShapeMismatchError(f"hl.dot needs two 2-D or two 3-D tiles, got ranks {a.dim()} and {b.dim()}",
                                      location=user_location())

@@ -1,0 +1,67 @@
+"""torch calls a kernel author writes on tile values that Tessera refused or crashed on before
+session 13 (found by sweeping torch's pointwise, reduction, view and cast functions): each means
+inside a tile loop what it means in torch, in eager and interpret modes, at size 1, non-powers of
+two and tail tiles."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+import torch
+
+import tessera
+import tessera.language as hl
+from tessera import exc
+
+T = torch.Tensor
+MODES = ("eager", "interpret")
+
+# op(x, y, i, j) -> a value with x's rows first; x, y floats (y away from 0), i, j int32 (j in [1, 6])
+OPS: dict[str, Callable[..., T]] = {
+    "0-d tensors made in the loop": lambda x, y, i, j: x * torch.tensor(2.0) + torch.scalar_tensor(1.5)
+    + torch.minimum(i, torch.tensor(3, dtype=torch.int32)),
+    "0-d fp64 tensor promotes an int tile to fp64": lambda x, y, i, j: i * torch.tensor(0.5, dtype=torch.float64),
+    "masked_fill with a 0-d tensor": lambda x, y, i, j: x.masked_fill(x > 0, torch.tensor(-2.0)),
+}
+
+
+def rows(out: T, x: T, y: T, i: T, j: T, op: Callable[..., Any]) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = op(x[tile, :], y[tile, :], i[tile, :], j[tile, :])
+    return out
+
+
+def _inputs(shape: tuple[int, int]) -> tuple[T, T, T, T]:
+    generator = torch.Generator().manual_seed(13)
+    x = torch.randn(shape, generator=generator)
+    y = torch.where(torch.rand(shape, generator=generator) < 0.5, -1.0, 1.0) * (torch.rand(shape, generator=generator) + 0.5)
+    i = torch.randint(-20, 20, shape, generator=generator, dtype=torch.int32)
+    j = torch.randint(1, 7, shape, generator=generator, dtype=torch.int32)
+    return x, y, i, j
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 7), (6, 16)])
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_op_means_what_torch_means(name: str, shape: tuple[int, int]) -> None:
+    args = _inputs(shape)
+    op = OPS[name]
+    expected = op(*args)
+    for mode in MODES:
+        kernel = tessera.kernel(rows, mode=mode, config=tessera.Config(block_sizes=[4]))
+        got = kernel(torch.empty_like(expected), *args, op)
+        assert got.dtype == expected.dtype, mode
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5, equal_nan=True, msg=lambda m: f"{mode}: {m}")
+
+
+def product_with_made_tensor(out: T, x: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = torch.addmm(x[tile, :], x[tile, :], torch.eye(x.size(1)))
+    return out
+
+
+def test_matrix_product_with_a_tensor_made_in_the_loop_is_a_located_error() -> None:
+    x = torch.randn(5, 7)
+    with pytest.raises(exc.UnsupportedOperationError, match="created or captured inside the tile loop") as info:
+        tessera.kernel(product_with_made_tensor, mode="interpret")(torch.empty_like(x), x)
+    assert info.value.location is not None and info.value.location.filename == __file__
+    assert "torch.eye" in info.value.location.source_line()
