@@ -93,11 +93,11 @@ def test_div_rounding_mode_floor_of_floats_is_floor_division(device: torch.devic
     _assert_binary_matches_torch(lambda a, b: torch.div(a, b, rounding_mode=None), x, y, device)
 
 
-def test_div_rounding_mode_trunc_of_floats_is_a_located_refusal(device: torch.device) -> None:
-    x = torch.randn(5, 37, device=device)
-    with pytest.raises(exc.UnsupportedOperationError) as caught:
-        _run_binary(lambda a, b: torch.div(a, b, rounding_mode="trunc"), x, x, _modes(device)[1])
-    _assert_located(caught.value)
+def test_div_rounding_mode_trunc_of_floats_truncates_the_quotient(device: torch.device) -> None:
+    generator = torch.Generator().manual_seed(4)
+    x = torch.randn(5, 37, generator=generator) * 8
+    y = torch.randn(5, 37, generator=generator) + 0.05
+    _assert_binary_matches_torch(lambda a, b: torch.div(a, b, rounding_mode="trunc"), x, y, device)
 
 
 # -- operands given by keyword reached the code generator as missing operands (raw IndexError) ------

@@ -22,6 +22,18 @@ OPS: dict[str, Callable[..., T]] = {
     + torch.minimum(i, torch.tensor(3, dtype=torch.int32)),
     "0-d fp64 tensor promotes an int tile to fp64": lambda x, y, i, j: i * torch.tensor(0.5, dtype=torch.float64),
     "masked_fill with a 0-d tensor": lambda x, y, i, j: x.masked_fill(x > 0, torch.tensor(-2.0)),
+    "comparison aliases": lambda x, y, i, j: torch.greater(x, y).int() + torch.less(x, y).int() * 2
+    + x.greater_equal(0).int() * 4 + torch.less_equal(i, j).int() * 8 + i.not_equal(j).int() * 16,
+    "remainder floor_divide bitwise methods": lambda x, y, i, j: i.remainder(j) + i.floor_divide(j)
+    + i.bitwise_and(j) + i.bitwise_or(3) + i.bitwise_xor(j) + i.bitwise_not() + (x * 3).remainder(y).int(),
+    "a number floor-divided by a tile value": lambda x, y, i, j: 7 // j + (-7) // j + 7 % j,
+    "div with rounding_mode='trunc' of floats": lambda x, y, i, j: torch.div(x * 3, y, rounding_mode="trunc")
+    + (x * 3).div(-0.7, rounding_mode="trunc") + torch.div(i, y, rounding_mode="trunc"),
+    "div trunc of fp16 truncs the rounded quotient": lambda x, y, i, j: torch.div(
+        x.half() * 300, y.half(), rounding_mode="trunc").float(),
+    "copy_ converts and broadcasts": lambda x, y, i, j: x.clone().copy_(i) + x.clone().copy_(y[:, :1]),
+    "view_as and reshape_as of equal dims": lambda x, y, i, j: x.view_as(y) + y.reshape_as(x),
+    "numel of whole dims": lambda x, y, i, j: x / x.sum(0).numel() + x.sum(0, keepdim=True).nelement(),
 }
 
 
@@ -65,3 +77,46 @@ def test_matrix_product_with_a_tensor_made_in_the_loop_is_a_located_error() -> N
         tessera.kernel(product_with_made_tensor, mode="interpret")(torch.empty_like(x), x)
     assert info.value.location is not None and info.value.location.filename == __file__
     assert "torch.eye" in info.value.location.source_line()
+
+
+def rebound_by_copy(out: T, x: T, y: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        v = x[tile, :]
+        v.copy_(y[tile, :])
+        out[tile, :] = v
+    return out
+
+
+def test_copy_into_a_tile_value_rebinds_the_name_and_leaves_the_input_alone() -> None:
+    x, y = torch.randn(5, 7), torch.randn(5, 7)
+    before = x.clone()
+    for mode in MODES:
+        got = tessera.kernel(rebound_by_copy, mode=mode, config=tessera.Config(block_sizes=[4]))(torch.empty_like(x), x, y)
+        torch.testing.assert_close(got, y, msg=lambda m: f"{mode}: {m}")
+        assert torch.equal(x, before), mode
+
+
+def viewed_as_uint32(out: T, x: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = x[tile, :].view(torch.uint32).to(torch.int64)
+    return out
+
+
+def test_a_view_as_a_dtype_compiled_code_cannot_hold_is_a_located_error() -> None:
+    x = torch.randn(5, 7)
+    with pytest.raises(exc.DtypeError, match="uint32") as info:
+        tessera.kernel(viewed_as_uint32, mode="interpret")(torch.empty(5, 7, dtype=torch.int64), x)
+    assert info.value.location is not None and info.value.location.filename == __file__
+
+
+def numel_of_a_tile_dim(out: T, x: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = x[tile, :] / x[tile, :].numel()
+    return out
+
+
+def test_numel_over_a_tile_dim_is_a_located_error_when_traced() -> None:
+    x = torch.randn(5, 7)
+    with pytest.raises(exc.UnsupportedOperationError, match="numel") as info:
+        tessera.kernel(numel_of_a_tile_dim, mode="interpret")(torch.empty_like(x), x)
+    assert info.value.location is not None and info.value.location.filename == __file__

@@ -46,8 +46,8 @@ ELEMENTWISE_OPS: tuple[ElementwiseOp, ...] = (
     ElementwiseOp("mul", 2, "arith", (torch.mul, T.mul, torch.multiply, T.multiply)),
     ElementwiseOp("truediv", 2, "divide", (torch.div, torch.true_divide, T.div, T.true_divide, torch.divide,
                                             T.divide)),
-    ElementwiseOp("floordiv", 2, "arith", (torch.floor_divide,)),
-    ElementwiseOp("mod", 2, "arith", (torch.remainder,)),
+    ElementwiseOp("floordiv", 2, "arith", (torch.floor_divide, T.floor_divide)),
+    ElementwiseOp("mod", 2, "arith", (torch.remainder, T.remainder)),
     ElementwiseOp("fmod", 2, "arith", (torch.fmod, T.fmod)),  # C's remainder: the dividend's sign
     ElementwiseOp("pow", 2, "float", (torch.pow, T.pow)),
     ElementwiseOp("maximum", 2, "arith", (torch.maximum, T.maximum)),
@@ -58,10 +58,10 @@ ELEMENTWISE_OPS: tuple[ElementwiseOp, ...] = (
     ElementwiseOp("ge", 2, "compare", (torch.ge, T.ge, torch.greater_equal, T.greater_equal)),
     ElementwiseOp("eq", 2, "compare", (torch.eq, T.eq)),
     ElementwiseOp("ne", 2, "compare", (torch.ne, T.ne, torch.not_equal, T.not_equal)),
-    ElementwiseOp("bitwise_and", 2, "logical", (torch.bitwise_and,)),
-    ElementwiseOp("bitwise_or", 2, "logical", (torch.bitwise_or,)),
-    ElementwiseOp("bitwise_xor", 2, "logical", (torch.bitwise_xor,)),
-    ElementwiseOp("invert", 1, "logical", (torch.bitwise_not,)),
+    ElementwiseOp("bitwise_and", 2, "logical", (torch.bitwise_and, T.bitwise_and)),
+    ElementwiseOp("bitwise_or", 2, "logical", (torch.bitwise_or, T.bitwise_or)),
+    ElementwiseOp("bitwise_xor", 2, "logical", (torch.bitwise_xor, T.bitwise_xor)),
+    ElementwiseOp("invert", 1, "logical", (torch.bitwise_not, T.bitwise_not)),
     # shifts by less than the bit width (wider shifts are undefined on the GPU; torch gives 0 or -1)
     ElementwiseOp("lshift", 2, "logical", (torch.bitwise_left_shift, T.bitwise_left_shift)),
     ElementwiseOp("rshift", 2, "logical", (torch.bitwise_right_shift, T.bitwise_right_shift)),
@@ -200,14 +200,14 @@ def _unsupported_form(what: str, hint: str) -> exc.UnsupportedOperationError:
 
 
 def _rounded_division(tracer: Tracer, args: tuple[Any, ...], mode: str, dtype: torch.dtype) -> TileValue:
-    """`torch.div(a, b, rounding_mode=mode)`: 'floor' is floor division; 'trunc' of integers is the
-    floor quotient moved one toward zero where the remainder is nonzero and the signs differ."""
+    """`torch.div(a, b, rounding_mode=mode)`: 'floor' is floor division; 'trunc' of floats truncates
+    the quotient; of integers it is the floor quotient moved one toward zero where the remainder is
+    nonzero and the signs differ."""
     if mode == "floor":
         return apply_elementwise(tracer, "floordiv", *args)
     if dtype.is_floating_point:
-        raise _unsupported_form("torch.div(..., rounding_mode='trunc') of floats",
-                                "use rounding_mode='floor' where the quotient is not negative, or run the "
-                                "kernel with mode='eager'")
+        # torch: trunc(a / b), the quotient of 16-bit floats rounded to their dtype before the trunc
+        return apply_elementwise(tracer, "trunc", apply_elementwise(tracer, "truediv", *args))
     # a scalar divisor wraps into the dtype first (uint8 // -3 divides by 253), so its sign does too
     args = tuple(a if isinstance(a, TileValue) else scalar_operand(a, dtype) for a in args)
     quotient = apply_elementwise(tracer, "floordiv", *args)

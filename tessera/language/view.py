@@ -175,6 +175,16 @@ def _view_as_eager(value: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
 
 
 def _view_as_trace(tracer: Tracer, value: TileValue, other: Any) -> TileValue:
+    if isinstance(other, TileValue) and other.dim() == value.dim() \
+            and all((mine is UNIT) == (theirs is UNIT) for mine, theirs in zip(value.axes, other.axes)):
+        # `x.view_as(y)` of two values over equal dims (y's rows read from another tensor): the same
+        # layout, its dims made equal (a guard), not a regrouping
+        try:
+            axes = tuple(tracer.unify_axes(mine, theirs, "v.view_as(w)") for mine, theirs in zip(value.axes, other.axes))
+        except exc.ShapeMismatchError:
+            pass
+        else:
+            return view_axes(tracer, value, axes, "view_as")
     return reshape_value(tracer, value, tuple(other.shape))
 
 
@@ -253,6 +263,7 @@ def view_dtype(tracer: Tracer, value: TileValue, dtype: torch.dtype) -> TileValu
     fp32 <-> int32, ...; packed fp4 <-> its uint8 bytes)."""
     if value.dtype == dtype:
         return value
+    check_dtype(dtype, f"the result of v.view({dtype})")
     if (value.dtype, dtype) in _SAME_BITS:
         return tracer.emit(Op.CAST, [value.node], value.axes, dtype)
     if value.dtype.itemsize != dtype.itemsize or torch.bool in (value.dtype, dtype) \
