@@ -71,12 +71,18 @@ def product_with_made_tensor(out: T, x: T) -> T:
     return out
 
 
-def test_matrix_product_with_a_tensor_made_in_the_loop_is_a_located_error() -> None:
-    x = torch.randn(5, 7)
-    with pytest.raises(exc.UnsupportedOperationError, match="created or captured inside the tile loop") as info:
-        tessera.kernel(product_with_made_tensor, mode="interpret")(torch.empty_like(x), x)
+def _located_error(kernel: Callable[..., T], error: type[exc.TesseraError], match: str, out: T) -> exc.TesseraError:
+    """The error compiling `kernel` raises, checked to point at this file."""
+    with pytest.raises(error, match=match) as info:
+        tessera.kernel(kernel, mode="interpret")(out, torch.randn(5, 7))
     assert info.value.location is not None and info.value.location.filename == __file__
-    assert "torch.eye" in info.value.location.source_line()
+    return info.value
+
+
+def test_matrix_product_with_a_tensor_made_in_the_loop_is_a_located_error() -> None:
+    error = _located_error(product_with_made_tensor, exc.UnsupportedOperationError,
+                           "created or captured inside the tile loop", torch.empty(5, 7))
+    assert "torch.eye" in error.location.source_line()
 
 
 def rebound_by_copy(out: T, x: T, y: T) -> T:
@@ -103,10 +109,7 @@ def viewed_as_uint32(out: T, x: T) -> T:
 
 
 def test_a_view_as_a_dtype_compiled_code_cannot_hold_is_a_located_error() -> None:
-    x = torch.randn(5, 7)
-    with pytest.raises(exc.DtypeError, match="uint32") as info:
-        tessera.kernel(viewed_as_uint32, mode="interpret")(torch.empty(5, 7, dtype=torch.int64), x)
-    assert info.value.location is not None and info.value.location.filename == __file__
+    _located_error(viewed_as_uint32, exc.DtypeError, "uint32", torch.empty(5, 7, dtype=torch.int64))
 
 
 def numel_of_a_tile_dim(out: T, x: T) -> T:
@@ -116,7 +119,4 @@ def numel_of_a_tile_dim(out: T, x: T) -> T:
 
 
 def test_numel_over_a_tile_dim_is_a_located_error_when_traced() -> None:
-    x = torch.randn(5, 7)
-    with pytest.raises(exc.UnsupportedOperationError, match="numel") as info:
-        tessera.kernel(numel_of_a_tile_dim, mode="interpret")(torch.empty_like(x), x)
-    assert info.value.location is not None and info.value.location.filename == __file__
+    _located_error(numel_of_a_tile_dim, exc.UnsupportedOperationError, "numel", torch.empty(5, 7))
