@@ -44,15 +44,23 @@ def full(shape: ShapeArg, value: Any, dtype: torch.dtype = torch.float32, device
     return full_p.bind(tuple(shape), value, dtype=dtype)
 
 
-def arange(begin_or_end: Any, end: Any = None, step: int = 1, dtype: torch.dtype = torch.int32,
-           device: Any = None) -> Any:
-    """`torch.arange` as a tile (int32 by default).
+def arange(*args: Any, dtype: torch.dtype = torch.int32, device: Any = None, **kwargs: Any) -> Any:
+    """`torch.arange` as a tile (int32 by default): `hl.arange(end)`, `hl.arange(start, end[, step])`,
+    or torch's keywords `start=`, `end=`, `step=`.
 
     >>> offsets = hl.arange(16)   # doctest: +SKIP
     """
     check_device(device)
-    begin, stop = (0, begin_or_end) if end is None else (begin_or_end, end)
-    return arange_p.bind(begin, stop, step=step, dtype=dtype)
+    named = {name: kwargs.pop(name) for name in ("start", "end", "step") if name in kwargs}
+    if kwargs or len(args) > 3:
+        unknown = ", ".join(kwargs) or f"{len(args)} positional arguments"
+        raise exc.TesseraError(f"hl.arange got {unknown}: it takes torch.arange's (start, end, step)",
+                               location=user_location(), hint="write hl.arange(end) or hl.arange(start, end, step)")
+    positions = dict(zip(("end",) if len(args) == 1 else ("start", "end", "step"), args))
+    values = {"start": 0, "step": 1, **positions, **named}
+    if "end" not in values:
+        raise exc.TesseraError("hl.arange without an end", location=user_location(), hint="write hl.arange(end)")
+    return arange_p.bind(values["start"], values["end"], step=values["step"], dtype=dtype)
 
 
 def check_device(device: Any) -> None:

@@ -19,19 +19,19 @@ from tessera.trace.proxy import TileValue
 from tessera.trace.tracer import Tracer
 
 
-def dot(a: Any, b: Any, acc: Any = None, out_dtype: torch.dtype | None = None) -> Any:
-    """`a @ b` (2-D or batched 3-D) accumulated in fp32 (or `out_dtype`), plus `acc` if given.
+def dot(mat1: Any, mat2: Any, acc: Any = None, out_dtype: torch.dtype | None = None) -> Any:
+    """`mat1 @ mat2` (2-D or batched 3-D) accumulated in fp32 (or `out_dtype`), plus `acc` if given.
 
     >>> acc = hl.dot(x[tile_m, tile_k], y[tile_k, tile_n], acc=acc)   # doctest: +SKIP
     """
-    if acc is not None and torch.int8 in (getattr(a, "dtype", None), getattr(b, "dtype", None)) \
+    if acc is not None and torch.int8 in (getattr(mat1, "dtype", None), getattr(mat2, "dtype", None)) \
             and getattr(acc, "dtype", None) != torch.int32:
         # Helion's rule: int8 products accumulate in int32 (a float accumulator rounds large sums)
         raise exc.AccumulatorDtypeError(f"hl.dot of int8 operands into a {acc.dtype} accumulator",
                                         location=user_location(),
                                         hint="accumulate int8 products in int32: hl.zeros([...], dtype=torch.int32), "
                                              "and convert the result after the loop")
-    return dot_p.bind(a, b, acc, out_dtype=out_dtype)
+    return dot_p.bind(mat1, mat2, acc, out_dtype=out_dtype)
 
 
 def product_dtype(*operands: Any) -> torch.dtype:
