@@ -155,6 +155,15 @@ def test_an_unhonoured_helion_setting_is_accepted_with_one_warning_naming_it(cap
     assert capfd.readouterr().err.count("kernel setting autotune_progress_bar=False is accepted but ignored") == 1
 
 
+def test_an_unhonoured_helion_setting_reads_back_as_given_else_none():
+    kernel = tessera.kernel(add_one, index_dtype=torch.int64)
+    assert kernel.settings.index_dtype is torch.int64 and kernel.settings.fast_math is None
+    kernel.settings.fast_math = True
+    assert kernel.settings.fast_math is True
+    with pytest.raises(AttributeError):
+        kernel.settings.no_such_setting
+
+
 def test_ignore_warnings_silences_the_named_warning_classes_during_calls():
     def warns(x: torch.Tensor) -> torch.Tensor:
         warnings.warn("host op", exc.TensorOperationInWrapper)
