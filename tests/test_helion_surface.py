@@ -534,3 +534,22 @@ def test_bound_set_config_runs_later_calls_under_that_config(size):
 def test_helions_loops_module_path_has_its_warp_specialize_probe():
     from tessera.language import loops
     assert loops._supports_warp_specialize() in (True, False)
+
+
+def test_config_reads_its_keys_as_attributes_with_helions_defaults():
+    config = tessera.Config(block_sizes=[8, 16], num_warps=8, indexing="block_ptr", l2_groupings=[4])
+    assert (config.block_sizes, config.num_warps, config.indexing, config.l2_groupings) == ([8, 16], 8, "block_ptr", [4])
+    assert (config.num_stages, config.pid_type, config.reduction_loops, config.range_num_stages) == (1, "flat", [], [])
+    config.block_sizes.append(32)  # a copy: the Config stays as written
+    assert config["block_sizes"] == [8, 16]
+    with pytest.raises(AttributeError):
+        config.not_a_key
+
+
+def test_config_round_trips_through_json_and_a_file(tmp_path):
+    config = tessera.Config(block_sizes=[8, 16], num_warps=2, reduction_loops=[None], pid_type="xyz")
+    assert tessera.Config.from_json(config.to_json()) == config
+    assert tessera.Config.from_dict(dict(config)) == config
+    path = tmp_path / "configs" / "kernel.json"
+    config.save(path)
+    assert tessera.Config.load(path) == config and [p.name for p in path.parent.iterdir()] == ["kernel.json"]
