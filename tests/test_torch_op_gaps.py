@@ -33,6 +33,11 @@ OPS: dict[str, Callable[..., T]] = {
         x.half() * 300, y.half(), rounding_mode="trunc").float(),
     "copy_ converts and broadcasts": lambda x, y, i, j: x.clone().copy_(i) + x.clone().copy_(y[:, :1]),
     "view_as and reshape_as of equal dims": lambda x, y, i, j: x.view_as(y) + y.reshape_as(x),
+    "integer powers with a tile value exponent": lambda x, y, i, j: torch.pow(i, j) + 3 ** j + i ** (j - 4)
+    + torch.pow(torch.where(i > 0, 1, -1), i),
+    "int8 powers wrap, a uint8 exponent uses its top bit": lambda x, y, i, j: (
+        i.to(torch.int8) ** j.to(torch.int8)).int() + (j.to(torch.uint8) ** (j * 40).to(torch.uint8)).int(),
+    "int64 powers over every exponent bit": lambda x, y, i, j: (i.long() ** (j.long() * 9)) + 2 ** (i.long() + 20),
     "numel of whole dims": lambda x, y, i, j: x / x.sum(0).numel() + x.sum(0, keepdim=True).nelement(),
 }
 

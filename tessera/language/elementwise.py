@@ -277,7 +277,9 @@ def _tanh_gelu(tracer: Tracer, x: TileValue, dtype: torch.dtype) -> TileValue:
 
 def _integer_pow(tracer: Tracer, base: Any, exponent: Any, dtype: torch.dtype) -> TileValue:
     """`base ** exponent` in an integer dtype, as torch computes it: products that wrap in `dtype`
-    (so only a constant exponent >= 0; torch refuses negative ones)."""
+    (a constant exponent must be >= 0: torch refuses negative ones)."""
+    if isinstance(exponent, TileValue) and isinstance(base, (TileValue, int)) and not isinstance(base, bool):
+        return _integer_pow_by_value(tracer, base, exponent, dtype)
     if not (isinstance(base, TileValue) and isinstance(exponent, int) and 0 <= exponent <= 1024):
         raise exc.DtypeError(
             f"torch.pow with an integer result ({str(dtype).replace('torch.', '')}) needs a tile base and a "
@@ -292,6 +294,28 @@ def _integer_pow(tracer: Tracer, base: Any, exponent: Any, dtype: torch.dtype) -
         if exponent:
             power = apply_elementwise(tracer, "mul", power, power)
     return result if result.dtype == dtype else tracer.emit(Op.CAST, [result.node], result.axes, dtype)
+
+
+def _integer_pow_by_value(tracer: Tracer, base: Any, exponent: TileValue, dtype: torch.dtype) -> TileValue:
+    """`base ** e` for an integer tile value `e`: square and multiply over every bit of e, the
+    products wrapping in `dtype` as torch's do; a negative e gives torch's answers (1 for a base
+    of 1, +-1 for -1 by e's parity, else 0)."""
+    def e(name: str, *operands: Any) -> Any:
+        return apply_elementwise(tracer, name, *operands)
+
+    def as_result(value: TileValue) -> TileValue:
+        return value if value.dtype == dtype else tracer.emit(Op.CAST, [value.node], value.axes, dtype)
+    ones = as_result(e("add", e("mul", exponent, 0), 1))
+    start = as_result(base) if isinstance(base, TileValue) else e("mul", ones, base)  # a number wraps into dtype
+    result, power, remaining = ones, start, e("maximum", exponent, 0)
+    bits = exponent.dtype.itemsize * 8 - (exponent.dtype != torch.uint8)  # of a non-negative exponent
+    for step in range(bits):
+        result = e("where", e("ne", e("bitwise_and", remaining, 1), 0), e("mul", result, power), result)
+        if step < bits - 1:
+            remaining, power = e("rshift", remaining, 1), e("mul", power, power)
+    minus_one = e("where", e("ne", e("bitwise_and", exponent, 1), 0), e("neg", ones), ones)
+    negative = e("where", e("eq", start, 1), ones, e("where", e("eq", start, -1), minus_one, e("mul", ones, 0)))
+    return as_result(e("where", e("lt", exponent, 0), negative, result))
 
 
 ELEMENTWISE_PRIMITIVES: dict[str, Primitive] = {}
