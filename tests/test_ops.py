@@ -514,6 +514,8 @@ OPS: tuple[OpCase, ...] = (
            layout="row_to_row", tolerance=1e-4),
     # gathers from registers (language/gather.py): each row picks its lanes in sorted order
     OpCase("gather", lambda v: torch.gather(v, 1, torch.sort(v, dim=1).indices), layout="row_to_row"),
+    OpCase("take_along_dim", lambda v: torch.take_along_dim(v, v.argsort(1), dim=1)
+           + v.take_along_dim(v.argmax(1, keepdim=True), 1), layout="row_to_row"),
     # sorting (language/sorting.py)
     OpCase("sort", lambda v: torch.sort(v, dim=1, descending=True).values, layout="row_to_row"),
     OpCase("topk", lambda v: v.topk(1, dim=1).values.squeeze(1), layout="row_to_value"),

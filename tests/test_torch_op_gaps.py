@@ -38,6 +38,8 @@ OPS: dict[str, Callable[..., T]] = {
     "int8 powers wrap, a uint8 exponent uses its top bit": lambda x, y, i, j: (
         i.to(torch.int8) ** j.to(torch.int8)).int() + (j.to(torch.uint8) ** (j * 40).to(torch.uint8)).int(),
     "int64 powers over every exponent bit": lambda x, y, i, j: (i.long() ** (j.long() * 9)) + 2 ** (i.long() + 20),
+    "take_along_dim broadcasts the other dims": lambda x, y, i, j: torch.take_along_dim(
+        x, (j[:, :1] % x.size(1)).long(), dim=1) + torch.take_along_dim(x, (j % x.size(1)).long(), dim=-1),
     "numel of whole dims": lambda x, y, i, j: x / x.sum(0).numel() + x.sum(0, keepdim=True).nelement(),
 }
 
