@@ -396,6 +396,11 @@ OPS: tuple[OpCase, ...] = (
     OpCase("erfc", lambda x, y, z: torch.erfc(x), dtype=torch.bfloat16, tolerance=1e-2),
     # special functions (language/special.py): erfinv over its whole domain (|x| > 1 is NaN, +-1 inf)
     OpCase("sinc", lambda x, y, z: torch.sinc(x * 3) + x.sinc() * 2, tolerance=1e-5),
+    # log-gamma and digamma (language/gamma.py): poles at 0 and the negative integers as torch
+    OpCase("lgamma", lambda x, y, z: torch.lgamma(x * 4) + torch.special.gammaln(y.round()) + z.lgamma(), tolerance=1e-5),
+    OpCase("digamma", lambda x, y, z: torch.digamma(x * 4) + torch.special.psi(y.round() * 0.5) + z.digamma(),
+           tolerance=1e-5),
+    OpCase("mvlgamma", lambda x, y, z: torch.mvlgamma(x.abs() + 2, 3) + y.abs().add(1).mvlgamma(p=1), tolerance=1e-5),
     OpCase("sinc", lambda x, y, z: torch.special.sinc(x), dtype=torch.bfloat16, tolerance=1e-2),
     OpCase("logit", lambda x, y, z: torch.logit(torch.sigmoid(x * 3)) + x.logit(0.25) * 0 + torch.logit(y, eps=0.1),
            tolerance=1e-5),

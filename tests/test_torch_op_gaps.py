@@ -127,3 +127,26 @@ def numel_of_a_tile_dim(out: T, x: T) -> T:
 
 def test_numel_over_a_tile_dim_is_a_located_error_when_traced() -> None:
     _located_error(numel_of_a_tile_dim, exc.UnsupportedOperationError, "numel", torch.empty(5, 7))
+
+
+GAMMA_POINTS = torch.tensor([0.0, -0.0, -1.0, -2.5, 1.0, 2.0, float("inf"), float("-inf"), float("nan"), 1e-30, 1e30,
+                             -1e-8, 0.5, 3.7, -3.3, 100.0, 7.99, 8.0, 1e-3, -0.999, 171.3])
+
+
+def elementwise(out: T, x: T, op: Callable[..., T]) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = op(x[tile, :])
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("name", ["lgamma", "digamma"])
+def test_lgamma_and_digamma_match_torch_at_poles_infinities_and_both_sides_of_zero(name: str, dtype: torch.dtype) -> None:
+    generator = torch.Generator().manual_seed(5)
+    points = torch.cat([GAMMA_POINTS, torch.randn(42, generator=generator) * 20, torch.rand(7, generator=generator) * 3])
+    x = points.reshape(10, 7).to(dtype)
+    op = getattr(torch, name)
+    tolerance = {torch.float64: 1e-11, torch.float32: 1e-5, torch.bfloat16: 1e-2}[dtype]
+    for mode in MODES:
+        got = tessera.kernel(elementwise, mode=mode, config=tessera.Config(block_sizes=[4]))(torch.empty_like(x), x, op)
+        torch.testing.assert_close(got, op(x), rtol=tolerance, atol=tolerance, equal_nan=True, msg=lambda m: f"{mode}: {m}")
