@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from tessera.language.formulas import Ops, formula_primitive, widened
+from tessera.language.formulas import Ops, formula_primitive, horner, widened
 from tessera.trace.proxy import TileValue
 
 T = torch.Tensor
@@ -41,14 +41,6 @@ def _shifted(e: Ops, z: TileValue, step: Any) -> tuple[TileValue, Any]:
     return z, correction
 
 
-def _series(e: Ops, inverse_square: TileValue, terms: tuple[float, ...]) -> TileValue:
-    """sum_k terms[k] * w^k for w = 1/z^2, by Horner's rule (terms[0] the w^0 coefficient)."""
-    total: Any = terms[-1]
-    for coefficient in reversed(terms[:-1]):
-        total = e.add(e.mul(total, inverse_square), coefficient)
-    return total
-
-
 def _lgamma_positive(e: Ops, x: TileValue) -> TileValue:
     def product(e: Ops, z: TileValue, acc: Any, moved: TileValue) -> TileValue:
         factor = e.where(moved, z, 1.0)
@@ -56,7 +48,7 @@ def _lgamma_positive(e: Ops, x: TileValue) -> TileValue:
     z, factors = _shifted(e, x, product)
     inverse = e.reciprocal(z)
     stirling = e.add(e.sub(e.mul(e.sub(z, 0.5), e.log(z)), z), 0.5 * math.log(2 * math.pi))
-    series = e.mul(_series(e, e.mul(inverse, inverse), _LGAMMA_SERIES), inverse)
+    series = e.mul(horner(e, e.mul(inverse, inverse), _LGAMMA_SERIES), inverse)
     return e.sub(e.add(stirling, series), e.log(factors))
 
 
@@ -87,7 +79,7 @@ def _digamma_positive(e: Ops, x: TileValue) -> TileValue:
     z, shift = _shifted(e, x, reciprocal_sum)
     inverse = e.reciprocal(z)
     inverse_square = e.mul(inverse, inverse)
-    asymptotic = e.add(e.sub(e.log(z), e.mul(inverse, 0.5)), e.mul(_series(e, inverse_square, _DIGAMMA_SERIES),
+    asymptotic = e.add(e.sub(e.log(z), e.mul(inverse, 0.5)), e.mul(horner(e, inverse_square, _DIGAMMA_SERIES),
                                                                   inverse_square))
     return e.sub(asymptotic, shift)
 
