@@ -100,6 +100,9 @@ class Config(Mapping[str, Any]):
     def __init__(self, block_sizes: list[int] | None = None, num_warps: int | None = None,
                  num_stages: int | None = None, **kwargs: Any) -> None:
         values: dict[str, Any] = {}
+        if isinstance(block_sizes, (list, tuple)):  # Helion groups an N-D tile loop's sizes: [[32, 32], 16]
+            block_sizes = [size for entry in block_sizes
+                           for size in (entry if isinstance(entry, (list, tuple)) else [entry])]
         if block_sizes is not None:
             if not isinstance(block_sizes, (list, tuple)) or not all(
                     isinstance(b, int) and not isinstance(b, bool) for b in block_sizes):

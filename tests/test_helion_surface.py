@@ -553,3 +553,25 @@ def test_config_round_trips_through_json_and_a_file(tmp_path):
     path = tmp_path / "configs" / "kernel.json"
     config.save(path)
     assert tessera.Config.load(path) == config and [p.name for p in path.parent.iterdir()] == ["kernel.json"]
+
+
+def _grouped_matmul(x, y):
+    m, k = x.size()
+    _, n = y.size()
+    out = torch.empty([m, n], device=x.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        acc = hl.zeros([tile_m, tile_n])
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = acc
+    return out
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+@pytest.mark.parametrize("size", [1, 37])
+def test_block_sizes_grouped_per_tile_loop_as_helion_writes_them(mode, size):
+    config = tessera.Config(block_sizes=[[16, 32], 16])
+    assert config["block_sizes"] == [16, 32, 16]
+    x, y = torch.randn(size, 20), torch.randn(20, size)
+    got = tessera.kernel(_grouped_matmul, mode=mode, config={"block_sizes": [[16, 32], 16]}, dot_precision="ieee")(x, y)
+    torch.testing.assert_close(got, x @ y, rtol=1e-4, atol=1e-4)
