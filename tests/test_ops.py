@@ -624,6 +624,7 @@ OPS: tuple[OpCase, ...] = (
     OpCase("new_ones", lambda x, y, z: x.new_ones(x.size(), dtype=torch.int32) + y),
     OpCase("new_empty", lambda x, y, z: x.new_empty(x.shape) * 0 + y, reference=lambda x, y, z: y),
     OpCase("new_full", lambda x, y, z: x.new_full(x.shape, -1.5) - y),
+    OpCase("new_tensor", lambda x, y, z: x.new_tensor(2.5) * y + x.new_tensor(3, dtype=torch.int32)),
     # torch's factories with tile sizes (language/creation.py)
     OpCase("torch_zeros", lambda x, y, z: torch.zeros(x.shape) + x),
     OpCase("torch_ones", lambda x, y, z: torch.ones(x.shape, dtype=torch.float16) + x, tolerance=1e-3),

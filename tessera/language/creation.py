@@ -322,3 +322,26 @@ torch_arange_p.def_trace(_torch_arange_trace)
 torch_full_p = Primitive("torch_full", torch_functions=(torch.full,))
 torch_full_p.def_eager(_factory_eager(torch.full))
 torch_full_p.def_trace(_torch_full_trace)
+
+
+def _new_tensor_eager(value: torch.Tensor, data: Any, *, dtype: torch.dtype | None = None, device: Any = None,
+                      requires_grad: bool = False) -> torch.Tensor:
+    return torch.tensor(data, dtype=dtype or value.dtype, device=device or value.device)
+
+
+def _new_tensor_trace(tracer: Tracer, value: Any, data: Any, *, dtype: torch.dtype | None = None, device: Any = None,
+                      requires_grad: bool = False) -> TileValue:
+    """`v.new_tensor(2.0)`: a 0-d constant of v's dtype (a number only: a list has no register layout)."""
+    check_device(device)
+    if isinstance(data, torch.Tensor) and data.dim() == 0:
+        data = data.item()
+    if not isinstance(data, (bool, int, float)):
+        raise exc.UnsupportedOperationError(
+            f"v.new_tensor({type(data).__name__}) inside a tile loop: only a number makes a 0-d constant here",
+            location=user_location(), hint="pass the values to the kernel as a tensor argument and index it")
+    return _full_trace(tracer, (), data, dtype=dtype or value.dtype)
+
+
+new_tensor_p = Primitive("new_tensor", torch_functions=(T.new_tensor,))
+new_tensor_p.def_eager(_new_tensor_eager)
+new_tensor_p.def_trace(_new_tensor_trace)
