@@ -40,6 +40,12 @@ OPS: dict[str, Callable[..., T]] = {
     "int64 powers over every exponent bit": lambda x, y, i, j: (i.long() ** (j.long() * 9)) + 2 ** (i.long() + 20),
     "take_along_dim broadcasts the other dims": lambda x, y, i, j: torch.take_along_dim(
         x, (j[:, :1] % x.size(1)).long(), dim=1) + torch.take_along_dim(x, (j % x.size(1)).long(), dim=-1),
+    "operands and dims given by torch's keywords": lambda x, y, i, j: torch.sum(input=x, dim=1, keepdim=True)
+    + torch.softmax(input=x, dim=-1) + x.masked_fill(mask=x > 0, value=0.5) + torch.addcmul(x, tensor1=x, tensor2=y, value=2)
+    + torch.special.erfc(input=x) + torch.nn.functional.softplus(input=y) + torch.max(x, other=y)
+    + x[:, None, :].permute(dims=(0, 2, 1))[:, :, 0] + x.reshape(shape=(x.size(0), -1)),
+    "NumPy's axis and keepdims": lambda x, y, i, j: x.sum(axis=1, keepdims=True) + x.mean(axis=-1, keepdims=True)
+    + torch.amax(x, axis=1)[:, None] + torch.concat([x, y], axis=1).chunk(2, dim=1)[0],
     "numel of whole dims": lambda x, y, i, j: x / x.sum(0).numel() + x.sum(0, keepdim=True).nelement(),
 }
 
@@ -150,3 +156,23 @@ def test_lgamma_and_digamma_match_torch_at_poles_infinities_and_both_sides_of_ze
     for mode in MODES:
         got = tessera.kernel(elementwise, mode=mode, config=tessera.Config(block_sizes=[4]))(torch.empty_like(x), x, op)
         torch.testing.assert_close(got, op(x), rtol=tolerance, atol=tolerance, equal_nan=True, msg=lambda m: f"{mode}: {m}")
+
+
+def keyword_typo(out: T, x: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile] = torch.sum(x[tile, :], dimension=1)
+    return out
+
+
+def test_a_keyword_torch_does_not_take_is_a_located_error_not_a_raw_type_error() -> None:
+    _located_error(keyword_typo, exc.UnsupportedOperationError, "does not take these arguments", torch.empty(5))
+
+
+def sum_with_a_misspelt_keyword(out: T, x: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile, :].sum(dimm=1)
+    return out
+
+
+def test_a_misspelt_keyword_of_a_method_is_a_located_error() -> None:
+    _located_error(sum_with_a_misspelt_keyword, exc.UnsupportedOperationError, "dimm", torch.empty(5))

@@ -22,6 +22,7 @@ from tessera.ir.graph import UNIT, Axis, Node, TensorRef
 from tessera.ir.primitive import TORCH_FUNCTIONS
 from tessera.ir.tile_range import TileOffsets
 from tessera.ir.torch_alternatives import ALTERNATIVES_BY_FUNCTION, torch_spelling
+from tessera.trace.torch_keywords import rule_arguments
 
 def unsupported_operation(func: Callable[..., Any]) -> exc.UnsupportedOperationError:
     """The error for a torch callable with no primitive, met on a tile value (every mode raises it)."""
@@ -49,6 +50,8 @@ def _dispatch(func: Callable[..., Any], args: tuple, kwargs: dict | None) -> Any
         raise unsupported_operation(func)
     if kwargs and kwargs.get("out") is not None:
         raise out_argument_error(func)
+    if kwargs and primitive.trace_rule is not None:
+        args, kwargs = rule_arguments(func, primitive.trace_rule, args, kwargs)
     return primitive.bind(*args, **(kwargs or {}))
 
 
