@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import copy
 import difflib
+import json
+import os
+import pathlib
 import sys
 from typing import Any, Callable, Mapping
 
@@ -97,6 +100,9 @@ class Config(Mapping[str, Any]):
     def __init__(self, block_sizes: list[int] | None = None, num_warps: int | None = None,
                  num_stages: int | None = None, **kwargs: Any) -> None:
         values: dict[str, Any] = {}
+        if isinstance(block_sizes, (list, tuple)):  # Helion groups an N-D tile loop's sizes: [[32, 32], 16]
+            block_sizes = [size for entry in block_sizes
+                           for size in (entry if isinstance(entry, (list, tuple)) else [entry])]
         if block_sizes is not None:
             if not isinstance(block_sizes, (list, tuple)) or not all(
                     isinstance(b, int) and not isinstance(b, bool) for b in block_sizes):
@@ -175,6 +181,53 @@ class Config(Mapping[str, Any]):
     def config(self) -> dict[str, Any]:
         """The Config's own dict of keys (Helion's `config.config`; what is removed from it is gone)."""
         return self._values
+
+    def __getattr__(self, name: str) -> Any:
+        # Helion's attribute spellings (`config.num_warps`, `config.block_sizes`): the key's value,
+        # else Helion's default for it (a list key: [])
+        if name.startswith("_") or name not in _ATTRIBUTE_DEFAULTS:
+            raise AttributeError(f"'Config' object has no attribute {name!r}")
+        values = self.__dict__.get("_values", {})
+        if name in values:
+            return self[name]
+        default = _ATTRIBUTE_DEFAULTS[name]
+        if name == "block_sizes":
+            raise AttributeError("this Config gives no block_sizes")
+        return copy.deepcopy(default)
+
+    def to_json(self) -> str:
+        """The keys as JSON (Helion's format: `Config.from_json(c.to_json()) == c`)."""
+        return json.dumps(self._values, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> Config:
+        return cls(**json.loads(text))
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Config:
+        return cls(**dict(values))
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write `to_json()` to `path` (its folder made if missing; written whole, then renamed)."""
+        target = pathlib.Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        partial.write_text(self.to_json())
+        os.replace(partial, target)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Config:
+        return cls.from_json(pathlib.Path(path).read_text())
+
+
+# what `config.<key>` reads for a key the Config does not give (Helion's defaults)
+_ATTRIBUTE_DEFAULTS: dict[str, Any] = {
+    "block_sizes": None, "num_warps": 4, "num_stages": 1, "pid_type": "flat", "indexing": "pointer",
+    "xcd_remap": False, "num_sm_multiplier": 1, "maxnreg": None, "advanced_controls_file": "",
+    "epilogue_subtile": None, "pallas_load_buffer_count": [],
+    **{key: [] for key in ("loop_orders", "l2_groupings", "num_threads", "atomic_indexing", "load_cache_modifiers",
+                           "store_cache_modifiers", *_PER_ITEM_KEYS)},
+}
 
 
 def _validate(values: dict[str, Any]) -> None:

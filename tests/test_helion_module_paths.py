@@ -90,3 +90,11 @@ def int_noise(x: torch.Tensor) -> torch.Tensor:
 def test_implicit_rng_of_an_integer_dtype_says_helions_words():
     with pytest.raises(tessera.exc.DtypeError, match="implicit RNG only supports floating-point dtypes"):
         tessera.kernel(int_noise, mode="interpret")(torch.ones(5, dtype=torch.int32))
+
+
+def test_helions_runtime_names_are_in_tessera_runtime():
+    import tessera
+    import tessera.runtime as runtime
+    assert runtime.Config is tessera.Config and runtime.exc is tessera.exc
+    assert isinstance(tessera.kernel(lambda x: x), runtime.Kernel)
+    assert runtime.get_num_xcd() == 1  # xcd_remap (AMD) is ignored: one die

@@ -155,6 +155,15 @@ def test_an_unhonoured_helion_setting_is_accepted_with_one_warning_naming_it(cap
     assert capfd.readouterr().err.count("kernel setting autotune_progress_bar=False is accepted but ignored") == 1
 
 
+def test_an_unhonoured_helion_setting_reads_back_as_given_else_none():
+    kernel = tessera.kernel(add_one, index_dtype=torch.int64)
+    assert kernel.settings.index_dtype is torch.int64 and kernel.settings.fast_math is None
+    kernel.settings.fast_math = True
+    assert kernel.settings.fast_math is True
+    with pytest.raises(AttributeError):
+        kernel.settings.no_such_setting
+
+
 def test_ignore_warnings_silences_the_named_warning_classes_during_calls():
     def warns(x: torch.Tensor) -> torch.Tensor:
         warnings.warn("host op", exc.TensorOperationInWrapper)
@@ -525,3 +534,44 @@ def test_bound_set_config_runs_later_calls_under_that_config(size):
 def test_helions_loops_module_path_has_its_warp_specialize_probe():
     from tessera.language import loops
     assert loops._supports_warp_specialize() in (True, False)
+
+
+def test_config_reads_its_keys_as_attributes_with_helions_defaults():
+    config = tessera.Config(block_sizes=[8, 16], num_warps=8, indexing="block_ptr", l2_groupings=[4])
+    assert (config.block_sizes, config.num_warps, config.indexing, config.l2_groupings) == ([8, 16], 8, "block_ptr", [4])
+    assert (config.num_stages, config.pid_type, config.reduction_loops, config.range_num_stages) == (1, "flat", [], [])
+    config.block_sizes.append(32)  # a copy: the Config stays as written
+    assert config["block_sizes"] == [8, 16]
+    with pytest.raises(AttributeError):
+        config.not_a_key
+
+
+def test_config_round_trips_through_json_and_a_file(tmp_path):
+    config = tessera.Config(block_sizes=[8, 16], num_warps=2, reduction_loops=[None], pid_type="xyz")
+    assert tessera.Config.from_json(config.to_json()) == config
+    assert tessera.Config.from_dict(dict(config)) == config
+    path = tmp_path / "configs" / "kernel.json"
+    config.save(path)
+    assert tessera.Config.load(path) == config and [p.name for p in path.parent.iterdir()] == ["kernel.json"]
+
+
+def _grouped_matmul(x, y):
+    m, k = x.size()
+    _, n = y.size()
+    out = torch.empty([m, n], device=x.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        acc = hl.zeros([tile_m, tile_n])
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = acc
+    return out
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+@pytest.mark.parametrize("size", [1, 37])
+def test_block_sizes_grouped_per_tile_loop_as_helion_writes_them(mode, size):
+    config = tessera.Config(block_sizes=[[16, 32], 16])
+    assert config["block_sizes"] == [16, 32, 16]
+    x, y = torch.randn(size, 20), torch.randn(20, size)
+    got = tessera.kernel(_grouped_matmul, mode=mode, config={"block_sizes": [[16, 32], 16]}, dot_precision="ieee")(x, y)
+    torch.testing.assert_close(got, x @ y, rtol=1e-4, atol=1e-4)

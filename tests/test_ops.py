@@ -293,6 +293,9 @@ OPS: tuple[OpCase, ...] = (
     OpCase("isnan", lambda x, y, z: torch.where(torch.isnan(torch.log(x)), y, z)),
     OpCase("isinf", lambda x, y, z: torch.where((1 / (x * (x > 0))).isinf(), y, z)),
     OpCase("isfinite", lambda x, y, z: torch.where(torch.isfinite(torch.log(x) / (y > 0)), y, z)),
+    OpCase("isposinf", lambda x, y, z: torch.where(torch.isposinf(torch.log(x) / (y > 0)), y, z)),
+    OpCase("isneginf", lambda x, y, z: torch.where((torch.log(x) / (y > 0)).isneginf(), y, z)),
+    OpCase("positive", lambda x, y, z: torch.positive(x) + y.positive()),
     OpCase("softplus", lambda x, y, z: F.softplus(x * 30), tolerance=1e-4),
     OpCase("softplus", lambda x, y, z: F.softplus(x, beta=2.0, threshold=1.0), tolerance=1e-4),
     # activations (language/activations.py): torch's formulas, fp32 inside for 16-bit inputs
@@ -393,6 +396,11 @@ OPS: tuple[OpCase, ...] = (
     OpCase("erfc", lambda x, y, z: torch.erfc(x), dtype=torch.bfloat16, tolerance=1e-2),
     # special functions (language/special.py): erfinv over its whole domain (|x| > 1 is NaN, +-1 inf)
     OpCase("sinc", lambda x, y, z: torch.sinc(x * 3) + x.sinc() * 2, tolerance=1e-5),
+    # log-gamma and digamma (language/gamma.py): poles at 0 and the negative integers as torch
+    OpCase("lgamma", lambda x, y, z: torch.lgamma(x * 4) + torch.special.gammaln(y.round()) + z.lgamma(), tolerance=1e-5),
+    OpCase("digamma", lambda x, y, z: torch.digamma(x * 4) + torch.special.psi(y.round() * 0.5) + z.digamma(),
+           tolerance=1e-5),
+    OpCase("mvlgamma", lambda x, y, z: torch.mvlgamma(x.abs() + 2, 3) + y.abs().add(1).mvlgamma(p=1), tolerance=1e-5),
     OpCase("sinc", lambda x, y, z: torch.special.sinc(x), dtype=torch.bfloat16, tolerance=1e-2),
     OpCase("logit", lambda x, y, z: torch.logit(torch.sigmoid(x * 3)) + x.logit(0.25) * 0 + torch.logit(y, eps=0.1),
            tolerance=1e-5),
@@ -431,6 +439,9 @@ OPS: tuple[OpCase, ...] = (
     OpCase("bfloat16", lambda x, y, z: x.bfloat16(), tolerance=1e-2), OpCase("int", lambda x, y, z: (x * 4).int()),
     OpCase("long", lambda x, y, z: (x * 4).long()), OpCase("bool", lambda x, y, z: (x > 0).int().bool()),
     OpCase("double", lambda x, y, z: x.double()), OpCase("type_as", lambda x, y, z: (x * 4).int().type_as(y)),
+    OpCase("short", lambda x, y, z: (x * 4).short()), OpCase("char", lambda x, y, z: (x * 4).char()),
+    OpCase("byte", lambda x, y, z: (x * 4).abs().byte()),
+    OpCase("type", lambda x, y, z: (x * 4).type(torch.int16) + y.type(dtype=torch.float16).float() + len(x.type())),
     OpCase("getitem", lambda v: v[:, None].sum(1), layout="row_to_row"),
     # copies and masks (language/copies.py): tril/triu count rows within the tile (block 4), as eager's block does
     OpCase("clone", lambda x, y, z: x.clone() + torch.clone(y)),
@@ -445,6 +456,9 @@ OPS: tuple[OpCase, ...] = (
     OpCase("getitem", lambda v: v[:, :1] * v + v[:, 0:1], layout="row_to_row", dtype=torch.bfloat16,
            tolerance=1e-2),  # the GPU may contract v * v + w into one rounding (1 bf16 ulp)
     OpCase("cat", lambda v: torch.cat([v[:, -1:], v, v[:, :1] * 2], 1).sum(1), layout="row_to_value", tolerance=1e-5),
+    OpCase("hstack", lambda v: torch.hstack([v, v * 2, v[:, :1]]).sum(1), layout="row_to_value", tolerance=1e-5),
+    OpCase("column_stack", lambda v: torch.column_stack([v.sum(1), v[:, 0], v]).sum(1), layout="row_to_value",
+           tolerance=1e-5),
     OpCase("diff", lambda v: torch.diff(v, dim=1, prepend=v[:, :1]), layout="row_to_row"),
     OpCase("diff", lambda v: torch.diff(torch.cat([v, v * v, v], 1), 2).sum(1), layout="row_to_value",
            dtype=torch.float16, tolerance=1e-2),
@@ -508,6 +522,8 @@ OPS: tuple[OpCase, ...] = (
            layout="row_to_row", tolerance=1e-4),
     # gathers from registers (language/gather.py): each row picks its lanes in sorted order
     OpCase("gather", lambda v: torch.gather(v, 1, torch.sort(v, dim=1).indices), layout="row_to_row"),
+    OpCase("take_along_dim", lambda v: torch.take_along_dim(v, v.argsort(1), dim=1)
+           + v.take_along_dim(v.argmax(1, keepdim=True), 1), layout="row_to_row"),
     # sorting (language/sorting.py)
     OpCase("sort", lambda v: torch.sort(v, dim=1, descending=True).values, layout="row_to_row"),
     OpCase("topk", lambda v: v.topk(1, dim=1).values.squeeze(1), layout="row_to_value"),
@@ -611,6 +627,7 @@ OPS: tuple[OpCase, ...] = (
     OpCase("new_ones", lambda x, y, z: x.new_ones(x.size(), dtype=torch.int32) + y),
     OpCase("new_empty", lambda x, y, z: x.new_empty(x.shape) * 0 + y, reference=lambda x, y, z: y),
     OpCase("new_full", lambda x, y, z: x.new_full(x.shape, -1.5) - y),
+    OpCase("new_tensor", lambda x, y, z: x.new_tensor(2.5) * y + x.new_tensor(3, dtype=torch.int32)),
     # torch's factories with tile sizes (language/creation.py)
     OpCase("torch_zeros", lambda x, y, z: torch.zeros(x.shape) + x),
     OpCase("torch_ones", lambda x, y, z: torch.ones(x.shape, dtype=torch.float16) + x, tolerance=1e-3),

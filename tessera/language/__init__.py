@@ -51,5 +51,6 @@ from tessera.language import contractions as _contractions  # noqa: E402,F401
 from tessera.language import order_statistics as _order_statistics  # noqa: E402,F401
 from tessera.language import pointwise_extras as _pointwise_extras  # noqa: E402,F401
 from tessera.language import special as _special  # noqa: E402,F401
+from tessera.language import gamma as _gamma  # noqa: E402,F401
 from tessera.language import layer_functions as _layer_functions  # noqa: E402,F401
 from tessera.language import losses as _losses  # noqa: E402,F401

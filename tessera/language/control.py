@@ -17,6 +17,7 @@ from tessera import exc
 from tessera.ir import interpreter
 from tessera.ir.graph import UNIT, Node, Op
 from tessera.ir.primitive import TORCH_FUNCTIONS
+from tessera.ir.torch_alternatives import torch_spelling
 from tessera.language.creation import full_p
 from tessera.language.elementwise import apply_elementwise
 from tessera.language.tile import grid
@@ -283,7 +284,18 @@ def torch_call_helper(function: Any, *args: Any, **kwargs: Any) -> Any:
                                            and value.free_symbols for value in (*args, *kwargs.values()))) \
             and function in TORCH_FUNCTIONS:
         return TORCH_FUNCTIONS[function].bind(*args, **kwargs)
-    return function(*args, **kwargs)
+    try:
+        return function(*args, **kwargs)
+    except TypeError as error:
+        # torch's argument parser refusing the call itself (no Python frame below this one): the
+        # user's arguments, said at their line; an error from deeper down is raised as it is
+        if error.__traceback__ is None or error.__traceback__.tb_next is not None \
+                or not _holds_tile_values((*args, *kwargs.values())):
+            raise
+        message = str(error).replace("TileValue", "tile value").strip()
+        raise exc.UnsupportedOperationError(
+            f"{torch_spelling(function)} does not take these arguments: {message}", location=user_location(),
+            hint="check the call against torch's signature (the names of its keyword arguments)") from None
 
 
 def _is_number(value: Any) -> bool:

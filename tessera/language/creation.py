@@ -44,15 +44,23 @@ def full(shape: ShapeArg, value: Any, dtype: torch.dtype = torch.float32, device
     return full_p.bind(tuple(shape), value, dtype=dtype)
 
 
-def arange(begin_or_end: Any, end: Any = None, step: int = 1, dtype: torch.dtype = torch.int32,
-           device: Any = None) -> Any:
-    """`torch.arange` as a tile (int32 by default).
+def arange(*args: Any, dtype: torch.dtype = torch.int32, device: Any = None, **kwargs: Any) -> Any:
+    """`torch.arange` as a tile (int32 by default): `hl.arange(end)`, `hl.arange(start, end[, step])`,
+    or torch's keywords `start=`, `end=`, `step=`.
 
     >>> offsets = hl.arange(16)   # doctest: +SKIP
     """
     check_device(device)
-    begin, stop = (0, begin_or_end) if end is None else (begin_or_end, end)
-    return arange_p.bind(begin, stop, step=step, dtype=dtype)
+    named = {name: kwargs.pop(name) for name in ("start", "end", "step") if name in kwargs}
+    if kwargs or len(args) > 3:
+        unknown = ", ".join(kwargs) or f"{len(args)} positional arguments"
+        raise exc.TesseraError(f"hl.arange got {unknown}: it takes torch.arange's (start, end, step)",
+                               location=user_location(), hint="write hl.arange(end) or hl.arange(start, end, step)")
+    positions = dict(zip(("end",) if len(args) == 1 else ("start", "end", "step"), args))
+    values = {"start": 0, "step": 1, **positions, **named}
+    if "end" not in values:
+        raise exc.TesseraError("hl.arange without an end", location=user_location(), hint="write hl.arange(end)")
+    return arange_p.bind(values["start"], values["end"], step=values["step"], dtype=dtype)
 
 
 def check_device(device: Any) -> None:
@@ -321,3 +329,26 @@ torch_arange_p.def_trace(_torch_arange_trace)
 torch_full_p = Primitive("torch_full", torch_functions=(torch.full,))
 torch_full_p.def_eager(_factory_eager(torch.full))
 torch_full_p.def_trace(_torch_full_trace)
+
+
+def _new_tensor_eager(value: torch.Tensor, data: Any, *, dtype: torch.dtype | None = None, device: Any = None,
+                      requires_grad: bool = False) -> torch.Tensor:
+    return torch.tensor(data, dtype=dtype or value.dtype, device=device or value.device)
+
+
+def _new_tensor_trace(tracer: Tracer, value: Any, data: Any, *, dtype: torch.dtype | None = None, device: Any = None,
+                      requires_grad: bool = False) -> TileValue:
+    """`v.new_tensor(2.0)`: a 0-d constant of v's dtype (a number only: a list has no register layout)."""
+    check_device(device)
+    if isinstance(data, torch.Tensor) and data.dim() == 0:
+        data = data.item()
+    if not isinstance(data, (bool, int, float)):
+        raise exc.UnsupportedOperationError(
+            f"v.new_tensor({type(data).__name__}) inside a tile loop: only a number makes a 0-d constant here",
+            location=user_location(), hint="pass the values to the kernel as a tensor argument and index it")
+    return _full_trace(tracer, (), data, dtype=dtype or value.dtype)
+
+
+new_tensor_p = Primitive("new_tensor", torch_functions=(T.new_tensor,))
+new_tensor_p.def_eager(_new_tensor_eager)
+new_tensor_p.def_trace(_new_tensor_trace)

@@ -57,6 +57,14 @@ class Ops:
         return self.where(self.signbit(sign), self.neg(size), size)
 
 
+def horner(e: Ops, t: TileValue, coefficients: tuple[float, ...]) -> Any:
+    """sum_k coefficients[k] * t^k (constant term first), by Horner's rule."""
+    total: Any = coefficients[-1]
+    for coefficient in reversed(coefficients[:-1]):
+        total = e.add(e.mul(t, total), coefficient)
+    return total
+
+
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype a formula whose torch result is `dtype` computes in."""
     return torch.float64 if dtype == torch.float64 else torch.float32 if dtype.is_floating_point else dtype

@@ -62,3 +62,18 @@ def gather_p(tracer: Tracer, src: Any, dim: int, index: Any, *, sparse_grad: boo
     picked = apply_elementwise(tracer, "where", hit, wide, 0)
     total = record_reduction(tracer, "sum", picked, rank, False, dtype=wide.dtype)
     return cast(tracer, total, src.dtype) if total.dtype != src.dtype else total
+
+
+@torch_primitive("take_along_dim", torch.take_along_dim, T.take_along_dim)
+def take_along_dim_p(tracer: Tracer, src: Any, indices: Any, dim: int | None = None, *, out: Any = None) -> TileValue:
+    """`torch.take_along_dim(src, indices, dim)`: a gather whose operands broadcast in the other dims
+    (the gather's select-and-sum broadcasts them as torch does)."""
+    if dim is None:
+        raise exc.UnsupportedOperationError(
+            "torch.take_along_dim without dim (it flattens the value first)", location=user_location(),
+            hint="name the dim: torch.take_along_dim(v, indices, dim=1)")
+    if isinstance(src, TileValue) and isinstance(indices, TileValue) and len(src.axes) != len(indices.axes):
+        raise exc.ShapeMismatchError(
+            f"torch.take_along_dim: indices have {len(indices.axes)} dims, the value {len(src.axes)}",
+            location=user_location(), hint="give the indices as many dims as the value (torch requires it)")
+    return gather_p.trace_rule(tracer, src, dim, indices)

@@ -169,3 +169,22 @@ stack_p.def_trace(_stack_trace)
 
 cat_p = Primitive("cat", torch_functions=(torch.cat, torch.concat, torch.concatenate))
 cat_p.def_trace(_cat_trace)
+
+
+def _hstack_trace(tracer: Tracer, tensors: Any, *, out: Any = None) -> TileValue:
+    """`torch.hstack`: cat along dim 1 (dim 0 for 1-D values), as torch."""
+    values = _tile_values(tensors, "torch.hstack")
+    return _cat_trace(tracer, values, 0 if values[0].dim() == 1 else 1)
+
+
+def _column_stack_trace(tracer: Tracer, tensors: Any, *, out: Any = None) -> TileValue:
+    """`torch.column_stack`: 1-D values become columns (a trailing unit dim), then cat along dim 1."""
+    values = [tracer.emit(Op.VIEW, [value.node], value.axes + (UNIT,), value.dtype, what="column")
+              if value.dim() == 1 else value for value in _tile_values(tensors, "torch.column_stack")]
+    return _cat_trace(tracer, values, 1)
+
+
+hstack_p = Primitive("hstack", torch_functions=(torch.hstack,))
+hstack_p.def_trace(_hstack_trace)
+column_stack_p = Primitive("column_stack", torch_functions=(torch.column_stack,))
+column_stack_p.def_trace(_column_stack_trace)

@@ -11,6 +11,7 @@ from tessera.ir import interpreter
 from tessera.ir.graph import UNIT, Op
 from tessera.ir.primitive import Primitive
 from tessera.language.elementwise import apply_elementwise
+from tessera.language.operands import check_operand
 from tessera.language.reductions import record_reduction
 from tessera.language.view import cast, view_axes
 from tessera.location import user_location
@@ -18,19 +19,19 @@ from tessera.trace.proxy import TileValue
 from tessera.trace.tracer import Tracer
 
 
-def dot(a: Any, b: Any, acc: Any = None, out_dtype: torch.dtype | None = None) -> Any:
-    """`a @ b` (2-D or batched 3-D) accumulated in fp32 (or `out_dtype`), plus `acc` if given.
+def dot(mat1: Any, mat2: Any, acc: Any = None, out_dtype: torch.dtype | None = None) -> Any:
+    """`mat1 @ mat2` (2-D or batched 3-D) accumulated in fp32 (or `out_dtype`), plus `acc` if given.
 
     >>> acc = hl.dot(x[tile_m, tile_k], y[tile_k, tile_n], acc=acc)   # doctest: +SKIP
     """
-    if acc is not None and torch.int8 in (getattr(a, "dtype", None), getattr(b, "dtype", None)) \
+    if acc is not None and torch.int8 in (getattr(mat1, "dtype", None), getattr(mat2, "dtype", None)) \
             and getattr(acc, "dtype", None) != torch.int32:
         # Helion's rule: int8 products accumulate in int32 (a float accumulator rounds large sums)
         raise exc.AccumulatorDtypeError(f"hl.dot of int8 operands into a {acc.dtype} accumulator",
                                         location=user_location(),
                                         hint="accumulate int8 products in int32: hl.zeros([...], dtype=torch.int32), "
                                              "and convert the result after the loop")
-    return dot_p.bind(a, b, acc, out_dtype=out_dtype)
+    return dot_p.bind(mat1, mat2, acc, out_dtype=out_dtype)
 
 
 def product_dtype(*operands: Any) -> torch.dtype:
@@ -109,6 +110,9 @@ def _dot_eager(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None, *,
 
 @dot_p.def_trace
 def dot_trace(tracer: Tracer, a: Any, b: Any, acc: Any, *, out_dtype: torch.dtype | None) -> TileValue:
+    for operand in (a, b, acc):
+        if isinstance(operand, torch.Tensor):  # made in the loop (torch.eye(8)): no register layout to take
+            check_operand(operand, "a matrix product")
     if a.dim() != b.dim() or a.dim() not in (2, 3):
         raise exc.ShapeMismatchError(f"hl.dot needs two 2-D or two 3-D tiles, got ranks {a.dim()} and {b.dim()}",
                                      location=user_location())

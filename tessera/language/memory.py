@@ -117,44 +117,44 @@ def _stack_access(what: str, stack: StackTensor, index: Sequence[Any], extra_mas
     return stack if what == "hl.store" else stack[tuple(index)]
 
 
-def atomic_add(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-    """Atomically add `value` into `tensor[index]`; repeated indices all add. `sem` is the memory
+def atomic_add(target: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+    """Atomically add `value` into `target[index]`; repeated indices all add. `sem` is the memory
     ordering of the compiled atomic ('relaxed', 'acquire', 'release', 'acq_rel'). Returns the
-    values `tensor[index]` held before, as `tl.atomic_add` does (where one call repeats an
+    values `target[index]` held before, as `tl.atomic_add` does (where one call repeats an
     index, eager mode returns the value before the call; the GPU, one before that lane's add).
 
     >>> old = hl.atomic_add(out, [tile_m, tile_n], partial)    # doctest: +SKIP
     """
-    return atomic_p.bind(tensor, outer_indices(index), value, op="add", sem=_checked("add", tensor, sem))
+    return atomic_p.bind(target, outer_indices(index), value, op="add", sem=_checked("add", target, sem))
 
 
 def _read_modify_write(op: str, meaning: str) -> Any:
     """The public `hl.atomic_<op>`: atomically store `meaning`, returning the values before."""
-    def atomic(tensor: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
-        return atomic_p.bind(tensor, outer_indices(index), value, op=op, sem=_checked(op, tensor, sem))
+    def atomic(target: torch.Tensor, index: Sequence[Any], value: Any, sem: str = "relaxed") -> Any:
+        return atomic_p.bind(target, outer_indices(index), value, op=op, sem=_checked(op, target, sem))
     name = f"atomic_{op}"
     atomic.__name__ = atomic.__qualname__ = name
     atomic.__code__ = atomic.__code__.replace(co_name=name)  # errors name the hl. function by its frame
-    atomic.__doc__ = (f"Atomically store {meaning} into `tensor[index]`; returns the values it held before.\n\n"
+    atomic.__doc__ = (f"Atomically store {meaning} into `target[index]`; returns the values it held before.\n\n"
                       f"    >>> old = hl.{name}(target, [tile], value)    # doctest: +SKIP\n    ")
     return atomic
 
 
-atomic_max = _read_modify_write("max", "`max(tensor[index], value)`")
-atomic_min = _read_modify_write("min", "`min(tensor[index], value)`")
-atomic_and = _read_modify_write("and", "`tensor[index] & value` (integer tensors)")
-atomic_or = _read_modify_write("or", "`tensor[index] | value` (integer tensors)")
-atomic_xor = _read_modify_write("xor", "`tensor[index] ^ value` (integer tensors)")
+atomic_max = _read_modify_write("max", "`max(target[index], value)`")
+atomic_min = _read_modify_write("min", "`min(target[index], value)`")
+atomic_and = _read_modify_write("and", "`target[index] & value` (integer tensors)")
+atomic_or = _read_modify_write("or", "`target[index] | value` (integer tensors)")
+atomic_xor = _read_modify_write("xor", "`target[index] ^ value` (integer tensors)")
 atomic_xchg = _read_modify_write("xchg", "`value` (an exchange)")
 
 
-def atomic_cas(tensor: torch.Tensor, index: Sequence[Any], expected: Any, value: Any, sem: str = "relaxed") -> Any:
-    """Atomically store `value` where `tensor[index]` equals `expected` (compare and swap);
+def atomic_cas(target: torch.Tensor, index: Sequence[Any], expected: Any, value: Any, sem: str = "relaxed") -> Any:
+    """Atomically store `value` where `target[index]` equals `expected` (compare and swap);
     returns the values before (equal to `expected` where the swap happened).
 
     >>> seen = hl.atomic_cas(lock, [0], 0, 1, sem="acquire")    # doctest: +SKIP
     """
-    return atomic_p.bind(tensor, outer_indices(index), value, op="cas", sem=_checked("cas", tensor, sem),
+    return atomic_p.bind(target, outer_indices(index), value, op="cas", sem=_checked("cas", target, sem),
                          expected=expected)
 
 

@@ -30,39 +30,39 @@ SCAN_FUNCTIONS = ("sum", "prod", "combine")
 """The functions an `Op.SCAN` node names."""
 
 
-def cumsum(input: Any, dim: int, reverse: bool = False) -> Any:
+def cumsum(input_tensor: Any, dim: int, reverse: bool = False) -> Any:
     """Running sums along `dim` (from the end with `reverse=True`), dtypes as `torch.cumsum`.
 
     >>> prefix = hl.cumsum(x[tile, :], dim=1)          # doctest: +SKIP
     """
-    return cumsum_p.bind(input, dim, reverse=reverse)
+    return cumsum_p.bind(input_tensor, dim, reverse=reverse)
 
 
-def cumprod(input: Any, dim: int, reverse: bool = False) -> Any:
+def cumprod(input_tensor: Any, dim: int, reverse: bool = False) -> Any:
     """Running products along `dim` (from the end with `reverse=True`), dtypes as `torch.cumprod`."""
-    return cumprod_p.bind(input, dim, reverse=reverse)
+    return cumprod_p.bind(input_tensor, dim, reverse=reverse)
 
 
-def associative_scan(combine_fn: Callable[..., Any], input: Any, dim: int, reverse: bool = False) -> Any:
-    """The prefix scan of `input` (a tile value or a tuple of them) along `dim` with `combine_fn`,
+def associative_scan(combine_fn: Callable[..., Any], input_tensor: Any, dim: int, reverse: bool = False) -> Any:
+    """The prefix scan of `input_tensor` (a tile value or a tuple of them) along `dim` with `combine_fn`,
     an associative function of two elements (of two tuples: `f(a0, a1, b0, b1)` or
     `f((a0, a1), (b0, b1))`). Element i is `x0 . x1 . ... . xi` (with `reverse`, `xi . ... . x_last`,
     combined from the end).
 
     >>> running_max = hl.associative_scan(torch.maximum, x[tile, :], dim=1)     # doctest: +SKIP
     """
-    return associative_scan_p.bind(combine_fn, input, dim, reverse=reverse)
+    return associative_scan_p.bind(combine_fn, input_tensor, dim, reverse=reverse)
 
 
-def reduce(combine_fn: Callable[..., Any], input: Any, dim: int | None = None, other: Any = 0,
+def reduce(combine_fn: Callable[..., Any], input_tensor: Any, dim: int | None = None, other: Any = 0,
            keep_dims: bool = False) -> Any:
-    """Reduce `input` (a tile value or a tuple of them) along `dim` (None: every dim) with
+    """Reduce `input_tensor` (a tile value or a tuple of them) along `dim` (None: every dim) with
     `combine_fn`, associative and commutative. `other` is accepted for Helion's signature: lanes
     past a tile's extent are left out of the combination, so no fill value is needed.
 
     >>> total = hl.reduce(lambda a, b: a + b, x[tile, :], dim=1)               # doctest: +SKIP
     """
-    return combine_reduce_p.bind(combine_fn, input, dim, keep_dims=keep_dims)
+    return combine_reduce_p.bind(combine_fn, input_tensor, dim, keep_dims=keep_dims)
 
 
 def _torch_associative_scan(combine_fn: Callable[..., Any], xs: Any, dim: int, reverse: bool = False,

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from tessera.ir.primitive import TORCH_FUNCTIONS
-from tessera.language.formulas import Ops, compute_dtype, formula_primitive, widened
+from tessera.language.formulas import Ops, compute_dtype, formula_primitive, horner, widened
 from tessera.language.view import cast
 from tessera.trace.proxy import TileValue
 
@@ -38,13 +38,6 @@ _TAIL = (4.256136592533853, 1.0101645835452866, 0.0004490094660267362, -0.000482
          -1.856030797930789e-06, -3.899793384760545e-06, 2.2874286904888795e-06, 6.507407827722349e-08,
          -1.5279062961803768e-07)
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
-
-
-def _horner(e: Ops, t: TileValue, coefficients: tuple[float, ...]) -> TileValue:
-    total: Any = coefficients[-1]
-    for coefficient in reversed(coefficients[:-1]):
-        total = e.add(e.mul(t, total), coefficient)
-    return total
 
 
 def _sinc(e: Ops, x: TileValue) -> TileValue:
@@ -68,8 +61,8 @@ def _logit(e: Ops, x: TileValue, eps: float | None = None) -> TileValue:
 def _erfinv(e: Ops, y: TileValue) -> TileValue:
     size = e.abs(y)  # |y|, not y: 1 - |y| is exact near 1 and no FMA can fold a product into it
     w = e.neg(e.log(e.mul(e.sub(1, size), e.add(size, 1))))
-    central = _horner(e, e.sub(w, _CENTRAL_CENTER), _CENTRAL)
-    tail = _horner(e, e.sub(e.sqrt(w), _TAIL_CENTER), _TAIL)
+    central = horner(e, e.sub(w, _CENTRAL_CENTER), _CENTRAL)
+    tail = horner(e, e.sub(e.sqrt(w), _TAIL_CENTER), _TAIL)
     x = e.mul(size, e.where(e.le(w, _CENTRAL_LIMIT), central, tail))
     if y.dtype == torch.float64:  # Newton on erf(x) = |y|, its residual read without cancellation
         erfc = TORCH_FUNCTIONS[torch.erfc].trace_rule

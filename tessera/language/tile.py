@@ -314,12 +314,12 @@ def register_tunable(name: str, fragment: ConfigFragment) -> Any:
     return SpecializedInt(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-def static_range(begin_or_end: int, end: int | None = None, step: int = 1) -> range:
+def static_range(begin_or_end: int, end_or_none: int | None = None, step: int = 1) -> range:
     """A loop that is unrolled when compiled (its bounds must be Python ints).
 
     >>> for i in hl.static_range(4): ...         # doctest: +SKIP
     """
-    return range(begin_or_end) if end is None else range(begin_or_end, end, step)
+    return range(0, begin_or_end, step) if end_or_none is None else range(begin_or_end, end_or_none, step)
 
 
 def barrier() -> None:

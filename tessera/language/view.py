@@ -71,8 +71,21 @@ def _cast_rule(dtype: torch.dtype) -> Any:
 
 
 for _method, _dtype in (("float", torch.float32), ("half", torch.float16), ("bfloat16", torch.bfloat16),
-                        ("int", torch.int32), ("long", torch.int64), ("bool", torch.bool), ("double", torch.float64)):
+                        ("int", torch.int32), ("long", torch.int64), ("bool", torch.bool), ("double", torch.float64),
+                        ("short", torch.int16), ("char", torch.int8), ("byte", torch.uint8)):
     torch_primitive(_method, getattr(T, _method))(_cast_rule(_dtype))
+
+
+@torch_primitive("type", T.type)
+def type_p(tracer: Tracer, value: TileValue, dtype: Any = None, **kwargs: Any) -> Any:
+    """`v.type(torch.float16)` converts; `v.type()` names the type as torch does ('torch.FloatTensor')."""
+    dtype = kwargs.get("dtype", dtype)
+    if dtype is None:
+        return torch.empty(0, dtype=value.dtype).type()
+    if not isinstance(dtype, torch.dtype):
+        raise exc.DtypeError(f"Tensor.type({dtype!r}) inside a tile loop: only a torch.dtype is understood",
+                             location=user_location(), hint="write v.type(torch.float16) or v.to(torch.float16)")
+    return cast(tracer, value, dtype)
 
 
 @torch_primitive("type_as", T.type_as)
@@ -162,6 +175,16 @@ def _view_as_eager(value: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
 
 
 def _view_as_trace(tracer: Tracer, value: TileValue, other: Any) -> TileValue:
+    if isinstance(other, TileValue) and other.dim() == value.dim() \
+            and all((mine is UNIT) == (theirs is UNIT) for mine, theirs in zip(value.axes, other.axes)):
+        # `x.view_as(y)` of two values over equal dims (y's rows read from another tensor): the same
+        # layout, its dims made equal (a guard), not a regrouping
+        try:
+            axes = tuple(tracer.unify_axes(mine, theirs, "v.view_as(w)") for mine, theirs in zip(value.axes, other.axes))
+        except exc.ShapeMismatchError:
+            pass
+        else:
+            return view_axes(tracer, value, axes, "view_as")
     return reshape_value(tracer, value, tuple(other.shape))
 
 
@@ -240,6 +263,7 @@ def view_dtype(tracer: Tracer, value: TileValue, dtype: torch.dtype) -> TileValu
     fp32 <-> int32, ...; packed fp4 <-> its uint8 bytes)."""
     if value.dtype == dtype:
         return value
+    check_dtype(dtype, f"the result of v.view({dtype})")
     if (value.dtype, dtype) in _SAME_BITS:
         return tracer.emit(Op.CAST, [value.node], value.axes, dtype)
     if value.dtype.itemsize != dtype.itemsize or torch.bool in (value.dtype, dtype) \

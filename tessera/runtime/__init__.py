@@ -1,12 +1,24 @@
 """Kernel objects, argument binding, caches and the modes (eager / interpret / compiled).
 
-`get_num_sm(device)` is here because Helion's examples call it as `helion.runtime.get_num_sm`.
+`get_num_sm(device)` is here because Helion's examples call it as `helion.runtime.get_num_sm`; so are
+Helion's other `helion.runtime` names (`Config`, `Kernel`, `exc`, `get_num_xcd`).
 """
 from __future__ import annotations
 
 from typing import Any
 
 import torch
+
+from tessera import exc
+from tessera.config import Config
+
+__all__ = ["Config", "Kernel", "exc", "get_num_sm", "get_num_xcd"]
+
+
+def get_num_xcd(device: Any = None) -> int:
+    """Helion's count of an AMD GPU's compute dies, which its `xcd_remap` Config key uses: Tessera
+    ignores xcd_remap (it targets NVIDIA GPUs and the CPU), so every device counts as one die."""
+    return 1
 
 
 def get_num_sm(device: Any = None, *, reserved_sms: int = 0) -> int:
@@ -24,3 +36,6 @@ def get_num_sm(device: Any = None, *, reserved_sms: int = 0) -> int:
     else:
         return 1
     return max(count - reserved_sms, 1)
+
+
+from tessera.runtime.kernel import Kernel  # noqa: E402  (after get_num_sm: its modules import that from here)

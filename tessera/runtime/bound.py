@@ -81,6 +81,43 @@ class BoundKernel:
         """
         self._config = _as_config(config)
 
+    @property
+    def settings(self) -> Any:
+        """The kernel's settings (Helion's `bound.settings`)."""
+        return self.kernel.settings
+
+    @property
+    def configs(self) -> list[Config]:
+        """The Configs the kernel was given (Helion's `bound.configs`)."""
+        return self.kernel.configs
+
+    def autotune(self, args: Any = None, *, force: bool = True, **options: Any) -> Config:
+        """Tune on `args` (a sequence of arguments; default: this bound kernel's) and run this bound
+        kernel's calls under the result (Helion's `bound.autotune`; its search options are accepted)."""
+        config = self.kernel.autotune(*(self.args if args is None else tuple(args)),
+                                      **(self.kwargs if args is None else {}))
+        self.set_config(config)
+        return config
+
+    def ensure_config_exists(self, args: Any = None) -> None:
+        """Choose this bound kernel's Config now if none is set: a given, cached or heuristic one,
+        tuning where the kernel's settings ask for it (Helion's `bound.ensure_config_exists`)."""
+        if self._config is None:
+            call = self.args if args is None else tuple(args)
+            self._config = self.kernel.choose_config(self.mode, call, self.kwargs if args is None else {})
+
+    def run_ref(self, *args: Any, **kwargs: Any) -> Any:
+        """The kernel run as plain PyTorch (eager mode) on these arguments (Helion's `bound.run_ref`)."""
+        device = common_device(self.kernel.fn.__name__, args, kwargs)
+        return run_eager(self.kernel.fn, args, kwargs, self.kernel.block_slots(), self._config or self.kernel.default_config(),
+                         device, self.kernel.uses_jagged_tile)
+
+    def format_kernel_decorator(self, config: Config | dict[str, Any], settings: Any = None) -> str:
+        """The `@tessera.kernel(...)` line that pins `config` (and the settings that change the
+        generated code), to paste above the kernel."""
+        settings = settings or self.kernel.settings
+        return f"@tessera.kernel(config=tessera.{_as_config(config)!r}, static_shapes={settings.static_shapes})"
+
     def run(self, config: Config | dict[str, Any] | None = None) -> Any:
         """Call the kernel with `config` (default: the kernel's) in this bound kernel's mode."""
         config = _as_config(config)

@@ -230,7 +230,7 @@ def _refused_on_tile_values(func: Callable[..., Any], args: tuple, kwargs: dict)
     # name (an augmented assignment rebinds), or refuses them
     name = getattr(func, "__name__", "").removesuffix("_")
     if func in TORCH_FUNCTIONS or name in _TILE_VALUE_ATTRIBUTES or name.startswith("__") or name in _primitive_names() \
-            or name in ("zero", "fill"):  # v.zero_() / v.fill_(x): zeros_like / full_like, rebound
+            or name in ("zero", "fill", "copy"):  # v.zero_() / v.fill_(x) / v.copy_(w): zeros_like / full_like / w, rebound
         return False
     return _reads_tile_value(args, kwargs)
 

@@ -243,8 +243,22 @@ class Kernel:
         self.settings.configs = configs
 
     def autotune(self, *args: Any, **kwargs: Any) -> Config:
-        """Tune for these arguments now; return the best Config (also stored on disk)."""
+        """Tune for these arguments now; return the best Config (also stored on disk). Takes the
+        arguments as a call does, `kernel.autotune(x, y)`, or as Helion does, one sequence of them
+        (`kernel.autotune((x, y), force=True)`; `force` and the search options are accepted: the
+        search is Tessera's)."""
+        args, kwargs = self.helion_tuning_arguments(args, kwargs)
         return autotune(self, args, kwargs)
+
+    def helion_tuning_arguments(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """(args, kwargs) of a tuning call given either way (see `autotune`)."""
+        if len(args) != 1 or not isinstance(args[0], (tuple, list)):
+            return args, kwargs
+        try:
+            inspect.signature(self.fn).bind(*args[0])
+        except TypeError:
+            return args, kwargs
+        return tuple(args[0]), {}  # Helion's options (force=, ...) configure its own search
 
     def rewritten(self) -> RewrittenKernel:
         """The kernel function with tile loops rewritten into launches (built once)."""

@@ -193,6 +193,13 @@ class Settings:
                 "print_output_code=True with ref_mode=RefMode.EAGER: eager mode runs the function as PyTorch "
                 "and generates no code to print", hint="drop one of the two (mode='interpret' prints the code it runs)")
 
+    def __getattr__(self, name: str) -> Any:
+        # (only names no attribute has) a Helion setting Tessera ignores reads back as given, else
+        # None: code that reads `kernel.settings.index_dtype` runs as written
+        if name in IGNORED:
+            return self.ignored.get(name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __setattr__(self, name: str, value: Any) -> None:
         self._set(name, value)
         if self._on_change is not None:

@@ -22,6 +22,7 @@ from tessera.ir.graph import UNIT, Axis, Node, TensorRef
 from tessera.ir.primitive import TORCH_FUNCTIONS
 from tessera.ir.tile_range import TileOffsets
 from tessera.ir.torch_alternatives import ALTERNATIVES_BY_FUNCTION, torch_spelling
+from tessera.trace.torch_keywords import rule_arguments
 
 def unsupported_operation(func: Callable[..., Any]) -> exc.UnsupportedOperationError:
     """The error for a torch callable with no primitive, met on a tile value (every mode raises it)."""
@@ -49,6 +50,8 @@ def _dispatch(func: Callable[..., Any], args: tuple, kwargs: dict | None) -> Any
         raise unsupported_operation(func)
     if kwargs and kwargs.get("out") is not None:
         raise out_argument_error(func)
+    if kwargs and primitive.trace_rule is not None:
+        args, kwargs = rule_arguments(func, primitive.trace_rule, args, kwargs)
     return primitive.bind(*args, **(kwargs or {}))
 
 
@@ -115,6 +118,15 @@ class TileValue(_TorchLike):
 
     ndim = property(dim)
 
+    def numel(self) -> Any:
+        """The element count of a value over whole dims (a tile dim's length varies per tile: an error)."""
+        total: Any = 1
+        for size in self.shape:
+            total = total * (size if isinstance(size, int) else size.number("v.numel()"))
+        return total
+
+    nelement = numel
+
     # dtype facts a kernel branches on (`2 if v.is_floating_point() else 3`): known while tracing
     def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point
@@ -165,7 +177,7 @@ class TileValue(_TorchLike):
         return bound
 
     def _in_place_method(self, name: str) -> Callable[..., Any]:
-        """`v.mul_(2)`, `v.exp_()`, `v.zero_()`: torch's out-of-place op, cast back into v's dtype
+        """`v.mul_(2)`, `v.exp_()`, `v.zero_()`, `v.copy_(w)`: torch's out-of-place op, cast back into v's dtype
         and shape (as `v *= 2`). The kernel's frontend rebinds the name (`v = v.mul_(2)`): a tile
         value is a copy, so nothing is written through to a tensor."""
         fills = {"zero_": (torch.zeros_like, ()), "fill_": (torch.full_like, None)}
@@ -175,6 +187,12 @@ class TileValue(_TorchLike):
             def filled(*args: Any) -> Any:
                 return _in_place(self, _dispatch(function, (self, *(args if fixed is None else fixed)), None))
             return filled
+        if name == "copy_":  # v.copy_(w): w converted to v's dtype (any dtype, as torch's copy_) and broadcast
+
+            def copied(source: Any, non_blocking: bool = False) -> Any:
+                converted = _dispatch(torch.Tensor.to, (source, self.dtype), None)
+                return _in_place(self, _dispatch(torch.Tensor.expand_as, (converted, self), None))
+            return copied
         method = getattr(torch.Tensor, name[:-1], None)
         if method not in TORCH_FUNCTIONS:
             error = unsupported_operation(getattr(torch.Tensor, name))

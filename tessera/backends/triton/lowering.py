@@ -145,6 +145,8 @@ def _elementwise(emitter: Emitter, node: Node) -> None:
             fmod = "exact_fmod_interpreted" if emitter.interpret else "exact_fmod"
             emitter.helpers.update(name for name in (helper, fmod) if name)
             operands = _blocks(emitter, node, operands, compute)
+        elif not isinstance(node.inputs[0], Node):  # `7 // v`: the template reads the dividend's dtype
+            operands = _blocks(emitter, node, operands, compute)
         text = division.format(*operands)
     elif template == "invert":
         text = _INVERT.get(node.dtype, "(~{0})").format(operands[0])
