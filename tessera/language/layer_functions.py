@@ -219,7 +219,9 @@ def _cosine_similarity_trace(tracer: Tracer, x1: Any, x2: Any, dim: int = 1, eps
     dtype = ask_torch("F.cosine_similarity", F.cosine_similarity, (x1, x2), {"dim": dim, "eps": eps}).dtype
     x1, x2 = only_tile_value("F.cosine_similarity", x1), only_tile_value("F.cosine_similarity", x2)
     e = Ops(tracer)
-    x1, x2 = widened(tracer, x1, dtype), widened(tracer, x2, dtype)
+    # torch normalises each float operand in its own dtype (a zero fp16 row: its norm clamped to
+    # eps = 1e-8 rounds to 0 in fp16, 0 / 0 is NaN even beside an fp32 operand); integers join as floats
+    x1, x2 = (x if x.dtype.is_floating_point else widened(tracer, x, dtype) for x in (x1, x2))
     if x1.axes != x2.axes:  # torch broadcasts first: each norm is over the broadcast operand
         everywhere = e.bitwise_or(e.eq(x1, x1), e.ne(x2, x2))
         x1, x2 = e.where(everywhere, x1, x1), e.where(everywhere, x2, x2)
@@ -228,7 +230,7 @@ def _cosine_similarity_trace(tracer: Tracer, x1: Any, x2: Any, dim: int = 1, eps
     for operand in (x1, x2):
         norm = vector_norm_p.trace_rule(tracer, operand, 2, position, True)
         scaled.append(e.truediv(operand, e.maximum(norm, eps)))  # clamp_min: a NaN norm stays NaN
-    product = e.mul(*scaled)
+    product = e.mul(*(widened(tracer, value, dtype) for value in scaled))
     return cast(tracer, record_reduction(tracer, "sum", product, position, False, dtype=compute_dtype(dtype)), dtype)
 
 

@@ -56,7 +56,12 @@ def _huber(e: Ops, x: TileValue, t: Any, delta: float = 1.0) -> TileValue:
 
 
 def _soft_margin(e: Ops, x: TileValue, t: Any) -> TileValue:
-    return e.log1p(e.exp(e.neg(e.mul(x, t))))
+    # torch works in place in the input's dtype (`(-x).mul_(t).exp_().log1p_()`): beside an fp32
+    # target, an fp16 input's product still rounds to fp16 and its exp overflows there
+    product = e.mul(x, t)
+    if x.dtype.is_floating_point and product.dtype != x.dtype:
+        product = cast(e.tracer, product, x.dtype)
+    return e.log1p(e.exp(e.neg(product)))
 
 
 def _kl_div(e: Ops, x: TileValue, t: Any, log_target: bool = False) -> TileValue:
@@ -179,7 +184,8 @@ def _classification_rule(spelling: str, function: Callable[..., Any], logits: bo
             def picked(value: TileValue) -> TileValue:
                 return TORCH_FUNCTIONS[torch.sum].bind(e.where(hit, value, 0.0), class_dim)
             valid = e.ne(target, options["ignore_index"])
-            chosen = e.where(valid, picked(weight if weight is not None else e.add(e.mul(scores, 0.0), 1.0)), 0.0)
+            # (the unweighted count from the hits alone: scores * 0 + 1 is NaN at an infinite score)
+            chosen = e.where(valid, picked(weight if weight is not None else e.where(hit, 1.0, 0.0)), 0.0)
             loss = e.where(valid, e.neg(e.mul(picked(log_probabilities), chosen)), 0.0)
             count = chosen
         loss = cast(tracer, loss, dtype) if loss.dtype != dtype else loss

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import sympy
 import torch
 
 from tessera import exc
@@ -51,11 +52,18 @@ def sorted_with_indices(tracer: Tracer, value: Any, dim: Any, descending: bool, 
     shape = moved.axes
     if k is not None:
         extent = tracer.symbols.evaluate(axis.end) if axis.kind is AxisKind.WHOLE else axis.block
-        if isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= axis.block or k & (k - 1) or k > extent:
+        if isinstance(k, sympy.Basic) and not isinstance(k, sympy.Integer):  # an int argument: this call's k, guarded
+            known = int(tracer.symbols.evaluate(k))
+            tracer.symbols.guard(sympy.Eq(k, known), f"{what} with k = {known}")
+            k = known
+        elif isinstance(k, sympy.Integer):
+            k = int(k)
+        # (any k: the selection takes the next power of two of lanes, the axis of k masks the rest)
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= axis.block or k > extent:
             raise exc.UnsupportedOperationError(
-                f"{what}: k={k!r} of a dimension of {extent} elements held in {axis.block} lanes: k must be a power "
-                "of two no larger than the dimension", location=user_location(),
-                hint="take a power-of-two k and slice the result")
+                f"{what}: k={k!r} of a dimension of {extent} elements held in {axis.block} lanes: k must be an "
+                "int from 1 to the dimension's length", location=user_location(),
+                hint="pass k as a Python int no larger than the dimension (torch raises too)")
         shape = (*moved.axes[:-1], UNIT if k == 1 else tracer.full_axis(k))
     node = tracer.emit(Op.SORT, [moved.node], shape, None, dtypes=(value.dtype, torch.int64),
                        descending=bool(descending), k=k, axis=axis).node

@@ -103,7 +103,9 @@ _HELPERS: dict[str, list[str]] = {
         "    value = widen_bf16(value) if value.dtype == tl.bfloat16 else value.to(tl.float32)",
         "    previous = tl.load(bits)",
         "    pending = (previous == previous) & mask  # the pointer's shape",
-        "    while tl.max(tl.reshape(pending, [pending.numel]).to(tl.int32)) > 0:",
+        "    # (a scalar pointer, hl.atomic_add(out, [0], total): no dims to flatten)",
+        "    while (tl.max(tl.reshape(pending, [pending.numel]).to(tl.int32)) if len(pending.shape) else"
+        " pending.to(tl.int32)) > 0:",
         "        seen = tl.load(bits)",
         "        old = widen_bf16(seen.to(tl.bfloat16, bitcast=True))",
         "        if op == 'add':",

@@ -1,0 +1,203 @@
+"""A fixed slice of benchmarks/op_mix_fuzz.py, and the minimised programs its campaign found.
+
+The fuzz composes session 12's ops (special functions, layer functions, losses, dot/vdot/inner,
+sort/topk) and stores (write-back, window, scatter, atomic totals) over odd shapes, dtypes and
+layouts, and compares eager and interpret mode with PyTorch. Each regression below is one
+finding, minimised, named after the behaviour it broke; it runs in eager mode and in the
+device's compiled mode (interpret on CPU).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tessera
+import tessera.language as hl
+from benchmark_modules import load_benchmark
+from tessera import exc
+
+op_mix_fuzz = load_benchmark("op_mix_fuzz")
+
+SEEDS = range(10)
+T = torch.Tensor
+
+
+def _modes(device: torch.device) -> list[str]:
+    return ["eager", "compiled"] if device.type == "cuda" else ["eager", "interpret"]
+
+
+def _run(function, mode: str, block: int, *args: T) -> T:
+    kernel = tessera.kernel(function, mode=mode, config=tessera.Config(block_sizes=[block]))
+    return kernel(*args)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_program_of_session_12_ops_agrees_with_torch_in_every_mode(seed: int) -> None:
+    findings, _refusal = op_mix_fuzz.run_seed(seed)
+    assert not findings, "\n".join(f"[{f.kind}] {f.detail}\n{f.program}" for f in findings)
+
+
+# -- a product over a whole dim whose padding lanes hold inf or NaN (1 / x of the padding's 0, a
+# -- sort's padding key): 0 * inf poisoned every sum of the product with NaN (silently wrong) --
+def reciprocal_product(x: T, w: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = (1.0 / x[tile, :]) @ w[:, :].T
+    return out
+
+
+def sorted_inner(x: T, w: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = torch.inner(torch.sort(x[tile, :], dim=1).values, w[:, :])
+    return out
+
+
+def log_linear(x: T, w: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = F.linear(torch.log(x[tile, :]), w[:, :])
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 3, 5, 13, 17])
+@pytest.mark.parametrize("function, reference", [
+    (reciprocal_product, lambda x, w: (1.0 / x) @ w.T),
+    (sorted_inner, lambda x, w: torch.inner(torch.sort(x, dim=1).values, w)),
+    (log_linear, lambda x, w: F.linear(torch.log(x), w))], ids=["reciprocal", "sorted", "linear"])
+def test_a_product_over_a_padded_whole_dim_ignores_the_padding(function, reference, n: int,
+                                                               device: torch.device) -> None:
+    x = torch.rand(7, n, device=device) + 0.5
+    w = torch.randn(3, n, device=device)
+    for mode in _modes(device):
+        result = _run(function, mode, 4, x, w, torch.zeros(7, 3, device=device))
+        torch.testing.assert_close(result, reference(x, w), rtol=1e-4, atol=1e-4)
+
+
+# -- F.cosine_similarity normalises each float operand in its own dtype: a zero fp16 row beside
+# -- an fp32 operand is NaN in torch (eps rounds to 0 in fp16), Tessera gave 0 (widened first) --
+def cosine(x: T, y: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile] = F.cosine_similarity(x[tile, :], y[tile, :], dim=1)
+    return out
+
+
+@pytest.mark.parametrize("dtypes", [(torch.float16, torch.float32), (torch.float32, torch.float16),
+                                    (torch.float16, torch.float16), (torch.bfloat16, torch.float32)], ids=str)
+def test_cosine_similarity_of_mixed_dtypes_rounds_each_norm_as_torch(dtypes, device: torch.device) -> None:
+    x = torch.randn(5, 9, device=device).to(dtypes[0])
+    y = torch.randn(5, 9, device=device).to(dtypes[1])
+    x[1], y[3] = 0, 0
+    x[2] = 1e-4
+    expected = F.cosine_similarity(x, y, dim=1)
+    for mode in _modes(device):
+        result = _run(cosine, mode, 2, x, y, torch.zeros(5, dtype=expected.dtype, device=device))
+        torch.testing.assert_close(result, expected, rtol=2e-3, atol=2e-3, equal_nan=True)
+
+
+# -- F.soft_margin_loss works in the input's dtype: an fp16 input's exp overflows to inf beside an
+# -- fp32 target in torch (Tessera computed the product in fp32 and gave the finite loss) --
+def soft_margin(x: T, t: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = F.soft_margin_loss(x[tile, :], t[tile, :], reduction="none")
+    return out
+
+
+def test_soft_margin_loss_of_fp16_overflows_as_torch(device: torch.device) -> None:
+    x = torch.tensor([[-65.5, 3.0, 12.0], [61.5, -0.5, -12.0]], dtype=torch.float16, device=device)
+    t = torch.tensor([[1.0, -1.0, -1.0], [-1.0, 1.0, 1.0]], device=device)
+    expected = F.soft_margin_loss(x, t, reduction="none")
+    assert expected.isinf().any()
+    for mode in _modes(device):
+        torch.testing.assert_close(_run(soft_margin, mode, 1, x, t, torch.zeros_like(x)), expected,
+                                   rtol=2e-3, atol=2e-3)
+
+
+# -- F.nll_loss / cross_entropy counted each row as scores * 0 + 1: an infinite score at the
+# -- target made the count NaN and the loss NaN where torch gives -inf --
+def nll(x: T, labels: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile] = F.nll_loss(x[tile, :], labels[tile], reduction="none")
+    return out
+
+
+def nll_mean(x: T, labels: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        hl.atomic_add(out, [0], F.nll_loss(x[tile, :], labels[tile], ignore_index=1))
+    return out
+
+
+def test_nll_loss_of_an_infinite_score_at_the_target_is_infinite(device: torch.device) -> None:
+    x = torch.tensor([[0.5, float("inf"), 2.0], [float("-inf"), 1.0, float("nan")], [1.0, 2.0, 3.0]],
+                     device=device)
+    labels = torch.tensor([1, 0, 2], device=device)
+    for mode in _modes(device):
+        torch.testing.assert_close(_run(nll, mode, 2, x, labels, torch.zeros(3, device=device)),
+                                   F.nll_loss(x, labels, reduction="none"), equal_nan=True)
+        finite = torch.tensor([[0.5, 1.0, 2.0], [3.0, 1.0, -1.0], [1.0, 2.0, 3.0]], device=device)
+        torch.testing.assert_close(_run(nll_mean, mode, 4, finite, labels, torch.zeros(1, device=device)),
+                                   F.nll_loss(finite, labels, ignore_index=1).reshape(1))
+
+
+# -- torch.topk with a k that is not a power of two was refused in interpret mode (eager computed) --
+def top(x: T, out_values: T, out_indices: T, k: int) -> tuple[T, T]:
+    for tile in hl.tile(x.size(0)):
+        values, indices = torch.topk(x[tile, :], k, dim=1)
+        out_values[tile, :] = values
+        out_indices[tile, :] = indices
+        smallest = torch.topk(x[tile, :], k, dim=-1, largest=False).values
+        out_values[tile, :] = out_values[tile, :] + smallest * 0
+    return out_values, out_indices
+
+
+@pytest.mark.parametrize("n, k", [(5, 3), (5, 5), (13, 7), (16, 15), (17, 12), (3, 3), (1, 1)])
+def test_topk_takes_any_k_up_to_the_dimension(n: int, k: int, device: torch.device) -> None:
+    x = torch.randperm(7 * n, device=device).reshape(7, n).float()
+    expected = torch.topk(x, k, dim=1)
+    for mode in _modes(device):
+        values, indices = _run(top, mode, 4, x, torch.zeros(7, k, device=device),
+                               torch.zeros(7, k, dtype=torch.int64, device=device), k)
+        torch.testing.assert_close(values, expected.values)
+        torch.testing.assert_close(indices, expected.indices)
+
+
+# -- hl.atomic_add of a bf16 scalar into one element: the interpreter's bf16 atomic flattened a
+# -- 0-d pointer (an internal error); eager's atomic of a [tile] value into one element was a raw
+# -- RuntimeError from expand (the trace's located shape error now) --
+def total(x: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        hl.atomic_add(out, [0], x[tile, :].sum())
+    return out
+
+
+def column_into_one_element(x: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        hl.atomic_add(out, [0], x[tile, 0])  # line: column_into_one_element
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_atomic_add_of_a_scalar_into_one_element(dtype: torch.dtype, device: torch.device) -> None:
+    x = torch.randn(5, 7, device=device).to(dtype)
+    for mode in _modes(device):
+        result = _run(total, mode, 2, x, torch.zeros(1, dtype=dtype, device=device))
+        torch.testing.assert_close(result.float(), x.float().sum().reshape(1), rtol=3e-2, atol=6e-2)
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+def test_atomic_add_of_a_tile_into_one_element_is_a_located_shape_error(mode: str) -> None:
+    with pytest.raises(exc.ShapeMismatchError) as caught:
+        _run(column_into_one_element, mode, 2, torch.randn(5, 3), torch.zeros(1))
+    assert caught.value.location is not None
+    assert os.path.basename(caught.value.location.filename) == os.path.basename(__file__)
+    assert caught.value.hint
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+def test_topk_of_an_int_argument_k_follows_each_call(mode: str) -> None:
+    kernel = tessera.kernel(top, mode=mode, config=tessera.Config(block_sizes=[4]))
+    x = torch.randperm(6 * 13).reshape(6, 13).float()
+    for k in (3, 8, 5, 3):
+        values, indices = kernel(x, torch.zeros(6, k), torch.zeros(6, k, dtype=torch.int64), k)
+        torch.testing.assert_close(values, torch.topk(x, k, dim=1).values)
+        torch.testing.assert_close(indices, torch.topk(x, k, dim=1).indices)
