@@ -201,3 +201,22 @@ def test_topk_of_an_int_argument_k_follows_each_call(mode: str) -> None:
         values, indices = kernel(x, torch.zeros(6, k), torch.zeros(6, k, dtype=torch.int64), k)
         torch.testing.assert_close(values, torch.topk(x, k, dim=1).values)
         torch.testing.assert_close(indices, torch.topk(x, k, dim=1).indices)
+
+
+# -- Helion's broadcast by tile (a [tile] value against a [tile, n] one stands along the tile) in
+# -- two-operand formulas (xlog1py, atan2, ldexp, hypot...): interpret computed it, eager refused --
+def by_tile(x: T, y: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        rows = x[tile, :].sum(1)
+        out[tile, :] = torch.special.xlog1py(rows, y[tile, :]) + torch.atan2(rows, y[tile, :]) \
+            + torch.hypot(y[tile, :], rows) + torch.ldexp(rows, torch.ones_like(y[tile, :], dtype=torch.int32))
+    return out
+
+
+def test_two_operand_formulas_broadcast_by_tile_in_every_mode(device: torch.device) -> None:
+    x, y = torch.rand(7, 7, device=device), torch.rand(7, 7, device=device)
+    rows = x.sum(1)[:, None]
+    expected = torch.special.xlog1py(rows, y) + torch.atan2(rows, y) + torch.hypot(y, rows) + rows * 2
+    for mode in _modes(device):
+        torch.testing.assert_close(_run(by_tile, mode, 2, x, y, torch.zeros(7, 7, device=device)), expected,
+                                   rtol=1e-5, atol=1e-5)

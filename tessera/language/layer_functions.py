@@ -177,7 +177,9 @@ def _check_dropout(p: Any, training: Any, inplace: Any) -> None:
                                             location=user_location(), hint="pass a Python bool")
 
 
-def _dropout_eager(input: Any, p: Any = 0.5, training: bool = True, inplace: bool = False) -> Any:
+def _dropout_eager(input: Any, p: Any = 0.5, training: bool = True, inplace: bool = False, *,
+                   train: bool | None = None) -> Any:
+    training = training if train is None else train  # torch.dropout(input, p, train) spells it `train`
     if not _in_tile_loop():
         return F.dropout(input, p, training, inplace)
     _check_dropout(p, training, inplace)
@@ -192,7 +194,8 @@ def _dropout_eager(input: Any, p: Any = 0.5, training: bool = True, inplace: boo
 
 
 def _dropout_trace(tracer: Tracer, input: Any, p: Any = 0.5, training: bool = True,
-                   inplace: bool = False) -> TileValue:
+                   inplace: bool = False, *, train: bool | None = None) -> TileValue:
+    training = training if train is None else train
     _check_dropout(p, training, inplace)
     input = only_tile_value("F.dropout", input)
     if training and not input.dtype.is_floating_point and not isinstance(p, numbers.Real):
@@ -236,6 +239,6 @@ def _cosine_similarity_trace(tracer: Tracer, x1: Any, x2: Any, dim: int = 1, eps
 
 linear_p = defined_primitive("linear", _linear_eager, _linear_trace, torch_functions=(F.linear,))
 pad_p = defined_primitive("pad", _pad_eager, _pad_trace, torch_functions=(F.pad,))
-dropout_p = defined_primitive("dropout", _dropout_eager, _dropout_trace, torch_functions=(F.dropout,))
+dropout_p = defined_primitive("dropout", _dropout_eager, _dropout_trace, torch_functions=(F.dropout, torch.dropout))
 cosine_similarity_p = defined_primitive("cosine_similarity", F.cosine_similarity, _cosine_similarity_trace,
                                         torch_functions=(F.cosine_similarity, torch.cosine_similarity))
