@@ -174,14 +174,15 @@ class Draws:
                  "torch.logit(v)", "torch.logit(torch.sigmoid(v), 1e-3)", "torch.special.logit(v, 0.25)", "v.logit()",
                  "torch.logit(torch.sigmoid(v.float()))",
                  "torch.erfinv(torch.tanh(v.float()) * 0.5)", "torch.special.erfinv(v)", "v.erfinv()",
-                 "torch.erfinv(v * 0.01)", "torch.ldexp(v, torch.tensor(3))", "torch.special.ndtr(v)",
-                 "torch.special.xlog1py(v, 2.0)", "torch.special.entr(v)", "torch.special.entr(v.abs() * 0.1)"]
+                 "torch.erfinv(v * 0.01)", "torch.ldexp(v, torch.tensor(3))",
+                 "torch.special.xlog1py(v, 2.0)", "torch.special.entr(v)", "torch.special.entr(v.abs() * 0.1)",
+                 "torch.special.ndtr(v.abs())", "torch.special.ndtr(v.abs() - 0.5)"]
         if v.dim() == 1:
             forms += ["torch.ldexp(v, lab % 5)", "torch.special.xlog1py(v, w[:, 0])"]
         else:
             d = self.dim()
             forms += ["torch.ldexp(v, lab[:, None] % 5)", "torch.special.xlog1py(v, w)",
-                      "torch.special.xlog1py(w.abs(), v)", f"torch.special.ndtr(v - v.amax({d}, keepdim=True))"]
+                      "torch.special.xlog1py(w.abs(), v)", f"torch.special.ndtr(v.amax({d}, keepdim=True) - v)"]
         return self.rng.choice(forms)
 
     def dropout(self, v: torch.Tensor) -> str:
@@ -417,7 +418,10 @@ def outcome(program: Program, module: Any, mode: str) -> tuple[str, Any]:
 
 def _tolerance(program: Program, expected: torch.Tensor) -> float:
     dtypes = [program.x.dtype, program.y.dtype, program.aux.dtype, expected.dtype]
+    dtypes += [d for d in (torch.float16, torch.bfloat16) if str(d) in " ".join(program.steps)]  # a cast to it
     tolerance = max(TOLERANCES.get(d, 0.0) for d in dtypes)
+    if tolerance > TOLERANCES[torch.float32] and any("erfinv" in step for step in program.steps[1:]):
+        tolerance *= 4  # erfinv near +-1 multiplies a 16-bit input's last-bit difference
     if program.store == "total":  # a sum over tiles in another order
         tolerance = max(tolerance * 4, 1e-4)
     return tolerance
