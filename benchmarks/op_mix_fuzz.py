@@ -196,7 +196,10 @@ class Draws:
                                 f"v - filled(v.size({d}), 1, v.dtype)[None, :]"])
 
     def cast(self, v: torch.Tensor) -> str:
-        return f"v.to({self.rng.choice(['torch.float32', 'torch.float16', 'torch.bfloat16', 'torch.int32'])})"
+        dtype = self.rng.choice(['torch.float32', 'torch.float16', 'torch.bfloat16', 'torch.int32'])
+        if dtype == "torch.int32" and v.dtype.is_floating_point:  # truncating 2.9999999 or 3.0000001: noise
+            return "v.round().to(torch.int32)"
+        return f"v.to({dtype})"
 
     def unsqueeze(self, v: torch.Tensor) -> str:
         return self.rng.choice(["v[:, None]", "v.unsqueeze(1)", "v[:, None].expand(-1, 3)"])
@@ -306,7 +309,7 @@ def _totals(rng: random.Random, v: torch.Tensor, whole_tile: bool) -> list[str]:
                   "F.kl_div(v, w, reduction='sum')"]
         if whole_tile:  # one tile holds every row: a mean over it is the whole mean
             forms += ["F.mse_loss(v, w)", "F.cross_entropy(v, lab)", "F.nll_loss(v, lab, ignore_index=1)",
-                      "F.smooth_l1_loss(v, w, beta=0.5)", "F.kl_div(v, w, reduction='batchmean')", "v.mean()",
+                      "F.smooth_l1_loss(v, w, beta=0.5)", "v.mean()",
                       "F.binary_cross_entropy_with_logits(v, torch.sigmoid(w))", "F.cross_entropy(v, lab, ignore_index=0)"]
     else:
         forms += ["torch.dot(v, v)", "torch.vdot(v, w[:, 0])", "torch.inner(v, v)"]

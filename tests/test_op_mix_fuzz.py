@@ -223,3 +223,55 @@ def test_two_operand_formulas_broadcast_by_tile_in_every_mode(device: torch.devi
     for mode in _modes(device):
         torch.testing.assert_close(_run(by_tile, mode, 2, x, y, torch.zeros(7, 7, device=device)), expected,
                                    rtol=1e-5, atol=1e-5)
+
+
+# -- F.smooth_l1_loss of integers with beta=0 (torch: the l1 loss, which takes them) was refused in
+# -- interpret mode: torch's dtype rule was asked without the call's beta --
+def smooth_l1_of_integers(x: T, y: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = F.smooth_l1_loss(x[tile, :], y[tile, :], reduction="none", beta=0.0)
+    return out
+
+
+def test_smooth_l1_loss_of_integers_with_beta_zero(device: torch.device) -> None:
+    x = torch.randint(-50, 50, (5, 6), device=device)
+    y = torch.randint(-50, 50, (5, 6), device=device)
+    expected = F.smooth_l1_loss(x, y, reduction="none", beta=0.0)
+    for mode in _modes(device):
+        torch.testing.assert_close(_run(smooth_l1_of_integers, mode, 2, x, y, torch.zeros_like(expected)), expected)
+
+
+# -- F.dropout / torch.rand_like after F.pad, F.linear, torch.inner, cosine_similarity, one_hot or
+# -- cross_entropy: eager mode lost which dims were tiles and refused what interpret computed --
+LAYERS = {
+    "pad": lambda v, w, a, labels: F.pad(v, (1, 2), mode="reflect"),
+    "linear": lambda v, w, a, labels: F.linear(v, a[:, :]),
+    "inner": lambda v, w, a, labels: torch.inner(v, a[:, :]),
+    "cosine": lambda v, w, a, labels: F.cosine_similarity(v, w, dim=1),
+    "one_hot": lambda v, w, a, labels: F.one_hot(labels, 6).float(),
+    "cross_entropy": lambda v, w, a, labels: F.cross_entropy(v, labels, reduction="none"),
+}
+
+
+def dropout_after(x: T, y: T, a: T, labels: T, out: T, layer) -> T:
+    for tile in hl.tile(x.size(0)):
+        v = layer(x[tile, :], y[tile, :], a, labels[tile])
+        dropped = F.dropout(v, 0.5)
+        out[tile, :] = dropped if dropped.dim() == 2 else dropped[:, None]
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_dropout_after_a_layer_function_draws_alike_in_every_mode(name: str, device: torch.device) -> None:
+    x, y, a = (torch.randn(shape, device=device) for shape in ((9, 5), (9, 5), (3, 5)))
+    labels = torch.randint(0, 5, (9,), device=device)
+    layer = LAYERS[name]
+    kept = layer(x, y, a, labels)
+    kept = kept if kept.dim() == 2 else kept[:, None]
+    results = []
+    for mode in _modes(device):
+        torch.manual_seed(7)
+        results.append(_run(dropout_after, mode, 4, x, y, a, labels, torch.zeros_like(kept), layer))
+    torch.testing.assert_close(results[0], results[1])
+    dropped = results[0] == 0
+    torch.testing.assert_close(results[0][~dropped], (kept * 2)[~dropped])  # kept lanes scaled by 1 / (1 - p)

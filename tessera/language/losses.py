@@ -106,11 +106,15 @@ def _loss_rule(spelling: str, function: Callable[..., Any], formula: Callable[..
         operands = {name: scalar_tensor_value(tracer, given[name]) for name in ("target", *parameters)
                     if given.get(name) is not None}
         tensors = {name: value for name, value in operands.items() if isinstance(value, TileValue)}
-        dtype = ask_torch(spelling, function, (x,), {**tensors, "reduction": "none"}).dtype
+        settings = {name: given[name] for name in signature.parameters
+                    if name not in ("input", "target", "size_average", "reduce", "reduction", "weight",
+                                    "pos_weight") and name in given}
+        # torch's dtype rule with this call's settings (smooth_l1_loss of integers: refused, but
+        # with beta=0 it is l1_loss, which takes them)
+        plain = {name: value for name, value in settings.items() if isinstance(value, (bool, int, float))}
+        dtype = ask_torch(spelling, function, (x,), {**tensors, **plain, "reduction": "none"}).dtype
         options = {name: value for name, value in operands.items() if name != "target"}
-        options.update({name: given[name] for name in signature.parameters
-                        if name not in ("input", "target", "size_average", "reduce", "reduction", "weight",
-                                        "pos_weight") and name in given})
+        options.update(settings)
         # each step in the operands' dtype: torch's loss kernels round every step to a 16-bit dtype
         loss = formula(Ops(tracer), x, operands["target"], **options)
         loss = cast(tracer, loss, dtype) if loss.dtype != dtype else loss
