@@ -64,10 +64,15 @@ class Program:
     out: torch.Tensor      # the output before the kernel runs (write-back stores keep some of it)
     block: int
     layout: str
+    inner_block: int = 0   # the inner loop's block ("tiles" programs: x[tile, tile_n] in a loop over n)
 
     def source(self) -> str:
-        steps = "\n".join(f"        v = {step}" for step in self.steps) or "        pass"
         reference_steps = "\n".join(f"    v = ({step}).contiguous()" for step in self.steps) or "    pass"
+        if self.load == "tiles":
+            steps = "\n".join(f"            v = {step}" for step in self.steps) or "            pass"
+            return TILES_KERNEL.format(steps=steps, reference_steps=reference_steps, fold=self.total,
+                                       start=_FOLDS[self.total][0], combine=_FOLDS[self.total][1])
+        steps = "\n".join(f"        v = {step}" for step in self.steps) or "        pass"
         kernel_load = {"row": "x[tile, :]", "gather": "x[rows[tile], :]"}[self.load]
         reference_load = {"row": "x", "gather": "gather_rows(x, rows)"}[self.load]
         return KERNEL.format(steps=steps, reference_steps=reference_steps, load=kernel_load,
@@ -79,7 +84,7 @@ class Program:
 
     def describe(self) -> str:
         return (f"seed {self.seed}: x {self.x.dtype} {list(self.x.shape)} {self.layout}, y {self.y.dtype}, "
-                f"block {self.block}, aux {self.aux.dtype} {list(self.aux.shape)}, labels {self.labels.tolist()}, "
+                f"block {self.block}{f' x {self.inner_block}' if self.inner_block else ''}, aux {self.aux.dtype} {list(self.aux.shape)}, labels {self.labels.tolist()}, "
                 f"rows {self.rows.tolist()}, targets {self.targets.tolist()}, out {self.out.dtype} "
                 f"{list(self.out.shape)}\n" + self.source())
 
@@ -124,6 +129,43 @@ def reference(x, y, aux, labels, rows, targets, out):
     return out
 '''
 
+TILES_KERNEL = '''import torch
+import torch.nn.functional as F
+import tessera.language as hl
+
+
+def kernel(x, y, aux, labels, rows, targets, out):
+    for tile in hl.tile(x.size(0)):
+        acc = hl.full([tile], {start}, dtype=torch.float32)
+        lab = labels[tile]
+        for tile_n in hl.tile(x.size(1)):
+            v = x[tile, tile_n]
+            w = y[tile, tile_n]
+{steps}
+            acc = {combine}
+        out[tile] = acc
+    return out
+
+
+def reference(x, y, aux, labels, rows, targets, out):
+    v = x
+    w = y
+    lab = labels
+{reference_steps}
+    out[...] = {fold}
+    return out
+'''
+
+# the row folds of the tiles kernel: the reference's expression of the whole v, then the inner
+# loop's start value and its combination of the tile with `acc`
+_FOLDS = {
+    "v.float().sum(-1)": ("0.0", "acc + v.float().sum(-1)"),
+    "(v.float() * 0.5).sum(1)": ("0.0", "acc + (v.float() * 0.5).sum(1)"),
+    "v.float().amax(-1)": ("float('-inf')", "torch.maximum(acc, v.float().amax(-1))"),
+    "v.float().amin(1)": ("float('inf')", "torch.minimum(acc, v.float().amin(1))"),
+    "torch.nansum(v.float(), 1)": ("0.0", "acc + torch.nansum(v.float(), 1)"),
+}
+
 _KERNEL_STORES = {
     "plain": "        if v.dim() == 1:\n            out[tile] = v\n        else:\n            out[tile, :] = v",
     "window": "        if v.dim() == 1:\n            out[tile.begin:tile.begin + tile.block_size] = v\n"
@@ -161,6 +203,8 @@ class Draws:
         return self.rng.choice(["1", "-1"])
 
     def candidates(self, v: torch.Tensor) -> list[Callable[[torch.Tensor], str]]:
+        if self.program.load == "tiles":  # lane for lane only: the value is a tile in both dims
+            return [self.special, self.special, self.pointwise_loss, self.pointwise_loss, self.dropout, self.cast]
         # (a 1-D value runs along the tile: torch's right alignment would pair it with a whole dim of
         # the reference, so only lane-wise steps of v alone follow it)
         if v.dim() == 1:
@@ -180,9 +224,10 @@ class Draws:
         if v.dim() == 1:
             forms += ["torch.ldexp(v, lab % 5)", "torch.special.xlog1py(v, w[:, 0])"]
         else:
-            d = self.dim()
             forms += ["torch.ldexp(v, lab[:, None] % 5)", "torch.special.xlog1py(v, w)",
-                      "torch.special.xlog1py(w.abs(), v)", f"torch.special.ndtr(v.amax({d}, keepdim=True) - v)"]
+                      "torch.special.xlog1py(w.abs(), v)"]
+        if v.dim() == 2 and self.program.load != "tiles":
+            forms.append(f"torch.special.ndtr(v.amax({self.dim()}, keepdim=True) - v)")
         return self.rng.choice(forms)
 
     def dropout(self, v: torch.Tensor) -> str:
@@ -211,9 +256,10 @@ class Draws:
             target = self.rng.choice(["torch.sign(w)", "torch.where(w > 0, 1.0, -1.0)"])
             target = target if v.dim() == 2 else f"({target})[:, 0]"
         if kind == "kl":
-            return self.rng.choice([f"F.kl_div(v, {target}, reduction='none')",
-                                    f"F.kl_div(torch.log_softmax(v, -1), {target}.softmax(-1), reduction='none')",
-                                    f"F.kl_div(v, {target}, reduction='none', log_target=True)"])
+            forms = [f"F.kl_div(v, {target}, reduction='none')", f"F.kl_div(v, {target}, reduction='none', log_target=True)"]
+            if self.program.load != "tiles":
+                forms.append(f"F.kl_div(torch.log_softmax(v, -1), {target}.softmax(-1), reduction='none')")
+            return self.rng.choice(forms)
         if kind == "bce":
             return self.rng.choice([f"F.binary_cross_entropy_with_logits(v, torch.sigmoid({target}), reduction='none')",
                                     f"F.binary_cross_entropy_with_logits(v, (w > 0).to(v.dtype), reduction='none', "
@@ -248,7 +294,8 @@ class Draws:
     def cosine(self, v: torch.Tensor) -> str:
         d = self.dim()
         return self.rng.choice([f"F.cosine_similarity(v, w, dim={d})", f"torch.cosine_similarity(v, w, {d}, 1e-3)",
-                                f"F.cosine_similarity(v, w[:, :1], dim={d})", f"F.cosine_similarity(v, v, {d})[:, None]"])
+                                f"F.cosine_similarity(v, w[:, :1], dim={d})",
+                                f"F.cosine_similarity(v, v.flip({d}), {d})[:, None]"])
 
     def one_hot(self, v: torch.Tensor) -> str:
         classes = int(self.program.labels.max()) + 1 + self.rng.randint(0, 2)
@@ -342,10 +389,12 @@ def draw(seed: int) -> Program:
     if m > 1 and rng.random() < 0.5:
         targets[rng.randrange(m)] = rng.choice([m, m + 5, -m - 1])
     block = rng.choice(BLOCKS)
-    program = Program(seed, rng.choice(["row", "row", "row", "gather"]), [], rng.choice(STORES), "", x, y,
+    program = Program(seed, rng.choice(["row", "row", "row", "gather", "tiles"]), [], rng.choice(STORES), "", x, y,
                       torch.zeros(1, 1), labels, rows, targets, torch.zeros(1), block, layout)
+    if program.load == "tiles":
+        program.inner_block = rng.choice(BLOCKS)
     draws = Draws(rng, program)
-    v = _evaluate("v", x if program.load == "row" else _gather_rows(x, rows), program)
+    v = _evaluate("v", _gather_rows(x, rows) if program.load == "gather" else x, program)
     for _ in range(rng.randint(1, MAX_STEPS)):
         for _attempt in range(8):
             step = rng.choice(draws.candidates(v))(v)
@@ -367,6 +416,10 @@ def draw(seed: int) -> Program:
 
 
 def _draw_store(rng: random.Random, program: Program, v: torch.Tensor) -> None:
+    if program.load == "tiles":
+        program.store, program.total = "fold", rng.choice(sorted(_FOLDS))
+        program.out = torch.zeros(v.shape[0])
+        return
     if program.store == "total":
         for _attempt in range(8):
             total = rng.choice(_totals(rng, v, program.block >= v.shape[0]))
@@ -408,7 +461,8 @@ def _evaluate(step: str, v: torch.Tensor, program: Program) -> Any:
 def outcome(program: Program, module: Any, mode: str) -> tuple[str, Any]:
     """("ok", result) or ("located", error) or ("raw", error) of one run in `mode`; the inputs keep
     their layouts (a fresh copy of `out` per run)."""
-    kernel = tessera.kernel(module.kernel, mode=mode, config=tessera.Config(block_sizes=[program.block]))
+    blocks = [program.block, program.inner_block] if program.load == "tiles" else [program.block]
+    kernel = tessera.kernel(module.kernel, mode=mode, config=tessera.Config(block_sizes=blocks))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -425,7 +479,7 @@ def _tolerance(program: Program, expected: torch.Tensor) -> float:
     tolerance = max(TOLERANCES.get(d, 0.0) for d in dtypes)
     if tolerance > TOLERANCES[torch.float32] and any("erfinv" in step for step in program.steps[1:]):
         tolerance *= 4  # erfinv near +-1 multiplies a 16-bit input's last-bit difference
-    if program.store == "total":  # a sum over tiles in another order
+    if program.store in ("total", "fold"):  # a sum over tiles in another order
         tolerance = max(tolerance * 4, 1e-4)
     return tolerance
 
