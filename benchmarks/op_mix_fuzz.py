@@ -65,6 +65,8 @@ class Program:
     block: int
     layout: str
     inner_block: int = 0   # the inner loop's block ("tiles" programs: x[tile, tile_n] in a loop over n)
+    s: float = 0.5         # a float and an int the kernel takes as arguments (runtime scalars)
+    i: int = 1
 
     def source(self) -> str:
         reference_steps = "\n".join(f"    v = ({step}).contiguous()" for step in self.steps) or "    pass"
@@ -80,10 +82,10 @@ class Program:
                              reference_store=_REFERENCE_STORES[self.store].format(total=self.total))
 
     def arguments(self) -> tuple[Any, ...]:
-        return self.x, self.y, self.aux, self.labels, self.rows, self.targets, self.out.clone()
+        return self.x, self.y, self.aux, self.labels, self.rows, self.targets, self.out.clone(), self.s, self.i
 
     def describe(self) -> str:
-        return (f"seed {self.seed}: x {self.x.dtype} {list(self.x.shape)} {self.layout}, y {self.y.dtype}, "
+        return (f"seed {self.seed}: s {self.s}, i {self.i}, x {self.x.dtype} {list(self.x.shape)} {self.layout}, y {self.y.dtype}, "
                 f"block {self.block}{f' x {self.inner_block}' if self.inner_block else ''}, aux {self.aux.dtype} {list(self.aux.shape)}, labels {self.labels.tolist()}, "
                 f"rows {self.rows.tolist()}, targets {self.targets.tolist()}, out {self.out.dtype} "
                 f"{list(self.out.shape)}\n" + self.source())
@@ -103,7 +105,7 @@ def positions(n):
     return torch.arange(n)
 
 
-def kernel(x, y, aux, labels, rows, targets, out):
+def kernel(x, y, aux, labels, rows, targets, out, s, i):
     for tile in hl.tile(x.size(0)):
         v = {load}
         w = y[tile, :]
@@ -120,7 +122,7 @@ def gather_rows(x, rows):
     return torch.where(inside[:, None], picked, torch.zeros((), dtype=x.dtype))
 
 
-def reference(x, y, aux, labels, rows, targets, out):
+def reference(x, y, aux, labels, rows, targets, out, s, i):
     v = {reference_load}
     w = y
     lab = labels
@@ -134,7 +136,7 @@ import torch.nn.functional as F
 import tessera.language as hl
 
 
-def kernel(x, y, aux, labels, rows, targets, out):
+def kernel(x, y, aux, labels, rows, targets, out, s, i):
     for tile in hl.tile(x.size(0)):
         acc = hl.full([tile], {start}, dtype=torch.float32)
         lab = labels[tile]
@@ -147,7 +149,7 @@ def kernel(x, y, aux, labels, rows, targets, out):
     return out
 
 
-def reference(x, y, aux, labels, rows, targets, out):
+def reference(x, y, aux, labels, rows, targets, out, s, i):
     v = x
     w = y
     lab = labels
@@ -204,12 +206,14 @@ class Draws:
 
     def candidates(self, v: torch.Tensor) -> list[Callable[[torch.Tensor], str]]:
         if self.program.load == "tiles":  # lane for lane only: the value is a tile in both dims
-            return [self.special, self.special, self.pointwise_loss, self.pointwise_loss, self.dropout, self.cast]
+            return [self.special, self.special, self.pointwise_loss, self.pointwise_loss, self.dropout, self.cast,
+                    self.scalars]
         # (a 1-D value runs along the tile: torch's right alignment would pair it with a whole dim of
         # the reference, so only lane-wise steps of v alone follow it)
         if v.dim() == 1:
-            return [self.special, self.special, self.dropout, self.cast, self.unsqueeze, self.pointwise_loss]
-        return [self.special, self.special, self.special, self.special, self.dropout, self.helper_factory,
+            return [self.special, self.special, self.dropout, self.cast, self.unsqueeze, self.pointwise_loss,
+                    self.scalars]
+        return [self.scalars, self.scalars, self.special, self.special, self.special, self.dropout, self.helper_factory,
                 self.cast, self.pointwise_loss, self.pointwise_loss, self.linear, self.pad, self.pad, self.cosine,
                 self.one_hot, self.classification, self.inner, self.sort, self.sort, self.topk]
 
@@ -228,6 +232,22 @@ class Draws:
                       "torch.special.xlog1py(w.abs(), v)"]
         if v.dim() == 2 and self.program.load != "tiles":
             forms.append(f"torch.special.ndtr(v.amax({self.dim()}, keepdim=True) - v)")
+        return self.rng.choice(forms)
+
+    def scalars(self, v: torch.Tensor) -> str:
+        """Session 12's ops given the kernel's float `s` (0 < s < 1) or int `i` (1 <= i <= 3) argument."""
+        forms = ["torch.logit(v, s * 0.1)", "F.huber_loss(v, w, reduction='none', delta=s + 0.5)",
+                 "F.smooth_l1_loss(v, w * s, reduction='none', beta=s)", "F.dropout(v, s, training=False)",
+                 "torch.special.xlog1py(v, s)", "torch.special.xlog1py(s, v)", "torch.sinc(v * s)",
+                 "torch.ldexp(v, torch.tensor(i))", "F.soft_margin_loss(v * s, torch.sign(w), reduction='none')",
+                 "torch.special.entr(v * s)", "torch.erfinv(torch.tanh(v.float()) * s)"]
+        if v.dim() == 2 and self.program.load != "tiles":
+            d = self.dim()
+            forms += ["F.pad(v, (1, 2), value=s)", f"torch.cosine_similarity(v, w, {d}, s * 1e-3)",
+                      "F.pad(v, (i, 1))", "F.pad(v, (1, i), mode='replicate')",
+                      "F.one_hot(lab, v.size(1) + i)", "F.cross_entropy(v, lab, reduction='none', ignore_index=i)"]
+            if v.dtype != torch.int64:  # (sorts take 32-bit keys)
+                forms.append(f"torch.topk(v, min(i, v.size({d})), {d}).values")
         return self.rng.choice(forms)
 
     def dropout(self, v: torch.Tensor) -> str:
@@ -393,6 +413,7 @@ def draw(seed: int) -> Program:
                       torch.zeros(1, 1), labels, rows, targets, torch.zeros(1), block, layout)
     if program.load == "tiles":
         program.inner_block = rng.choice(BLOCKS)
+    program.s, program.i = rng.choice([0.25, 0.5, 0.75, 0.1]), rng.randint(1, 3)
     draws = Draws(rng, program)
     v = _evaluate("v", _gather_rows(x, rows) if program.load == "gather" else x, program)
     for _ in range(rng.randint(1, MAX_STEPS)):
@@ -454,7 +475,7 @@ def _evaluate(step: str, v: torch.Tensor, program: Program) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return eval(step, namespace, {"v": v, "w": program.y, "aux": program.aux,  # noqa: S307
-                                      "lab": program.labels})
+                                      "lab": program.labels, "s": program.s, "i": program.i})
 
 
 # -- running ----------------------------------------------------------------------------------------

@@ -275,3 +275,75 @@ def test_dropout_after_a_layer_function_draws_alike_in_every_mode(name: str, dev
     torch.testing.assert_close(results[0], results[1])
     dropped = results[0] == 0
     torch.testing.assert_close(results[0][~dropped], (kept * 2)[~dropped])  # kept lanes scaled by 1 / (1 - p)
+
+
+# -- scalar arguments in the special functions: xlog1py(s, v) / xlog1py(v_int, s) / ldexp(v, i)
+# -- with s, i kernel arguments dispatched back into the trace (located refusals where eager
+# -- computed); a Python-level refusal by torch's argument parser (atan2(0.5, v)) was a raw TypeError --
+def scalar_special(x: T, out: T, s: float, i: int) -> T:
+    for tile in hl.tile(x.size(0)):
+        v = x[tile, :]
+        out[tile, :] = torch.special.xlog1py(s, v) + torch.special.xlog1py(v.to(torch.int32), s) \
+            + torch.ldexp(v, torch.tensor(i)) + torch.special.xlog1py(v, s)
+    return out
+
+
+def scalar_first_atan2(x: T, out: T) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = torch.atan2(0.5, x[tile, :])  # line: scalar_first_atan2
+    return out
+
+
+@pytest.mark.parametrize("s, i", [(0.5, 2), (0.0, 0), (-0.25, -3)])
+def test_special_functions_of_scalar_arguments(s: float, i: int, device: torch.device) -> None:
+    x = torch.tensor([[-1.0, 0.0, 2.5], [3.0, float("nan"), -0.5]], device=device)
+    expected = torch.special.xlog1py(s, x) + torch.special.xlog1py(x.to(torch.int32), s) + torch.ldexp(x, torch.tensor(i)) \
+        + torch.special.xlog1py(x, s)
+    for mode in _modes(device):
+        result = tessera.kernel(scalar_special, mode=mode, config=tessera.Config(block_sizes=[2]))(
+            x, torch.zeros_like(x), s, i)
+        torch.testing.assert_close(result, expected, equal_nan=True)
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+def test_a_call_torch_refuses_by_its_argument_types_is_located(mode: str) -> None:
+    with pytest.raises(exc.TesseraError) as caught:
+        _run(scalar_first_atan2, mode, 2, torch.rand(4, 3), torch.zeros(4, 3))
+    assert caught.value.location is not None
+    assert os.path.basename(caught.value.location.filename) == os.path.basename(__file__)
+
+
+# -- min(i, v.size(1)) of an int argument and a whole dim's size in a tile loop: a raw TypeError
+# -- ("cannot determine truth value of Relational") in compiled modes --
+def top_at_most(x: T, out: T, i: int) -> T:
+    for tile in hl.tile(x.size(0)):
+        v = x[tile, :]
+        out[tile, :] = torch.topk(v, min(i, v.size(1)), 1).values.sum(1, keepdim=True) + max(i, v.size(-1))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+def test_min_of_a_scalar_argument_and_a_whole_size(mode: str) -> None:
+    kernel = tessera.kernel(top_at_most, mode=mode, config=tessera.Config(block_sizes=[4]))
+    x = torch.randperm(5 * 6).reshape(5, 6).float()
+    for i in (2, 9, 1, 6):
+        expected = torch.topk(x, min(i, 6), 1).values.sum(1, keepdim=True) + max(i, 6)
+        torch.testing.assert_close(kernel(x, torch.zeros(5, 1), i), expected)
+
+
+# -- torch.logit(v, eps) with eps from a scalar argument: a raw TypeError ("Cannot convert expression
+# -- to float") in compiled modes; the clamp rounds eps and 1 - eps to v's dtype as torch --
+def logit_of_argument(x: T, out: T, eps: float) -> T:
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = torch.logit(x[tile, :], eps * 0.5)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_logit_with_eps_of_a_scalar_argument(dtype: torch.dtype, device: torch.device) -> None:
+    x = torch.tensor([[0.0, 1e-4, 0.5, 1.0], [float("nan"), 0.9999, -1.0, 2.0]], device=device).to(dtype)
+    for mode in _modes(device):
+        kernel = tessera.kernel(logit_of_argument, mode=mode, config=tessera.Config(block_sizes=[2]))
+        for eps in (0.002, 0.2):
+            torch.testing.assert_close(kernel(x, torch.zeros_like(x), eps), torch.logit(x, eps * 0.5),
+                                       equal_nan=True, rtol=2e-3, atol=2e-3)
