@@ -347,3 +347,22 @@ def test_logit_with_eps_of_a_scalar_argument(dtype: torch.dtype, device: torch.d
         for eps in (0.002, 0.2):
             torch.testing.assert_close(kernel(x, torch.zeros_like(x), eps), torch.logit(x, eps * 0.5),
                                        equal_nan=True, rtol=2e-3, atol=2e-3)
+
+
+# -- an fp16 atomic_add whose sum overflows to inf: Triton's interpreter raised OverflowError (an
+# -- internal error in interpret mode); fp16 adds now take the 16-bit compare-and-swap helper --
+def scatter_add(values: T, index: T, out: T) -> T:
+    for tile in hl.tile(values.size(0)):
+        hl.atomic_add(out, [index[tile]], values[tile])
+    return out
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+def test_fp16_atomic_add_overflows_to_inf_and_counts_every_lane(mode: str) -> None:
+    x = torch.full((4, 3), 2000.0, dtype=torch.float16)
+    result = _run(total, mode, 2, x, torch.full((1,), 60000.0, dtype=torch.float16))
+    assert result.isinf().all()
+    values = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 65000.0, 65000.0], dtype=torch.float16)
+    index = torch.tensor([0, 0, 1, 0, 1, 2, 2])
+    expected = torch.tensor([7.0, 8.0, float("inf")], dtype=torch.float16)
+    torch.testing.assert_close(_run(scatter_add, mode, 4, values, index, torch.zeros(3, dtype=torch.float16)), expected)
