@@ -366,3 +366,25 @@ def test_fp16_atomic_add_overflows_to_inf_and_counts_every_lane(mode: str) -> No
     index = torch.tensor([0, 0, 1, 0, 1, 2, 2])
     expected = torch.tensor([7.0, 8.0, float("inf")], dtype=torch.float16)
     torch.testing.assert_close(_run(scatter_add, mode, 4, values, index, torch.zeros(3, dtype=torch.float16)), expected)
+
+
+# -- register shapes from int arguments: F.pad amounts, F.one_hot's num_classes (also through the
+# -- F alias, which the rewrite now routes like torch.*) and topk's k take this call's value,
+# -- guarded (were located refusals or raw argument-parser errors where eager computed) --
+def shaped_by_argument(x: T, labels: T, out: T, i: int) -> T:
+    for tile in hl.tile(x.size(0)):
+        v = F.pad(x[tile, :], (i, 1)) + F.pad(x[tile, :], (1, i), mode="replicate")
+        classes = F.one_hot(labels[tile], v.size(1) + i - x.size(1) + 2).sum(1, keepdim=True)
+        out[tile, :] = v[:, :1] + classes + torch.topk(v, i, 1).values.sum(1, keepdim=True)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["eager", "interpret"])
+def test_pad_one_hot_and_topk_sized_by_an_int_argument(mode: str) -> None:
+    x, labels = torch.randn(5, 4), torch.tensor([0, 2, 1, 3, 0])
+    kernel = tessera.kernel(shaped_by_argument, mode=mode, config=tessera.Config(block_sizes=[2]))
+    for i in (1, 3, 2, 1):
+        v = F.pad(x, (i, 1)) + F.pad(x, (1, i), mode="replicate")
+        expected = v[:, :1] + F.one_hot(labels, v.size(1) + i - 4 + 2).sum(1, keepdim=True) \
+            + torch.topk(v, i, 1).values.sum(1, keepdim=True)
+        torch.testing.assert_close(kernel(x, labels, torch.zeros(5, 1), i), expected)

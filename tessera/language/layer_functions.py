@@ -33,7 +33,7 @@ from tessera.language.eager_indexing import refuse_tile_dims
 from tessera.language.elementwise import apply_elementwise
 from tessera.language.formulas import Ops, compute_dtype, refuse_inplace, widened
 from tessera.language.math import exact_matmul, wide_dtype
-from tessera.language.operands import ask_torch
+from tessera.language.operands import ask_torch, pinned_int
 from tessera.language.reductions import record_reduction
 from tessera.language.slicing import pick_lanes, whole_extent
 from tessera.language.statistics import only_tile_value, vector_norm_p
@@ -123,6 +123,8 @@ def _source_lane(e: Ops, mode: str, lanes: Any, before: int, size: int) -> Any:
 
 def _pad_trace(tracer: Tracer, input: Any, pad: Any, mode: str = "constant", value: Any = None) -> TileValue:
     input = only_tile_value("F.pad", input)
+    if isinstance(pad, (list, tuple)):  # amounts from scalar arguments: this call's, guarded
+        pad = tuple(pinned_int(tracer, amount, "an F.pad amount") for amount in pad)
     amounts = _pad_amounts(input, pad)
     if mode not in _PAD_MODES:
         raise exc.UnsupportedOperationError(f"F.pad mode {mode!r}", location=user_location(),

@@ -24,7 +24,7 @@ from tessera.ir.graph import UNIT
 from tessera.ir.primitive import TORCH_FUNCTIONS, torch_primitive
 from tessera.language.elementwise import scalar_tensor_value
 from tessera.language.formulas import Ops
-from tessera.language.operands import ask_torch
+from tessera.language.operands import ask_torch, pinned_int
 from tessera.language.statistics import only_tile_value
 from tessera.language.view import cast, view_axes
 from tessera.location import user_location
@@ -212,6 +212,7 @@ torch_primitive("nll_loss", F.nll_loss)(_classification_rule("F.nll_loss", F.nll
 @torch_primitive("one_hot", F.one_hot)
 def one_hot_p(tracer: Tracer, value: Any, num_classes: int = -1) -> TileValue:
     value = only_tile_value("F.one_hot", value)
+    num_classes = pinned_int(tracer, num_classes, "F.one_hot's num_classes")  # of scalar arguments: guarded
     if value.dtype != torch.int64 and value.dtype != torch.int32 or isinstance(num_classes, bool) \
             or not isinstance(num_classes, int) or num_classes < 1:
         raise exc.UnsupportedOperationError(

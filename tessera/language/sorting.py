@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import sympy
 import torch
 
 from tessera import exc
 from tessera.ir.graph import UNIT, AxisKind, Op
 from tessera.ir.primitive import Primitive
-from tessera.language.operands import ask_torch
+from tessera.language.operands import ask_torch, pinned_int
 from tessera.language.view import permute
 from tessera.location import user_location
 from tessera.trace.proxy import TileValue
@@ -52,12 +51,7 @@ def sorted_with_indices(tracer: Tracer, value: Any, dim: Any, descending: bool, 
     shape = moved.axes
     if k is not None:
         extent = tracer.symbols.evaluate(axis.end) if axis.kind is AxisKind.WHOLE else axis.block
-        if isinstance(k, sympy.Basic) and not isinstance(k, sympy.Integer):  # an int argument: this call's k, guarded
-            known = int(tracer.symbols.evaluate(k))
-            tracer.symbols.guard(sympy.Eq(k, known), f"{what} with k = {known}")
-            k = known
-        elif isinstance(k, sympy.Integer):
-            k = int(k)
+        k = pinned_int(tracer, k, f"{what}'s k")  # an int argument: this call's k, guarded
         # (any k: the selection takes the next power of two of lanes, the axis of k masks the rest)
         if isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= axis.block or k > extent:
             raise exc.UnsupportedOperationError(
