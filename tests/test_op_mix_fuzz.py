@@ -388,3 +388,21 @@ def test_pad_one_hot_and_topk_sized_by_an_int_argument(mode: str) -> None:
         expected = v[:, :1] + F.one_hot(labels, v.size(1) + i - 4 + 2).sum(1, keepdim=True) \
             + torch.topk(v, i, 1).values.sum(1, keepdim=True)
         torch.testing.assert_close(kernel(x, labels, torch.zeros(5, 1), i), expected)
+
+
+# -- a float scalar argument as a bf16 operand (F.pad(v, pad, value=s), torch.where(c, v, s)) in
+# -- interpret mode: Triton's interpreter has no bf16 scalar casts (an internal error) --
+def pad_and_where_with_argument(x: T, out: T, s: float) -> T:
+    for tile in hl.tile(x.size(0)):
+        v = F.pad(x[tile, :], (1, 2), value=s)
+        out[tile, :] = torch.where(v > 0, v, s) + torch.clamp(v, max=s)
+    return out
+
+
+def test_a_float_argument_joins_bf16_values(device: torch.device) -> None:
+    x = torch.randn(7, 5, device=device).bfloat16()
+    v = F.pad(x, (1, 2), value=0.3)
+    expected = torch.where(v > 0, v, 0.3) + torch.clamp(v, max=0.3)
+    for mode in _modes(device):
+        result = _run(pad_and_where_with_argument, mode, 4, x, torch.zeros_like(expected), 0.3)
+        torch.testing.assert_close(result, expected)
