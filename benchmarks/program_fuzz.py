@@ -369,8 +369,9 @@ class Finding:
 _MODULES = Path(tempfile.gettempdir()) / f"tessera_program_fuzz_{id(object())}"
 
 
-def load(program: Program) -> Any:
-    """The program's module, imported from a file (tessera reads the kernel's source)."""
+def load(program: Any) -> Any:
+    """The program's module, imported from a file (tessera reads the kernel's source); any
+    program with a `seed` and a `source()` (op_mix_fuzz.py's too)."""
     _MODULES.mkdir(parents=True, exist_ok=True)
     path = _MODULES / f"program_{program.seed}_{abs(hash(program.source()))}.py"
     path.write_text(program.source())
@@ -420,22 +421,29 @@ def run_seed(seed: int, modes: tuple[str, ...] = ("eager", "interpret")) -> tupl
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         expected = module.reference(program.x.contiguous(), program.aux, program.idx)
-    findings = []
     outcomes = {mode: outcome(program, module, mode, expected) for mode in modes}
+    return verdicts(seed, outcomes, expected, _tolerance(program, expected), program.describe())
+
+
+def verdicts(seed: int, outcomes: dict[str, tuple[str, Any]], expected: torch.Tensor, tolerance: float,
+             described: str) -> tuple[list[Finding], str | None]:
+    """The findings of one program's `outcomes` per mode against torch's `expected`, and the
+    refusal when every mode refused it (op_mix_fuzz.py shares these verdicts)."""
+    findings = []
     for mode, (status, value) in outcomes.items():
         if status == "raw":
-            findings.append(Finding(seed, "raw", f"{mode}: {type(value).__name__}: {str(value)[:300]}",
-                                    program.describe()))
+            findings.append(Finding(seed, "raw", f"{mode}: {type(value).__name__}: {str(value)[:300]}", described))
         elif status == "ok":
-            problem = mismatch(value, expected, _tolerance(program, expected))
+            problem = mismatch(value, expected, tolerance)
             if problem:
-                findings.append(Finding(seed, "wrong", f"{mode}: {problem}", program.describe()))
+                findings.append(Finding(seed, "wrong", f"{mode}: {problem}", described))
     statuses = {status for status, _ in outcomes.values()}
     if statuses == {"ok", "located"}:
         errors = "; ".join(f"{mode}: {str(value).splitlines()[0]}" for mode, (status, value) in outcomes.items()
                            if status == "located")
-        findings.append(Finding(seed, "disagree", errors, program.describe()))
-    refusal = str(outcomes[modes[-1]][1]).splitlines()[0] if statuses == {"located"} else None
+        findings.append(Finding(seed, "disagree", errors, described))
+    last = list(outcomes.values())[-1][1]
+    refusal = str(last).splitlines()[0] if statuses == {"located"} else None
     return findings, refusal
 
 
@@ -526,15 +534,22 @@ def run_misuse(seed: int, modes: tuple[str, ...] = ("eager", "interpret")) -> li
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--misuse", action="store_true", help="call each program with one misused argument")
+    return campaign(parser, argv, lambda options, seed: (run_misuse(seed), None) if options.misuse else run_seed(seed))
+
+
+def campaign(parser: argparse.ArgumentParser, argv: list[str] | None,
+             run: Callable[[argparse.Namespace, int], tuple[list[Finding], str | None]]) -> int:
+    """Runs `run(options, seed)` over the seeds the command line asks for: one line per finding and
+    a summary; 1 when anything was found."""
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--base", type=int, default=0)
     parser.add_argument("--show", action="store_true", help="print each finding's program")
     parser.add_argument("--refusals", action="store_true", help="print the error of each program refused")
-    parser.add_argument("--misuse", action="store_true", help="call each program with one misused argument")
     options = parser.parse_args(argv)
     found, refused = 0, 0
     for seed in range(options.base, options.base + options.seeds):
-        findings, refusal = (run_misuse(seed), None) if options.misuse else run_seed(seed)
+        findings, refusal = run(options, seed)
         refused += refusal is not None
         if refusal and options.refusals:
             print(f"[refused] seed {seed}: {refusal}", flush=True)

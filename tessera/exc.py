@@ -338,6 +338,9 @@ class NoAOTHeuristicWarning(BaseWarning):
     """No ahead-of-time heuristic exists for this call."""
 
 
+_PASSING_FRAMES = frozenset({("factories.py", "__torch_function__"), ("control.py", "torch_call_helper")})
+
+
 def python_error_at_user_line(error: TypeError, filename: str, lines: range | None = None) -> TesseraError | None:
     """A TypeError raised by Python itself at a kernel line inside a tile loop (`s[0]` of a scalar
     argument) as a located error, or None when the innermost frame is not the kernel's code in
@@ -345,14 +348,27 @@ def python_error_at_user_line(error: TypeError, filename: str, lines: range | No
     traceback = error.__traceback__
     if traceback is None:
         return None
-    while traceback.tb_next is not None:
+    frames = []
+    while traceback is not None:
+        frames.append(traceback)
         traceback = traceback.tb_next
+    # torch's argument parser raises (`torch.atan2(0.5, v)`) in the Tessera frame that passed the
+    # user's call on to torch: the user's line is the frame before it
+    while len(frames) > 1 and (frames[-1].tb_frame.f_code.co_filename.rsplit("/", 1)[-1],
+                               frames[-1].tb_frame.f_code.co_name) in _PASSING_FRAMES:
+        frames.pop()
+    traceback = frames[-1]
     frame = traceback.tb_frame
     if frame.f_code.co_filename != filename or (lines is not None and traceback.tb_lineno not in lines):
         return None
     # the trace's stand-ins for a scalar argument and a tile value are no names of the user's
     message = str(error).replace("'HostScalar' object", "a scalar argument").replace("'TileValue' object", "a tile value")
-    kind = NotSubscriptableError if "subscriptable" in message else UnsupportedOperationError
-    return kind(f"{message} (Python raised this inside a tile loop)", location=SourceLocation.from_frame(frame),
-                hint="only tensors and tiles are indexed in a tile loop; a scalar argument is one number: "
-                     "pass a tensor to index, or use the scalar as it is")
+    if "subscriptable" in message:
+        return NotSubscriptableError(f"{message} (Python raised this inside a tile loop)",
+                                     location=SourceLocation.from_frame(frame),
+                                     hint="only tensors and tiles are indexed in a tile loop; a scalar argument is "
+                                          "one number: pass a tensor to index, or use the scalar as it is")
+    return UnsupportedOperationError(f"{message} (Python raised this inside a tile loop)",
+                                     location=SourceLocation.from_frame(frame),
+                                     hint="PyTorch takes no arguments of these types here (eager PyTorch raises the "
+                                          "same): pass tile values or tensors where it asks for a Tensor")

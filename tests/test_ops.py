@@ -322,7 +322,8 @@ OPS: tuple[OpCase, ...] = (
            layout="row_to_row"),
     OpCase("pad", lambda v: F.pad(v, (1, 1), mode="circular") + F.pad(v[:, None, :], (1, 1, 1, 1)).sum(1),
            layout="row_to_row", dtype=torch.int32, domain="small_int"),
-    OpCase("dropout", lambda x, y, z: F.dropout(x, 0.3, training=False) + F.dropout(y, 0.0) * 2),
+    OpCase("dropout", lambda x, y, z: F.dropout(x, 0.3, training=False) + F.dropout(y, 0.0) * 2
+           + torch.dropout(z, 0.7, False) + torch.dropout(x, 0.0, train=True)),
     # pointwise losses (language/losses.py): reduction "none" lane by lane, "sum"/"mean" of the whole tile value
     OpCase("mse_loss", lambda x, y, z: F.mse_loss(x, y, reduction="none") + F.mse_loss(x, z * 0 + 2, reduction="none")),
     OpCase("l1_loss", lambda x, y, z: F.l1_loss(x, y, reduction="none"), dtype=torch.bfloat16, tolerance=1e-2),

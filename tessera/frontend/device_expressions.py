@@ -40,11 +40,12 @@ BREAKPOINT = "_tessera_breakpoint"  # (the name `breakpoint` as the kernel sees 
 
 
 def _on_torch_module(function: ast.expr) -> bool:
-    """`torch.name` or `torch.a.b.name` (the module as the kernel names it: `torch`)."""
+    """`torch.name` or `torch.a.b.name` (the module as the kernel names it: `torch`), or `F.name`
+    (torch.nn.functional's usual alias: the helper calls anything else as it is)."""
     while isinstance(function, ast.Attribute):
         function = function.value
         if isinstance(function, ast.Name):
-            return function.id == "torch"
+            return function.id in ("torch", "F")
     return False
 
 

@@ -244,6 +244,8 @@ def minmax_helper(function: Any, *values: Any) -> Any:
     """What a rewritten `min(a, b, ...)` / `max(...)` inside a tile loop calls: on symbolic sizes
     and tile bounds (`min(tile.end, n)`), sympy's Min/Max, which slices, masks and loop bounds
     take; anything else is Python's own (`function` is the name as the kernel sees it)."""
+    if function in (min, max):  # `min(k, v.size(1))`: a whole dim's size as the number it is
+        values = tuple(value.number(function.__name__) if isinstance(value, AxisSize) else value for value in values)
     if function in (min, max) and any(_symbolic(value) for value in values) \
             and all(_number_like(value) and not isinstance(value, bool) for value in values):
         return (sympy.Min if function is min else sympy.Max)(*values)

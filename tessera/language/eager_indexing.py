@@ -456,7 +456,7 @@ def store(tensor: torch.Tensor, index: Any, value: Any, mask: Any = None, accumu
     if not tensor_dims and mask is None and not accumulate and reduce is None:
         tensor[index] = value
         return
-    value = torch.as_tensor(value, device=tensor.device).to(tensor.dtype).expand(target_shape)
+    value = _spread(torch.as_tensor(value, device=tensor.device).to(tensor.dtype), target_shape)
     coords = [c.expand(target_shape) for c in _coordinates(tensor, index)]
     if mask is not None:
         keep = torch.as_tensor(mask, device=tensor.device).expand(target_shape)
@@ -468,6 +468,21 @@ def store(tensor: torch.Tensor, index: Any, value: Any, mask: Any = None, accumu
         if tensor_dims and not accumulate:
             _refuse_conflicting_writes(tensor, coords, value)
         tensor.index_put_(tuple(coords), value, accumulate=accumulate)
+
+
+def _spread(value: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """`value` broadcast to the destination's `shape`, or the trace's located error (an atomic of
+    a [tile] value into one element: torch's expand raised a raw RuntimeError)."""
+    if not _broadcasts(value.shape, shape):
+        raise exc.ShapeMismatchError(f"cannot store a value of shape {list(value.shape)} into a destination of "
+                                     f"shape {list(shape)}", location=user_location(),
+                                     hint="index the destination with the same tiles as the value (or reduce the "
+                                          "value first: v.sum())")
+    return value.expand(shape)
+
+
+def _broadcasts(source: torch.Size, target: torch.Size) -> bool:
+    return len(source) <= len(target) and all(s in (1, t) for s, t in zip(reversed(source), reversed(target)))
 
 
 def _placed_by_tile(value: torch.Tensor, lanes: Any, shape: torch.Size) -> torch.Tensor:

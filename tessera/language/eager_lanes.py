@@ -208,7 +208,7 @@ def _subscript_lanes(source: Any, index: Any) -> Lanes | str:
 # ops that move lanes only within whole dims (rearrange.py, sorting.py): a dim keeps its tile where
 # its size is unchanged (they refuse tile dims, so a tile dim is never the one moved)
 _WHOLE_DIM_MOVES = frozenset({"flip", "roll", "repeat", "torch_tile", "index_select", "narrow", "tensor_split",
-                              "argsort", "sort", "topk"})
+                              "argsort", "sort", "topk", "pad"})
 
 
 def _whole_dim_lanes(name: str, source: torch.Tensor, args: tuple, kwargs: dict, result: torch.Tensor) -> Lanes | str:
@@ -436,6 +436,8 @@ def result_lanes(name: str, args: tuple, kwargs: dict, result: torch.Tensor) -> 
         return _permuted(name, source, args, kwargs)
     if name in _PRODUCTS:
         return _product_lanes(name, args, result)
+    if name in _LAYER_FUNCTIONS:
+        return _layer_lanes(name, operands, args, kwargs, result)
     broadcast = _broadcast_shape([tuple(operand.shape) for operand in operands])
     if broadcast == tuple(result.shape) or name in _BROADCASTS:
         return aligned(result.shape, operands)
@@ -443,6 +445,41 @@ def result_lanes(name: str, args: tuple, kwargs: dict, result: torch.Tensor) -> 
         return regrouped(source, result.shape)
     return LOST if any(lanes_of(operand) != (None,) * operand.dim() for operand in operands) else \
         (None,) * result.dim()
+
+
+# session 12's layer functions and losses (language/layer_functions.py, losses.py, contractions.py)
+_LAYER_FUNCTIONS = frozenset({"linear", "inner", "cosine_similarity", "one_hot", "cross_entropy", "nll_loss",
+                              "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margin_loss", "kl_div",
+                              "binary_cross_entropy_with_logits"})
+
+
+def _layer_lanes(name: str, operands: list[torch.Tensor], args: tuple, kwargs: dict,
+                 result: torch.Tensor) -> Lanes | str:
+    """Lanes of a layer function's or loss's result (so that a later torch.rand_like / F.dropout
+    finds its tiles): each keeps its operands' lanes on the dims it keeps, whole dims elsewhere."""
+    if result.dim() == 0:  # a loss reduced to one value
+        return ()
+    own = lanes_of(operands[0])
+    if own == LOST:
+        return LOST
+    if name == "linear":  # [..., k] @ weight.T: the weight's rows are a whole dim
+        return (*own[:-1], None)[-result.dim():] if result.dim() == operands[0].dim() else own[:-1]
+    if name == "inner":  # a's dims but its last, then b's but its last
+        theirs = lanes_of(operands[1]) if len(operands) > 1 else LOST
+        return LOST if theirs == LOST else (*own[:-1], *theirs[:-1])
+    if name == "one_hot":  # the classes: a new whole dim
+        return (*own, None)
+    if name in ("cross_entropy", "nll_loss"):  # the class dim (the last, or dim 1) goes
+        return own[:1] if operands[0].dim() == 2 else ()
+    if name == "cosine_similarity":  # dim goes from the operands broadcast together
+        shape = _broadcast_shape([tuple(operand.shape) for operand in operands[:2]])
+        both = LOST if shape is None else aligned(shape, operands[:2])
+        if both == LOST:
+            return LOST
+        dim = int(kwargs.get("dim", args[2] if len(args) > 2 else 1)) % len(both)
+        return tuple(lane for d, lane in enumerate(both) if d != dim)
+    broadcast = aligned(result.shape, operands)
+    return broadcast if broadcast != LOST and len(broadcast) == result.dim() else LOST
 
 
 def _broadcast_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:

@@ -83,6 +83,11 @@ def refuse_inplace(spelling: str, kwargs: dict[str, Any]) -> None:
             hint=f"rebind the name instead: v = {spelling}(v)")
 
 
+LANE_WISE_FUNCTIONS: set[Callable[..., Any]] = set()
+"""The torch functions of formula primitives over two or more tile operands: they combine lane for
+lane, so eager mode applies Helion's broadcast by tile to them as the trace does (runtime/eager.py)."""
+
+
 def formula_primitive(name: str, spelling: str, functions: tuple[Callable[..., Any], ...],
                       formula: Callable[..., TileValue], *, operands: int = 1,
                       integers_as_is: bool = False, widen: bool = True) -> Primitive:
@@ -102,4 +107,6 @@ def formula_primitive(name: str, spelling: str, functions: tuple[Callable[..., A
         result = formula(Ops(tracer), *wide, *args[operands:], **kwargs)
         return cast(tracer, result, dtype) if result.dtype != dtype else result
     rule.__name__ = f"_{name}_trace"
+    if operands > 1:
+        LANE_WISE_FUNCTIONS.update(functions)
     return torch_primitive(name, *functions)(rule)

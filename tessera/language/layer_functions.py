@@ -33,7 +33,7 @@ from tessera.language.eager_indexing import refuse_tile_dims
 from tessera.language.elementwise import apply_elementwise
 from tessera.language.formulas import Ops, compute_dtype, refuse_inplace, widened
 from tessera.language.math import exact_matmul, wide_dtype
-from tessera.language.operands import ask_torch
+from tessera.language.operands import ask_torch, pinned_int
 from tessera.language.reductions import record_reduction
 from tessera.language.slicing import pick_lanes, whole_extent
 from tessera.language.statistics import only_tile_value, vector_norm_p
@@ -123,6 +123,8 @@ def _source_lane(e: Ops, mode: str, lanes: Any, before: int, size: int) -> Any:
 
 def _pad_trace(tracer: Tracer, input: Any, pad: Any, mode: str = "constant", value: Any = None) -> TileValue:
     input = only_tile_value("F.pad", input)
+    if isinstance(pad, (list, tuple)):  # amounts from scalar arguments: this call's, guarded
+        pad = tuple(pinned_int(tracer, amount, "an F.pad amount") for amount in pad)
     amounts = _pad_amounts(input, pad)
     if mode not in _PAD_MODES:
         raise exc.UnsupportedOperationError(f"F.pad mode {mode!r}", location=user_location(),
@@ -177,7 +179,9 @@ def _check_dropout(p: Any, training: Any, inplace: Any) -> None:
                                             location=user_location(), hint="pass a Python bool")
 
 
-def _dropout_eager(input: Any, p: Any = 0.5, training: bool = True, inplace: bool = False) -> Any:
+def _dropout_eager(input: Any, p: Any = 0.5, training: bool = True, inplace: bool = False, *,
+                   train: bool | None = None) -> Any:
+    training = training if train is None else train  # torch.dropout(input, p, train) spells it `train`
     if not _in_tile_loop():
         return F.dropout(input, p, training, inplace)
     _check_dropout(p, training, inplace)
@@ -192,7 +196,8 @@ def _dropout_eager(input: Any, p: Any = 0.5, training: bool = True, inplace: boo
 
 
 def _dropout_trace(tracer: Tracer, input: Any, p: Any = 0.5, training: bool = True,
-                   inplace: bool = False) -> TileValue:
+                   inplace: bool = False, *, train: bool | None = None) -> TileValue:
+    training = training if train is None else train
     _check_dropout(p, training, inplace)
     input = only_tile_value("F.dropout", input)
     if training and not input.dtype.is_floating_point and not isinstance(p, numbers.Real):
@@ -219,7 +224,9 @@ def _cosine_similarity_trace(tracer: Tracer, x1: Any, x2: Any, dim: int = 1, eps
     dtype = ask_torch("F.cosine_similarity", F.cosine_similarity, (x1, x2), {"dim": dim, "eps": eps}).dtype
     x1, x2 = only_tile_value("F.cosine_similarity", x1), only_tile_value("F.cosine_similarity", x2)
     e = Ops(tracer)
-    x1, x2 = widened(tracer, x1, dtype), widened(tracer, x2, dtype)
+    # torch normalises each float operand in its own dtype (a zero fp16 row: its norm clamped to
+    # eps = 1e-8 rounds to 0 in fp16, 0 / 0 is NaN even beside an fp32 operand); integers join as floats
+    x1, x2 = (x if x.dtype.is_floating_point else widened(tracer, x, dtype) for x in (x1, x2))
     if x1.axes != x2.axes:  # torch broadcasts first: each norm is over the broadcast operand
         everywhere = e.bitwise_or(e.eq(x1, x1), e.ne(x2, x2))
         x1, x2 = e.where(everywhere, x1, x1), e.where(everywhere, x2, x2)
@@ -228,12 +235,12 @@ def _cosine_similarity_trace(tracer: Tracer, x1: Any, x2: Any, dim: int = 1, eps
     for operand in (x1, x2):
         norm = vector_norm_p.trace_rule(tracer, operand, 2, position, True)
         scaled.append(e.truediv(operand, e.maximum(norm, eps)))  # clamp_min: a NaN norm stays NaN
-    product = e.mul(*scaled)
+    product = e.mul(*(widened(tracer, value, dtype) for value in scaled))
     return cast(tracer, record_reduction(tracer, "sum", product, position, False, dtype=compute_dtype(dtype)), dtype)
 
 
 linear_p = defined_primitive("linear", _linear_eager, _linear_trace, torch_functions=(F.linear,))
 pad_p = defined_primitive("pad", _pad_eager, _pad_trace, torch_functions=(F.pad,))
-dropout_p = defined_primitive("dropout", _dropout_eager, _dropout_trace, torch_functions=(F.dropout,))
+dropout_p = defined_primitive("dropout", _dropout_eager, _dropout_trace, torch_functions=(F.dropout, torch.dropout))
 cosine_similarity_p = defined_primitive("cosine_similarity", F.cosine_similarity, _cosine_similarity_trace,
                                         torch_functions=(F.cosine_similarity, torch.cosine_similarity))

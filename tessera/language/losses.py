@@ -24,7 +24,7 @@ from tessera.ir.graph import UNIT
 from tessera.ir.primitive import TORCH_FUNCTIONS, torch_primitive
 from tessera.language.elementwise import scalar_tensor_value
 from tessera.language.formulas import Ops
-from tessera.language.operands import ask_torch
+from tessera.language.operands import ask_torch, pinned_int
 from tessera.language.statistics import only_tile_value
 from tessera.language.view import cast, view_axes
 from tessera.location import user_location
@@ -56,7 +56,12 @@ def _huber(e: Ops, x: TileValue, t: Any, delta: float = 1.0) -> TileValue:
 
 
 def _soft_margin(e: Ops, x: TileValue, t: Any) -> TileValue:
-    return e.log1p(e.exp(e.neg(e.mul(x, t))))
+    # torch works in place in the input's dtype (`(-x).mul_(t).exp_().log1p_()`): beside an fp32
+    # target, an fp16 input's product still rounds to fp16 and its exp overflows there
+    product = e.mul(x, t)
+    if x.dtype.is_floating_point and product.dtype != x.dtype:
+        product = cast(e.tracer, product, x.dtype)
+    return e.log1p(e.exp(e.neg(product)))
 
 
 def _kl_div(e: Ops, x: TileValue, t: Any, log_target: bool = False) -> TileValue:
@@ -101,11 +106,15 @@ def _loss_rule(spelling: str, function: Callable[..., Any], formula: Callable[..
         operands = {name: scalar_tensor_value(tracer, given[name]) for name in ("target", *parameters)
                     if given.get(name) is not None}
         tensors = {name: value for name, value in operands.items() if isinstance(value, TileValue)}
-        dtype = ask_torch(spelling, function, (x,), {**tensors, "reduction": "none"}).dtype
+        settings = {name: given[name] for name in signature.parameters
+                    if name not in ("input", "target", "size_average", "reduce", "reduction", "weight",
+                                    "pos_weight") and name in given}
+        # torch's dtype rule with this call's settings (smooth_l1_loss of integers: refused, but
+        # with beta=0 it is l1_loss, which takes them)
+        plain = {name: value for name, value in settings.items() if isinstance(value, (bool, int, float))}
+        dtype = ask_torch(spelling, function, (x,), {**tensors, **plain, "reduction": "none"}).dtype
         options = {name: value for name, value in operands.items() if name != "target"}
-        options.update({name: given[name] for name in signature.parameters
-                        if name not in ("input", "target", "size_average", "reduce", "reduction", "weight",
-                                        "pos_weight") and name in given})
+        options.update(settings)
         # each step in the operands' dtype: torch's loss kernels round every step to a 16-bit dtype
         loss = formula(Ops(tracer), x, operands["target"], **options)
         loss = cast(tracer, loss, dtype) if loss.dtype != dtype else loss
@@ -179,7 +188,8 @@ def _classification_rule(spelling: str, function: Callable[..., Any], logits: bo
             def picked(value: TileValue) -> TileValue:
                 return TORCH_FUNCTIONS[torch.sum].bind(e.where(hit, value, 0.0), class_dim)
             valid = e.ne(target, options["ignore_index"])
-            chosen = e.where(valid, picked(weight if weight is not None else e.add(e.mul(scores, 0.0), 1.0)), 0.0)
+            # (the unweighted count from the hits alone: scores * 0 + 1 is NaN at an infinite score)
+            chosen = e.where(valid, picked(weight if weight is not None else e.where(hit, 1.0, 0.0)), 0.0)
             loss = e.where(valid, e.neg(e.mul(picked(log_probabilities), chosen)), 0.0)
             count = chosen
         loss = cast(tracer, loss, dtype) if loss.dtype != dtype else loss
@@ -202,6 +212,7 @@ torch_primitive("nll_loss", F.nll_loss)(_classification_rule("F.nll_loss", F.nll
 @torch_primitive("one_hot", F.one_hot)
 def one_hot_p(tracer: Tracer, value: Any, num_classes: int = -1) -> TileValue:
     value = only_tile_value("F.one_hot", value)
+    num_classes = pinned_int(tracer, num_classes, "F.one_hot's num_classes")  # of scalar arguments: guarded
     if value.dtype != torch.int64 and value.dtype != torch.int32 or isinstance(num_classes, bool) \
             or not isinstance(num_classes, int) or num_classes < 1:
         raise exc.UnsupportedOperationError(

@@ -152,3 +152,18 @@ def scalar_operand(value: Any, compute: torch.dtype) -> Any:
     if isinstance(value, float) and compute in (torch.float32, torch.float16, torch.bfloat16):
         return float(torch.tensor(value, dtype=torch.float64).to(torch.float32))  # rounds; 1e300 -> inf
     return value
+
+
+def pinned_int(tracer: Any, value: Any, what: str) -> Any:
+    """An int an op's register shape depends on (F.pad's amounts, topk's k, one_hot's classes),
+    given as an expression of scalar arguments or sizes: this call's value, guarded (a call with
+    another value traces another variant). Anything else comes back as it is (the op refuses it)."""
+    if not isinstance(value, sympy.Expr):
+        return value
+    if not value.free_symbols:
+        return int(value) if value.is_Integer else value
+    known = tracer.symbols.evaluate_or_none(value) if is_integral(value) else None
+    if known is None:
+        return value
+    tracer.symbols.guard(sympy.Eq(value, int(known)), f"{what} = {int(known)}")
+    return int(known)

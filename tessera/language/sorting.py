@@ -18,7 +18,7 @@ import torch
 from tessera import exc
 from tessera.ir.graph import UNIT, AxisKind, Op
 from tessera.ir.primitive import Primitive
-from tessera.language.operands import ask_torch
+from tessera.language.operands import ask_torch, pinned_int
 from tessera.language.view import permute
 from tessera.location import user_location
 from tessera.trace.proxy import TileValue
@@ -52,11 +52,13 @@ def sorted_with_indices(tracer: Tracer, value: Any, dim: Any, descending: bool, 
     shape = moved.axes
     if k is not None:
         extent = tracer.symbols.evaluate(axis.end) if axis.kind is AxisKind.WHOLE else axis.block
-        if isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= axis.block or k & (k - 1) or k > extent:
+        k = pinned_int(tracer, k, f"{what}'s k")  # an int argument: this call's k, guarded
+        # (any k: the selection takes the next power of two of lanes, the axis of k masks the rest)
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= axis.block or k > extent:
             raise exc.UnsupportedOperationError(
-                f"{what}: k={k!r} of a dimension of {extent} elements held in {axis.block} lanes: k must be a power "
-                "of two no larger than the dimension", location=user_location(),
-                hint="take a power-of-two k and slice the result")
+                f"{what}: k={k!r} of a dimension of {extent} elements held in {axis.block} lanes: k must be an "
+                "int from 1 to the dimension's length", location=user_location(),
+                hint="pass k as a Python int no larger than the dimension (torch raises too)")
         shape = (*moved.axes[:-1], UNIT if k == 1 else tracer.full_axis(k))
     node = tracer.emit(Op.SORT, [moved.node], shape, None, dtypes=(value.dtype, torch.int64),
                        descending=bool(descending), k=k, axis=axis).node

@@ -17,10 +17,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import sympy
 import torch
 
 from tessera.ir.primitive import TORCH_FUNCTIONS
 from tessera.language.formulas import Ops, compute_dtype, formula_primitive, horner, widened
+from tessera.language.operands import ask_torch
 from tessera.language.view import cast
 from tessera.trace.proxy import TileValue
 
@@ -50,10 +52,16 @@ def _logit(e: Ops, x: TileValue, eps: float | None = None) -> TileValue:
     16-bit input's dtype before the log (its CUDA kernel does not; the two differ by an ulp of it)."""
     if not x.dtype.is_floating_point:
         x = cast(e.tracer, x, torch.float32)
-    if eps is not None:  # torch's clamp to [eps, 1 - eps] in x's dtype, which lets a NaN through
-        low = torch.tensor(eps, dtype=x.dtype)
-        high = (1 - low).item()
-        x = e.where(e.lt(x, low.item()), low.item(), e.where(e.gt(x, high), high, x))
+    if isinstance(eps, sympy.Basic) and not eps.free_symbols:
+        eps = float(eps)
+    if isinstance(eps, sympy.Basic):  # a scalar argument's: rounded to x's dtype in the kernel
+        low: Any = e.where(e.eq(x, x), eps, eps)
+        low = cast(e.tracer, low, x.dtype) if low.dtype != x.dtype else low
+        x = e.where(e.lt(x, low), low, e.where(e.gt(x, e.sub(1, low)), e.sub(1, low), x))
+    elif eps is not None:  # torch's clamp to [eps, 1 - eps] in x's dtype, which lets a NaN through
+        rounded = torch.tensor(eps, dtype=x.dtype)
+        high = (1 - rounded).item()
+        x = e.where(e.lt(x, rounded.item()), rounded.item(), e.where(e.gt(x, high), high, x))
     ratio = e.truediv(x, e.sub(1, x))
     return e.log(widened(e.tracer, ratio, compute_dtype(x.dtype)))
 
@@ -84,7 +92,8 @@ def _ndtr(e: Ops, x: TileValue) -> TileValue:
 
 
 def _result_dtype(function: Any, *operands: Any) -> torch.dtype:
-    return function(*(torch.ones(1, dtype=v.dtype) if isinstance(v, TileValue) else v for v in operands)).dtype
+    # (stand-ins for runtime scalars too: a scalar argument would dispatch back into the trace)
+    return ask_torch(function.__name__, function, operands, {}).dtype
 
 
 def _rounded(e: Ops, value: TileValue, dtype: torch.dtype) -> TileValue:
@@ -98,6 +107,8 @@ def _xlog1py(e: Ops, x: Any, y: Any) -> TileValue:
     dtype = _result_dtype(torch.special.xlog1py, x, y)
     x, y = widened(e.tracer, x, compute_dtype(dtype)), widened(e.tracer, y, compute_dtype(dtype))
     logarithm = _rounded(e, e.log1p(y), dtype)
+    if isinstance(x, sympy.Basic) and isinstance(y, TileValue):  # a scalar argument: zero or not per call
+        x = e.where(e.eq(y, y), x, x)
     product = e.where(e.eq(x, 0), 0.0, e.mul(x, logarithm)) if isinstance(x, TileValue) else \
         (e.mul(logarithm, x) if x != 0 else e.mul(e.abs(y), 0.0))
     return e.where(e.ne(y, y), y, product) if isinstance(y, TileValue) else product  # a NaN y wins, as torch
@@ -114,8 +125,10 @@ def _ldexp(e: Ops, x: Any, exponent: Any) -> TileValue:
     (in fp16 2**16 is inf already, so 0 * it is NaN there too)."""
     dtype = _result_dtype(torch.ldexp, x, exponent)
     x = widened(e.tracer, x, compute_dtype(dtype))
-    if not isinstance(exponent, TileValue):
+    if not isinstance(exponent, (TileValue, sympy.Basic)):
         return e.mul(x, torch.tensor(2.0 ** exponent).to(dtype).item())
+    if not isinstance(exponent, TileValue):  # a scalar argument: the power computed in the kernel
+        exponent = e.where(e.eq(x, x), exponent, exponent)
     return e.mul(x, _rounded(e, e.exp2(widened(e.tracer, exponent, compute_dtype(dtype))), dtype))
 
 

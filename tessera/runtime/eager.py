@@ -29,6 +29,7 @@ from tessera.language.eager_indexing import (cut_padded_rows, holds_memory_rows,
                                              lane_tail_marks,
                                              mark_memory_rows, mark_tile_values)
 from tessera.language.elementwise import ELEMENTWISE_OPS
+from tessera.language.formulas import LANE_WISE_FUNCTIONS
 from tessera.language.rng import LaunchSeeds
 from tessera.ir.tunables import tunable_value
 from tessera.language import eager_lanes
@@ -438,7 +439,8 @@ def fit_tail_reshape(func: Callable[..., Any], args: tuple) -> tuple | None:
 
 # the ops that combine operands lane for lane (their in-place and operator spellings included)
 _ELEMENTWISE_NAMES = frozenset(function.__name__ for op in ELEMENTWISE_OPS for function in op.torch_functions) \
-    | {"truediv", "logical_and", "logical_or", "logical_xor", "clamp", "lerp"}
+    | {"truediv", "logical_and", "logical_or", "logical_xor", "clamp", "lerp"} \
+    | {function.__name__ for function in LANE_WISE_FUNCTIONS}
 
 
 def _elementwise_name(func: Callable[..., Any]) -> str:

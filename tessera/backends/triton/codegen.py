@@ -94,18 +94,22 @@ _HELPERS: dict[str, list[str]] = {
     ],
     # Triton 3.6's interpreter has no bf16 read-modify-write atomics ("Unsupported data type"), but
     # runs 16-bit compare-and-swap lane by lane: each lane retries until its swap lands, so lanes
-    # of one block on the same element (a scatter-add) each count, as on the GPU
-    "interpreted_bf16_atomic": [
+    # of one block on the same element (a scatter-add) each count, as on the GPU. Its fp16
+    # atomic_add raises OverflowError where a sum overflows to inf (`half`: fp16 through here too)
+    "interpreted_16bit_atomic": [
         "",
         "@triton.jit",
-        "def interpreted_bf16_atomic(pointer, value, mask, op: tl.constexpr):",
+        "def interpreted_16bit_atomic(pointer, value, mask, op: tl.constexpr, half: tl.constexpr):",
         "    bits = pointer.to(tl.pointer_type(tl.int16), bitcast=True)",
         "    value = widen_bf16(value) if value.dtype == tl.bfloat16 else value.to(tl.float32)",
         "    previous = tl.load(bits)",
         "    pending = (previous == previous) & mask  # the pointer's shape",
-        "    while tl.max(tl.reshape(pending, [pending.numel]).to(tl.int32)) > 0:",
+        "    # (a scalar pointer, hl.atomic_add(out, [0], total): no dims to flatten)",
+        "    while (tl.max(tl.reshape(pending, [pending.numel]).to(tl.int32)) if len(pending.shape) else"
+        " pending.to(tl.int32)) > 0:",
         "        seen = tl.load(bits)",
-        "        old = widen_bf16(seen.to(tl.bfloat16, bitcast=True))",
+        "        old = seen.to(tl.float16, bitcast=True).to(tl.float32) if half else"
+        " widen_bf16(seen.to(tl.bfloat16, bitcast=True))",
         "        if op == 'add':",
         "            new = old + value",
         "        elif op == 'max':",
@@ -114,12 +118,13 @@ _HELPERS: dict[str, list[str]] = {
         "            new = tl.where((old != old) | (old < value), old, value)",
         "        else:",
         "            new = value",
-        "        new_bits = round_to_bf16(new).to(tl.int16, bitcast=True)",
+        "        new_bits = new.to(tl.float16).to(tl.int16, bitcast=True) if half else"
+        " round_to_bf16(new).to(tl.int16, bitcast=True)",
         "        # a lane not pending swaps the element for itself: no change",
         "        landed = tl.atomic_cas(bits, seen, tl.where(pending, new_bits, seen)) == seen",
         "        previous = tl.where(pending & landed, seen, previous)",
         "        pending = pending & (landed == 0)",
-        "    return previous.to(tl.bfloat16, bitcast=True)",
+        "    return previous.to(tl.float16 if half else tl.bfloat16, bitcast=True)",
         "",
     ],
     **NUMERIC_HELPERS,

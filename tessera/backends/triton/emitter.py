@@ -22,6 +22,7 @@ from tessera.backends.triton.heuristics import SHARED_MEMORY_MARGIN, shared_memo
 from tessera.backends.triton.printer import print_expr
 from tessera.config import Config
 from tessera.ir.graph import UNIT, AccessKind, Axis, KernelIR, Node
+from tessera.ir.symbolic import is_integral
 
 # Helion's backend-neutral dot precisions, as Triton's input_precision
 _TRITON_PRECISIONS = {"default": "tf32", "high": "tf32x3", "highest": "ieee"}
@@ -120,9 +121,10 @@ class Emitter(EmitterBase):
             # Triton turns a -0.0 constant into +0.0 (`-0.0 * x` was `0.0 * x`): make it at run time
             wide = dtype if dtype in (torch.float32, torch.float64) else torch.float32
             return self.cast(f"(tl.full([], 0.0, {TRITON_DTYPES[wide]}) * -1.0)", wide, dtype)
-        if self.interpret and dtype == torch.bfloat16 and not isinstance(value, sympy.Basic):
-            # Triton 3.6's interpreter has no bf16 constants (`tl.where(c, float('-inf'), v_bf16)`):
-            # make the constant in fp32 and round it
+        if self.interpret and dtype == torch.bfloat16 and not (isinstance(value, sympy.Basic) and is_integral(value)):
+            # Triton 3.6's interpreter has no bf16 constants (`tl.where(c, float('-inf'), v_bf16)`),
+            # nor bf16 casts of a float scalar argument (F.pad(v, (1, 2), value=s)): make the
+            # scalar in fp32 and round it
             return self.cast(f"tl.full([], {print_expr(value)}, tl.float32)", torch.float32, dtype)
         # parenthesized: templates like "({0} / {1})" must not re-associate `a - b`
         return f"({print_expr(value)})"

@@ -478,12 +478,14 @@ def _store(emitter: Emitter, node: Node) -> None:
             f"hl.atomic_{atomic} on a bfloat16 tensor: Triton has no bf16 atomic_{atomic} for NVIDIA GPUs "
             "(atomic_add works)", location=node.location,
             hint="keep the target in float32 (and cast it after the kernel), or use hl.atomic_cas in a loop")
-    elif atomic and emitter.interpret and node.params["tensor"].dtype == torch.bfloat16:
-        emitter.helpers.update(("interpreted_bf16_atomic", "round_to_bf16", "widen_bf16"))
+    elif atomic and emitter.interpret and (node.params["tensor"].dtype == torch.bfloat16
+                                           or atomic == "add" and node.params["tensor"].dtype == torch.float16):
+        emitter.helpers.update(("interpreted_16bit_atomic", "round_to_bf16", "widen_bf16"))
         # the helper's compare-and-swap has no mask: a masked lane works on the tensor's first element
         safe = f"tl.where({mask}, {pointer}, {node.params['tensor'].name})" if mask else pointer
-        emitter.line(f"{emitter.name_of(node)} = interpreted_bf16_atomic({safe}, {text}, "
-                     f"{mask or 'True'}, '{atomic}')")
+        half = node.params["tensor"].dtype == torch.float16
+        emitter.line(f"{emitter.name_of(node)} = interpreted_16bit_atomic({safe}, {text}, "
+                     f"{mask or 'True'}, '{atomic}', {half})")
     elif atomic:
         # the previous values (tl.atomic_* returns them): `old = hl.atomic_add(...)`
         emitter.line(f"{emitter.name_of(node)} = tl.atomic_{atomic}({pointer}, {text}{extra}, "

@@ -16,7 +16,7 @@ import torch
 
 from tessera.backends.triton.emitter import TRITON_DTYPES, Emitter
 from tessera.backends.triton.printer import print_expr
-from tessera.ir.graph import Block, Node
+from tessera.ir.graph import Axis, Block, Node, Op
 
 def emit_dot(emitter: Emitter, node: Node, emit_block: Callable[[Emitter, Block], None]) -> None:
     """`node` (Op.DOT) as tl.dot; `emit_block`: the lowering of a block (a chunked product's body)."""
@@ -31,7 +31,7 @@ def emit_dot(emitter: Emitter, node: Node, emit_block: Callable[[Emitter, Block]
     if node in emitter.chunked_dots:
         _chunked_dot(emitter, node, common, emit_block)
         return
-    left, right = _batched(emitter.operand(a, common), a, node), _batched(emitter.operand(b, common), b, node)
+    left, right = _batched(k_operand(emitter, a, common, node), a, node), _batched(k_operand(emitter, b, common, node), b, node)
     accumulator = emitter.operand(acc, accumulate) if acc is not None else None
     # A batched (3-D) tl.dot whose batch blocks are all 1 is a plain matrix product: as 2-D it
     # gets the tensor-core path (wgmma on Hopper), which 3-D dots do not.
@@ -54,6 +54,24 @@ def emit_dot(emitter: Emitter, node: Node, emit_block: Callable[[Emitter, Block]
     emitter.line(f"{emitter.name_of(node)} = {f'tl.reshape({text}, {emitter.block_shape(node.shape)})' if squeeze else text}")
     if node.dtype != accumulate:
         emitter.line(f"{emitter.name_of(node)} = {emitter.cast(emitter.name_of(node), accumulate, node.dtype)}")
+
+
+def k_operand(emitter: Emitter, operand: Node, common: torch.dtype, node: Node, axis: Axis | None = None) -> str:
+    """An operand of the product `node` over K (`axis`, or the product's k_axis) in dtype `common`.
+    Its lanes past K's extent hold what the ops before the product made of the padding (`1 / x`:
+    inf, a sort's padding key: NaN), and 0 * inf is NaN in every sum of the product: they are
+    zeroed, unless the operand is a load (or a cast of one), which reads 0 there already."""
+    text = emitter.operand(operand, common)
+    axis = axis if axis is not None else node.params["k_axis"]
+    if axis.needs_mask and axis in operand.shape and not _zero_padded(operand):
+        text = f"tl.where({emitter.axis_mask(axis, operand.shape)}, {text}, 0)"
+    return text
+
+
+def _zero_padded(operand: Node) -> bool:
+    while operand.op is Op.CAST and isinstance(operand.inputs[0], Node):
+        operand = operand.inputs[0]
+    return operand.op is Op.LOAD
 
 
 MIN_DOT_BLOCK = 16  # tl.dot's smallest M, N and K
@@ -105,7 +123,8 @@ def _chunked_dot(emitter: Emitter, node: Node, common: torch.dtype,
         emitter.renamed[copy] = f"{copy.name}_{chunk.name}"
     emit_block(emitter, Block(plan.nodes))
     precision = _dot_options(emitter, common, chunk.block)
-    emitter.line(f"{total} = tl.dot({emitter.operand(plan.left, common)}, {emitter.operand(plan.right, common)}, "
+    left, right = (k_operand(emitter, operand, common, node, chunk) for operand in (plan.left, plan.right))
+    emitter.line(f"{total} = tl.dot({left}, {right}, "
                  f"acc={total}{precision}, out_dtype={TRITON_DTYPES[accumulate]})")
     emitter.indent -= 1
     emitter.line(f"{name} = {emitter.cast(total, accumulate, node.dtype)}")
@@ -134,10 +153,10 @@ def _padded_dot(emitter: Emitter, node: Node, common: torch.dtype) -> None:
 
     least_k = min_dot_depth(common)
     depth = max(k, least_k)
-    left = pad(_batched(emitter.operand(a, common), a, node), m, k, "a", least_k)  # K padded
+    left = pad(_batched(k_operand(emitter, a, common, node), a, node), m, k, "a", least_k)  # K padded
     if m < MIN_DOT_BLOCK:
         left = swap(pad(swap(left), depth, m, "at"))  # M padded
-    right = _batched(emitter.operand(b, common), b, node)
+    right = _batched(k_operand(emitter, b, common, node), b, node)
     if k < least_k:
         right = swap(pad(swap(right), n, k, "bt", least_k))  # K padded
     right = pad(right, depth, n, "b")  # N padded

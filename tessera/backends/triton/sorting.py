@@ -41,12 +41,15 @@ def emit_sort(emitter: Emitter, node: Node) -> None:
     if floating:
         low = f"({low} | {name}_negative_zero)"
     emitter.line(f"{name}_keys = ({bits}.to(tl.int64) << 32) | {low}")
-    if k is None:
+    lanes_kept = None if k is None else 1 << (k - 1).bit_length()  # tl.topk keeps a power of two: the
+    if k is None:                                                   # result's axis of k masks the rest
         emitter.line(f"{name}_keys = tl.sort({name}_keys, descending={bool(descending)})")
+    elif k == 1:  # the extreme key (tl.topk of one lane reduces a single row to a scalar it cannot reshape)
+        emitter.line(f"{name}_keys = tl.{'max' if descending else 'min'}({name}_keys, axis={rank - 1}, keep_dims=True)")
     elif descending:
-        emitter.line(f"{name}_keys = tl.topk({name}_keys, {k})")
+        emitter.line(f"{name}_keys = tl.topk({name}_keys, {lanes_kept})")
     else:
-        emitter.line(f"{name}_keys = ~tl.topk(~{name}_keys, {k})")
+        emitter.line(f"{name}_keys = ~tl.topk(~{name}_keys, {lanes_kept})")
     emitter.line(f"{bits} = ({name}_keys >> 32).to(tl.int32)")
     if floating:
         # a -0.0 comes back through its bits (Triton reads a -0.0 constant as +0.0)
