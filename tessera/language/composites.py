@@ -1,5 +1,5 @@
 """torch functions on tile values written with other primitives: `masked_fill tan sign isnan isinf
-isfinite softplus F.layer_norm F.rms_norm`.
+isfinite isposinf isneginf positive softplus F.layer_norm F.rms_norm`.
 
 Each keeps torch's numerics where they are observable: `sign` is `(x > 0) - (x < 0)` (NaN and -0.0
 give 0, as torch gives), `softplus` switches to `x` above `threshold / beta` as torch does, and the
@@ -61,12 +61,17 @@ def sign_p(tracer: Tracer, value: TileValue) -> TileValue:
     return apply_elementwise(tracer, "sub", positive, negative)
 
 
+_SIGNED_INFINITY = {"isposinf": float("inf"), "isneginf": float("-inf")}
+
+
 def _finiteness(kind: str) -> Any:
     def rule(tracer: Tracer, value: TileValue) -> TileValue:
         ask_torch(f"torch.{kind}", getattr(torch, kind), (only_tile_value(f"torch.{kind}", value),), {})
         if not value.dtype.is_floating_point:  # integers are never NaN or infinite
             nothing = apply_elementwise(tracer, "ne", value, value)
             return nothing if kind != "isfinite" else apply_elementwise(tracer, "eq", value, value)
+        if kind in _SIGNED_INFINITY:
+            return apply_elementwise(tracer, "eq", value, _SIGNED_INFINITY[kind])
         nan = apply_elementwise(tracer, "ne", value, value)
         infinite = apply_elementwise(tracer, "eq", apply_elementwise(tracer, "abs", value), float("inf"))
         if kind == "isnan":
@@ -80,6 +85,15 @@ def _finiteness(kind: str) -> Any:
 isnan_p = torch_primitive("isnan", torch.isnan, T.isnan)(_finiteness("isnan"))
 isinf_p = torch_primitive("isinf", torch.isinf, T.isinf)(_finiteness("isinf"))
 isfinite_p = torch_primitive("isfinite", torch.isfinite, T.isfinite)(_finiteness("isfinite"))
+isposinf_p = torch_primitive("isposinf", torch.isposinf, T.isposinf)(_finiteness("isposinf"))
+isneginf_p = torch_primitive("isneginf", torch.isneginf, T.isneginf)(_finiteness("isneginf"))
+
+
+@torch_primitive("positive", torch.positive, T.positive)
+def positive_p(tracer: Tracer, value: TileValue) -> TileValue:
+    """`+v` is `v` (torch refuses bool, as here)."""
+    ask_torch("torch.positive", torch.positive, (only_tile_value("torch.positive", value),), {})
+    return value
 
 
 @torch_primitive("softplus", F.softplus)

@@ -46,22 +46,22 @@ ELEMENTWISE_OPS: tuple[ElementwiseOp, ...] = (
     ElementwiseOp("mul", 2, "arith", (torch.mul, T.mul, torch.multiply, T.multiply)),
     ElementwiseOp("truediv", 2, "divide", (torch.div, torch.true_divide, T.div, T.true_divide, torch.divide,
                                             T.divide)),
-    ElementwiseOp("floordiv", 2, "arith", (torch.floor_divide,)),
-    ElementwiseOp("mod", 2, "arith", (torch.remainder,)),
+    ElementwiseOp("floordiv", 2, "arith", (torch.floor_divide, T.floor_divide)),
+    ElementwiseOp("mod", 2, "arith", (torch.remainder, T.remainder)),
     ElementwiseOp("fmod", 2, "arith", (torch.fmod, T.fmod)),  # C's remainder: the dividend's sign
     ElementwiseOp("pow", 2, "float", (torch.pow, T.pow)),
     ElementwiseOp("maximum", 2, "arith", (torch.maximum, T.maximum)),
     ElementwiseOp("minimum", 2, "arith", (torch.minimum, T.minimum)),
-    ElementwiseOp("lt", 2, "compare", (torch.lt, T.lt)),
-    ElementwiseOp("le", 2, "compare", (torch.le, T.le)),
-    ElementwiseOp("gt", 2, "compare", (torch.gt, T.gt)),
-    ElementwiseOp("ge", 2, "compare", (torch.ge, T.ge)),
+    ElementwiseOp("lt", 2, "compare", (torch.lt, T.lt, torch.less, T.less)),
+    ElementwiseOp("le", 2, "compare", (torch.le, T.le, torch.less_equal, T.less_equal)),
+    ElementwiseOp("gt", 2, "compare", (torch.gt, T.gt, torch.greater, T.greater)),
+    ElementwiseOp("ge", 2, "compare", (torch.ge, T.ge, torch.greater_equal, T.greater_equal)),
     ElementwiseOp("eq", 2, "compare", (torch.eq, T.eq)),
-    ElementwiseOp("ne", 2, "compare", (torch.ne, T.ne)),
-    ElementwiseOp("bitwise_and", 2, "logical", (torch.bitwise_and,)),
-    ElementwiseOp("bitwise_or", 2, "logical", (torch.bitwise_or,)),
-    ElementwiseOp("bitwise_xor", 2, "logical", (torch.bitwise_xor,)),
-    ElementwiseOp("invert", 1, "logical", (torch.bitwise_not,)),
+    ElementwiseOp("ne", 2, "compare", (torch.ne, T.ne, torch.not_equal, T.not_equal)),
+    ElementwiseOp("bitwise_and", 2, "logical", (torch.bitwise_and, T.bitwise_and)),
+    ElementwiseOp("bitwise_or", 2, "logical", (torch.bitwise_or, T.bitwise_or)),
+    ElementwiseOp("bitwise_xor", 2, "logical", (torch.bitwise_xor, T.bitwise_xor)),
+    ElementwiseOp("invert", 1, "logical", (torch.bitwise_not, T.bitwise_not)),
     # shifts by less than the bit width (wider shifts are undefined on the GPU; torch gives 0 or -1)
     ElementwiseOp("lshift", 2, "logical", (torch.bitwise_left_shift, T.bitwise_left_shift)),
     ElementwiseOp("rshift", 2, "logical", (torch.bitwise_right_shift, T.bitwise_right_shift)),
@@ -162,9 +162,14 @@ def _tail_fill(tracer: Tracer, name: str, position: int, operands: tuple[Any, ..
 
 def scalar_tensor_value(tracer: Tracer, value: Any) -> Any:
     """A 0-d tensor argument used as an operand (`x[tile] * scale`) is read once, as eager mode
-    reads it: a 0-d value, which promotes like a scalar (`fp16 * fp32 0-d` stays fp16)."""
+    reads it: a 0-d value, which promotes like a scalar (`fp16 * fp32 0-d` stays fp16). A 0-d
+    tensor made inside the loop is a constant 0-d value."""
     if isinstance(value, TensorProxy) and value.dim() == 0:
         return trace_load(tracer, value, ())
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and value.device.type != "meta":
+        # `torch.tensor(2.0)` made in the loop: a constant, kept 0-d so it promotes as eager's does
+        # (an fp64 0-d tensor times an int tile is fp64, where the Python float would give fp32)
+        return tracer.emit(Op.FULL, [tracer.symbols.canonical(value.item())], (), value.dtype)
     if isinstance(value, AxisSize):  # `v * v.size(1)`: a whole dim's size is a number (a tile's: an error)
         return value.number("an elementwise op")
     return value
@@ -271,7 +276,9 @@ def _tanh_gelu(tracer: Tracer, x: TileValue, dtype: torch.dtype) -> TileValue:
 
 def _integer_pow(tracer: Tracer, base: Any, exponent: Any, dtype: torch.dtype) -> TileValue:
     """`base ** exponent` in an integer dtype, as torch computes it: products that wrap in `dtype`
-    (so only a constant exponent >= 0; torch refuses negative ones)."""
+    (a constant exponent must be >= 0: torch refuses negative ones)."""
+    if isinstance(exponent, TileValue) and isinstance(base, (TileValue, int)) and not isinstance(base, bool):
+        return _integer_pow_by_value(tracer, base, exponent, dtype)
     if not (isinstance(base, TileValue) and isinstance(exponent, int) and 0 <= exponent <= 1024):
         raise exc.DtypeError(
             f"torch.pow with an integer result ({str(dtype).replace('torch.', '')}) needs a tile base and a "
@@ -286,6 +293,28 @@ def _integer_pow(tracer: Tracer, base: Any, exponent: Any, dtype: torch.dtype) -
         if exponent:
             power = apply_elementwise(tracer, "mul", power, power)
     return result if result.dtype == dtype else tracer.emit(Op.CAST, [result.node], result.axes, dtype)
+
+
+def _integer_pow_by_value(tracer: Tracer, base: Any, exponent: TileValue, dtype: torch.dtype) -> TileValue:
+    """`base ** e` for an integer tile value `e`: square and multiply over every bit of e, the
+    products wrapping in `dtype` as torch's do; a negative e gives torch's answers (1 for a base
+    of 1, +-1 for -1 by e's parity, else 0)."""
+    def e(name: str, *operands: Any) -> Any:
+        return apply_elementwise(tracer, name, *operands)
+
+    def as_result(value: TileValue) -> TileValue:
+        return value if value.dtype == dtype else tracer.emit(Op.CAST, [value.node], value.axes, dtype)
+    ones = as_result(e("add", e("mul", exponent, 0), 1))
+    start = as_result(base) if isinstance(base, TileValue) else e("mul", ones, base)  # a number wraps into dtype
+    result, power, remaining = ones, start, e("maximum", exponent, 0)
+    bits = exponent.dtype.itemsize * 8 - (exponent.dtype != torch.uint8)  # of a non-negative exponent
+    for step in range(bits):
+        result = e("where", e("ne", e("bitwise_and", remaining, 1), 0), e("mul", result, power), result)
+        if step < bits - 1:
+            remaining, power = e("rshift", remaining, 1), e("mul", power, power)
+    minus_one = e("where", e("ne", e("bitwise_and", exponent, 1), 0), e("neg", ones), ones)
+    negative = e("where", e("eq", start, 1), ones, e("where", e("eq", start, -1), minus_one, e("mul", ones, 0)))
+    return as_result(e("where", e("lt", exponent, 0), negative, result))
 
 
 ELEMENTWISE_PRIMITIVES: dict[str, Primitive] = {}
