@@ -45,7 +45,7 @@ def emit_sort(emitter: Emitter, node: Node) -> None:
     if k is None:                                                   # result's axis of k masks the rest
         emitter.line(f"{name}_keys = tl.sort({name}_keys, descending={bool(descending)})")
     elif k == 1:  # the extreme key (tl.topk of one lane reduces a single row to a scalar it cannot reshape)
-        emitter.line(f"{name}_keys = tl.{'max' if descending else 'min'}({name}_keys, axis={rank - 1}, keep_dims=True)")
+        emitter.line(f"{name}_keys = tl.{'max' if descending else 'min'}({name}_keys, axis={len(source.shape) - 1}, keep_dims=True)")
     elif descending:
         emitter.line(f"{name}_keys = tl.topk({name}_keys, {lanes_kept})")
     else:
