@@ -237,3 +237,21 @@ def test_bad_input_error_says_what_to_do(name: str, mode: str, device: torch.dev
 @pytest.mark.parametrize(("name", "mode"), CASES)
 def test_bad_input_traceback_shows_no_tessera_internal_frame(name: str, mode: str, device: torch.device) -> None:
     assert tessera_frames(_error(name, mode, device)) in ([], [os.path.join("runtime", "kernel.py")])
+
+
+def test_a_host_tensor_on_another_device_than_the_inputs_is_a_located_error(device: torch.device) -> None:
+    """`torch.empty(n)` without `device=` beside CUDA inputs: the GPU cannot read it (was an internal
+    error from Triton, 'cpu tensor?')."""
+    if device.type == "cpu":
+        pytest.skip("needs a second device kind")
+
+    @tessera.kernel
+    def row_sums(x):
+        out = torch.empty(x.size(0), dtype=x.dtype)  # no device=: on the CPU
+        for tile in hl.tile(x.size(0)):
+            out[tile] = x[tile, :].sum(1)
+        return out
+
+    with pytest.raises(exc.DeviceMismatchError, match="`out` on cpu") as info:
+        row_sums(torch.randn(5, 7, device=device))
+    assert "device=" in str(info.value)

@@ -97,8 +97,9 @@ def top_two(x: T) -> tuple[T, T]:
 
 
 def second_and_median(x: T) -> tuple[T, T, T, T]:
-    second, second_at = torch.empty(x.size(0), dtype=x.dtype), torch.empty(x.size(0), dtype=torch.int64)
-    middle, middle_at = torch.empty(x.size(0), dtype=x.dtype), torch.empty(x.size(0), dtype=torch.int64)
+    second = torch.empty(x.size(0), dtype=x.dtype, device=x.device)
+    second_at = torch.empty(x.size(0), dtype=torch.int64, device=x.device)
+    middle, middle_at = torch.empty_like(second), torch.empty_like(second_at)
     for tile in hl.tile(x.size(0)):
         second[tile], second_at[tile] = torch.kthvalue(x[tile, :], 2, dim=1)
         middle[tile], middle_at[tile] = torch.median(x[tile, :], dim=1)
