@@ -91,17 +91,24 @@ class SourceLocation:
         return SourceLocation(code.co_filename, frame.f_lineno, col, end_col, function)
 
 
-_POSITIONS: dict[tuple[types.CodeType, int], tuple | None] = {}
+_POSITIONS: dict[tuple[int, int], tuple[types.CodeType, tuple | None]] = {}
 
 
 def code_position(code: types.CodeType, lasti: int) -> tuple | None:
-    """(line, end_line, col, end_col) of the instruction at `lasti`, cached (hl.tile asks per call)."""
-    key = (code, lasti)
-    if key not in _POSITIONS:
+    """(line, end_line, col, end_col) of the instruction at `lasti`, cached (hl.tile asks per call).
+
+    Keyed by the code object's id (held in the entry, so the id is not reused): hashing a code
+    object hashes its constants, and code dynamo made while tracing a kernel call (torch 2.11)
+    holds unhashable ones (a raw TypeError under torch.compile on the H100)."""
+    key = (id(code), lasti)
+    known = _POSITIONS.get(key)
+    if known is None or known[0] is not code:
         positions = list(code.co_positions())
         index = lasti // 2
-        _POSITIONS[key] = positions[index] if 0 <= index < len(positions) else None
-    return _POSITIONS[key]
+        if len(_POSITIONS) >= 4096:  # code made anew (kernels defined in a loop) must not pile up
+            _POSITIONS.clear()
+        known = _POSITIONS[key] = (code, positions[index] if 0 <= index < len(positions) else None)
+    return known[1]
 
 
 def user_frame(skip: int = 1) -> types.FrameType | None:
