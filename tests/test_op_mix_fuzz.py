@@ -30,7 +30,8 @@ def _modes(device: torch.device) -> list[str]:
 
 
 def _run(function, mode: str, block: int, *args: T) -> T:
-    kernel = tessera.kernel(function, mode=mode, config=tessera.Config(block_sizes=[block]))
+    # products in ieee float32 (the GPU's default is tf32): the tests check the ops, not tf32's rounding
+    kernel = tessera.kernel(function, mode=mode, config=tessera.Config(block_sizes=[block]), dot_precision="ieee")
     return kernel(*args)
 
 
@@ -297,7 +298,7 @@ def scalar_first_atan2(x: T, out: T) -> T:
 @pytest.mark.parametrize("s, i", [(0.5, 2), (0.0, 0), (-0.25, -3)])
 def test_special_functions_of_scalar_arguments(s: float, i: int, device: torch.device) -> None:
     x = torch.tensor([[-1.0, 0.0, 2.5], [3.0, float("nan"), -0.5]], device=device)
-    expected = torch.special.xlog1py(s, x) + torch.special.xlog1py(x.to(torch.int32), s) + torch.ldexp(x, torch.tensor(i)) \
+    expected = torch.special.xlog1py(s, x) + torch.special.xlog1py(x.to(torch.int32), s) + torch.ldexp(x, torch.tensor(i, device=device)) \
         + torch.special.xlog1py(x, s)
     for mode in _modes(device):
         result = tessera.kernel(scalar_special, mode=mode, config=tessera.Config(block_sizes=[2]))(
@@ -345,8 +346,12 @@ def test_logit_with_eps_of_a_scalar_argument(dtype: torch.dtype, device: torch.d
     for mode in _modes(device):
         kernel = tessera.kernel(logit_of_argument, mode=mode, config=tessera.Config(block_sizes=[2]))
         for eps in (0.002, 0.2):
-            torch.testing.assert_close(kernel(x, torch.zeros_like(x), eps), torch.logit(x, eps * 0.5),
-                                       equal_nan=True, rtol=2e-3, atol=2e-3)
+            result = kernel(x, torch.zeros_like(x), eps).cpu()
+            # torch's CUDA logit clamps in float32 (1 - eps stays below 1 in bf16/fp16 inputs), its CPU
+            # one in the input's dtype (where 1 - 0.001 rounds to 1: inf): either is torch's answer
+            answers = [torch.logit(x.cpu(), eps * 0.5), torch.logit(x, eps * 0.5).cpu()]
+            close = [torch.isclose(result.double(), a.double(), rtol=2e-3, atol=2e-3, equal_nan=True) for a in answers]
+            assert (close[0] | close[1]).all(), (result, answers)
 
 
 # -- an fp16 atomic_add whose sum overflows to inf: Triton's interpreter raised OverflowError (an
@@ -405,4 +410,16 @@ def test_a_float_argument_joins_bf16_values(device: torch.device) -> None:
     expected = torch.where(v > 0, v, 0.3) + torch.clamp(v, max=0.3)
     for mode in _modes(device):
         result = _run(pad_and_where_with_argument, mode, 4, x, torch.zeros_like(expected), 0.3)
-        torch.testing.assert_close(result, expected)
+        # compiled code adds in float32 and rounds once, torch rounds each op to bf16: a bf16 ulp apart
+        torch.testing.assert_close(result, expected, rtol=1.6e-2, atol=8e-3)
+
+
+def test_an_atomic_into_one_element_of_a_size_1_tensor_compiles_for_the_gpu() -> None:
+    # Triton specializes a size of 1 to a constant, so the index check `(0) < out_size0` folded to a
+    # Python bool, which tl.atomic_add refused ('bool' object has no attribute 'handle'; H100)
+    from sm90_compile import sm90_ttgir
+
+    for size in (1, 3):
+        (ttgir,) = sm90_ttgir(tessera.kernel(total, mode="interpret"), (torch.randn(5, 7), torch.zeros(size)),
+                              tessera.Config(block_sizes=[2]))
+        assert "tt.atomic_rmw" in ttgir

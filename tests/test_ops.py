@@ -442,7 +442,7 @@ OPS: tuple[OpCase, ...] = (
     OpCase("double", lambda x, y, z: x.double()), OpCase("type_as", lambda x, y, z: (x * 4).int().type_as(y)),
     OpCase("short", lambda x, y, z: (x * 4).short()), OpCase("char", lambda x, y, z: (x * 4).char()),
     OpCase("byte", lambda x, y, z: (x * 4).abs().byte()),
-    OpCase("type", lambda x, y, z: (x * 4).type(torch.int16) + y.type(dtype=torch.float16).float() + len(x.type())),
+    OpCase("type", lambda x, y, z: (x * 4).type(torch.int16) + y.type(dtype=torch.float16).float()),
     OpCase("getitem", lambda v: v[:, None].sum(1), layout="row_to_row"),
     # copies and masks (language/copies.py): tril/triu count rows within the tile (block 4), as eager's block does
     OpCase("clone", lambda x, y, z: x.clone() + torch.clone(y)),

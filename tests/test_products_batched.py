@@ -476,4 +476,7 @@ def test_float8_product_matches_a_float32_product(size: int, device: torch.devic
     y = torch.randn(size, size).to(torch.float8_e4m3fn).to(device)
     for mode in ("eager", "interpret") if device.type == "cpu" else ("eager", "compiled"):
         result = tessera.kernel(fp8_product, mode=mode)(x, y)
-        torch.testing.assert_close(result.float(), (x.float() @ y.float()).half().float(), rtol=2e-3, atol=2e-3)
+        # compiled: Hopper's fp8 products add up to 128 terms in reduced precision before each
+        # float32 promotion (cuBLAS's precise mode does the same)
+        tolerance = 2e-3 if mode != "compiled" else 3e-2
+        torch.testing.assert_close(result.float(), (x.float() @ y.float()).half().float(), rtol=tolerance, atol=tolerance)

@@ -226,7 +226,11 @@ class Emitter(EmitterBase):
                 if access.check_negative:  # negative at run time: counts from the end, as in torch
                     index = f"tl.where({index} < 0, {index} + {print_expr(tensor.sizes[dim])}, {index})"
                 if not (access.inside or provably_inside(access.scalar, tensor.sizes[dim])):
-                    scalar_masks.append(f"({index} >= 0) & ({index} < {print_expr(tensor.sizes[dim])})")
+                    below = f"({index} < {print_expr(tensor.sizes[dim])})"
+                    # a constant index's `(0) >= 0` is a Python bool in Triton's compiler, which
+                    # `&` with a tensor refuses ('bool' object has no attribute 'handle')
+                    known_nonnegative = access.scalar.is_nonnegative and not access.check_negative
+                    scalar_masks.append(below if known_nonnegative else f"({index} >= 0) & {below}")
                 if self.int64_indexing:
                     index = f"tl.full([], {index}, tl.int64)"
             else:

@@ -463,8 +463,12 @@ def _store(emitter: Emitter, node: Node) -> None:
     pointer, masks, scalar_masks = _address(emitter, node)
     emit_index_check(emitter, node, masks, mask_node, scalar_masks)
     mask = join_masks(emitter, masks, mask_node, scalar_masks)
-    extra = f", mask={mask}" if mask else ""
     atomic = node.params.get("atomic")
+    if atomic and mask and not masks and mask_node is None:
+        # only scalar checks (`(0) < out_size0`): Triton folds them to a Python bool when the size
+        # is specialized (1), and tl.atomic_* wants a tensor mask ('bool' object has no attribute 'handle')
+        mask = f"tl.where({mask}, True, False)"
+    extra = f", mask={mask}" if mask else ""
     if atomic == "cas":
         # tl.atomic_cas has no mask: a masked lane swaps the argument's first element for itself
         # (compare with x, write x), which changes nothing
