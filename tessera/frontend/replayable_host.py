@@ -28,7 +28,7 @@ show (a copy where a view was expected, a value read from a one-element tensor) 
 refuses (host_replay.py): only arguments, their views and allocations named here may reach a
 launch or the result.
 
->>> form = replayable_host(KernelSource(add), )       # doctest: +SKIP
+>>> form = replayable_host(KernelSource(add))       # doctest: +SKIP
 >>> form.allocations
 {'out': 'empty'}
 """
@@ -80,7 +80,7 @@ class ReplayableHost:
 def replayable_host(source: KernelSource) -> ReplayableHost | None:
     """The replay form of the kernel's host code, or None where it is not replayable."""
     tree = ast.parse(textwrap.dedent(source.text)).body[0]  # a fresh parse: the rewrite edits source.tree
-    if not isinstance(tree, ast.FunctionDef) or tree.decorator_list and len(tree.decorator_list) > 1:
+    if not isinstance(tree, ast.FunctionDef):
         return None
     arguments = tree.args
     if arguments.vararg or arguments.kwarg or arguments.kwonlyargs or arguments.posonlyargs:
@@ -262,6 +262,8 @@ class _HostChecker:
             return False
         if not isinstance(node.func, ast.Attribute) or not self._expression(node.func.value, comparisons):
             return False
+        if self._global_function(node.func.value) is not None:
+            return False  # a method of a module (`torch.view`?): no function of the lists
         if node.func.attr in _ALLOCATING_METHODS:
             return keywords <= _ALLOCATION_KEYWORDS
         return node.func.attr in _PURE_METHODS and not keywords

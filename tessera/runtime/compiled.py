@@ -393,14 +393,9 @@ def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Conf
         stamp = settings.call_stamp()
     runner = take_runner(kernel, mode, config, device, stamp)
     runner.recording = recording
-    host = runner.host
-    interpreter.push(host)  # _run_host_code, inlined: this runs on every call
     try:
-        return (kernel._rewritten or kernel.rewritten()).function(*args, **kwargs)
+        return _run_host_code(kernel, runner.host, args, kwargs)
     finally:
-        interpreter.pop()
-        if host.pinned:
-            host.unpin()
         runner.recording = None
         give_back_runner(kernel, runner)
 
