@@ -340,6 +340,23 @@ def test_host_code_of_sizes_views_and_named_allocations_is_replayable(kernel_nam
     assert (form.returned, form.single) == (("x",) if returns_argument else ("out",), True)
 
 
+def test_modules_a_kernel_closes_over_are_read_as_the_rewrite_read_them() -> None:
+    import tessera.language as language
+    import torch as th
+
+    @tessera.kernel(config=tessera.Config(block_sizes=[16]))
+    def negated(x: th.Tensor) -> th.Tensor:
+        out = th.empty(x.shape, dtype=x.dtype, device=x.device)
+        for tile in language.tile(x.size(0)):
+            out[tile] = -x[tile]
+        return out
+
+    x = torch.randn(30)
+    for _ in range(5):
+        torch.testing.assert_close(negated(x), -x)
+    assert negated._replay_form.global_names == () and callable(_replay_of(negated, x))
+
+
 def test_a_returned_argument_is_the_argument_itself() -> None:
     kernel = tessera.kernel(_returns_its_argument, config=tessera.Config(block_sizes=[16]))
     x = torch.randn(20)

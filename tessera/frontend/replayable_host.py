@@ -15,7 +15,8 @@ Forms accepted, at the top level of the kernel's body (anything else: no replay)
 - a final `return` of names, constants or a tuple of them.
 
 An expression is a constant, a parameter or earlier local, a global bound to a module or function
-listed below (checked again on every replay: a rebound global stops replays), arithmetic, a tuple
+listed below (checked again on every replay: a rebound global stops replays) or a closure
+variable bound to one (the rewrite reads those once), arithmetic, a tuple
 or list, `t.shape` / `t.dtype` / `t.device` / `t.ndim` / `t.T` / `t.mT`, a constant index of
 `t.shape`, `t.size()` or `t.stride()`, a call of a listed pure tensor method (sizes and views:
 `size`, `view`, `expand`, `transpose`, ...) or of a listed function (`torch.broadcast_tensors`,
@@ -39,7 +40,7 @@ import builtins
 import dataclasses
 import textwrap
 import types
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -77,23 +78,27 @@ class ReplayableHost:
     global_names: tuple[tuple[str, Any], ...]
 
 
-def replayable_host(source: KernelSource) -> ReplayableHost | None:
-    """The replay form of the kernel's host code, or None where it is not replayable."""
+def replayable_host(source: KernelSource, host: Callable[..., Any]) -> ReplayableHost | None:
+    """The replay form of the kernel's host code, or None where it is not replayable. `host`:
+    the rewritten function that runs it (rewrite.py), whose closure holds the values the
+    kernel's closure variables had when it was rewritten (fixed from then on)."""
     tree = ast.parse(textwrap.dedent(source.text)).body[0]  # a fresh parse: the rewrite edits source.tree
     if not isinstance(tree, ast.FunctionDef):
         return None
     arguments = tree.args
     if arguments.vararg or arguments.kwarg or arguments.kwonlyargs or arguments.posonlyargs:
         return None
-    checker = _HostChecker(source, {argument.arg for argument in arguments.args})
+    cells = dict(zip(host.__code__.co_freevars, (cell.cell_contents for cell in host.__closure__ or ())))
+    checker = _HostChecker(source, {argument.arg for argument in arguments.args}, cells)
     return checker.check(tree.body)
 
 
 class _HostChecker:
     """Walks the host statements; `None` from `check` at the first form it does not accept."""
 
-    def __init__(self, source: KernelSource, parameters: set[str]) -> None:
+    def __init__(self, source: KernelSource, parameters: set[str], cells: dict[str, Any]) -> None:
         self.fn = source.fn
+        self.cells = cells
         self.parameters = parameters
         self.locals: set[str] = set()
         self.stores: dict[str, int] = {}  # how often each local is bound
@@ -205,8 +210,8 @@ class _HostChecker:
         return value
 
     def _global(self, name: str) -> Any:
-        if name in self.fn.__code__.co_freevars:
-            return None  # a closure cell may be rebound: not checked on replay
+        if name in self.fn.__code__.co_freevars:  # read once by the rewrite: no check on replay
+            return self.cells.get(name)
         namespace = self.fn.__globals__
         value = namespace[name] if name in namespace else getattr(builtins, name, None)
         if value is not None:

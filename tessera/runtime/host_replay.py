@@ -40,7 +40,7 @@ from tessera import settings
 from tessera.frontend.replayable_host import ReplayableHost
 from tessera.ir import interpreter
 from tessera.runtime.compiled import give_back_runner, run_compiled, take_runner
-from tessera.runtime.written_tensors import note_writes
+from tessera.runtime.written_tensors import increment_version
 
 if TYPE_CHECKING:
     from tessera.runtime.repeated_calls import CallDecision
@@ -236,15 +236,14 @@ class _Recorder:
             values = ["None"] * remembered.value_count
             for index, slot in slots.items():
                 values[index] = self._value(slot)
-            direct = (f"{launch}.pointer_direct({_tuple(pointers)})" if not remembered.scratch
-                      else f"{launch}._directly({launch}.pointer_direct, {_tuple(pointers)})")
-            lines.append(f"if {launch}.pointer_direct is None or not {direct}:")
+            lines.append(f"d = {launch}.pointer_direct")
+            direct = f"d({_tuple(pointers)})" if not remembered.scratch else f"{launch}._directly(d, {_tuple(pointers)})"
+            lines.append(f"if d is None or not {direct}:")
             lines.append(f"    slowly(kernel, decision, {launch}, [{', '.join(values)}])")
             written += [f"n{slots[index][1]}" for index in remembered.positions.written  # type: ignore[union-attr]
                         if f"n{slots[index][1]}" not in written]
-        if written:
-            location = plan[0][0].location
-            lines.append(f"note_writes(name, [{', '.join(written)}], {self.constant(location)})")
+        if written:  # as note_writes does (an allocation never requires grad)
+            lines.append(f"increment_version([{', '.join(written)}])")
         lines.append(f"kernel.store.hits += {len(plan)}")
         lines.append(f"return {self._result(returned)}")
         parameters = ", ".join(["kernel", "decision", "host", "g", "name",
@@ -293,7 +292,7 @@ def _factory(source: str) -> Callable[..., Callable[[tuple], Any]]:
         namespace: dict[str, Any] = {"DECLINED": DECLINED, "empty_strided": torch.empty_strided,
                                      "function_modes": torch._C._len_torch_function_stack,
                                      "dispatch_modes": torch._C._len_torch_dispatch_stack,
-                                     "note_writes": note_writes, "slowly": launch_slowly}
+                                     "increment_version": increment_version, "slowly": launch_slowly}
         exec(compile(source, "<tessera host replay>", "exec"), namespace)
         factory = _FACTORIES[source] = namespace["make_replay"]
     return factory

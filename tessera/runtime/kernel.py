@@ -421,7 +421,7 @@ class Kernel:
     def _replay_form(self) -> ReplayableHost | None:
         """Whether (and how) repeated calls may replay the host code instead of running it
         (frontend/replayable_host.py); None: they run it."""
-        return replayable_host(self.source)
+        return replayable_host(self.source, self.rewritten().function)
 
     @functools.cached_property
     def _constexpr_marks(self) -> Marks | None:
