@@ -56,10 +56,15 @@ _CONSTANT_TYPES = (int, float, bool, str, type(None), torch.dtype, torch.device,
 _DEFAULT_TYPES = (int, float, bool, str, type(None), torch.dtype)
 
 
+# the depths of torch's function and dispatch mode stacks (a replay declines under a mode, which
+# would see the host code's torch calls); a torch without these never replays
+_MODE_STACKS = (getattr(torch._C, "_len_torch_function_stack", None), getattr(torch._C, "_len_torch_dispatch_stack", None))
+
+
 def record_call(kernel: Any, decision: CallDecision, args: tuple, form: ReplayableHost) -> Any:
     """Run a repeated call as usual while recording its launches, then give `decision` its
     replay (or False: this call's facts cannot be replayed)."""
-    if not settings.get_under(decision.stamp, "host_replay"):
+    if not settings.get_under(decision.stamp, "host_replay") or None in _MODE_STACKS:
         decision.replay = False
         return run_compiled(kernel, decision.mode, args, {}, decision.config, decision.device, None, decision.stamp)
     launches: list[Any] = []
@@ -290,8 +295,7 @@ def _factory(source: str) -> Callable[..., Callable[[tuple], Any]]:
     factory = _FACTORIES.get(source)
     if factory is None:
         namespace: dict[str, Any] = {"DECLINED": DECLINED, "empty_strided": torch.empty_strided,
-                                     "function_modes": torch._C._len_torch_function_stack,
-                                     "dispatch_modes": torch._C._len_torch_dispatch_stack,
+                                     "function_modes": _MODE_STACKS[0], "dispatch_modes": _MODE_STACKS[1],
                                      "increment_version": increment_version, "slowly": launch_slowly}
         exec(compile(source, "<tessera host replay>", "exec"), namespace)
         factory = _FACTORIES[source] = namespace["make_replay"]
