@@ -420,3 +420,21 @@ def test_gpu_repeat_calls_replay_through_the_real_driver(device: torch.device) -
         for _ in range(6):
             torch.testing.assert_close(add(x, y), x + y)
         assert callable(_replay_of(add, x, y))
+
+
+def test_a_record_that_fails_leaves_the_call_on_its_usual_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    add = _add_kernel()
+    x, y = torch.randn(4, 8), torch.randn(8)
+
+    def failing(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("a record that cannot be read")
+
+    monkeypatch.setattr(host_replay._Recorder, "replay", failing)
+    for _ in range(5):
+        torch.testing.assert_close(add(x, y), x + y)
+    assert _replay_of(add, x, y) is False
+    with settings.override(debug="raw"):  # a new stamp: decided afresh, and the third call records
+        add(x, y)
+        add(x, y)
+        with pytest.raises(RuntimeError, match="cannot be read"):
+            add(x, y)

@@ -70,7 +70,12 @@ def record_call(kernel: Any, decision: CallDecision, args: tuple, form: Replayab
     launches: list[Any] = []
     result = run_compiled(kernel, decision.mode, args, {}, decision.config, decision.device, None, decision.stamp,
                           recording=launches)
-    replay = _Recorder(kernel, form, args).replay(launches, result, decision)
+    try:
+        replay = _Recorder(kernel, form, args).replay(launches, result, decision)
+    except Exception:  # noqa: BLE001  (the call succeeded: a record that fails only costs its speed)
+        if settings.get("debug") == "raw":
+            raise
+        replay = None
     decision.replay = replay if replay is not None else False
     return result
 

@@ -421,7 +421,12 @@ class Kernel:
     def _replay_form(self) -> ReplayableHost | None:
         """Whether (and how) repeated calls may replay the host code instead of running it
         (frontend/replayable_host.py); None: they run it."""
-        return replayable_host(self.source, self.rewritten().function)
+        try:
+            return replayable_host(self.source, self.rewritten().function)
+        except Exception:  # noqa: BLE001  (a form it cannot read: the host code runs, as without replay)
+            if settings.get("debug") == "raw":
+                raise
+            return None
 
     @functools.cached_property
     def _constexpr_marks(self) -> Marks | None:
