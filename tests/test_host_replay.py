@@ -201,6 +201,11 @@ def test_a_kernel_called_with_its_defaults_replays() -> None:
         torch.testing.assert_close(shifted(x, 2.0), x + 2)
         torch.testing.assert_close(shifted(x, 2.0, torch.float64), (x + 2).double())
     assert callable(_replay_of(shifted, x)) and callable(_replay_of(shifted, x, 2.0, torch.float64))
+    shifted.fn.__defaults__ = (5.0, torch.float32)  # defaults changed after the kernel was rewritten
+    for _ in range(5):
+        torch.testing.assert_close(shifted(x), x + 5)
+    with settings.override(mode="eager"):
+        torch.testing.assert_close(shifted(x), x + 5)
 
 
 def test_a_zeros_allocation_is_zeroed_on_every_replay() -> None:

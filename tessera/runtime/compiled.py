@@ -479,9 +479,14 @@ def _restart(runner: CompiledRunner) -> None:
 
 def _run_host_code(kernel: Any, host: _HostInterpreter, args: tuple, kwargs: dict) -> Any:
     """The kernel's host code, with `host` (which holds this call's runner) as the active interpreter."""
+    function = (kernel._rewritten or kernel.rewritten()).function
+    fn = kernel.fn
+    if function.__defaults__ is not fn.__defaults__ or function.__kwdefaults__ is not fn.__kwdefaults__:
+        # defaults given to the kernel's function after it was rewritten: the call uses them, as eager mode does
+        function.__defaults__, function.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
     interpreter.push(host)  # a plain push/pop: interpreter.activate builds a generator per call
     try:
-        return (kernel._rewritten or kernel.rewritten()).function(*args, **kwargs)
+        return function(*args, **kwargs)
     finally:
         interpreter.pop()
         if host.pinned:

@@ -117,7 +117,7 @@ class _Recorder:
         return self._generate(plan, returned, decision)
 
     def _arguments_replayable(self) -> bool:
-        fn = self.kernel.rewritten().function  # what runs: its defaults were evaluated by the rewrite
+        fn = self.kernel.fn  # the host code runs with its defaults (compiled._run_host_code)
         parameters = fn.__code__.co_argcount
         defaults = fn.__defaults__ or ()
         used_defaults = defaults[len(defaults) - (parameters - len(self.args)):] if parameters > len(self.args) else ()
@@ -217,9 +217,8 @@ class _Recorder:
                 lines.append(f"if g.get({name!r}) is not {self.constant(value)}: return DECLINED")
             else:
                 lines.append(f"if {name!r} in g: return DECLINED")
-        host = self.kernel.rewritten().function
-        if host.__code__.co_argcount > count:
-            lines.append(f"if host.__defaults__ is not {self.constant(host.__defaults__)}: return DECLINED")
+        if fn.__code__.co_argcount > count:  # the defaults the host code ran with (compiled._run_host_code)
+            lines.append(f"if fn.__defaults__ is not {self.constant(fn.__defaults__)}: return DECLINED")
         lines.append("if function_modes() or dispatch_modes(): return DECLINED")
         for remembered, _ in plan:
             reads = remembered.variant.global_reads
@@ -256,11 +255,11 @@ class _Recorder:
             lines.append(f"increment_version([{', '.join(written)}])")
         lines.append(f"kernel.store.hits += {len(plan)}")
         lines.append(f"return {self._result(returned)}")
-        parameters = ", ".join(["kernel", "decision", "host", "g", "name",
+        parameters = ", ".join(["kernel", "decision", "fn", "g", "name",
                                 *(f"k{i}" for i in range(len(self.constants)))])
         body = "\n".join("        " + line for line in lines)
         source = f"def make_replay({parameters}):\n    def replay(args):\n{body}\n    return replay\n"
-        replay = _factory(source)(self.kernel, decision, host, fn.__globals__, fn.__name__, *self.constants)
+        replay = _factory(source)(self.kernel, decision, fn, fn.__globals__, fn.__name__, *self.constants)
         replay.source = source  # type: ignore[attr-defined]  (what tests and TESSERA_LOG readers see)
         return replay
 
