@@ -18,7 +18,8 @@ specialize, key, launch):
 Other rows, for scale: torch eager `x + y` (issue 17's goal: tessera add <= 2x of it); add.py's
 host code alone (broadcast, promote, allocate: the part of that cost no launcher can remove);
 the Triton launch alone into a preallocated output;
-the add_same_shape pair with a new width (1..97) on every call, where Tessera's exact-facts memo
+the usual path of tessera add after its call's decision, which host replay (runtime/host_replay.py)
+skips; the add_same_shape pair with a new width (1..97) on every call, where Tessera's exact-facts memo
 misses; a 16x16 matmul (examples/matmul.py), the same with a closure epilogue made on every call,
 and a split-K matmul, beside torch.mm; Tessera's launcher alone (the arguments captured from a real call: its keyed path, and the
 direct launch a memo hit calls), when the runtime has one.
@@ -96,6 +97,9 @@ def _capture_tessera_launch(kernel: Any, args: tuple) -> tuple[Any, tuple, list,
     RememberedLaunch.run = recording  # type: ignore[method-assign]
     try:
         kernel(*args)
+        usual = _usual_path(kernel, args) if not captured else None
+        if usual is not None:  # a replayed call (host_replay.py) runs no remembered launch
+            usual()
     finally:
         RememberedLaunch.run = original  # type: ignore[method-assign]
     if not captured:
@@ -111,6 +115,24 @@ def _capture_tessera_launch(kernel: Any, args: tuple) -> tuple[Any, tuple, list,
     pointers = tuple(value.data_ptr() for value in values if isinstance(value, torch.Tensor))
     with_pointers = (lambda: pointer_direct(pointers)) if pointer_direct is not None else None
     return launcher, remembered.grid, arguments, remembered.direct, values, with_pointers
+
+
+def _usual_path(kernel: Any, args: tuple) -> Callable[[], Any] | None:
+    """A call of `kernel(*args)` that finds its decision and then runs the host code the usual
+    way, as before host replay (runtime/host_replay.py); None where the runtime has neither."""
+    try:
+        from tessera.runtime.compiled import run_compiled
+    except ImportError:
+        return None
+    calls = kernel.config_choices.calls
+    decision = calls.decide(args)
+    if decision is None or not hasattr(decision, "replay"):
+        return None
+
+    def usual() -> Any:
+        decided = calls.decide(args)
+        return run_compiled(kernel, decided.mode, args, {}, decided.config, decided.device, None, decided.stamp)
+    return usual
 
 
 def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any]:
@@ -203,6 +225,10 @@ def measure(device: str, calls: int, repeats: int, warmup: int) -> dict[str, Any
 
     rows.append(("add.py host code alone (broadcast + promote + allocate)", lambda: add_host_code(x, y),
                  "the floor of tessera add without its launch"))
+    usual = _usual_path(add, (x, y))
+    if usual is not None:
+        rows.append(("tessera add(x, y), host code run (no host replay)", usual,
+                     "the usual path after the call's decision"))
     launch = _capture_tessera_launch(add, (x, y))
     if launch is not None:
         launcher, tessera_grid, arguments, direct, values, with_pointers = launch

@@ -108,7 +108,9 @@ def _stub_variants(kernel: Any) -> int:
 
 
 def _capture_launch(kernel: Any, args: tuple) -> tuple[Any, Any, Any] | None:
-    """(runner, tile_range, body) of one launch of `kernel(*args)`, to time the launch alone."""
+    """(runner, tile_range, body) of one launch of `kernel(*args)`, to time the launch alone.
+    A call its runtime replays (host_replay.py) runs no launch of a runner: then the usual path
+    after the call's decision is taken."""
     from tessera.runtime import compiled
     captured: list[tuple[Any, Any, Any]] = []
     original = compiled.CompiledRunner.launch
@@ -120,6 +122,10 @@ def _capture_launch(kernel: Any, args: tuple) -> tuple[Any, Any, Any] | None:
     compiled.CompiledRunner.launch = recording_launch  # type: ignore[method-assign]
     try:
         kernel(*args)
+        decision = kernel.config_choices.calls.decide(args) if not captured else None
+        if decision is not None:
+            compiled.run_compiled(kernel, decision.mode, args, {}, decision.config, decision.device, None,
+                                  decision.stamp)
     finally:
         compiled.CompiledRunner.launch = original  # type: ignore[method-assign]
     return captured[0] if captured else None

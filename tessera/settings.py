@@ -96,6 +96,10 @@ _DECLARED: tuple[Setting, ...] = (
             "disabled (behave as tessera.kernel)."),
     Setting("aot_data_dir", "TESSERA_AOT_DATA_DIR", _parse_optional_str, None,
             "Where tessera.aot_kernel records tuned Configs and timings (default: <cache_dir>/aot)."),
+    Setting("host_replay", "TESSERA_HOST_REPLAY", _parse_bool, True,
+            "Let a repeated kernel call whose host code allows it skip that code: allocate, launch and "
+            "return as a recorded call with the same argument facts did (runtime/host_replay.py); 0 runs "
+            "the host code on every call. Read on every call: a change takes effect on the next."),
     Setting("prewarm", "TESSERA_PREWARM", _parse_bool, True,
             "Start the autotuning workers in the background when a kernel that will likely tune "
             "is defined (CUDA present, tuning on, no tuned config on disk); 0 turns it off."),
@@ -172,10 +176,10 @@ def stamp(*names: str) -> tuple[Any, ...]:
     return (_override_generation[0], *[_read_raw(_BY_NAME[name].env) for name in names])
 
 
-CALL_SETTINGS = ("mode", "check_indices", "autotune_effort")
+CALL_SETTINGS = ("mode", "check_indices", "autotune_effort", "host_replay")
 """The settings a kernel call's remembered decisions depend on: its mode, the variants it compiles
-(index checks are lowered into them) and its Config (the effort, which index checks force to
-"none"). Memos of those decisions hold `call_stamp()` and decide afresh when it changes."""
+(index checks are lowered into them), its Config (the effort, which index checks force to
+"none") and whether it replays its host code. Memos of those decisions hold `call_stamp()` and decide afresh when it changes."""
 
 
 def call_stamp() -> tuple[Any, ...]:
@@ -184,8 +188,8 @@ def call_stamp() -> tuple[Any, ...]:
     parts = _environ_parts
     if os.environ is parts[0] and parts[1] is not None:
         get = parts[1].get
-        mode, check_indices, effort = _CALL_KEYS
-        return _override_generation[0], get(mode), get(check_indices), get(effort)
+        mode, check_indices, effort, replay = _CALL_KEYS
+        return _override_generation[0], get(mode), get(check_indices), get(effort), get(replay)
     return stamp(*CALL_SETTINGS)  # first use, or another os.environ: refreshes _environ_parts
 
 

@@ -219,7 +219,7 @@ def test_an_effort_change_between_calls_is_decided_afresh_and_keeps_the_answer(
 @pytest.mark.parametrize("name", settings.CALL_SETTINGS)
 def test_the_call_stamp_follows_each_call_setting(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     variable = {"mode": "TESSERA_MODE", "check_indices": "TESSERA_CHECK_INDICES",
-                "autotune_effort": "TESSERA_AUTOTUNE_EFFORT"}[name]
+                "autotune_effort": "TESSERA_AUTOTUNE_EFFORT", "host_replay": "TESSERA_HOST_REPLAY"}[name]
     monkeypatch.delenv(variable, raising=False)
     first = settings.call_stamp()
     assert first == settings.stamp(*settings.CALL_SETTINGS) == settings.call_stamp()

@@ -109,6 +109,7 @@ class CompiledRunner:
         self.split_reductions: dict[int, bool] = {}  # per launch: whether split_k applies (ir/split_reduction.py)
         self.unit_dims: dict[int, tuple[int, ...]] = {}  # per launch: grid dims of one index per program
         self.pipelined_loads: dict[int, tuple[Any, ...]] = {}  # per launch: its product loops' loaded tiles
+        self.recording: list[Any] | None = None  # a recorded call's launches (run_compiled's `recording`)
 
     def launch(self, tile_range: TileRange, body: Callable[..., Any], launch_index: int = 0) -> None:
         """Run one top-level tile loop: the first variant under its key whose guards hold, else a new one.
@@ -148,7 +149,11 @@ class CompiledRunner:
             # a variant whose body read a module global serves only while it keeps its value
             if known is not None and (known.variant.global_reads is None or known.variant.global_reads.hold()):
                 self.store.hits += 1
+                if self.recording is not None:
+                    self.recording.append((known, values, body.__code__.co_freevars))
                 return known.hit(self, values, body.__code__.co_freevars, checked, pointers)
+        if self.recording is not None:
+            self.recording.append(None)  # the keyed path: this call's launches are not all remembered
         values_key, range_key, arguments = launch_inputs(values, tile_range, self.static_shapes)
         key = (body.__code__.co_firstlineno, self.mode, self.config_key, self.check_indices, range_key, values_key)
         variants = self.store.variants.get(key)
@@ -374,21 +379,33 @@ class _HostInterpreter(EagerInterpreter):
 
 
 def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Config, device: torch.device,
-                 runner: CompiledRunner | None = None, stamp: tuple[Any, ...] | None = None) -> Any:
+                 runner: CompiledRunner | None = None, stamp: tuple[Any, ...] | None = None,
+                 recording: list[Any] | None = None) -> Any:
     """Run the kernel's host code; each top-level tile loop launches a cached Triton kernel.
     `stamp`: `settings.call_stamp()` as the caller took it before deciding `mode` and `config`
-    (None: taken now)."""
+    (None: taken now). `recording`: a list that gets, per launch, (its remembered decision, its
+    captured values, their names), or None for a launch that took the keyed path (host_replay.py)."""
     if runner is not None:  # a BoundKernel's planning or timing runner
         _check_device(mode, device)
         runner.fake = fake_mode_active()  # (a kernel's own call on fake tensors is a custom op: torch_library.py)
         return _run_host_code(kernel, _HostInterpreter(runner.slots, config, device, runner), args, kwargs)
     if stamp is None:
         stamp = settings.call_stamp()
-    # A call takes the kernel's idle runner when it has the call's mode, Config and device and
-    # was taken under the same settings stamp (so its check_indices holds), else a spare one
-    # from kernel.spare_runners, else a new one (building one costs about 2 us). A runner is
-    # taken out while in use (list.pop and dict.pop are atomic), so a nested or concurrent call
-    # gets its own.
+    runner = take_runner(kernel, mode, config, device, stamp)
+    runner.recording = recording
+    try:
+        return _run_host_code(kernel, runner.host, args, kwargs)
+    finally:
+        runner.recording = None
+        give_back_runner(kernel, runner)
+
+
+def take_runner(kernel: Any, mode: str, config: Config, device: torch.device, stamp: tuple[Any, ...]) -> CompiledRunner:
+    """A runner for one call: the kernel's idle runner when it has the call's mode, Config and
+    device and was taken under the same settings stamp (so its check_indices holds), else a
+    spare one from kernel.spare_runners, else a new one (building one costs about 2 us). A
+    runner is taken out while in use (list.pop and dict.pop are atomic), so a nested or
+    concurrent call gets its own; `give_back_runner` returns it."""
     try:
         runner = kernel.idle_runners.pop()
     except IndexError:
@@ -401,20 +418,17 @@ def run_compiled(kernel: Any, mode: str, args: tuple, kwargs: dict, config: Conf
             _keep_spare(kernel, runner)
         runner = _spare_runner(kernel, mode, config, device, stamp)
         runner.stamp = stamp
-    host = runner.host
-    interpreter.push(host)  # _run_host_code, inlined: this runs on every call
-    try:
-        return (kernel._rewritten or kernel.rewritten()).function(*args, **kwargs)
-    finally:
-        interpreter.pop()
-        if host.pinned:
-            host.unpin()
-        while kernel.idle_runners:  # a nested call's runner went back first
-            try:
-                _keep_spare(kernel, kernel.idle_runners.pop())
-            except IndexError:
-                break
-        kernel.idle_runners.append(runner)
+    return runner
+
+
+def give_back_runner(kernel: Any, runner: CompiledRunner) -> None:
+    """End a call's use of a runner from `take_runner`: it becomes the kernel's idle one."""
+    while kernel.idle_runners:  # a nested call's runner went back first
+        try:
+            _keep_spare(kernel, kernel.idle_runners.pop())
+        except IndexError:
+            break
+    kernel.idle_runners.append(runner)
 
 
 def _keep_spare(kernel: Any, runner: CompiledRunner) -> None:
@@ -465,9 +479,14 @@ def _restart(runner: CompiledRunner) -> None:
 
 def _run_host_code(kernel: Any, host: _HostInterpreter, args: tuple, kwargs: dict) -> Any:
     """The kernel's host code, with `host` (which holds this call's runner) as the active interpreter."""
+    function = (kernel._rewritten or kernel.rewritten()).function
+    fn = kernel.fn
+    if function.__defaults__ is not fn.__defaults__ or function.__kwdefaults__ is not fn.__kwdefaults__:
+        # defaults given to the kernel's function after it was rewritten: the call uses them, as eager mode does
+        function.__defaults__, function.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
     interpreter.push(host)  # a plain push/pop: interpreter.activate builds a generator per call
     try:
-        return (kernel._rewritten or kernel.rewritten()).function(*args, **kwargs)
+        return function(*args, **kwargs)
     finally:
         interpreter.pop()
         if host.pinned:

@@ -34,6 +34,8 @@ from tessera.runtime.constexpr_arguments import Marks, compile_time_arguments, c
 from tessera.runtime.eager import run_eager
 from tessera.runtime.kernel_settings import Settings, requested_mode
 from tessera.runtime.repeated_calls import CallDecision, RepeatedCalls
+from tessera.runtime.host_replay import DECLINED, record_call
+from tessera.frontend.replayable_host import ReplayableHost, replayable_host
 from tessera.language.debug import breakpoint_helper
 from tessera.runtime.tuning import ConfigChoices, autotune, choice_key, config_for_call, kernel_defined
 from tessera.runtime.torch_library import announce, call_as_custom_op, is_traced_call
@@ -139,6 +141,13 @@ class Kernel:
             if calls is not None:
                 decision = calls.decide(args)
                 if decision is not None:  # a plain call repeating an earlier one's facts (repeated_calls.py)
+                    replay = decision.replay
+                    if replay:  # its host code replayed from a record (host_replay.py)
+                        result = replay(args)
+                        if result is not DECLINED:
+                            return result
+                    elif replay is None and self._replay_form is not None:
+                        return record_call(self, decision, args, self._replay_form)
                     # positional: a keyword argument costs this path ~0.1 us
                     return run_compiled(self, decision.mode, args, kwargs, decision.config, decision.device, None,
                                         decision.stamp)
@@ -421,6 +430,17 @@ class Kernel:
         if self._constexpr_marks is not None or type(self).choose_config is not Kernel.choose_config:
             return None
         return self.config_choices.calls
+
+    @functools.cached_property
+    def _replay_form(self) -> ReplayableHost | None:
+        """Whether (and how) repeated calls may replay the host code instead of running it
+        (frontend/replayable_host.py); None: they run it."""
+        try:
+            return replayable_host(self.source, self.rewritten().function)
+        except Exception:  # noqa: BLE001  (a form it cannot read: the host code runs, as without replay)
+            if settings.get("debug") == "raw":
+                raise
+            return None
 
     @functools.cached_property
     def _constexpr_marks(self) -> Marks | None:

@@ -24,7 +24,7 @@ not eager mode; anything else decides as before.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable
 
 import torch
 
@@ -34,13 +34,20 @@ from tessera.runtime.exact_facts import Memo, exact_facts
 from tessera.runtime.fast_checks import facts_check
 
 
-class CallDecision(NamedTuple):
-    """What a plain call of a kernel runs with, and the settings stamp it was decided under."""
+class CallDecision:
+    """What a plain call of a kernel runs with, and the settings stamp it was decided under.
 
-    mode: str
-    config: Config
-    device: torch.device
-    stamp: tuple[Any, ...]
+    `replay`: None until a repeat of it was recorded (host_replay.py), then the replay of calls
+    with its facts, or False where they have none."""
+
+    __slots__ = ("mode", "config", "device", "stamp", "replay")
+
+    def __init__(self, mode: str, config: Config, device: torch.device, stamp: tuple[Any, ...]) -> None:
+        self.mode = mode
+        self.config = config
+        self.device = device
+        self.stamp = stamp
+        self.replay: Callable[[tuple], Any] | None | bool = None
 
     def repeats(self, other: CallDecision) -> bool:
         """Whether `other` decided the same (the Config by identity: a chosen Config is kept)."""

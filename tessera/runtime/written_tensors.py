@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.autograd.graph import increment_version
+from torch.autograd.graph import increment_version as torch_increment_version
 
 from tessera import exc
 from tessera.compiler import flat_values
@@ -42,8 +42,8 @@ def note_writes(kernel_name: str, tensors: list[torch.Tensor], location: Any) ->
                 f"{tuple(tensor.shape)}), so autograd would not see the write", location=location or user_location(),
                 hint="call the kernel under torch.no_grad(), pass a .detach()ed tensor, or give the kernel "
                      "a backward rule (@kernel.backward); eager mode records the write as torch ops")
-    _increment_version(tensors)
+    increment_version(tensors)
 
 
 # torch's own wrapper checks for a single tensor first; the list goes straight to the C function
-_increment_version = getattr(torch._C, "_increment_version", None) or increment_version
+increment_version = getattr(torch._C, "_increment_version", None) or torch_increment_version
