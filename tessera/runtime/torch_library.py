@@ -234,6 +234,7 @@ def announce(kernel: Any) -> None:
     global _hook_installed
     if "torch._dynamo" in sys.modules and hasattr(sys.modules["torch._dynamo"], "allow_in_graph"):
         torch.compiler.allow_in_graph(kernel)
+        _announce_waiting()  # any left waiting (dynamo's import finished without the watcher's help)
         return
     _waiting.add(kernel)
     if not _hook_installed:
@@ -266,11 +267,17 @@ class _DynamoWatcher(importlib.abc.MetaPathFinder):
             # process's kernels will run (the mode they ask for, TESSERA_MODE=interpret on a GPU
             # machine included; else interpreted without CUDA), not as dynamo would
             waiting = list(_waiting)
-            interpret = _kernels_run_interpreted(waiting)
-            for backend in {kernel.settings.backend for kernel in waiting}:
-                backends.get(backend).prepare_worker(interpret=interpret)
-            execute(module)
-            _announce_waiting()
+            try:
+                interpret = _kernels_run_interpreted(waiting)
+                for backend in {kernel.settings.backend for kernel in waiting}:
+                    backends.get(backend).prepare_worker(interpret=interpret)
+            except Exception:  # noqa: BLE001 - choosing Triton's mode early is a courtesy; dynamo must load
+                pass
+            try:
+                execute(module)
+            finally:  # the kernels are announced even if dynamo's own import fails and is retried later
+                if hasattr(module, "allow_in_graph"):
+                    _announce_waiting()
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
