@@ -216,12 +216,13 @@ class CompiledRunner:
         settings_ = self.kernel.settings
         if reads is True:
             reads = GlobalReads.of(body, values)
+        tensors = [(name, value) for name, value in flat_values(body.__code__.co_freevars, values)
+                   if isinstance(value, torch.Tensor)]
         return LaunchRequest(
             kernel_name=self.kernel.fn.__name__, body=body, values=values, tile_range=tile_range,
             launch_index=launch_index, config=self.config, slots=self.slots, static_shapes=self.static_shapes,
-            int64_indexing=any(needs_int64(v) for _, v in flat_values(body.__code__.co_freevars, values)
-                               if isinstance(v, torch.Tensor)),
-            device=_launch_device(body.__code__.co_freevars, values, self.host),
+            int64_indexing=any(needs_int64(tensor) for _, tensor in tensors),
+            device=_launch_device(tensors, self.host),
             options=LoweringOptions(interpret=self.mode == "interpret", dot_precision=settings_.dot_precision,
                                     fp8_fast_accum=settings_.fp8_fast_accum, check_indices=self.check_indices),
             global_tensors=reads.tensors() if reads else ())
@@ -493,17 +494,16 @@ def _run_host_code(kernel: Any, host: _HostInterpreter, args: tuple, kwargs: dic
             host.unpin()
 
 
-def _launch_device(names: tuple[str, ...], values: list[Any], host: Any) -> torch.device:
-    """The device a launch runs on: its tensors' (`hl.zeros(device=x.device)` must name it). A
-    tensor the tile loop reads on another device (host code's `torch.empty(n)` without `device=`
-    beside CUDA inputs) is refused here: the GPU cannot read host memory (it was an internal error)."""
-    tensors = [(name, value) for name, value in flat_values(names, values)
-               if isinstance(value, torch.Tensor) and value.dim() > 0]
-    if not tensors:
-        scalars = [value for _, value in flat_values(names, values) if isinstance(value, torch.Tensor)]
-        return scalars[0].device if scalars else host.device if host is not None else torch.device("cpu")
-    first_name, device = tensors[0][0], tensors[0][1].device
-    for name, tensor in tensors[1:]:
+def _launch_device(tensors: list[tuple[str, torch.Tensor]], host: Any) -> torch.device:
+    """The device a launch runs on: that of its (named) tensors (`hl.zeros(device=x.device)` must
+    name it). A tensor the tile loop reads on another device (host code's `torch.empty(n)` without
+    `device=` beside CUDA inputs) is refused here: the GPU cannot read host memory (it was an
+    internal error). 0-d tensors are left out of the check, as torch lets a CPU scalar join CUDA ones."""
+    shaped = [(name, tensor) for name, tensor in tensors if tensor.dim() > 0]
+    if not shaped:
+        return tensors[0][1].device if tensors else host.device if host is not None else torch.device("cpu")
+    first_name, device = shaped[0][0], shaped[0][1].device
+    for name, tensor in shaped[1:]:
         if tensor.device != device:
             raise exc.DeviceMismatchError(
                 f"the tile loop reads `{name}` on {tensor.device} and `{first_name}` on {device}",

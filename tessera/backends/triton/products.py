@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from tessera.backends.triton.emitter import TRITON_DTYPES, Emitter
+from tessera.backends.triton.emitter import FP8_DTYPES, TRITON_DTYPES, Emitter
 from tessera.backends.triton.printer import print_expr
 from tessera.ir.graph import Axis, Block, Node, Op
 
@@ -75,8 +75,7 @@ def _zero_padded(operand: Node) -> bool:
 
 
 MIN_DOT_BLOCK = 16  # tl.dot's smallest M, N and K
-
-_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
+FP8_PROMOTION_STEP = 128  # K elements an fp8 product sums in the tensor cores before adding into float32
 
 
 def _dot_options(emitter: Emitter, common: torch.dtype, depth: int) -> str:
@@ -93,12 +92,9 @@ def _dot_options(emitter: Emitter, common: torch.dtype, depth: int) -> str:
     (a kernel setting) keeps Triton's fast way."""
     if common == torch.float32:
         return f", input_precision='{emitter.dot_precision}'"
-    if common in _FP8 and not emitter.interpret and not emitter.fp8_fast_accum:
+    if common in FP8_DTYPES and not emitter.interpret and not emitter.fp8_fast_accum:
         return f", max_num_imprecise_acc={min(FP8_PROMOTION_STEP, depth)}"
     return ""
-
-
-FP8_PROMOTION_STEP = 128
 
 
 def min_dot_depth(common: torch.dtype) -> int:
